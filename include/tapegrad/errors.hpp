@@ -1,0 +1,34 @@
+// The exceptions tapegrad throws. All derive from tapegrad::Error (a std::runtime_error).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tapegrad {
+
+/// Base of every tapegrad exception.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Bad shapes, dtypes, axes or argument values (TF: ValueError / InvalidArgumentError).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+/// No gradient is registered for a recorded op type (TF: LookupError).
+class LookupError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Misuse of a GradientTape: a used non-persistent tape, re-entering a recording tape,
+/// stop_recording on a tape that is not recording (TF: RuntimeError and the tape ValueErrors).
+class TapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace tapegrad

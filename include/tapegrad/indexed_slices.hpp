@@ -1,0 +1,41 @@
+// IndexedSlices: a row-sparse gradient (TF: tf.IndexedSlices), the gradient of `gather`.
+#pragma once
+
+#include "tapegrad/tensor.hpp"
+
+namespace tapegrad {
+
+/// Rows `values[i]` belong at `indices[i]` of a dense tensor of `dense_shape`; rows of a
+/// repeated index add up. values: [n, dense_shape[1:]...]; indices: Int32 or Int64, [n].
+struct IndexedSlices {
+  Tensor values;
+  Tensor indices;
+  Shape dense_shape;
+};
+
+/// The dense tensor that `slices` stands for (duplicate indices summed). Differentiable.
+Tensor to_dense(const IndexedSlices& slices);
+
+/// A gradient as the runtime passes it around: dense, sparse, or undefined.
+class GradientValue {
+ public:
+  GradientValue() = default;
+  GradientValue(Tensor dense) : dense_(std::move(dense)) {}  // NOLINT
+  GradientValue(IndexedSlices sparse)                         // NOLINT
+      : sparse_(std::make_shared<IndexedSlices>(std::move(sparse))) {}
+
+  bool defined() const { return dense_.defined() || sparse_ != nullptr; }
+  bool is_sparse() const { return sparse_ != nullptr; }
+  /// The dense gradient; InvalidArgument when it is sparse.
+  const Tensor& dense() const;
+  /// The sparse gradient; InvalidArgument when it is dense.
+  const IndexedSlices& sparse() const;
+  /// Dense either way (an undefined Tensor when undefined).
+  Tensor to_dense() const;
+
+ private:
+  Tensor dense_;
+  std::shared_ptr<const IndexedSlices> sparse_;
+};
+
+}  // namespace tapegrad

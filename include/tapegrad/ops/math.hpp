@@ -1,0 +1,69 @@
+// Elementwise arithmetic, unary math, comparisons and `where`.
+// Binary ops broadcast like NumPy; both operands must have the same dtype (no implicit
+// promotion: InvalidArgument naming the op, the shapes and the dtypes). A C++ scalar operand
+// takes the tensor's dtype. Integer dtypes are accepted where TF accepts them and are never
+// differentiated.
+#pragma once
+
+#include "tapegrad/tensor.hpp"
+
+namespace tapegrad {
+
+// Arithmetic (TF: tf.add, tf.subtract, tf.multiply, tf.divide, tf.negative, tf.pow,
+// tf.maximum, tf.minimum). Gradients are reduced back to each operand's shape.
+Tensor add(const Tensor& x, const Tensor& y);
+Tensor subtract(const Tensor& x, const Tensor& y);
+Tensor multiply(const Tensor& x, const Tensor& y);
+/// Integer division truncates toward zero, as C++ does; division by an integer 0 throws.
+Tensor divide(const Tensor& x, const Tensor& y);
+Tensor negative(const Tensor& x);
+Tensor pow(const Tensor& x, const Tensor& y);
+Tensor pow(const Tensor& x, double y);
+/// Ties send the gradient to x (the first argument), as TF.
+Tensor maximum(const Tensor& x, const Tensor& y);
+Tensor minimum(const Tensor& x, const Tensor& y);
+
+// Unary math (TF: tf.math.*). abs and sign give 0 gradient at 0; sign's gradient is zero.
+Tensor square(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+/// 1 / x (floating only).
+Tensor reciprocal(const Tensor& x);
+
+// Comparisons: Bool results, not differentiable.
+Tensor equal(const Tensor& x, const Tensor& y);
+Tensor not_equal(const Tensor& x, const Tensor& y);
+Tensor less(const Tensor& x, const Tensor& y);
+Tensor less_equal(const Tensor& x, const Tensor& y);
+Tensor greater(const Tensor& x, const Tensor& y);
+Tensor greater_equal(const Tensor& x, const Tensor& y);
+
+/// Elementwise cond ? a : b; the three operands broadcast (TF2 tf.where). cond is Bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Operators: Tensor (op) Tensor, Tensor (op) double, double (op) Tensor.
+Tensor operator+(const Tensor& x, const Tensor& y);
+Tensor operator-(const Tensor& x, const Tensor& y);
+Tensor operator*(const Tensor& x, const Tensor& y);
+Tensor operator/(const Tensor& x, const Tensor& y);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& x, double y);
+Tensor operator-(const Tensor& x, double y);
+Tensor operator*(const Tensor& x, double y);
+Tensor operator/(const Tensor& x, double y);
+Tensor operator+(double x, const Tensor& y);
+Tensor operator-(double x, const Tensor& y);
+Tensor operator*(double x, const Tensor& y);
+Tensor operator/(double x, const Tensor& y);
+
+/// A rank-0 tensor holding `value` in `dtype` (the scalar operand of the operators).
+Tensor scalar(double value, DType dtype);
+
+}  // namespace tapegrad

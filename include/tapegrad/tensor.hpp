@@ -1,0 +1,126 @@
+// Tensor: an immutable, shareable n-dimensional array with a runtime dtype and a unique id.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <xtensor/xarray.hpp>
+
+#include "tapegrad/dtype.hpp"
+#include "tapegrad/errors.hpp"
+
+namespace tapegrad {
+
+namespace detail {
+
+// The storage behind a Tensor handle. Never mutated after construction, so tapes can keep
+// handles to inputs and outputs without copying and without version counters.
+struct TensorImpl {
+  using Storage = std::variant<xt::xarray<float>, xt::xarray<double>, xt::xarray<std::int32_t>,
+                               xt::xarray<std::int64_t>, xt::xarray<bool>>;
+  std::uint64_t id;
+  DType dtype;
+  Shape shape;
+  Storage data;
+};
+
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<double>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int32_t>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int64_t>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<bool>&& a);
+std::uint64_t next_tensor_id();
+
+[[noreturn]] void throw_undefined_tensor(const char* what);
+[[noreturn]] void throw_dtype_mismatch(DType actual, DType requested);
+
+template <class T>
+constexpr bool is_tensor_element_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>;
+
+}  // namespace detail
+
+/// A cheap handle to immutable storage: copies of a handle are the same tensor (same id).
+/// Element types: float, double, int32_t, int64_t, bool (TF: an eager tf.Tensor).
+class Tensor {
+ public:
+  /// An undefined tensor: what `gradient()` returns for an unconnected source.
+  Tensor() = default;
+
+  /// Takes the array without copying it (pass an rvalue or std::move).
+  template <class T, std::enable_if_t<detail::is_tensor_element_v<T>, int> = 0>
+  Tensor(xt::xarray<T> a)  // NOLINT(google-explicit-constructor): arrays convert like values
+      : impl_(detail::make_tensor_impl(std::move(a))) {}
+
+  bool defined() const noexcept { return impl_ != nullptr; }
+  explicit operator bool() const noexcept { return defined(); }
+
+  DType dtype() const { return checked().dtype; }
+  const Shape& shape() const { return checked().shape; }
+  std::size_t rank() const { return checked().shape.size(); }
+  std::size_t size() const;
+  /// Unique for the life of the process; the key the tape records.
+  std::uint64_t id() const { return checked().id; }
+
+  /// The elements. Throws InvalidArgument when T is not this tensor's dtype.
+  template <class T>
+  const xt::xarray<T>& array() const {
+    static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
+    const auto* a = std::get_if<xt::xarray<T>>(&checked().data);
+    if (a == nullptr) detail::throw_dtype_mismatch(impl_->dtype, dtype_of<T>::value);
+    return *a;
+  }
+
+  /// The single element of a tensor of size 1. InvalidArgument otherwise.
+  template <class T>
+  T item() const;
+
+  /// The storage (for kernels and the runtime).
+  const detail::TensorImpl& impl() const { return checked(); }
+  /// Wraps existing storage (for the runtime; users construct from arrays).
+  explicit Tensor(std::shared_ptr<const detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  const detail::TensorImpl& checked() const {
+    if (!impl_) detail::throw_undefined_tensor("Tensor");
+    return *impl_;
+  }
+  std::shared_ptr<const detail::TensorImpl> impl_;
+};
+
+/// "Tensor(shape=[2], dtype=float64, [1., 2.])", or "Tensor(undefined)".
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// Scalars (rank 0): Float64 and Float32.
+Tensor constant(double value);
+Tensor constant(float value);
+/// A 1-D Float64 tensor.
+Tensor constant(std::initializer_list<double> values);
+/// A 2-D Float64 tensor; every row must have the same length (InvalidArgument otherwise).
+Tensor constant(std::initializer_list<std::initializer_list<double>> rows);
+/// A tensor of `shape` and `dtype` from row-major values, converted to the dtype
+/// (InvalidArgument when the count does not fill the shape).
+Tensor from_values(const std::vector<double>& values, const Shape& shape,
+                   DType dtype = DType::Float64);
+
+/// Tensors filled with 0, 1 or a value, of any dtype (TF: tf.zeros, tf.ones, tf.fill).
+Tensor zeros(const Shape& shape, DType dtype = DType::Float64);
+Tensor ones(const Shape& shape, DType dtype = DType::Float64);
+Tensor fill(const Shape& shape, double value, DType dtype = DType::Float64);
+/// Same shape and dtype as t.
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+
+extern template float Tensor::item<float>() const;
+extern template double Tensor::item<double>() const;
+extern template std::int32_t Tensor::item<std::int32_t>() const;
+extern template std::int64_t Tensor::item<std::int64_t>() const;
+extern template bool Tensor::item<bool>() const;
+
+}  // namespace tapegrad

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds tapegrad in Release and runs the main example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+BUILD_DIR=${BUILD_DIR:-build/release}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_EXAMPLES=ON
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+"$BUILD_DIR/examples/quickstart"

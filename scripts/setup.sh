@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tapegrad needs that are missing (via sudo when not root).
+# Sourced by demo.sh and test.sh; safe to run again.
+set -euo pipefail
+
+TAPEGRAD_PACKAGES=(
+  build-essential cmake pkg-config ccache
+  xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev
+  catch2 zlib1g-dev
+)
+
+missing=()
+for p in "${TAPEGRAD_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "tapegrad: installing ${missing[*]}"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

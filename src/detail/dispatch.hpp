@@ -1,0 +1,50 @@
+// Runtime dtype -> C++ element type dispatch for kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tapegrad/errors.hpp"
+#include "tapegrad/tensor.hpp"
+
+namespace tapegrad::detail {
+
+[[noreturn]] inline void throw_unsupported_dtype(const char* op, DType dtype, const char* allowed) {
+  throw InvalidArgument(std::string(op) + ": dtype " + dtype_name(dtype) +
+                        " is not supported (expected " + allowed + ")");
+}
+
+// f is called with a value of the element type: f(float{}), f(double{}), ...
+template <class F>
+decltype(auto) dispatch_floating(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: throw_unsupported_dtype(op, dtype, "float32 or float64");
+  }
+}
+
+template <class F>
+decltype(auto) dispatch_numeric(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int32: return f(std::int32_t{});
+    case DType::Int64: return f(std::int64_t{});
+    default: throw_unsupported_dtype(op, dtype, "float32, float64, int32 or int64");
+  }
+}
+
+template <class F>
+decltype(auto) dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int32: return f(std::int32_t{});
+    case DType::Int64: return f(std::int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+  throw_unsupported_dtype("dispatch", dtype, "a known dtype");
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,98 @@
+// Elementwise kernels: plain loops for small and same-shape cases (xtensor's expression
+// machinery costs more than the arithmetic on tiny tensors), xtensor/xsimd expressions for
+// large unary math, and one strided loop for NumPy broadcasting.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+#include <xtensor/xnoalias.hpp>
+
+#include "detail/shape_util.hpp"
+
+namespace tapegrad::detail {
+
+// Below this many elements a scalar loop beats building an xtensor expression.
+constexpr std::size_t kSmallKernel = 32;
+
+template <class R, class T, class ScalarFn>
+xt::xarray<R> map_unary(const xt::xarray<T>& a, ScalarFn fn) {
+  xt::xarray<R> out = xt::empty<R>(a.shape());
+  const T* in = a.data();
+  R* o = out.data();
+  const std::size_t n = a.size();
+  for (std::size_t i = 0; i < n; ++i) o[i] = fn(in[i]);
+  return out;
+}
+
+// fn for small inputs, the xtensor expression expr(a) (vectorised by xsimd) for large ones.
+template <class T, class ScalarFn, class ExprFn>
+xt::xarray<T> map_unary_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
+  if (a.size() <= kSmallKernel) return map_unary<T>(a, fn);
+  xt::xarray<T> out = xt::empty<T>(a.shape());
+  xt::noalias(out) = expr(a);
+  return out;
+}
+
+// out[i] = fn(a[ia], b[ib]) over the broadcast shape `shape`.
+template <class R, class T, class ScalarFn>
+xt::xarray<R> map_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, const Shape& shape,
+                         ScalarFn fn) {
+  xt::xarray<R> out = xt::empty<R>(shape);
+  R* o = out.data();
+  const T* pa = a.data();
+  const T* pb = b.data();
+  const std::size_t n = out.size();
+  if (n == 0) return out;
+  const bool same_a = a.size() == n;
+  const bool same_b = b.size() == n;
+  if (same_a && same_b) {
+    for (std::size_t i = 0; i < n; ++i) o[i] = fn(pa[i], pb[i]);
+    return out;
+  }
+  if (same_a && b.size() == 1) {
+    const T v = pb[0];
+    for (std::size_t i = 0; i < n; ++i) o[i] = fn(pa[i], v);
+    return out;
+  }
+  if (a.size() == 1 && same_b) {
+    const T v = pa[0];
+    for (std::size_t i = 0; i < n; ++i) o[i] = fn(v, pb[i]);
+    return out;
+  }
+  // General broadcast: element strides of a and b in the output's index space (0 where a
+  // dimension is broadcast), walking the innermost dimension in a tight loop.
+  const std::size_t rank = shape.size();
+  std::vector<std::size_t> sa(rank, 0), sb(rank, 0);
+  {
+    const auto st_a = row_major_strides(Shape(a.shape().begin(), a.shape().end()));
+    const auto st_b = row_major_strides(Shape(b.shape().begin(), b.shape().end()));
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::size_t oa = rank - a.dimension();
+      const std::size_t ob = rank - b.dimension();
+      if (d >= oa && a.shape()[d - oa] != 1) sa[d] = st_a[d - oa];
+      if (d >= ob && b.shape()[d - ob] != 1) sb[d] = st_b[d - ob];
+    }
+  }
+  const std::size_t inner = shape[rank - 1];
+  const std::size_t ia_step = sa[rank - 1];
+  const std::size_t ib_step = sb[rank - 1];
+  std::vector<std::size_t> idx(rank, 0);
+  std::size_t ia = 0, ib = 0;
+  for (std::size_t k = 0; k < n; k += inner) {
+    for (std::size_t j = 0; j < inner; ++j) o[k + j] = fn(pa[ia + j * ia_step], pb[ib + j * ib_step]);
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++idx[d];
+      ia += sa[d];
+      ib += sb[d];
+      if (idx[d] < shape[d]) break;
+      ia -= sa[d] * shape[d];
+      ib -= sb[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,66 @@
+// The reduction loop shared by the reduce ops.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "detail/shape_util.hpp"
+
+namespace tapegrad::detail {
+
+// The shape of a reduction with keepdims: reduced axes become 1.
+inline Shape keepdims_shape(const Shape& shape, const std::vector<std::size_t>& axes) {
+  Shape out = shape;
+  for (auto a : axes) out[a] = 1;
+  return out;
+}
+
+// The shape of a reduction without keepdims: reduced axes are dropped.
+inline Shape reduced_shape(const Shape& shape, const std::vector<std::size_t>& axes) {
+  Shape out;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) out.push_back(shape[d]);
+  }
+  return out;
+}
+
+// Folds every element of `a` into its output cell: out = combine(out, a[i]) starting from
+// `init`. Returns the result in the keepdims or reduced shape.
+template <class R, class T, class Combine>
+xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>& axes,
+                          bool keepdims, R init, Combine combine) {
+  const Shape in_shape(a.shape().begin(), a.shape().end());
+  const Shape kept = keepdims_shape(in_shape, axes);
+  xt::xarray<R> out = xt::empty<R>(kept);
+  std::fill(out.begin(), out.end(), init);
+  const T* in = a.data();
+  R* o = out.data();
+  const std::size_t n = a.size();
+  if (out.size() == 1) {
+    R acc = init;
+    for (std::size_t i = 0; i < n; ++i) acc = combine(acc, in[i]);
+    o[0] = acc;
+  } else if (n != 0) {
+    const std::size_t rank = in_shape.size();
+    std::vector<std::size_t> ostride = row_major_strides(kept);
+    for (auto ax : axes) ostride[ax] = 0;
+    std::vector<std::size_t> idx(rank, 0);
+    std::size_t oi = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      o[oi] = combine(o[oi], in[i]);
+      for (std::size_t d = rank; d-- > 0;) {
+        ++idx[d];
+        oi += ostride[d];
+        if (idx[d] < in_shape[d]) break;
+        oi -= ostride[d] * in_shape[d];
+        idx[d] = 0;
+      }
+    }
+  }
+  if (!keepdims) out.reshape(reduced_shape(in_shape, axes));
+  return out;
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,79 @@
+// The tape: op entries and the map from tensor id to the entry that produced it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "detail/op_registry.hpp"
+#include "tapegrad/registry.hpp"
+#include "tapegrad/variable.hpp"
+
+namespace tapegrad::detail {
+
+struct TensorMeta {
+  std::uint64_t id;
+  DType dtype;
+  Shape shape;
+};
+
+// One recorded op. Shapes and dtypes are always kept; tensors only where the gradient reads
+// them (GradientSpec::keep_*), and they are dropped as soon as a non-persistent tape has
+// used the entry.
+struct OpEntry {
+  const OpSlot* op = nullptr;
+  Attrs attrs;
+  std::vector<TensorMeta> inputs;
+  std::vector<TensorMeta> outputs;
+  std::vector<Tensor> saved_inputs;   // one per input, undefined where not kept
+  std::vector<Tensor> saved_outputs;  // one per output, undefined where not kept
+  SparseGradientFunction custom_backward;  // overrides the registry (custom_gradient)
+  bool released = false;
+};
+
+constexpr std::int64_t kWatched = -1;
+
+class TapeImpl {
+ public:
+  TapeImpl(bool persistent, bool watch_accessed_variables)
+      : persistent_(persistent), watch_accessed_variables_(watch_accessed_variables) {}
+
+  bool persistent() const { return persistent_; }
+  bool watch_accessed_variables() const { return watch_accessed_variables_; }
+
+  // Floating tensors only: ops on integer or bool tensors are never recorded.
+  bool is_watched(std::uint64_t id) const { return tensor_tape_.count(id) != 0; }
+  void watch(const Tensor& t);
+  void watch_variable(const Variable& v);
+  const std::vector<Variable>& watched_variables() const { return watched_variables_; }
+
+  // Appends an entry for an op; its outputs become watched.
+  void record(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
+              const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
+              const SparseGradientFunction& custom_backward);
+
+  // The producing entry of a tensor id, kWatched for a watched tensor, or nothing.
+  const std::unordered_map<std::uint64_t, std::int64_t>& tensor_tape() const {
+    return tensor_tape_;
+  }
+  OpEntry& entry(std::int64_t op_id) { return ops_[static_cast<std::size_t>(op_id)]; }
+  std::size_t num_entries() const { return ops_.size(); }
+  void release(std::int64_t op_id);
+  std::size_t bytes_held() const;
+  void clear();
+
+ private:
+  bool persistent_;
+  bool watch_accessed_variables_;
+  std::unordered_map<std::uint64_t, std::int64_t> tensor_tape_;
+  std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
+  std::vector<Variable> watched_variables_;
+};
+
+// This thread's active tapes, outermost first.
+std::vector<TapeImpl*>& tape_stack();
+void push_tape(TapeImpl* tape);
+void pop_tape(TapeImpl* tape);
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,238 @@
+// Shape manipulation and copying ops: forward kernels and gradients side by side.
+#include "tapegrad/ops/array.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "detail/dispatch.hpp"
+#include "detail/elementwise.hpp"
+#include "detail/recording.hpp"
+#include "tapegrad/ops/reduce.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+std::vector<std::int64_t> signed_shape(const Shape& s) {
+  return std::vector<std::int64_t>(s.begin(), s.end());
+}
+
+Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
+  return detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> out = xt::empty<T>(shape);
+    std::copy(x.array<T>().data(), x.array<T>().data() + x.size(), out.data());
+    return Tensor(std::move(out));
+  });
+}
+
+Grads identity_grad(const OpContext&, const std::vector<Tensor>& g) { return {g[0]}; }
+
+Grads reshape_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return {reshape(g[0], signed_shape(ctx.input_shape(0)))};
+}
+
+Grads transpose_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const auto& perm = ctx.attrs().get_ints("perm");
+  std::vector<int> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  return {transpose(g[0], inverse)};
+}
+
+Grads broadcast_to_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return {unbroadcast(g[0], ctx.input_shape(0))};
+}
+
+const OpSlot& identity_op() {
+  static const OpSlot& op = detail::define_op("Identity", identity_grad, Keep::none(), Keep::none());
+  return op;
+}
+const OpSlot& reshape_op() {
+  static const OpSlot& op = detail::define_op("Reshape", reshape_grad, Keep::none(), Keep::none());
+  return op;
+}
+const OpSlot& transpose_op() {
+  static const OpSlot& op = detail::define_op("Transpose", transpose_grad, Keep::none(), Keep::none());
+  return op;
+}
+const OpSlot& broadcast_to_op() {
+  static const OpSlot& op =
+      detail::define_op("BroadcastTo", broadcast_to_grad, Keep::none(), Keep::none());
+  return op;
+}
+
+void record_unary(const OpSlot& op, const Tensor& x, const Tensor& out, const Attrs& attrs = Attrs()) {
+  if (!detail::any_tape_active()) return;
+  const Tensor* in = &x;
+  detail::record_on_tapes(op, &in, 1, &out, 1, attrs);
+}
+
+}  // namespace
+
+Tensor identity(const Tensor& x) {
+  detail::require_defined("identity", x);
+  Tensor out = copy_with_shape(x, x.shape());
+  record_unary(identity_op(), x, out);
+  return out;
+}
+
+Tensor stop_gradient(const Tensor& x) {
+  detail::require_defined("stop_gradient", x);
+  return copy_with_shape(x, x.shape());  // a new tensor no tape knows: nothing flows back
+}
+
+Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
+  detail::require_defined("reshape", x);
+  std::size_t known = 1;
+  int inferred = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && inferred < 0) {
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw InvalidArgument("reshape: target shape has an invalid entry " + std::to_string(shape[i]) +
+                            " (only one -1 is allowed); x has shape " + shape_to_string(x.shape()) +
+                            " and dtype " + dtype_name(x.dtype()));
+    } else {
+      known *= static_cast<std::size_t>(shape[i]);
+    }
+  }
+  auto fail = [&] {
+    std::string target = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
+    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
+                          " (" + std::to_string(x.size()) + " elements, dtype " +
+                          dtype_name(x.dtype()) + ") into shape " + target + "]");
+  };
+  if (inferred >= 0) {
+    if (known == 0 || x.size() % known != 0) fail();
+    shape[static_cast<std::size_t>(inferred)] = static_cast<std::int64_t>(x.size() / known);
+  } else if (known != x.size()) {
+    fail();
+  }
+  const Shape target(shape.begin(), shape.end());
+  Tensor out = copy_with_shape(x, target);
+  record_unary(reshape_op(), x, out);
+  return out;
+}
+
+Tensor transpose(const Tensor& x, std::vector<int> perm) {
+  detail::require_defined("transpose", x);
+  const std::size_t rank = x.rank();
+  if (perm.empty()) {
+    perm.resize(rank);
+    for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(rank - 1 - i);
+  }
+  std::vector<int> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = perm.size() == rank;
+  for (std::size_t i = 0; valid && i < rank; ++i) valid = sorted[i] == static_cast<int>(i);
+  if (!valid) {
+    std::string p = "[";
+    for (std::size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
+    throw InvalidArgument("transpose: perm " + p + "] is not a permutation of the axes of x with shape " +
+                          shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
+  }
+  const Shape& in_shape = x.shape();
+  Shape out_shape(rank);
+  for (std::size_t i = 0; i < rank; ++i) out_shape[i] = in_shape[static_cast<std::size_t>(perm[i])];
+  const auto in_strides = detail::row_major_strides(in_shape);
+  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> o = xt::empty<T>(out_shape);
+    const T* in = x.array<T>().data();
+    T* dst = o.data();
+    const std::size_t n = o.size();
+    if (n == 0) return Tensor(std::move(o));
+    if (rank == 0) {
+      dst[0] = in[0];
+      return Tensor(std::move(o));
+    }
+    // Walk the output in order; the input offset follows the permuted strides.
+    std::vector<std::size_t> step(rank);
+    for (std::size_t i = 0; i < rank; ++i) step[i] = in_strides[static_cast<std::size_t>(perm[i])];
+    std::vector<std::size_t> idx(rank, 0);
+    std::size_t offset = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      dst[k] = in[offset];
+      for (std::size_t d = rank; d-- > 0;) {
+        ++idx[d];
+        offset += step[d];
+        if (idx[d] < out_shape[d]) break;
+        offset -= step[d] * out_shape[d];
+        idx[d] = 0;
+      }
+    }
+    return Tensor(std::move(o));
+  });
+  if (detail::any_tape_active()) {
+    record_unary(transpose_op(), x, out,
+                 Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end())));
+  }
+  return out;
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  detail::require_defined("broadcast_to", x);
+  const Shape b = [&] {
+    try {
+      return detail::broadcast_shapes("broadcast_to", x.shape(), shape);
+    } catch (const InvalidArgument&) {
+      throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
+                            " and dtype " + dtype_name(x.dtype()) +
+                            " cannot be broadcast to shape " + shape_to_string(shape));
+    }
+  }();
+  if (b != shape) {
+    throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
+                          " and dtype " + dtype_name(x.dtype()) +
+                          " cannot be broadcast to shape " + shape_to_string(shape));
+  }
+  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
+    const xt::xarray<T> unit = xt::empty<T>(Shape{});
+    return Tensor(detail::map_binary<T>(x.array<T>(), unit, shape, [](T a, T) { return a; }));
+  });
+  record_unary(broadcast_to_op(), x, out);
+  return out;
+}
+
+Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
+  detail::require_defined("unbroadcast", grad);
+  const Shape& g = grad.shape();
+  if (g == shape) return grad;
+  if (shape.size() > g.size()) {
+    throw InvalidArgument("unbroadcast: a gradient of shape " + shape_to_string(g) +
+                          " cannot be reduced to shape " + shape_to_string(shape));
+  }
+  const std::size_t lead = g.size() - shape.size();
+  std::vector<int> axes;
+  for (std::size_t d = 0; d < g.size(); ++d) {
+    if (d < lead) {
+      axes.push_back(static_cast<int>(d));
+    } else if (shape[d - lead] != g[d]) {
+      if (shape[d - lead] != 1) {
+        throw InvalidArgument("unbroadcast: a gradient of shape " + shape_to_string(g) +
+                              " cannot be reduced to shape " + shape_to_string(shape));
+      }
+      axes.push_back(static_cast<int>(d));
+    }
+  }
+  Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/false);
+  return reshape(summed, signed_shape(shape));
+}
+
+}  // namespace tapegrad
+
+// PLACEHOLDER (replaced by the gather/concat work of the op-library issue).
+namespace tapegrad {
+Tensor to_dense(const IndexedSlices&) { throw InvalidArgument("to_dense: not available yet"); }
+namespace detail {
+IndexedSlices concat_slices(const std::vector<IndexedSlices>&) {
+  throw InvalidArgument("concat_slices: not available yet");
+}
+}  // namespace detail
+}  // namespace tapegrad

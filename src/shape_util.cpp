@@ -1,0 +1,84 @@
+#include "detail/shape_util.hpp"
+
+#include <algorithm>
+
+namespace tapegrad::detail {
+
+std::string describe(const char* op, const Tensor& x) {
+  return std::string(op) + ": x has shape " + shape_to_string(x.shape()) + " and dtype " +
+         dtype_name(x.dtype());
+}
+
+std::string describe(const char* op, const Tensor& x, const Tensor& y) {
+  return describe(op, x) + ", y has shape " + shape_to_string(y.shape()) + " and dtype " +
+         dtype_name(y.dtype());
+}
+
+void require_defined(const char* op, const Tensor& x) {
+  if (!x.defined()) throw InvalidArgument(std::string(op) + ": an argument is an undefined tensor");
+}
+
+void require_same_dtype(const char* op, const Tensor& x, const Tensor& y) {
+  require_defined(op, x);
+  require_defined(op, y);
+  if (x.dtype() != y.dtype()) {
+    throw InvalidArgument(describe(op, x, y) + ": the dtypes differ (no implicit promotion; cast one)");
+  }
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::size_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const std::size_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw InvalidArgument(std::string(op) + ": shapes " + shape_to_string(a) + " and " +
+                            shape_to_string(b) + " cannot be broadcast together");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_shapes(const char* op, const Tensor& x, const Tensor& y) {
+  try {
+    return broadcast_shapes(op, x.shape(), y.shape());
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(describe(op, x, y) + ": the shapes cannot be broadcast together");
+  }
+}
+
+std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape) {
+  const auto r = static_cast<int>(rank);
+  if (axis < -r || axis >= r) {
+    throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                          " is out of range for shape " + shape_to_string(shape) + " (rank " +
+                          std::to_string(rank) + ")");
+  }
+  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+
+std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
+                                        const Shape& shape) {
+  std::vector<std::size_t> out;
+  if (axes.empty()) {
+    for (std::size_t i = 0; i < shape.size(); ++i) out.push_back(i);
+    return out;
+  }
+  for (int a : axes) out.push_back(normalize_axis(op, a, shape.size(), shape));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw InvalidArgument(std::string(op) + ": an axis is repeated in the axes for shape " +
+                          shape_to_string(shape));
+  }
+  return out;
+}
+
+std::vector<std::size_t> row_major_strides(const Shape& shape) {
+  std::vector<std::size_t> s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,162 @@
+// The tape itself and this thread's stack of active tapes.
+#include <algorithm>
+#include <iostream>
+#include <mutex>
+#include <unordered_set>
+
+#include "detail/recording.hpp"
+#include "detail/tape_impl.hpp"
+#include "detail/warn.hpp"
+
+namespace tapegrad::detail {
+
+thread_local std::size_t active_tape_count = 0;
+
+std::vector<TapeImpl*>& tape_stack() {
+  thread_local std::vector<TapeImpl*> stack;
+  return stack;
+}
+
+void push_tape(TapeImpl* tape) {
+  tape_stack().push_back(tape);
+  active_tape_count = tape_stack().size();
+}
+
+void pop_tape(TapeImpl* tape) {
+  auto& stack = tape_stack();
+  // Not always the top: a stop_recording guard pauses an outer tape under an inner one.
+  auto it = std::find(stack.rbegin(), stack.rend(), tape);
+  if (it != stack.rend()) stack.erase(std::next(it).base());
+  active_tape_count = stack.size();
+}
+
+void TapeImpl::watch(const Tensor& t) {
+  if (!is_floating(t.dtype())) {
+    warn_once("watch-dtype", std::string("GradientTape::watch: the dtype of a watched tensor must "
+                                         "be floating (float32 or float64), got ") +
+                                 dtype_name(t.dtype()) + "; it will get no gradient");
+    return;
+  }
+  tensor_tape_.emplace(t.id(), kWatched);
+}
+
+void TapeImpl::watch_variable(const Variable& v) {
+  auto pos = std::lower_bound(
+      watched_variables_.begin(), watched_variables_.end(), v,
+      [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
+  if (pos == watched_variables_.end() || pos->id() != v.id()) watched_variables_.insert(pos, v);
+  if (is_floating(v.dtype())) tensor_tape_.emplace(v.handle().id(), kWatched);
+}
+
+void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
+                      const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
+                      const SparseGradientFunction& custom_backward) {
+  const GradientSpec* spec = op.spec();
+  // A custom backward captures what it needs; an op without a spec yet keeps everything in
+  // case its gradient is registered before gradient() runs.
+  const bool keep_nothing = static_cast<bool>(custom_backward) ||
+                            (spec != nullptr && spec->not_differentiable);
+  const auto keeps_input = [&](std::size_t i) {
+    return !keep_nothing && (spec == nullptr || spec->keep_inputs.keeps(i));
+  };
+  const auto keeps_output = [&](std::size_t i) {
+    return !keep_nothing && (spec == nullptr || spec->keep_outputs.keeps(i));
+  };
+
+  OpEntry& e = ops_.emplace_back();
+  e.op = &op;
+  e.attrs = attrs;
+  e.custom_backward = custom_backward;
+  e.inputs.reserve(n_inputs);
+  e.saved_inputs.resize(n_inputs);
+  for (std::size_t i = 0; i < n_inputs; ++i) {
+    const auto& impl = inputs[i]->impl();
+    e.inputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape});
+    if (keeps_input(i)) e.saved_inputs[i] = *inputs[i];
+  }
+  e.outputs.reserve(n_outputs);
+  e.saved_outputs.resize(n_outputs);
+  const auto op_id = static_cast<std::int64_t>(ops_.size() - 1);
+  for (std::size_t i = 0; i < n_outputs; ++i) {
+    const auto& impl = outputs[i].impl();
+    e.outputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape});
+    if (keeps_output(i)) e.saved_outputs[i] = outputs[i];
+    tensor_tape_[impl.id] = op_id;
+  }
+}
+
+void TapeImpl::release(std::int64_t op_id) {
+  OpEntry& e = entry(op_id);
+  e.saved_inputs.clear();
+  e.saved_inputs.shrink_to_fit();
+  e.saved_outputs.clear();
+  e.saved_outputs.shrink_to_fit();
+  e.custom_backward = nullptr;
+  e.released = true;
+}
+
+namespace {
+std::size_t element_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+}  // namespace
+
+std::size_t TapeImpl::bytes_held() const {
+  std::unordered_set<std::uint64_t> counted;
+  std::size_t bytes = 0;
+  auto count = [&](const Tensor& t) {
+    if (t.defined() && counted.insert(t.id()).second) bytes += t.size() * element_bytes(t.dtype());
+  };
+  for (const auto& e : ops_) {
+    for (const auto& t : e.saved_inputs) count(t);
+    for (const auto& t : e.saved_outputs) count(t);
+  }
+  return bytes;
+}
+
+void TapeImpl::clear() {
+  tensor_tape_.clear();
+  ops_.clear();
+  watched_variables_.clear();
+}
+
+void record_on_tapes(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
+                     const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
+                     const SparseGradientFunction& custom_backward) {
+  bool any_floating_output = false;
+  for (std::size_t i = 0; i < n_outputs; ++i) {
+    any_floating_output = any_floating_output || is_floating(outputs[i].dtype());
+  }
+  if (!any_floating_output) return;  // nothing downstream could ever get a gradient
+  for (TapeImpl* tape : tape_stack()) {
+    for (std::size_t i = 0; i < n_inputs; ++i) {
+      const auto& impl = inputs[i]->impl();
+      if (is_floating(impl.dtype) && tape->is_watched(impl.id)) {
+        tape->record(op, inputs, n_inputs, outputs, n_outputs, attrs, custom_backward);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tapegrad::detail
+
+namespace tapegrad {
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  for (detail::TapeImpl* tape : detail::tape_stack()) {
+    for (const auto& t : inputs) {
+      if (t.defined() && is_floating(t.dtype()) && tape->is_watched(t.id())) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tapegrad

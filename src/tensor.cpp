@@ -1,0 +1,190 @@
+#include "tapegrad/tensor.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <ostream>
+#include <sstream>
+
+#include <xtensor/xio.hpp>
+
+namespace tapegrad {
+
+bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "unknown";
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::size_t num_elements(const Shape& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+namespace detail {
+namespace {
+
+// Ids come from a process-wide counter in blocks, so the common case is a thread-local
+// increment rather than a contended atomic.
+constexpr std::uint64_t kIdBlock = 1 << 16;
+std::atomic<std::uint64_t> next_id_block{1};
+
+}  // namespace
+
+std::uint64_t next_tensor_id() {
+  thread_local std::uint64_t next = 0;
+  thread_local std::uint64_t end = 0;
+  if (next == end) {
+    next = next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+    end = next + kIdBlock;
+  }
+  return next++;
+}
+
+namespace {
+
+template <class T>
+std::shared_ptr<const TensorImpl> make_impl(xt::xarray<T>&& a) {
+  Shape shape(a.shape().begin(), a.shape().end());
+  return std::make_shared<const TensorImpl>(
+      TensorImpl{next_tensor_id(), dtype_of<T>::value, std::move(shape),
+                 TensorImpl::Storage(std::in_place_type<xt::xarray<T>>, std::move(a))});
+}
+
+}  // namespace
+
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<double>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int32_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int64_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<bool>&& a) { return make_impl(std::move(a)); }
+
+void throw_undefined_tensor(const char* what) {
+  throw InvalidArgument(std::string(what) +
+                        ": the tensor is undefined (an unconnected gradient, or a default-"
+                        "constructed Tensor)");
+}
+
+void throw_dtype_mismatch(DType actual, DType requested) {
+  throw InvalidArgument(std::string("Tensor::array: the tensor has dtype ") + dtype_name(actual) +
+                        ", not the requested " + dtype_name(requested));
+}
+
+}  // namespace detail
+
+std::size_t Tensor::size() const { return num_elements(shape()); }
+
+template <class T>
+T Tensor::item() const {
+  const auto& a = array<T>();
+  if (a.size() != 1) {
+    throw InvalidArgument("Tensor::item: needs a tensor of size 1, got shape " +
+                          shape_to_string(shape()));
+  }
+  return *a.begin();
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template std::int32_t Tensor::item<std::int32_t>() const;
+template std::int64_t Tensor::item<std::int64_t>() const;
+template bool Tensor::item<bool>() const;
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(shape=" << shape_to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype())
+     << ", ";
+  std::visit([&os](const auto& a) { os << a; }, t.impl().data);
+  return os << ")";
+}
+
+namespace {
+
+template <class T>
+Tensor filled(const Shape& shape, T value) {
+  xt::xarray<T> a = xt::empty<T>(shape);
+  std::fill(a.begin(), a.end(), value);
+  return Tensor(std::move(a));
+}
+
+}  // namespace
+
+Tensor fill(const Shape& shape, double value, DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return filled<float>(shape, static_cast<float>(value));
+    case DType::Float64: return filled<double>(shape, value);
+    case DType::Int32: return filled<std::int32_t>(shape, static_cast<std::int32_t>(value));
+    case DType::Int64: return filled<std::int64_t>(shape, static_cast<std::int64_t>(value));
+    case DType::Bool: return filled<bool>(shape, value != 0.0);
+  }
+  throw InvalidArgument("fill: unknown dtype");
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return fill(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return fill(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& t) { return fill(t.shape(), 0.0, t.dtype()); }
+Tensor ones_like(const Tensor& t) { return fill(t.shape(), 1.0, t.dtype()); }
+
+Tensor constant(double value) { return filled<double>({}, value); }
+Tensor constant(float value) { return filled<float>({}, value); }
+
+Tensor constant(std::initializer_list<double> values) {
+  xt::xarray<double> a = xt::empty<double>(Shape{values.size()});
+  std::copy(values.begin(), values.end(), a.begin());
+  return Tensor(std::move(a));
+}
+
+Tensor constant(std::initializer_list<std::initializer_list<double>> rows) {
+  const std::size_t cols = rows.size() ? rows.begin()->size() : 0;
+  xt::xarray<double> a = xt::empty<double>(Shape{rows.size(), cols});
+  std::size_t r = 0;
+  for (const auto& row : rows) {
+    if (row.size() != cols) {
+      throw InvalidArgument("constant: row " + std::to_string(r) + " has " +
+                            std::to_string(row.size()) + " values, row 0 has " +
+                            std::to_string(cols));
+    }
+    std::copy(row.begin(), row.end(), a.begin() + static_cast<std::ptrdiff_t>(r * cols));
+    ++r;
+  }
+  return Tensor(std::move(a));
+}
+
+Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  if (values.size() != num_elements(shape)) {
+    throw InvalidArgument("from_values: " + std::to_string(values.size()) +
+                          " values do not fill shape " + shape_to_string(shape));
+  }
+  auto build = [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> a = xt::empty<T>(shape);
+    std::transform(values.begin(), values.end(), a.begin(),
+                   [](double v) { return static_cast<T>(v); });
+    return Tensor(std::move(a));
+  };
+  switch (dtype) {
+    case DType::Float32: return build(float{});
+    case DType::Float64: return build(double{});
+    case DType::Int32: return build(std::int32_t{});
+    case DType::Int64: return build(std::int64_t{});
+    case DType::Bool: return build(bool{});
+  }
+  throw InvalidArgument("from_values: unknown dtype");
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,142 @@
+#include "tapegrad/variable.hpp"
+
+#include <atomic>
+#include <mutex>
+
+#include "detail/dispatch.hpp"
+#include "detail/recording.hpp"
+#include "detail/tape_impl.hpp"
+
+namespace tapegrad {
+namespace detail {
+
+struct VariableImpl {
+  std::uint64_t id;
+  bool trainable;
+  std::string name;
+  Tensor handle;
+  mutable std::mutex mutex;
+  Tensor value;
+};
+
+namespace {
+
+std::atomic<std::uint64_t> next_variable_id{1};
+
+// A variable's value is always a tensor of its own (never shared with another variable or
+// the caller), so a tape can tell which variable a value came from by its id.
+Tensor private_copy(const Tensor& t) {
+  return dispatch_any(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(xt::xarray<T>(t.array<T>()));
+  });
+}
+
+// Holds no elements: it only stands for the variable on tapes, with the variable's
+// dtype and shape so that gradients for it are checked like any other.
+Tensor make_handle(const Tensor& value) {
+  return dispatch_any(value.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto impl = std::make_shared<const TensorImpl>(
+        TensorImpl{next_tensor_id(), value.dtype(), value.shape(),
+                   TensorImpl::Storage(std::in_place_type<xt::xarray<T>>)});
+    return Tensor(std::move(impl));
+  });
+}
+
+std::vector<GradientValue> read_gradient(const OpContext&,
+                                                               const std::vector<Tensor>& grads) {
+  return {GradientValue(grads[0])};
+}
+
+const OpSlot& read_variable_op() {
+  static const OpSlot& op = define_op("ReadVariableOp", read_gradient, Keep::none(), Keep::none());
+  return op;
+}
+
+// Every tape that auto-watches reads watches this variable; every tape that watches the
+// variable learns that `value` came from it (once per value).
+void on_variable_read(const Variable& v, const Tensor& value) {
+  const Tensor& handle = v.handle();
+  const Tensor* input = &handle;
+  for (TapeImpl* tape : tape_stack()) {
+    if (v.trainable() && tape->watch_accessed_variables()) tape->watch_variable(v);
+    if (is_floating(value.dtype()) && tape->is_watched(handle.id()) && !tape->is_watched(value.id())) {
+      tape->record(read_variable_op(), &input, 1, &value, 1, Attrs(), {});
+    }
+  }
+}
+
+void check_compatible(const char* op, const Variable& v, const Tensor& t) {
+  if (!t.defined()) throw InvalidArgument(std::string("Variable::") + op + ": the tensor is undefined");
+  if (t.shape() != v.shape() || t.dtype() != v.dtype()) {
+    throw InvalidArgument(std::string("Variable::") + op + ": variable '" + v.name() +
+                          "' has shape " + shape_to_string(v.shape()) + " and dtype " +
+                          dtype_name(v.dtype()) + ", the value has shape " +
+                          shape_to_string(t.shape()) + " and dtype " + dtype_name(t.dtype()));
+  }
+}
+
+template <class Combine>
+Tensor combine(const Tensor& a, const Tensor& b, Combine c) {
+  return dispatch_numeric("Variable::assign_add", a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& x = a.array<T>();
+    const auto& y = b.array<T>();
+    xt::xarray<T> out = xt::empty<T>(x.shape());
+    for (std::size_t i = 0; i < out.size(); ++i) out.data()[i] = c(x.data()[i], y.data()[i]);
+    return Tensor(std::move(out));
+  });
+}
+
+}  // namespace
+}  // namespace detail
+
+Variable::Variable(Tensor initial, bool trainable, std::string name) {
+  if (!initial.defined()) throw InvalidArgument("Variable: the initial value is undefined");
+  impl_ = std::make_shared<detail::VariableImpl>();
+  impl_->id = detail::next_variable_id.fetch_add(1, std::memory_order_relaxed);
+  impl_->trainable = trainable;
+  impl_->name = name.empty() ? "Variable:" + std::to_string(impl_->id) : std::move(name);
+  impl_->value = detail::private_copy(initial);
+  impl_->handle = detail::make_handle(impl_->value);
+}
+
+Tensor Variable::peek() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->value;
+}
+
+Tensor Variable::value() const {
+  Tensor v = peek();
+  if (detail::any_tape_active()) detail::on_variable_read(*this, v);
+  return v;
+}
+
+void Variable::assign(const Tensor& value) {
+  detail::check_compatible("assign", *this, value);
+  Tensor copy = detail::private_copy(value);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->value = std::move(copy);
+}
+
+void Variable::assign_add(const Tensor& delta) {
+  detail::check_compatible("assign_add", *this, delta);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->value = detail::combine(impl_->value, delta, [](auto a, auto b) { return a + b; });
+}
+
+void Variable::assign_sub(const Tensor& delta) {
+  detail::check_compatible("assign_sub", *this, delta);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->value = detail::combine(impl_->value, delta, [](auto a, auto b) { return a - b; });
+}
+
+bool Variable::trainable() const { return impl_->trainable; }
+const std::string& Variable::name() const { return impl_->name; }
+std::uint64_t Variable::id() const { return impl_->id; }
+DType Variable::dtype() const { return impl_->handle.dtype(); }
+Shape Variable::shape() const { return impl_->handle.shape(); }
+const Tensor& Variable::handle() const { return impl_->handle; }
+
+}  // namespace tapegrad
