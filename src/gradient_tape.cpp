@@ -28,7 +28,7 @@ GradientTape::RecordingGuard::RecordingGuard(RecordingGuard&& other) noexcept
 }
 
 GradientTape::RecordingGuard::~RecordingGuard() {
-  if (tape_ == nullptr || !tape_->tape_) return;
+  if (tape_ == nullptr || !tape_->tape_ || tape_->consumed_) return;
   if (restore_recording_ && !tape_->recording_) tape_->push();
   if (!restore_recording_ && tape_->recording_) tape_->pop();
 }
@@ -55,7 +55,7 @@ void GradientTape::pop() {
 }
 
 detail::TapeImpl& GradientTape::live_tape(const char* what) {
-  if (!tape_) throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
+  if (!tape_ || consumed_) throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
   return *tape_;
 }
 
@@ -75,7 +75,7 @@ void GradientTape::watch(const std::vector<Variable>& variables) {
 }
 
 GradientTape::RecordingGuard GradientTape::stop_recording() {
-  if (!tape_ || !recording_) {
+  if (!tape_ || consumed_ || !recording_) {
     throw TapeError("GradientTape::stop_recording: Trying to stop recording a tape which is not "
                     "recording.");
   }
@@ -98,10 +98,11 @@ void GradientTape::reset() {
 }
 
 std::vector<Variable> GradientTape::watched_variables() const {
-  return tape_ ? tape_->watched_variables() : std::vector<Variable>{};
+  return tape_ && !consumed_ ? tape_->watched_variables() : watched_when_used_;
 }
 
 std::size_t GradientTape::bytes_held() const { return tape_ ? tape_->bytes_held() : 0; }
+
 
 std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>& targets,
                                                       const std::vector<Tensor>& sources,
@@ -128,7 +129,7 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
   }
 
   std::shared_ptr<detail::TapeImpl> tape = tape_;
-  if (!tape) throw TapeError(std::string("GradientTape::gradient: ") + kUsedTape);
+  if (!tape || consumed_) throw TapeError(std::string("GradientTape::gradient: ") + kUsedTape);
   if (recording_) {
     if (!persistent_) {
       pop();
@@ -139,9 +140,16 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
                         "costs time and memory. Do it only to compute higher-order derivatives.");
     }
   }
+  if (persistent_) return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
   // A non-persistent tape is consumed even if the walk throws: its entries may already be
-  // released, so a retry could not give a right answer.
-  if (!persistent_) tape_.reset();
+  // released, so a retry could not give a right answer. The tape stays reachable during the
+  // walk so that bytes_held() shows entries being released.
+  consumed_ = true;
+  watched_when_used_ = tape->watched_variables();
+  struct DropTape {
+    std::shared_ptr<detail::TapeImpl>& tape;
+    ~DropTape() { tape.reset(); }
+  } drop{tape_};
   return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
 }
 

@@ -71,7 +71,7 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
   e.saved_inputs.resize(n_inputs);
   for (std::size_t i = 0; i < n_inputs; ++i) {
     const auto& impl = inputs[i]->impl();
-    e.inputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape});
+    e.inputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape()});
     if (keeps_input(i)) e.saved_inputs[i] = *inputs[i];
   }
   e.outputs.reserve(n_outputs);
@@ -79,7 +79,7 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
   const auto op_id = static_cast<std::int64_t>(ops_.size() - 1);
   for (std::size_t i = 0; i < n_outputs; ++i) {
     const auto& impl = outputs[i].impl();
-    e.outputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape});
+    e.outputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape()});
     if (keeps_output(i)) e.saved_outputs[i] = outputs[i];
     tensor_tape_[impl.id] = op_id;
   }

@@ -61,13 +61,42 @@ namespace {
 
 template <class T>
 std::shared_ptr<const TensorImpl> make_impl(xt::xarray<T>&& a) {
-  Shape shape(a.shape().begin(), a.shape().end());
-  return std::make_shared<const TensorImpl>(
-      TensorImpl{next_tensor_id(), dtype_of<T>::value, std::move(shape),
-                 TensorImpl::Storage(std::in_place_type<xt::xarray<T>>, std::move(a))});
+  return std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
+                                      std::in_place_type<xt::xarray<T>>, std::move(a));
 }
 
 }  // namespace
+
+TensorImpl::TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape)
+    : id(id), dtype(dtype), data(std::move(data)) {  // NOLINT: handles are rare
+  shape_.store(std::make_unique<const Shape>(std::move(shape)).release(), std::memory_order_release);
+}
+
+TensorImpl::~TensorImpl() { std::unique_ptr<const Shape> owned(shape_.load(std::memory_order_acquire)); }
+
+const Shape& TensorImpl::build_shape() const {
+  auto built = std::visit(
+      [](const auto& a) { return std::make_unique<const Shape>(a.shape().begin(), a.shape().end()); },
+      data);
+  const Shape* expected = nullptr;
+  // Two threads may build it at once: the first to publish wins, the other's copy is freed.
+  if (shape_.compare_exchange_strong(expected, built.get(), std::memory_order_acq_rel)) {
+    return *built.release();
+  }
+  return *expected;
+}
+
+std::size_t TensorImpl::rank() const {
+  const Shape* s = shape_.load(std::memory_order_acquire);
+  if (s != nullptr) return s->size();
+  return std::visit([](const auto& a) { return a.dimension(); }, data);
+}
+
+std::size_t TensorImpl::size() const {
+  const Shape* s = shape_.load(std::memory_order_acquire);
+  if (s != nullptr) return num_elements(*s);
+  return std::visit([](const auto& a) { return a.size(); }, data);
+}
 
 std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a) { return make_impl(std::move(a)); }
 std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<double>&& a) { return make_impl(std::move(a)); }
@@ -87,8 +116,6 @@ void throw_dtype_mismatch(DType actual, DType requested) {
 }
 
 }  // namespace detail
-
-std::size_t Tensor::size() const { return num_elements(shape()); }
 
 template <class T>
 T Tensor::item() const {

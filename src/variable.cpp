@@ -38,8 +38,8 @@ Tensor make_handle(const Tensor& value) {
   return dispatch_any(value.dtype(), [&](auto zero) {
     using T = decltype(zero);
     auto impl = std::make_shared<const TensorImpl>(
-        TensorImpl{next_tensor_id(), value.dtype(), value.shape(),
-                   TensorImpl::Storage(std::in_place_type<xt::xarray<T>>)});
+        next_tensor_id(), value.dtype(), TensorImpl::Storage(std::in_place_type<xt::xarray<T>>),
+        value.shape());
     return Tensor(std::move(impl));
   });
 }

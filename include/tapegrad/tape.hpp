@@ -122,7 +122,9 @@ class GradientTape {
                                           const std::vector<Tensor>& output_gradients,
                                           UnconnectedGradients unconnected);
 
-  std::shared_ptr<detail::TapeImpl> tape_;
+  std::shared_ptr<detail::TapeImpl> tape_;  // null once a non-persistent tape is used
+  bool consumed_ = false;                   // set when a non-persistent tape's walk starts
+  std::vector<Variable> watched_when_used_;  // what watched_variables() says after use (TF)
   bool persistent_;
   bool watch_accessed_variables_;
   bool recording_ = false;

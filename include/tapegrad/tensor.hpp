@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <atomic>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -18,15 +19,40 @@ namespace tapegrad {
 
 namespace detail {
 
-// The storage behind a Tensor handle. Never mutated after construction, so tapes can keep
-// handles to inputs and outputs without copying and without version counters.
-struct TensorImpl {
+// The storage behind a Tensor handle. Never mutated after construction (the lazily built
+// Shape is a cache of the array's own shape), so tapes can keep handles to inputs and outputs
+// without copying and without version counters.
+class TensorImpl {
+ public:
   using Storage = std::variant<xt::xarray<float>, xt::xarray<double>, xt::xarray<std::int32_t>,
                                xt::xarray<std::int64_t>, xt::xarray<bool>>;
-  std::uint64_t id;
-  DType dtype;
-  Shape shape;
-  Storage data;
+
+  // Builds the array in place (moving an xt::xarray costs more than a tiny op).
+  template <class Array, class... Args>
+  TensorImpl(std::uint64_t id, DType dtype, std::in_place_type_t<Array> type, Args&&... args)
+      : id(id), dtype(dtype), data(type, std::forward<Args>(args)...) {}
+  // For tensors whose shape is not their array's (a Variable's handle holds no elements).
+  TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape);
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  ~TensorImpl();
+
+  // Built on first use: ops work on the array's inline shape, so the common path never
+  // allocates a std::vector for it. Thread-safe.
+  const Shape& shape() const {
+    const Shape* s = shape_.load(std::memory_order_acquire);
+    return s != nullptr ? *s : build_shape();
+  }
+  std::size_t rank() const;
+  std::size_t size() const;
+
+  const std::uint64_t id;
+  const DType dtype;
+  Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
+
+ private:
+  const Shape& build_shape() const;
+  mutable std::atomic<const Shape*> shape_{nullptr};  // owned
 };
 
 std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a);
@@ -62,9 +88,9 @@ class Tensor {
   explicit operator bool() const noexcept { return defined(); }
 
   DType dtype() const { return checked().dtype; }
-  const Shape& shape() const { return checked().shape; }
-  std::size_t rank() const { return checked().shape.size(); }
-  std::size_t size() const;
+  const Shape& shape() const { return checked().shape(); }
+  std::size_t rank() const { return checked().rank(); }
+  std::size_t size() const { return checked().size(); }
   /// Unique for the life of the process; the key the tape records.
   std::uint64_t id() const { return checked().id; }
 

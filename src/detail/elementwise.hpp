@@ -9,6 +9,7 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "detail/new_tensor.hpp"
 #include "detail/shape_util.hpp"
 
 namespace tapegrad::detail {
@@ -35,31 +36,28 @@ xt::xarray<T> map_unary_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn e
   return out;
 }
 
-// out[i] = fn(a[ia], b[ib]) over the broadcast shape `shape`.
-template <class R, class T, class ScalarFn>
-xt::xarray<R> map_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, const Shape& shape,
-                         ScalarFn fn) {
-  xt::xarray<R> out = xt::empty<R>(shape);
-  R* o = out.data();
+// o[i] = fn(a[ia], b[ib]) over the broadcast shape `shape` (n elements).
+template <class R, class T, class S, class ScalarFn>
+void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape, std::size_t n,
+                 R* o, ScalarFn fn) {
   const T* pa = a.data();
   const T* pb = b.data();
-  const std::size_t n = out.size();
-  if (n == 0) return out;
+  if (n == 0) return;
   const bool same_a = a.size() == n;
   const bool same_b = b.size() == n;
   if (same_a && same_b) {
     for (std::size_t i = 0; i < n; ++i) o[i] = fn(pa[i], pb[i]);
-    return out;
+    return;
   }
   if (same_a && b.size() == 1) {
     const T v = pb[0];
     for (std::size_t i = 0; i < n; ++i) o[i] = fn(pa[i], v);
-    return out;
+    return;
   }
   if (a.size() == 1 && same_b) {
     const T v = pa[0];
     for (std::size_t i = 0; i < n; ++i) o[i] = fn(v, pb[i]);
-    return out;
+    return;
   }
   // General broadcast: element strides of a and b in the output's index space (0 where a
   // dimension is broadcast), walking the innermost dimension in a tight loop.
@@ -92,6 +90,47 @@ xt::xarray<R> map_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, const S
       idx[d] = 0;
     }
   }
+}
+
+// out[i] = fn(a[ia], b[ib]) over the broadcast shape `shape`, as an xarray.
+template <class R, class T, class S, class ScalarFn>
+xt::xarray<R> map_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
+                         ScalarFn fn) {
+  xt::xarray<R> out = xt::empty<R>(shape);
+  binary_loop<R>(a, b, shape, out.size(), out.data(), fn);
+  return out;
+}
+
+// The same, built in place as a new Tensor (the fast path of the elementwise ops).
+template <class R, class T, class S, class ScalarFn>
+Tensor binary_tensor(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
+                     ScalarFn fn) {
+  R* o = nullptr;
+  Tensor out = new_tensor<R>(shape, o);
+  std::size_t n = 1;
+  for (auto d : shape) n *= d;
+  binary_loop<R>(a, b, shape, n, o, fn);
+  return out;
+}
+
+// out[i] = fn(a[i]) as a new Tensor; expr(a) (xtensor, vectorised by xsimd) for large inputs.
+template <class T, class ScalarFn>
+Tensor unary_tensor(const xt::xarray<T>& a, ScalarFn fn) {
+  T* o = nullptr;
+  Tensor out = new_tensor<T>(a.shape(), o);
+  const T* in = a.data();
+  const std::size_t n = a.size();
+  for (std::size_t i = 0; i < n; ++i) o[i] = fn(in[i]);
+  return out;
+}
+
+template <class T, class ScalarFn, class ExprFn>
+Tensor unary_tensor_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
+  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
+  T* o = nullptr;
+  Tensor out = new_tensor<T>(a.shape(), o);
+  auto& array = const_cast<xt::xarray<T>&>(out.array<T>());  // not yet shared
+  xt::noalias(array) = expr(a);
   return out;
 }
 

@@ -22,11 +22,13 @@ namespace {
 template <class ScalarFn>
 Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
   detail::require_same_dtype(op, x, y);
-  const Shape shape = detail::broadcast_shapes(op, x, y);
   return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_binary<T>(x.array<T>(), y.array<T>(), shape,
-                                        [&](T a, T b) { return static_cast<T>(fn(a, b)); }));
+    const auto& a = x.array<T>();
+    const auto& b = y.array<T>();
+    auto scalar_fn = [&](T u, T v) { return static_cast<T>(fn(u, v)); };
+    if (a.shape() == b.shape()) return detail::binary_tensor<T>(a, b, a.shape(), scalar_fn);
+    return detail::binary_tensor<T>(a, b, detail::broadcast_shapes(op, x, y), scalar_fn);
   });
 }
 
@@ -35,7 +37,7 @@ Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
   detail::require_defined(op, x);
   return detail::dispatch_floating(op, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary<T>(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); }));
+    return detail::unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
   });
 }
 
@@ -183,7 +185,7 @@ Tensor negative(const Tensor& x) {
   detail::require_defined("negative", x);
   Tensor out = detail::dispatch_numeric("negative", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary<T>(x.array<T>(), [](T v) { return static_cast<T>(-v); }));
+    return detail::unary_tensor(x.array<T>(), [](T v) { return static_cast<T>(-v); });
   });
   detail::maybe_record(negative_op(), {&x}, out);
   return out;
@@ -193,7 +195,7 @@ Tensor square(const Tensor& x) {
   detail::require_defined("square", x);
   Tensor out = detail::dispatch_numeric("square", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary<T>(x.array<T>(), [](T v) { return static_cast<T>(v * v); }));
+    return detail::unary_tensor(x.array<T>(), [](T v) { return static_cast<T>(v * v); });
   });
   detail::maybe_record(square_op(), {&x}, out);
   return out;
@@ -209,8 +211,8 @@ Tensor exp(const Tensor& x) {
   detail::require_defined("exp", x);
   Tensor out = detail::dispatch_floating("exp", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary_vectorised(
-        x.array<T>(), [](T v) { return std::exp(v); }, [](const auto& a) { return xt::exp(a); }));
+    return detail::unary_tensor_vectorised(
+        x.array<T>(), [](T v) { return std::exp(v); }, [](const auto& a) { return xt::exp(a); });
   });
   detail::maybe_record(exp_op(), {&x}, out);
   return out;
@@ -220,8 +222,8 @@ Tensor log(const Tensor& x) {
   detail::require_defined("log", x);
   Tensor out = detail::dispatch_floating("log", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary_vectorised(
-        x.array<T>(), [](T v) { return std::log(v); }, [](const auto& a) { return xt::log(a); }));
+    return detail::unary_tensor_vectorised(
+        x.array<T>(), [](T v) { return std::log(v); }, [](const auto& a) { return xt::log(a); });
   });
   detail::maybe_record(log_op(), {&x}, out);
   return out;
@@ -231,8 +233,8 @@ Tensor tanh(const Tensor& x) {
   detail::require_defined("tanh", x);
   Tensor out = detail::dispatch_floating("tanh", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_unary_vectorised(
-        x.array<T>(), [](T v) { return std::tanh(v); }, [](const auto& a) { return xt::tanh(a); }));
+    return detail::unary_tensor_vectorised(
+        x.array<T>(), [](T v) { return std::tanh(v); }, [](const auto& a) { return xt::tanh(a); });
   });
   detail::maybe_record(tanh_op(), {&x}, out);
   return out;
