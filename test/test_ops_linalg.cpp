@@ -447,3 +447,11 @@ TEST_CASE("cholesky rejects a matrix that is not positive definite", "[linalg][e
   CHECK_THAT(msg, Catch::Contains("[2, 2]"));
   CHECK_THAT(msg, Catch::Contains("positive definite"));
 }
+
+TEST_CASE("square-matrix ops accept empty matrices and empty batches", "[linalg][empty]") {
+  CHECK(matrix_inverse(zeros({0, 0})).shape() == Shape{0, 0});
+  require_close(matrix_determinant(zeros({0, 0})), {}, {1});
+  CHECK(cholesky(zeros({3, 0, 0})).shape() == Shape{3, 0, 0});
+  CHECK(solve(zeros({0, 2, 2}), zeros({0, 2, 1})).shape() == Shape{0, 2, 1});
+  CHECK(matrix_determinant(zeros({0, 2, 2})).shape() == Shape{0});
+}
