@@ -1,11 +1,15 @@
-// Linear algebra: forward kernels (OpenBLAS / LAPACK) and gradients side by side.
+// Matrix products (2-D and batched with broadcast batch dimensions): forward kernels through
+// OpenBLAS gemm and gradients side by side. The LAPACK ops live in linalg_lapack.cpp.
 #include "tapegrad/ops/linalg.hpp"
+
+#include <algorithm>
 
 #include <cblas.h>
 
 #include "detail/dispatch.hpp"
 #include "detail/recording.hpp"
 #include "detail/shape_util.hpp"
+#include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {
 
@@ -37,6 +41,37 @@ std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
          ", transpose_b=" + (tb ? "true" : "false") + ")";
 }
 
+Shape batch_shape_of(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
+
+// For every matrix of the broadcast batch `out_batch` (row-major order), the index of the
+// matrix of an operand whose batch shape is `in_batch` (NumPy broadcasting, leading 1s implied).
+std::vector<std::size_t> broadcast_matrix_indices(const Shape& in_batch, const Shape& out_batch) {
+  const std::size_t rank = out_batch.size();
+  const std::size_t lead = rank - in_batch.size();
+  const auto in_strides = detail::row_major_strides(in_batch);
+  std::vector<std::size_t> step(rank, 0);
+  for (std::size_t d = lead; d < rank; ++d) {
+    if (in_batch[d - lead] != 1) step[d] = in_strides[d - lead];
+  }
+  const std::size_t count = num_elements(out_batch);
+  std::vector<std::size_t> indices(count);
+  std::vector<std::size_t> idx(rank, 0);
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    indices[i] = offset;
+    for (std::size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      offset += step[d];
+      if (idx[d] < out_batch[d]) break;
+      offset -= step[d] * out_batch[d];
+      idx[d] = 0;
+    }
+  }
+  return indices;
+}
+
+// The gradient rules of TF's _MatMulGrad / _BatchMatMulV2Grad: the 2-D rule applied per batch
+// matrix, then summed back over the batch dimensions each operand was broadcast along.
 Grads matmul_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   const Tensor& a = ctx.inputs()[0];
   const Tensor& b = ctx.inputs()[1];
@@ -46,24 +81,32 @@ Grads matmul_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   Grads r(2);
   const bool need_a = ctx.needs_gradient(0);
   const bool need_b = ctx.needs_gradient(1);
+  Tensor grad_a, grad_b;
   if (!ta && !tb) {
-    if (need_a) r[0] = matmul(dy, b, false, true);
-    if (need_b) r[1] = matmul(a, dy, true, false);
+    if (need_a) grad_a = matmul(dy, b, false, true);
+    if (need_b) grad_b = matmul(a, dy, true, false);
   } else if (!ta && tb) {
-    if (need_a) r[0] = matmul(dy, b, false, false);
-    if (need_b) r[1] = matmul(dy, a, true, false);
+    if (need_a) grad_a = matmul(dy, b, false, false);
+    if (need_b) grad_b = matmul(dy, a, true, false);
   } else if (ta && !tb) {
-    if (need_a) r[0] = matmul(b, dy, false, true);
-    if (need_b) r[1] = matmul(a, dy, false, false);
+    if (need_a) grad_a = matmul(b, dy, false, true);
+    if (need_b) grad_b = matmul(a, dy, false, false);
   } else {
-    if (need_a) r[0] = matmul(b, dy, true, true);
-    if (need_b) r[1] = matmul(dy, a, true, true);
+    if (need_a) grad_a = matmul(b, dy, true, true);
+    if (need_b) grad_b = matmul(dy, a, true, true);
   }
+  if (need_a) r[0] = unbroadcast(grad_a, ctx.input_shape(0));
+  if (need_b) r[1] = unbroadcast(grad_b, ctx.input_shape(1));
   return r;
 }
 
 const OpSlot& matmul_op() {
   static const OpSlot& op = detail::define_op("MatMul", matmul_grad, Keep::all(), Keep::none());
+  return op;
+}
+const OpSlot& batch_matmul_op() {
+  static const OpSlot& op =
+      detail::define_op("BatchMatMulV2", matmul_grad, Keep::all(), Keep::none());
   return op;
 }
 
@@ -72,29 +115,60 @@ const OpSlot& matmul_op() {
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   detail::require_defined("matmul", a);
   detail::require_defined("matmul", b);
-  if (a.dtype() != b.dtype()) {
-    throw InvalidArgument(matmul_message(a, b, transpose_a, transpose_b) + ": the dtypes differ");
+  const auto fail = [&](const std::string& why) {
+    throw InvalidArgument(matmul_message(a, b, transpose_a, transpose_b) + ": " + why);
+  };
+  if (a.dtype() != b.dtype()) fail("the dtypes differ");
+  if (!is_floating(a.dtype())) fail("only float32 and float64 are supported");
+  if (a.rank() < 2 || b.rank() < 2) {
+    fail("both operands must have rank >= 2 (a matrix or a batch of matrices)");
   }
-  if (a.rank() != 2 || b.rank() != 2) {
-    throw InvalidArgument(matmul_message(a, b, transpose_a, transpose_b) +
-                          ": both operands must be matrices (rank 2)");
-  }
-  const std::size_t m = transpose_a ? a.shape()[1] : a.shape()[0];
-  const std::size_t k = transpose_a ? a.shape()[0] : a.shape()[1];
-  const std::size_t kb = transpose_b ? b.shape()[1] : b.shape()[0];
-  const std::size_t n = transpose_b ? b.shape()[0] : b.shape()[1];
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  const std::size_t a_rows = sa[sa.size() - 2], a_cols = sa[sa.size() - 1];
+  const std::size_t b_rows = sb[sb.size() - 2], b_cols = sb[sb.size() - 1];
+  const std::size_t m = transpose_a ? a_cols : a_rows;
+  const std::size_t k = transpose_a ? a_rows : a_cols;
+  const std::size_t kb = transpose_b ? b_cols : b_rows;
+  const std::size_t n = transpose_b ? b_rows : b_cols;
   if (k != kb) {
-    throw InvalidArgument(matmul_message(a, b, transpose_a, transpose_b) +
-                          ": the inner dimensions differ (" + std::to_string(k) + " vs " +
-                          std::to_string(kb) + ")");
+    fail("the inner dimensions differ (" + std::to_string(k) + " vs " + std::to_string(kb) + ")");
   }
+  const Shape batch_a = batch_shape_of(sa);
+  const Shape batch_b = batch_shape_of(sb);
+  Shape batch;
+  try {
+    batch = detail::broadcast_shapes("matmul", batch_a, batch_b);
+  } catch (const InvalidArgument&) {
+    fail("the batch dimensions " + shape_to_string(batch_a) + " and " +
+         shape_to_string(batch_b) + " cannot be broadcast together");
+  }
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  const std::size_t count = num_elements(batch);
+  const bool batched = !batch.empty();
+
   Tensor out = detail::dispatch_floating("matmul", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> c = xt::empty<T>(Shape{m, n});
+    xt::xarray<T> c = xt::empty<T>(out_shape);
     if (k == 0) {
       std::fill(c.begin(), c.end(), T(0));
-    } else if (m != 0 && n != 0) {
-      gemm(transpose_a, transpose_b, m, n, k, a.array<T>().data(), b.array<T>().data(), c.data());
+    } else if (m != 0 && n != 0 && count != 0) {
+      const T* pa = a.array<T>().data();
+      const T* pb = b.array<T>().data();
+      T* pc = c.data();
+      if (!batched) {
+        gemm(transpose_a, transpose_b, m, n, k, pa, pb, pc);
+      } else {
+        const auto ia = broadcast_matrix_indices(batch_a, batch);
+        const auto ib = broadcast_matrix_indices(batch_b, batch);
+        const std::size_t a_size = m * k, b_size = k * n, c_size = m * n;
+        for (std::size_t i = 0; i < count; ++i) {
+          gemm(transpose_a, transpose_b, m, n, k, pa + ia[i] * a_size, pb + ib[i] * b_size,
+               pc + i * c_size);
+        }
+      }
     }
     return Tensor(std::move(c));
   });
@@ -102,7 +176,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     Attrs attrs;
     attrs.set("transpose_a", transpose_a).set("transpose_b", transpose_b);
     const Tensor* in[] = {&a, &b};
-    detail::record_on_tapes(matmul_op(), in, 2, &out, 1, attrs);
+    const OpSlot& op = (a.rank() == 2 && b.rank() == 2) ? matmul_op() : batch_matmul_op();
+    detail::record_on_tapes(op, in, 2, &out, 1, attrs);
   }
   return out;
 }
