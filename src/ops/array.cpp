@@ -194,7 +194,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     using T = decltype(zero);
     // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
     const xt::xarray<T> unit = xt::empty<T>(Shape{});
-    return Tensor(detail::map_binary<T>(x.array<T>(), unit, shape, [](T a, T) { return a; }));
+    return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
   });
   record_unary(broadcast_to_op(), x, out);
   return out;

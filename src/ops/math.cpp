@@ -1,12 +1,18 @@
-// Elementwise arithmetic and unary math: forward kernels and gradients side by side.
+// Elementwise arithmetic (add ... pow, maximum, minimum) and the first unary math ops:
+// forward kernels and gradients side by side. More unary math is in math_unary.cpp,
+// comparisons and where in compare.cpp.
 #include "tapegrad/ops/math.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include <xtensor/xmath.hpp>
 
 #include "detail/dispatch.hpp"
 #include "detail/elementwise.hpp"
+#include "detail/math_kernels.hpp"
 #include "detail/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -17,29 +23,8 @@ using Grads = std::vector<GradientValue>;
 
 namespace {
 
-// ---- shared forward helpers -------------------------------------------------------------
-
-template <class ScalarFn>
-Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
-  detail::require_same_dtype(op, x, y);
-  return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const auto& a = x.array<T>();
-    const auto& b = y.array<T>();
-    auto scalar_fn = [&](T u, T v) { return static_cast<T>(fn(u, v)); };
-    if (a.shape() == b.shape()) return detail::binary_tensor<T>(a, b, a.shape(), scalar_fn);
-    return detail::binary_tensor<T>(a, b, detail::broadcast_shapes(op, x, y), scalar_fn);
-  });
-}
-
-template <class ScalarFn>
-Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
-  detail::require_defined(op, x);
-  return detail::dispatch_floating(op, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return detail::unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
-  });
-}
+using detail::floating_unary;
+using detail::numeric_binary;
 
 // ---- gradients --------------------------------------------------------------------------
 
@@ -102,6 +87,44 @@ Grads tanh_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {multiply(g[0], subtract(scalar(1.0, y.dtype()), multiply(y, y)))};
 }
 
+// TF: dx = g * y * x^(y-1); dy = g * log(x) * x^y where x > 0, else 0 (the mask keeps a NaN
+// from log of a non-positive base out of the gradient and out of its own derivatives).
+Grads pow_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& x = ctx.inputs()[0];
+  const Tensor& y = ctx.inputs()[1];
+  const DType dtype = x.dtype();
+  Grads r(2);
+  if (ctx.needs_gradient(0)) {
+    const Tensor x_to_y_minus_1 = pow(x, subtract(y, scalar(1.0, dtype)));
+    r[0] = unbroadcast(multiply(g[0], multiply(y, x_to_y_minus_1)), x.shape());
+  }
+  if (ctx.needs_gradient(1)) {
+    const Tensor& z = ctx.outputs()[0];
+    const Tensor positive = greater(x, scalar(0.0, dtype));
+    const Tensor safe_x = where(positive, x, scalar(1.0, dtype));
+    const Tensor log_x = where(positive, log(safe_x), scalar(0.0, dtype));
+    r[1] = unbroadcast(multiply(g[0], multiply(z, log_x)), y.shape());
+  }
+  return r;
+}
+
+// The gradient goes to x where x_wins (ties included, as TF), to y elsewhere.
+Grads select_between(const OpContext& ctx, const std::vector<Tensor>& g, const Tensor& x_wins) {
+  const Tensor zero = scalar(0.0, g[0].dtype());
+  Grads r(2);
+  if (ctx.needs_gradient(0)) r[0] = unbroadcast(where(x_wins, g[0], zero), ctx.input_shape(0));
+  if (ctx.needs_gradient(1)) r[1] = unbroadcast(where(x_wins, zero, g[0]), ctx.input_shape(1));
+  return r;
+}
+
+Grads maximum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return select_between(ctx, g, greater_equal(ctx.inputs()[0], ctx.inputs()[1]));
+}
+
+Grads minimum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return select_between(ctx, g, less_equal(ctx.inputs()[0], ctx.inputs()[1]));
+}
+
 // ---- op slots (defined once, on first use) ----------------------------------------------
 
 const OpSlot& add_op() {
@@ -145,12 +168,60 @@ const OpSlot& tanh_op() {
   return op;
 }
 
+const OpSlot& pow_op() {
+  static const OpSlot& op = detail::define_op("Pow", pow_grad, Keep::all(), Keep::all());
+  return op;
+}
+const OpSlot& maximum_op() {
+  static const OpSlot& op = detail::define_op("Maximum", maximum_grad, Keep::all(), Keep::none());
+  return op;
+}
+const OpSlot& minimum_op() {
+  static const OpSlot& op = detail::define_op("Minimum", minimum_grad, Keep::all(), Keep::none());
+  return op;
+}
+
 template <class T>
 T checked_int_divide(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) throw InvalidArgument("divide: integer division by zero");
   }
   return a / b;
+}
+
+// Integer power by squaring; unsigned arithmetic so that overflow wraps (as TF's kernel)
+// instead of being undefined behaviour. The caller rejects negative exponents.
+template <class T>
+T integer_pow(T base, T exponent) {
+  using U = std::make_unsigned_t<T>;
+  U result = 1;
+  U b = static_cast<U>(base);
+  for (U e = static_cast<U>(exponent); e != 0; e >>= 1) {
+    if (e & 1U) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+  }
+  return static_cast<T>(result);
+}
+
+template <class T>
+T power(T base, T exponent) {
+  if constexpr (std::is_integral_v<T>) {
+    return integer_pow(base, exponent);
+  } else {
+    return std::pow(base, exponent);
+  }
+}
+
+bool has_negative_exponent(const Tensor& y) {
+  switch (y.dtype()) {
+    case DType::Int32:
+      for (auto v : y.array<std::int32_t>()) if (v < 0) return true;
+      return false;
+    case DType::Int64:
+      for (auto v : y.array<std::int64_t>()) if (v < 0) return true;
+      return false;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -178,6 +249,38 @@ Tensor multiply(const Tensor& x, const Tensor& y) {
 Tensor divide(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("divide", x, y, [](auto a, auto b) { return checked_int_divide(a, b); });
   detail::maybe_record(divide_op(), {&x, &y}, out);
+  return out;
+}
+
+Tensor pow(const Tensor& x, const Tensor& y) {
+  detail::require_same_dtype("pow", x, y);
+  if (has_negative_exponent(y)) {
+    throw InvalidArgument(detail::describe("pow", x, y) +
+                          ": integers to negative integer powers are not allowed");
+  }
+  Tensor out = numeric_binary("pow", x, y, [](auto a, auto b) { return power(a, b); });
+  detail::maybe_record(pow_op(), {&x, &y}, out);
+  return out;
+}
+
+Tensor pow(const Tensor& x, double y) {
+  detail::require_defined("pow", x);
+  if (!is_floating(x.dtype()) && std::trunc(y) != y) {
+    throw InvalidArgument(detail::describe("pow", x) + ": the exponent " + std::to_string(y) +
+                          " is not an integer, so it cannot take x's integer dtype");
+  }
+  return pow(x, scalar(y, x.dtype()));
+}
+
+Tensor maximum(const Tensor& x, const Tensor& y) {
+  Tensor out = numeric_binary("maximum", x, y, [](auto a, auto b) { return a >= b ? a : b; });
+  detail::maybe_record(maximum_op(), {&x, &y}, out);
+  return out;
+}
+
+Tensor minimum(const Tensor& x, const Tensor& y) {
+  Tensor out = numeric_binary("minimum", x, y, [](auto a, auto b) { return a <= b ? a : b; });
+  detail::maybe_record(minimum_op(), {&x, &y}, out);
   return out;
 }
 

@@ -1,0 +1,48 @@
+// Forward-kernel helpers shared by the math and nn op families: validate, dispatch on the
+// dtype, and run a scalar function elementwise into a fresh owned array.
+#pragma once
+
+#include <type_traits>
+
+#include "detail/dispatch.hpp"
+#include "detail/elementwise.hpp"
+#include "detail/shape_util.hpp"
+
+namespace tapegrad::detail {
+
+// fn(a, b) -> T over the broadcast shape of x and y; both must share a numeric dtype.
+template <class ScalarFn>
+Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
+  require_same_dtype(op, x, y);
+  return dispatch_numeric(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& a = x.array<T>();
+    const auto& b = y.array<T>();
+    auto scalar_fn = [&](T u, T v) { return static_cast<T>(fn(u, v)); };
+    // Equal shapes need no broadcast shape (and no allocation for one).
+    if (a.shape() == b.shape()) return binary_tensor<T>(a, b, a.shape(), scalar_fn);
+    return binary_tensor<T>(a, b, broadcast_shapes(op, x, y), scalar_fn);
+  });
+}
+
+// fn(v) -> T for float32/float64 x; InvalidArgument naming op and dtype otherwise.
+template <class ScalarFn>
+Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
+  require_defined(op, x);
+  return dispatch_floating(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
+  });
+}
+
+// fn(v) -> T for float and integer x.
+template <class ScalarFn>
+Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
+  require_defined(op, x);
+  return dispatch_numeric(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
+  });
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,176 @@
+// Comparisons (Bool results, never recorded: nothing flows back through a Bool) and where,
+// whose gradient routes the incoming gradient to the operand each element was taken from.
+#include <string>
+#include <vector>
+
+#include "detail/dispatch.hpp"
+#include "detail/elementwise.hpp"
+#include "detail/recording.hpp"
+#include "detail/shape_util.hpp"
+#include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/math.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+// ---- comparisons ------------------------------------------------------------------------
+
+template <class Predicate>
+Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
+  detail::require_same_dtype(op, x, y);
+  const Shape shape = detail::broadcast_shapes(op, x, y);
+  return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(detail::map_binary<bool>(x.array<T>(), y.array<T>(), shape,
+                                           [&](T a, T b) { return pred(a, b); }));
+  });
+}
+
+// Equality also accepts Bool operands (TF: tf.equal on bool tensors).
+template <class Predicate>
+Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
+  detail::require_same_dtype(op, x, y);
+  const Shape shape = detail::broadcast_shapes(op, x, y);
+  return detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(detail::map_binary<bool>(x.array<T>(), y.array<T>(), shape,
+                                           [&](T a, T b) { return pred(a, b); }));
+  });
+}
+
+// ---- where ------------------------------------------------------------------------------
+
+std::string describe_operand(const char* name, const Tensor& t) {
+  return std::string(name) + " has shape " + shape_to_string(t.shape()) + " and dtype " +
+         dtype_name(t.dtype());
+}
+
+std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return "where: " + describe_operand("cond", cond) + ", " + describe_operand("a", a) + ", " +
+         describe_operand("b", b);
+}
+
+// Element strides of `operand` in the index space of `out` (0 where it is broadcast).
+std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out) {
+  const std::vector<std::size_t> own = detail::row_major_strides(operand);
+  const std::size_t offset = out.size() - operand.size();
+  std::vector<std::size_t> strides(out.size(), 0);
+  for (std::size_t d = offset; d < out.size(); ++d) {
+    if (operand[d - offset] != 1) strides[d] = own[d - offset];
+  }
+  return strides;
+}
+
+template <class T>
+xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarray<T>& a,
+                            const xt::xarray<T>& b, const Shape& shape) {
+  xt::xarray<T> out = xt::empty<T>(shape);
+  const std::size_t n = out.size();
+  const bool* pc = cond.data();
+  const T* pa = a.data();
+  const T* pb = b.data();
+  T* o = out.data();
+  if (cond.size() == n && a.size() == n && b.size() == n) {
+    for (std::size_t i = 0; i < n; ++i) o[i] = pc[i] ? pa[i] : pb[i];
+    return out;
+  }
+  const Shape cs(cond.shape().begin(), cond.shape().end());
+  const Shape as(a.shape().begin(), a.shape().end());
+  const Shape bs(b.shape().begin(), b.shape().end());
+  const auto sc = broadcast_strides(cs, shape);
+  const auto sa = broadcast_strides(as, shape);
+  const auto sb = broadcast_strides(bs, shape);
+  const std::size_t rank = shape.size();
+  std::vector<std::size_t> idx(rank, 0);
+  std::size_t ic = 0, ia = 0, ib = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    o[i] = pc[ic] ? pa[ia] : pb[ib];
+    for (std::size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      ic += sc[d];
+      ia += sa[d];
+      ib += sb[d];
+      if (idx[d] < shape[d]) break;
+      ic -= sc[d] * shape[d];
+      ia -= sa[d] * shape[d];
+      ib -= sb[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// TF2 SelectV2: a gets g where cond, b gets g elsewhere, each summed back to its own shape.
+// cond is Bool and gets no gradient.
+Grads where_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& cond = ctx.inputs()[0];
+  const Tensor zero = scalar(0.0, g[0].dtype());
+  Grads r(3);
+  if (ctx.needs_gradient(1)) r[1] = unbroadcast(where(cond, g[0], zero), ctx.input_shape(1));
+  if (ctx.needs_gradient(2)) r[2] = unbroadcast(where(cond, zero, g[0]), ctx.input_shape(2));
+  return r;
+}
+
+const OpSlot& where_op() {
+  static const OpSlot& op =
+      detail::define_op("SelectV2", where_grad, Keep::only({0}), Keep::none());
+  return op;
+}
+
+}  // namespace
+
+Tensor equal(const Tensor& x, const Tensor& y) {
+  return compare_any("equal", x, y, [](auto a, auto b) { return a == b; });
+}
+
+Tensor not_equal(const Tensor& x, const Tensor& y) {
+  return compare_any("not_equal", x, y, [](auto a, auto b) { return a != b; });
+}
+
+Tensor less(const Tensor& x, const Tensor& y) {
+  return compare_numeric("less", x, y, [](auto a, auto b) { return a < b; });
+}
+
+Tensor less_equal(const Tensor& x, const Tensor& y) {
+  return compare_numeric("less_equal", x, y, [](auto a, auto b) { return a <= b; });
+}
+
+Tensor greater(const Tensor& x, const Tensor& y) {
+  return compare_numeric("greater", x, y, [](auto a, auto b) { return a > b; });
+}
+
+Tensor greater_equal(const Tensor& x, const Tensor& y) {
+  return compare_numeric("greater_equal", x, y, [](auto a, auto b) { return a >= b; });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::require_defined("where", cond);
+  detail::require_defined("where", a);
+  detail::require_defined("where", b);
+  if (cond.dtype() != DType::Bool) {
+    throw InvalidArgument(describe_where(cond, a, b) + ": cond must have dtype bool");
+  }
+  if (a.dtype() != b.dtype()) {
+    throw InvalidArgument(describe_where(cond, a, b) +
+                          ": a and b must have the same dtype (no implicit promotion; cast one)");
+  }
+  Shape shape;
+  try {
+    shape = detail::broadcast_shapes("where", detail::broadcast_shapes("where", cond.shape(), a.shape()),
+                                     b.shape());
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(describe_where(cond, a, b) + ": the shapes cannot be broadcast together");
+  }
+  Tensor out = detail::dispatch_any(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(select_kernel<T>(cond.array<bool>(), a.array<T>(), b.array<T>(), shape));
+  });
+  detail::maybe_record(where_op(), {&cond, &a, &b}, out);
+  return out;
+}
+
+}  // namespace tapegrad

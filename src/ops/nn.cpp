@@ -1,0 +1,306 @@
+// Neural-network activations and losses: forward kernels and gradients side by side.
+// Every kernel that exponentiates subtracts the maximum first (log-sum-exp), so logits of
+// +-1000 give finite values and finite gradients.
+#include "tapegrad/ops/nn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "detail/math_kernels.hpp"
+#include "detail/recording.hpp"
+#include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/math.hpp"
+#include "tapegrad/ops/reduce.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+// ---- scalar kernels ---------------------------------------------------------------------
+
+// Never exponentiates a positive number, so it neither overflows nor loses 1 - tiny.
+template <class T>
+T stable_sigmoid(T v) {
+  if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
+  const T e = std::exp(v);
+  return e / (T(1) + e);
+}
+
+// log(1 + exp(v)) = max(v, 0) + log1p(exp(-|v|)).
+template <class T>
+T stable_softplus(T v) {
+  return std::max(v, T(0)) + std::log1p(std::exp(-std::fabs(v)));
+}
+
+// A tensor viewed as [outer, n, inner] around `axis`, row-major.
+struct AxisLayout {
+  std::size_t outer = 1, n = 1, inner = 1;
+};
+
+AxisLayout layout_around(const Shape& shape, std::size_t axis) {
+  AxisLayout l;
+  for (std::size_t d = 0; d < axis; ++d) l.outer *= shape[d];
+  l.n = shape[axis];
+  for (std::size_t d = axis + 1; d < shape.size(); ++d) l.inner *= shape[d];
+  return l;
+}
+
+// log(sum(exp(x[k]))) over the n entries x[0], x[stride], ... computed stably.
+template <class T>
+T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (std::size_t k = 0; k < n; ++k) m = std::max(m, x[k * stride]);
+  if (!std::isfinite(m)) return m;  // empty row (-inf), an +inf logit, or NaN
+  T sum = 0;
+  for (std::size_t k = 0; k < n; ++k) sum += std::exp(x[k * stride] - m);
+  return m + std::log(sum);
+}
+
+// out = x - logsumexp(x) along the axis (log_softmax); softmax exponentiates it.
+template <class T>
+xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis, bool exponentiate) {
+  const Shape shape(x.shape().begin(), x.shape().end());
+  const AxisLayout l = layout_around(shape, axis);
+  xt::xarray<T> out = xt::empty<T>(shape);
+  const T* in = x.data();
+  T* o = out.data();
+  for (std::size_t a = 0; a < l.outer; ++a) {
+    for (std::size_t c = 0; c < l.inner; ++c) {
+      const std::size_t base = a * l.n * l.inner + c;
+      const T lse = log_sum_exp(in + base, l.n, l.inner);
+      for (std::size_t k = 0; k < l.n; ++k) {
+        const T v = in[base + k * l.inner] - lse;
+        o[base + k * l.inner] = exponentiate ? std::exp(v) : v;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- validation -------------------------------------------------------------------------
+
+std::string describe_loss(const char* op, const Tensor& labels, const Tensor& logits) {
+  return std::string(op) + ": labels has shape " + shape_to_string(labels.shape()) +
+         " and dtype " + dtype_name(labels.dtype()) + ", logits has shape " +
+         shape_to_string(logits.shape()) + " and dtype " + dtype_name(logits.dtype());
+}
+
+void require_loss_operands(const char* op, const Tensor& labels, const Tensor& logits) {
+  detail::require_defined(op, labels);
+  detail::require_defined(op, logits);
+  if (labels.dtype() != logits.dtype()) {
+    throw InvalidArgument(describe_loss(op, labels, logits) +
+                          ": the dtypes differ (no implicit promotion; cast one)");
+  }
+  if (!is_floating(logits.dtype())) {
+    throw InvalidArgument(describe_loss(op, labels, logits) +
+                          ": expected float32 or float64 operands");
+  }
+  if (labels.shape() != logits.shape()) {
+    throw InvalidArgument(describe_loss(op, labels, logits) +
+                          ": labels and logits must have the same shape");
+  }
+}
+
+std::size_t softmax_axis(const char* op, const Tensor& x, int axis) {
+  detail::require_defined(op, x);
+  if (x.rank() == 0) {
+    throw InvalidArgument(detail::describe(op, x) + ": expected a tensor of rank 1 or more");
+  }
+  return detail::normalize_axis(op, axis, x.rank(), x.shape());
+}
+
+int axis_attr(const OpContext& ctx) { return static_cast<int>(ctx.attrs().get_int("axis")); }
+
+// The per-row gradient of a loss over the last axis, as a column that broadcasts over it.
+Tensor as_column(const Tensor& g) {
+  std::vector<std::int64_t> shape(g.shape().begin(), g.shape().end());
+  shape.push_back(1);
+  return reshape(g, shape);
+}
+
+// ---- gradients --------------------------------------------------------------------------
+
+// TF ReluGrad: the gradient passes where the output is positive (0 at 0).
+Grads relu_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& y = ctx.outputs()[0];
+  const Tensor zero = scalar(0.0, g[0].dtype());
+  return {where(greater(y, scalar(0.0, y.dtype())), g[0], zero)};
+}
+
+Grads sigmoid_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& y = ctx.outputs()[0];
+  return {multiply(g[0], multiply(y, subtract(scalar(1.0, y.dtype()), y)))};
+}
+
+Grads softplus_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return {multiply(g[0], sigmoid(ctx.inputs()[0]))};
+}
+
+// dx = y * (g - sum(g * y)) along the axis.
+Grads softmax_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& y = ctx.outputs()[0];
+  const Tensor dot = reduce_sum(multiply(g[0], y), {axis_attr(ctx)}, /*keepdims=*/true);
+  return {multiply(y, subtract(g[0], dot))};
+}
+
+// dx = g - softmax * sum(g) along the axis; softmax = exp(log_softmax).
+Grads log_softmax_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& y = ctx.outputs()[0];
+  const Tensor total = reduce_sum(g[0], {axis_attr(ctx)}, /*keepdims=*/true);
+  return {subtract(g[0], multiply(exp(y), total))};
+}
+
+// TF2: logits get (softmax - labels) * g, labels get -log_softmax * g. Written with
+// differentiable ops (not the forward's saved backprop) so second derivatives work.
+Grads softmax_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& labels = ctx.inputs()[0];
+  const Tensor& logits = ctx.inputs()[1];
+  const Tensor column = as_column(g[0]);
+  Grads r(2);
+  if (ctx.needs_gradient(0)) r[0] = multiply(negative(log_softmax(logits, -1)), column);
+  if (ctx.needs_gradient(1)) r[1] = multiply(subtract(softmax(logits, -1), labels), column);
+  return r;
+}
+
+// loss = max(x, 0) - x z + log1p(exp(-|x|)): dx = sigmoid(x) - z, dz = -x.
+Grads sigmoid_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& labels = ctx.inputs()[0];
+  const Tensor& logits = ctx.inputs()[1];
+  Grads r(2);
+  if (ctx.needs_gradient(0)) r[0] = negative(multiply(g[0], logits));
+  if (ctx.needs_gradient(1)) r[1] = multiply(g[0], subtract(sigmoid(logits), labels));
+  return r;
+}
+
+const OpSlot& relu_op() {
+  static const OpSlot& op = detail::define_op("Relu", relu_grad, Keep::none(), Keep::all());
+  return op;
+}
+const OpSlot& sigmoid_op() {
+  static const OpSlot& op = detail::define_op("Sigmoid", sigmoid_grad, Keep::none(), Keep::all());
+  return op;
+}
+const OpSlot& softplus_op() {
+  static const OpSlot& op = detail::define_op("Softplus", softplus_grad, Keep::all(), Keep::none());
+  return op;
+}
+const OpSlot& softmax_op() {
+  static const OpSlot& op = detail::define_op("Softmax", softmax_grad, Keep::none(), Keep::all());
+  return op;
+}
+const OpSlot& log_softmax_op() {
+  static const OpSlot& op =
+      detail::define_op("LogSoftmax", log_softmax_grad, Keep::none(), Keep::all());
+  return op;
+}
+const OpSlot& softmax_cross_entropy_op() {
+  static const OpSlot& op = detail::define_op("SoftmaxCrossEntropyWithLogits",
+                                              softmax_cross_entropy_grad, Keep::all(), Keep::none());
+  return op;
+}
+const OpSlot& sigmoid_cross_entropy_op() {
+  static const OpSlot& op = detail::define_op("SigmoidCrossEntropyWithLogits",
+                                              sigmoid_cross_entropy_grad, Keep::all(), Keep::none());
+  return op;
+}
+
+void record_with_axis(const OpSlot& op, const Tensor& x, const Tensor& out, std::size_t axis) {
+  if (!detail::any_tape_active()) return;
+  Attrs attrs;
+  attrs.set("axis", static_cast<std::int64_t>(axis));
+  detail::maybe_record(op, {&x}, out, attrs);
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) {
+  Tensor out = detail::numeric_unary("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  detail::maybe_record(relu_op(), {&x}, out);
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = detail::floating_unary("sigmoid", x, [](auto v) { return stable_sigmoid(v); });
+  detail::maybe_record(sigmoid_op(), {&x}, out);
+  return out;
+}
+
+Tensor softplus(const Tensor& x) {
+  Tensor out = detail::floating_unary("softplus", x, [](auto v) { return stable_softplus(v); });
+  detail::maybe_record(softplus_op(), {&x}, out);
+  return out;
+}
+
+Tensor softmax(const Tensor& x, int axis) {
+  const std::size_t ax = softmax_axis("softmax", x, axis);
+  Tensor out = detail::dispatch_floating("softmax", x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/true));
+  });
+  record_with_axis(softmax_op(), x, out, ax);
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  const std::size_t ax = softmax_axis("log_softmax", x, axis);
+  Tensor out = detail::dispatch_floating("log_softmax", x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/false));
+  });
+  record_with_axis(log_softmax_op(), x, out, ax);
+  return out;
+}
+
+Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  const char* op = "softmax_cross_entropy_with_logits";
+  require_loss_operands(op, labels, logits);
+  if (logits.rank() == 0) {
+    throw InvalidArgument(describe_loss(op, labels, logits) +
+                          ": expected tensors of rank 1 or more (classes on the last axis)");
+  }
+  const Shape& shape = logits.shape();
+  const Shape row_shape(shape.begin(), shape.end() - 1);
+  Tensor out = detail::dispatch_floating(op, logits.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const std::size_t classes = shape.back();
+    const std::size_t rows = num_elements(row_shape);
+    const T* z = labels.array<T>().data();
+    const T* x = logits.array<T>().data();
+    xt::xarray<T> loss = xt::empty<T>(row_shape);
+    T* o = loss.data();
+    // -sum(z * log_softmax(x)) = sum(z * (lse - x)); lse - x >= 0 is finite for finite x.
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * classes;
+      const T* zr = z + r * classes;
+      const T lse = log_sum_exp(xr, classes, 1);
+      T acc = 0;
+      for (std::size_t k = 0; k < classes; ++k) acc += zr[k] * (lse - xr[k]);
+      o[r] = acc;
+    }
+    return Tensor(std::move(loss));
+  });
+  detail::maybe_record(softmax_cross_entropy_op(), {&labels, &logits}, out);
+  return out;
+}
+
+Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  const char* op = "sigmoid_cross_entropy_with_logits";
+  require_loss_operands(op, labels, logits);
+  Tensor out = detail::dispatch_floating(op, logits.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(detail::map_binary<T>(
+        labels.array<T>(), logits.array<T>(), logits.shape(),
+        [](T z, T x) { return std::max(x, T(0)) - x * z + std::log1p(std::exp(-std::fabs(x))); }));
+  });
+  detail::maybe_record(sigmoid_cross_entropy_op(), {&labels, &logits}, out);
+  return out;
+}
+
+}  // namespace tapegrad
