@@ -225,14 +225,43 @@ Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
   return reshape(summed, signed_shape(shape));
 }
 
-}  // namespace tapegrad
-
-// PLACEHOLDER (replaced by the gather/concat work of the op-library issue).
-namespace tapegrad {
-Tensor to_dense(const IndexedSlices&) { throw InvalidArgument("to_dense: not available yet"); }
-namespace detail {
-IndexedSlices concat_slices(const std::vector<IndexedSlices>&) {
-  throw InvalidArgument("concat_slices: not available yet");
+Tensor expand_dims(const Tensor& x, int axis) {
+  detail::require_defined("expand_dims", x);
+  const int rank = static_cast<int>(x.rank());
+  if (axis < -rank - 1 || axis > rank) {
+    throw InvalidArgument("expand_dims: axis " + std::to_string(axis) + " is out of range [" +
+                          std::to_string(-rank - 1) + ", " + std::to_string(rank) +
+                          "] for x of shape " + shape_to_string(x.shape()) + " and dtype " +
+                          dtype_name(x.dtype()));
+  }
+  const auto position = static_cast<std::size_t>(axis < 0 ? axis + rank + 1 : axis);
+  auto target = signed_shape(x.shape());
+  target.insert(target.begin() + static_cast<std::ptrdiff_t>(position), 1);
+  return reshape(x, target);  // recorded as Reshape: its gradient reshapes back
 }
-}  // namespace detail
+
+Tensor squeeze(const Tensor& x, std::vector<int> axes) {
+  detail::require_defined("squeeze", x);
+  const Shape& shape = x.shape();
+  std::vector<bool> drop(shape.size(), false);
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < shape.size(); ++d) drop[d] = shape[d] == 1;
+  }
+  for (int axis : axes) {
+    const std::size_t d = detail::normalize_axis("squeeze", axis, shape.size(), shape);
+    if (shape[d] != 1) {
+      throw InvalidArgument("squeeze: cannot squeeze axis " + std::to_string(axis) +
+                            " of x with shape " + shape_to_string(shape) + " and dtype " +
+                            dtype_name(x.dtype()) + ": its size is " + std::to_string(shape[d]) +
+                            ", not 1");
+    }
+    drop[d] = true;
+  }
+  std::vector<std::int64_t> target;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!drop[d]) target.push_back(static_cast<std::int64_t>(shape[d]));
+  }
+  return reshape(x, target);
+}
+
 }  // namespace tapegrad

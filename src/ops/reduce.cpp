@@ -1,9 +1,13 @@
 // Reductions: forward kernels and gradients side by side.
 #include "tapegrad/ops/reduce.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "detail/dispatch.hpp"
-#include "detail/recording.hpp"
-#include "detail/reduce_kernel.hpp"
+#include "detail/elementwise.hpp"
+#include "detail/reduce_recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 
@@ -14,36 +18,86 @@ using Grads = std::vector<GradientValue>;
 
 namespace {
 
-std::vector<std::int64_t> to_int64(const std::vector<std::size_t>& v) {
-  return std::vector<std::int64_t>(v.begin(), v.end());
-}
-
-std::vector<std::size_t> axes_attr(const OpContext& ctx) {
-  const auto& a = ctx.attrs().get_ints("axes");
-  return std::vector<std::size_t>(a.begin(), a.end());
-}
-
-std::vector<std::int64_t> signed_shape(const Shape& s) { return to_int64(s); }
-
-// The incoming gradient, put back in the input's shape by broadcasting over reduced axes.
-Tensor broadcast_back(const OpContext& ctx, const Tensor& g) {
-  const Shape kept = detail::keepdims_shape(ctx.input_shape(0), axes_attr(ctx));
-  return broadcast_to(reshape(g, signed_shape(kept)), ctx.input_shape(0));
-}
-
-std::size_t reduced_count(const OpContext& ctx) {
+// The number of elements each output cell summarises.
+std::size_t reduced_count(const Shape& shape, const std::vector<std::size_t>& axes) {
   std::size_t n = 1;
-  for (auto a : axes_attr(ctx)) n *= ctx.input_shape(0)[a];
+  for (auto a : axes) n *= shape[a];
   return n;
 }
 
 Grads sum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {broadcast_back(ctx, g[0])};
+  return {detail::broadcast_to_input(ctx, g[0])};
 }
 
 Grads mean_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const double n = static_cast<double>(reduced_count(ctx));
-  return {divide(broadcast_back(ctx, g[0]), scalar(n, g[0].dtype()))};
+  const double n = static_cast<double>(reduced_count(ctx.input_shape(0), detail::reduction_axes(ctx)));
+  return {divide(detail::broadcast_to_input(ctx, g[0]), scalar(n, g[0].dtype()))};
+}
+
+// Constants describing where x is zero, per reduced group. They are piecewise constant in x,
+// so they are computed outside the tape: the gradient is differentiable through the rest.
+struct ZeroPattern {
+  bool any_zero = false;
+  Tensor is_zero;       // x's shape: 1 where x == 0
+  Tensor is_nonzero;    // x's shape: 1 - is_zero
+  Tensor no_zero;       // kept shape: 1 where the group has no zero
+  Tensor single_zero;   // kept shape: 1 where the group has exactly one zero
+};
+
+ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>& axes) {
+  return detail::dispatch_floating("reduce_prod", x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    ZeroPattern p;
+    auto is_zero = detail::map_unary<T>(x.array<T>(), [](T v) { return v == T(0) ? T(1) : T(0); });
+    auto is_nonzero = detail::map_unary<T>(is_zero, [](T v) { return T(1) - v; });
+    auto zeros_per_group = detail::reduce_axes<T>(is_zero, axes, /*keepdims=*/true, T(0),
+                                                  [](T acc, T v) { return acc + v; });
+    p.any_zero = std::any_of(is_zero.begin(), is_zero.end(), [](T v) { return v != T(0); });
+    p.no_zero = Tensor(detail::map_unary<T>(zeros_per_group, [](T c) { return c == T(0) ? T(1) : T(0); }));
+    p.single_zero = Tensor(detail::map_unary<T>(zeros_per_group, [](T c) { return c == T(1) ? T(1) : T(0); }));
+    p.is_zero = Tensor(std::move(is_zero));
+    p.is_nonzero = Tensor(std::move(is_nonzero));
+    return p;
+  });
+}
+
+// d prod / d x_i = product of the other elements of x_i's group. Without zeros that is
+// prod / x_i. With zeros, let x' be x with its zeros replaced by a constant 1 and p' the
+// product of x' over the group. In a group with exactly one zero z, the zero gets p' and
+// every other x_i gets z * p' / x'_i: numerically 0, but with the right derivative with
+// respect to z. In a group with two or more zeros every element gets 0. Nothing divides by
+// zero, and with one zero per group the gradient is exact to second order (with more it is
+// exact to first order only).
+Grads prod_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& x = ctx.inputs()[0];
+  const auto axes = detail::reduction_axes(ctx);
+  const ZeroPattern zeros = zero_pattern(x, axes);
+  if (!zeros.any_zero) {
+    return {divide(detail::broadcast_to_input(ctx, multiply(g[0], ctx.outputs()[0])), x)};
+  }
+  const std::vector<int> int_axes(axes.begin(), axes.end());
+  const Tensor nonzero_x = add(multiply(x, zeros.is_nonzero), zeros.is_zero);
+  const Tensor others = reduce_prod(nonzero_x, int_axes, /*keepdims=*/true);
+  const Tensor the_zero = reduce_sum(multiply(x, zeros.is_zero), int_axes, /*keepdims=*/true);
+  const Shape& shape = x.shape();
+  const Shape kept = detail::reduction_kept_shape(ctx);
+  const Tensor scale = broadcast_to(
+      multiply(reshape(g[0], std::vector<std::int64_t>(kept.begin(), kept.end())), others), shape);
+  const Tensor single_zero_coefficient =
+      add(zeros.is_zero,
+          divide(multiply(zeros.is_nonzero, broadcast_to(the_zero, shape)), nonzero_x));
+  const Tensor coefficient =
+      add(divide(broadcast_to(zeros.no_zero, shape), nonzero_x),
+          multiply(broadcast_to(zeros.single_zero, shape), single_zero_coefficient));
+  return {multiply(scale, coefficient)};
+}
+
+// d lse / d x = exp(x - lse): a softmax over the reduced axes. Reading lse from the output
+// keeps it differentiable for higher orders.
+Grads logsumexp_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const Tensor& x = ctx.inputs()[0];
+  const Tensor softmax = exp(subtract(x, detail::broadcast_to_input(ctx, ctx.outputs()[0])));
+  return {multiply(detail::broadcast_to_input(ctx, g[0]), softmax)};
 }
 
 const OpSlot& sum_op() {
@@ -54,14 +108,14 @@ const OpSlot& mean_op() {
   static const OpSlot& op = detail::define_op("Mean", mean_grad, Keep::none(), Keep::none());
   return op;
 }
-
-void record_reduction(const OpSlot& op, const Tensor& x, const Tensor& out,
-                      const std::vector<std::size_t>& axes, bool keepdims) {
-  if (!detail::any_tape_active()) return;
-  Attrs attrs;
-  attrs.set("axes", to_int64(axes)).set("keepdims", keepdims);
-  const Tensor* in = &x;
-  detail::record_on_tapes(op, &in, 1, &out, 1, attrs);
+const OpSlot& prod_op() {
+  static const OpSlot& op = detail::define_op("Prod", prod_grad, Keep::all(), Keep::all());
+  return op;
+}
+const OpSlot& logsumexp_op() {
+  static const OpSlot& op =
+      detail::define_op("ReduceLogSumExp", logsumexp_grad, Keep::all(), Keep::all());
+  return op;
 }
 
 }  // namespace
@@ -74,7 +128,7 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
                                          [](T acc, T v) { return static_cast<T>(acc + v); }));
   });
-  record_reduction(sum_op(), x, out, ax, keepdims);
+  detail::record_reduction(sum_op(), x, out, ax, keepdims);
   return out;
 }
 
@@ -97,7 +151,48 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
     }
     return Tensor(std::move(sum));
   });
-  record_reduction(mean_op(), x, out, ax, keepdims);
+  detail::record_reduction(mean_op(), x, out, ax, keepdims);
+  return out;
+}
+
+Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  detail::require_defined("reduce_prod", x);
+  const auto ax = detail::normalize_axes("reduce_prod", axes, x.shape());
+  Tensor out = detail::dispatch_numeric("reduce_prod", x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(1),
+                                         [](T acc, T v) { return static_cast<T>(acc * v); }));
+  });
+  detail::record_reduction(prod_op(), x, out, ax, keepdims);
+  return out;
+}
+
+Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  detail::require_defined("reduce_logsumexp", x);
+  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x.shape());
+  Tensor out = detail::dispatch_floating("reduce_logsumexp", x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& a = x.array<T>();
+    const Shape shape = x.shape();
+    // Shift by the group maximum so exp never overflows; an infinite maximum (all -inf, or
+    // a +inf) is not a usable shift, so those groups are not shifted (as TF).
+    auto shift = detail::reduce_axes<T>(a, ax, /*keepdims=*/true,
+                                        -std::numeric_limits<T>::infinity(),
+                                        [](T acc, T v) { return v > acc ? v : acc; });
+    for (auto& m : shift) {
+      if (!std::isfinite(m)) m = T(0);
+    }
+    const auto shifted_exp =
+        detail::map_binary<T>(a, shift, shape, [](T v, T m) { return std::exp(v - m); });
+    const auto sums = detail::reduce_axes<T>(shifted_exp, ax, /*keepdims=*/true, T(0),
+                                             [](T acc, T v) { return acc + v; });
+    xt::xarray<T> result = detail::map_binary<T>(
+        sums, shift, Shape(sums.shape().begin(), sums.shape().end()),
+        [](T s, T m) { return std::log(s) + m; });
+    if (!keepdims) result.reshape(detail::reduced_shape(shape, ax));
+    return Tensor(std::move(result));
+  });
+  detail::record_reduction(logsumexp_op(), x, out, ax, keepdims);
   return out;
 }
 

@@ -13,7 +13,8 @@ namespace tapegrad {
 Tensor identity(const Tensor& x);
 /// Same values, and no gradient flows back through it (TF: tf.stop_gradient).
 Tensor stop_gradient(const Tensor& x);
-/// Converts the dtype (TF: tf.cast). Differentiable between float dtypes only.
+/// Converts the dtype (TF: tf.cast): floats to integers truncate toward zero, nonzero to bool
+/// is true. Differentiable between float dtypes only; the same dtype returns x itself.
 Tensor cast(const Tensor& x, DType dtype);
 
 /// TF: tf.reshape. One entry may be -1 (inferred). InvalidArgument when sizes disagree.
@@ -22,7 +23,8 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);
 Tensor transpose(const Tensor& x, std::vector<int> perm = {});
 /// TF: tf.expand_dims; axis in [-rank-1, rank].
 Tensor expand_dims(const Tensor& x, int axis);
-/// TF: tf.squeeze; axes empty removes every dimension of size 1.
+/// TF: tf.squeeze; axes empty removes every dimension of size 1. InvalidArgument when a
+/// named axis does not have size 1.
 Tensor squeeze(const Tensor& x, std::vector<int> axes = {});
 /// Broadcasts x to `shape` by NumPy rules (TF: tf.broadcast_to).
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
@@ -30,20 +32,24 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 /// the gradient of a broadcast. Differentiable.
 Tensor unbroadcast(const Tensor& grad, const Shape& shape);
 
-/// TF: tf.concat / tf.stack / tf.split (num equal parts).
+/// TF: tf.concat / tf.stack / tf.split (num equal parts). concat: same dtype and rank, equal
+/// dimensions except `axis`; stack: same shape and dtype. InvalidArgument otherwise, and when
+/// split's axis does not divide evenly. split is one op with `num` outputs.
 Tensor concat(const std::vector<Tensor>& values, int axis);
 Tensor stack(const std::vector<Tensor>& values, int axis = 0);
 std::vector<Tensor> split(const Tensor& x, int num, int axis = 0);
-/// TF: tf.slice; size -1 takes the rest of that dimension.
+/// TF: tf.slice; size -1 takes the rest of that dimension. InvalidArgument when the window
+/// does not fit in x.
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size);
 /// TF: tf.gather. indices: Int32 or Int64, any shape; result shape
 /// params.shape[:axis] ++ indices.shape ++ params.shape[axis+1:]. Out-of-range indices throw.
 /// The gradient for params is an IndexedSlices when axis is 0.
 Tensor gather(const Tensor& params, const Tensor& indices, int axis = 0);
-/// TF: tf.tile.
+/// TF: tf.tile; one multiple per dimension of x.
 Tensor tile(const Tensor& x, std::vector<std::size_t> multiples);
 /// Sums rows of `data` into `num_segments` rows by `segment_ids` (Int32/Int64, shape [n])
-/// (TF: tf.math.unsorted_segment_sum, 1-D ids).
+/// (TF: tf.math.unsorted_segment_sum, 1-D ids). Every id must be in [0, num_segments)
+/// (InvalidArgument otherwise; TF drops negative ids instead).
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
                             std::size_t num_segments);
 

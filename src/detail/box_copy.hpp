@@ -1,0 +1,52 @@
+// Copying a rectangular box of elements between two row-major buffers: the one kernel behind
+// slice, its gradient (padding into zeros), concat and split. Contiguous innermost runs are
+// copied with std::copy; no xtensor views (they are slow on this stack).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "detail/shape_util.hpp"
+
+namespace tapegrad::detail {
+
+// Copies the box of extent `box` that starts at `src_begin` in `src` (shape `src_shape`) to
+// the position `dst_begin` in `dst` (shape `dst_shape`). All vectors have the same length,
+// the rank; the caller has checked that the box fits in both.
+template <class T>
+void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_t>& src_begin,
+              T* dst, const Shape& dst_shape, const std::vector<std::size_t>& dst_begin,
+              const Shape& box) {
+  const std::size_t rank = box.size();
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  if (num_elements(box) == 0) return;
+  const auto src_strides = row_major_strides(src_shape);
+  const auto dst_strides = row_major_strides(dst_shape);
+  std::size_t src_offset = 0;
+  std::size_t dst_offset = 0;
+  for (std::size_t d = 0; d < rank; ++d) {
+    src_offset += src_begin[d] * src_strides[d];
+    dst_offset += dst_begin[d] * dst_strides[d];
+  }
+  const std::size_t run = box[rank - 1];
+  const std::size_t rows = num_elements(box) / run;
+  std::vector<std::size_t> index(rank, 0);  // position in the box, innermost dim unused
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::copy(src + src_offset, src + src_offset + run, dst + dst_offset);
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      src_offset += src_strides[d];
+      dst_offset += dst_strides[d];
+      if (index[d] < box[d]) break;
+      src_offset -= src_strides[d] * box[d];
+      dst_offset -= dst_strides[d] * box[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace tapegrad::detail

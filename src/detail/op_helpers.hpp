@@ -1,0 +1,36 @@
+// Small helpers shared by the array and reduce op files: error formatting and recording.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "detail/recording.hpp"
+#include "detail/shape_util.hpp"
+#include "tapegrad/tensor.hpp"
+
+namespace tapegrad::detail {
+
+// "[1, -1, 3]" for any list of integers (axes, begins, sizes, multiples).
+template <class Int>
+std::string ints_to_string(const std::vector<Int>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(values[i]);
+  }
+  return out + "]";
+}
+
+inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
+  return std::vector<std::int64_t>(shape.begin(), shape.end());
+}
+
+// Records a one-input, one-output op when some tape is active.
+inline void record_unary(const OpSlot& op, const Tensor& x, const Tensor& out,
+                         const Attrs& attrs = Attrs()) {
+  if (!any_tape_active()) return;
+  const Tensor* in = &x;
+  record_on_tapes(op, &in, 1, &out, 1, attrs);
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,217 @@
+// gather, unsorted_segment_sum and the IndexedSlices helpers (to_dense, concat_slices):
+// forward kernels and gradients side by side. gather's gradient for axis 0 is row-sparse.
+#include <algorithm>
+
+#include "detail/dispatch.hpp"
+#include "detail/op_helpers.hpp"
+#include "detail/vspace.hpp"
+#include "tapegrad/ops/array.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
+  std::size_t n = 1;
+  for (; first != last; ++first) n *= *first;
+  return n;
+}
+
+void require_index_dtype(const char* op, const char* name, const Tensor& t) {
+  if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {
+    throw InvalidArgument(std::string(op) + ": " + name + " must be int32 or int64, got dtype " +
+                          dtype_name(t.dtype()) + " with shape " + shape_to_string(t.shape()));
+  }
+}
+
+std::vector<std::int64_t> index_values(const Tensor& t) {
+  if (t.dtype() == DType::Int32) {
+    const auto& a = t.array<std::int32_t>();
+    return std::vector<std::int64_t>(a.begin(), a.end());
+  }
+  const auto& a = t.array<std::int64_t>();
+  return std::vector<std::int64_t>(a.begin(), a.end());
+}
+
+Grads gather_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  Grads result(2);
+  if (!ctx.needs_gradient(0)) return result;
+  const Shape& params_shape = ctx.input_shape(0);
+  const Tensor& indices = ctx.inputs()[1];
+  const auto axis = static_cast<std::size_t>(ctx.attrs().get_int("axis"));
+  const auto n = static_cast<std::int64_t>(indices.size());
+  const Tensor flat_indices = reshape(indices, {n});
+  if (axis == 0) {
+    std::vector<std::int64_t> values_shape = detail::signed_shape(params_shape);
+    values_shape[0] = n;
+    result[0] = IndexedSlices{reshape(g[0], values_shape), flat_indices, params_shape};
+    return result;
+  }
+  // Move the gathered axis to the front, sum rows by index, move it back.
+  const auto outer = static_cast<std::int64_t>(
+      product(params_shape.begin(), params_shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const auto inner = static_cast<std::int64_t>(
+      product(params_shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, params_shape.end()));
+  const Tensor rows = transpose(reshape(g[0], {outer, n, inner}), {1, 0, 2});
+  const Tensor summed = unsorted_segment_sum(rows, flat_indices, params_shape[axis]);
+  result[0] = reshape(transpose(summed, {1, 0, 2}), detail::signed_shape(params_shape));
+  return result;
+}
+
+Grads segment_sum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  Grads result(2);
+  if (ctx.needs_gradient(0)) result[0] = gather(g[0], ctx.inputs()[1], 0);
+  return result;
+}
+
+const OpSlot& gather_op() {
+  static const OpSlot& op =
+      detail::define_op("GatherV2", gather_grad, Keep::only({1}), Keep::none());
+  return op;
+}
+const OpSlot& segment_sum_op() {
+  static const OpSlot& op =
+      detail::define_op("UnsortedSegmentSum", segment_sum_grad, Keep::only({1}), Keep::none());
+  return op;
+}
+
+void record_binary(const OpSlot& op, const Tensor& a, const Tensor& b, const Tensor& out,
+                   const Attrs& attrs = Attrs()) {
+  if (!detail::any_tape_active()) return;
+  const Tensor* inputs[] = {&a, &b};
+  detail::record_on_tapes(op, inputs, 2, &out, 1, attrs);
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
+  detail::require_defined("gather", params);
+  detail::require_defined("gather", indices);
+  require_index_dtype("gather", "indices", indices);
+  if (params.rank() == 0) {
+    throw InvalidArgument("gather: params must have rank >= 1, got shape [] and dtype " +
+                          std::string(dtype_name(params.dtype())));
+  }
+  const Shape& shape = params.shape();
+  const std::size_t a = detail::normalize_axis("gather", axis, shape.size(), shape);
+  const std::size_t limit = shape[a];
+  const std::vector<std::int64_t> index = index_values(indices);
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
+      throw InvalidArgument("gather: index " + std::to_string(index[k]) + " (indices[" +
+                            std::to_string(k) + "] in flat order) is out of range [0, " +
+                            std::to_string(limit) + ") along axis " + std::to_string(axis) +
+                            " of params with shape " + shape_to_string(shape) + " and dtype " +
+                            dtype_name(params.dtype()));
+    }
+  }
+  Shape out_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
+  out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
+  out_shape.insert(out_shape.end(), shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
+  const std::size_t outer = product(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
+  const std::size_t inner =
+      product(shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
+  Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> gathered = xt::empty<T>(out_shape);
+    const T* src = params.array<T>().data();
+    T* dst = gathered.data();
+    for (std::size_t o = 0; o < outer; ++o) {
+      for (std::int64_t i : index) {
+        const T* row = src + (o * limit + static_cast<std::size_t>(i)) * inner;
+        dst = std::copy(row, row + inner, dst);
+      }
+    }
+    return Tensor(std::move(gathered));
+  });
+  record_binary(gather_op(), params, indices, out,
+                Attrs().set("axis", static_cast<std::int64_t>(a)));
+  return out;
+}
+
+Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
+                            std::size_t num_segments) {
+  const char* op = "unsorted_segment_sum";
+  detail::require_defined(op, data);
+  detail::require_defined(op, segment_ids);
+  require_index_dtype(op, "segment_ids", segment_ids);
+  if (data.rank() == 0 || segment_ids.rank() != 1 || segment_ids.shape()[0] != data.shape()[0]) {
+    throw InvalidArgument(std::string(op) + ": segment_ids must be 1-D with one id per row of "
+                          "data; data has shape " + shape_to_string(data.shape()) + " and dtype " +
+                          dtype_name(data.dtype()) + ", segment_ids has shape " +
+                          shape_to_string(segment_ids.shape()));
+  }
+  const std::vector<std::int64_t> ids = index_values(segment_ids);
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0 || static_cast<std::size_t>(ids[k]) >= num_segments) {
+      throw InvalidArgument(std::string(op) + ": segment id " + std::to_string(ids[k]) +
+                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
+                            std::to_string(num_segments) + ") for data of shape " +
+                            shape_to_string(data.shape()));
+    }
+  }
+  Shape out_shape = data.shape();
+  out_shape[0] = num_segments;
+  const std::size_t inner = product(data.shape().begin() + 1, data.shape().end());
+  Tensor out = detail::dispatch_numeric(op, data.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> sums = xt::zeros<T>(out_shape);
+    const T* src = data.array<T>().data();
+    T* dst = sums.data();
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      T* row = dst + static_cast<std::size_t>(ids[k]) * inner;
+      const T* from = src + k * inner;
+      for (std::size_t j = 0; j < inner; ++j) row[j] = static_cast<T>(row[j] + from[j]);
+    }
+    return Tensor(std::move(sums));
+  });
+  record_binary(segment_sum_op(), data, segment_ids, out);
+  return out;
+}
+
+Tensor to_dense(const IndexedSlices& slices) {
+  detail::require_defined("to_dense", slices.values);
+  detail::require_defined("to_dense", slices.indices);
+  const Shape& dense = slices.dense_shape;
+  const bool consistent = !dense.empty() && slices.indices.rank() == 1 &&
+                          slices.values.rank() == dense.size() &&
+                          slices.values.shape()[0] == slices.indices.shape()[0] &&
+                          std::equal(dense.begin() + 1, dense.end(),
+                                     slices.values.shape().begin() + 1);
+  if (!consistent) {
+    throw InvalidArgument("to_dense: IndexedSlices with values of shape " +
+                          shape_to_string(slices.values.shape()) + ", indices of shape " +
+                          shape_to_string(slices.indices.shape()) + " and dense_shape " +
+                          shape_to_string(dense) +
+                          " are inconsistent (values must be [len(indices), dense_shape[1:]...])");
+  }
+  return unsorted_segment_sum(slices.values, slices.indices, dense[0]);
+}
+
+namespace detail {
+
+IndexedSlices concat_slices(const std::vector<IndexedSlices>& slices) {
+  if (slices.empty()) throw InvalidArgument("concat_slices: no IndexedSlices to concatenate");
+  if (slices.size() == 1) return slices.front();
+  bool mixed_index_dtypes = false;
+  for (const auto& s : slices) {
+    if (s.dense_shape != slices.front().dense_shape) {
+      throw InvalidArgument("concat_slices: dense shapes differ: " +
+                            shape_to_string(slices.front().dense_shape) + " and " +
+                            shape_to_string(s.dense_shape));
+    }
+    mixed_index_dtypes = mixed_index_dtypes || s.indices.dtype() != slices.front().indices.dtype();
+  }
+  std::vector<Tensor> values, indices;
+  for (const auto& s : slices) {
+    values.push_back(s.values);
+    indices.push_back(mixed_index_dtypes ? cast(s.indices, DType::Int64) : s.indices);
+  }
+  return IndexedSlices{concat(values, 0), concat(indices, 0), slices.front().dense_shape};
+}
+
+}  // namespace detail
+}  // namespace tapegrad

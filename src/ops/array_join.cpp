@@ -1,0 +1,169 @@
+// concat, stack and split: forward kernels and gradients side by side.
+#include <numeric>
+
+#include "detail/box_copy.hpp"
+#include "detail/dispatch.hpp"
+#include "detail/op_helpers.hpp"
+#include "tapegrad/ops/array.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+std::string describe_list(const std::vector<Tensor>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += (i ? ", " : "") + std::string("values[") + std::to_string(i) + "] has shape " +
+           shape_to_string(values[i].shape()) + " and dtype " + dtype_name(values[i].dtype());
+  }
+  return out;
+}
+
+// The gradient of each concatenated input is its slice of g along the axis.
+Grads concat_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  const auto axis = static_cast<std::size_t>(ctx.attrs().get_int("axis"));
+  Grads result(ctx.num_inputs());
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Shape& shape = ctx.input_shape(i);
+    if (ctx.needs_gradient(i)) {
+      std::vector<std::int64_t> begin(shape.size(), 0);
+      begin[axis] = offset;
+      result[i] = slice(g[0], begin, detail::signed_shape(shape));
+    }
+    offset += static_cast<std::int64_t>(shape[axis]);
+  }
+  return result;
+}
+
+Grads split_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  // The runtime passes zeros for outputs nobody used, so every part is defined here.
+  return {concat(g, static_cast<int>(ctx.attrs().get_int("axis")))};
+}
+
+const OpSlot& concat_op() {
+  static const OpSlot& op = detail::define_op("ConcatV2", concat_grad, Keep::none(), Keep::none());
+  return op;
+}
+const OpSlot& split_op() {
+  static const OpSlot& op = detail::define_op("Split", split_grad, Keep::none(), Keep::none());
+  return op;
+}
+
+// Fills `out` with the parts laid side by side along `axis`.
+Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis, const Shape& out_shape) {
+  return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> out = xt::empty<T>(out_shape);
+    std::vector<std::size_t> dst_begin(out_shape.size(), 0);
+    const std::vector<std::size_t> src_begin(out_shape.size(), 0);
+    for (const auto& v : values) {
+      detail::copy_box(v.array<T>().data(), v.shape(), src_begin, out.data(), out_shape, dst_begin,
+                       v.shape());
+      dst_begin[axis] += v.shape()[axis];
+    }
+    return Tensor(std::move(out));
+  });
+}
+
+}  // namespace
+
+Tensor concat(const std::vector<Tensor>& values, int axis) {
+  if (values.empty()) throw InvalidArgument("concat: values is empty (need at least one tensor)");
+  for (const auto& v : values) detail::require_defined("concat", v);
+  const Tensor& first = values.front();
+  if (first.rank() == 0) {
+    throw InvalidArgument("concat: cannot concatenate scalars (rank 0): " + describe_list(values));
+  }
+  const std::size_t a = detail::normalize_axis("concat", axis, first.rank(), first.shape());
+  Shape out_shape = first.shape();
+  out_shape[a] = 0;
+  for (const auto& v : values) {
+    bool compatible = v.dtype() == first.dtype() && v.rank() == first.rank();
+    for (std::size_t d = 0; compatible && d < first.rank(); ++d) {
+      compatible = d == a || v.shape()[d] == first.shape()[d];
+    }
+    if (!compatible) {
+      throw InvalidArgument("concat: along axis " + std::to_string(axis) +
+                            " every value needs the same dtype, rank and dimensions except that "
+                            "axis: " + describe_list(values));
+    }
+    out_shape[a] += v.shape()[a];
+  }
+  Tensor out = concat_kernel(values, a, out_shape);
+  if (detail::any_tape_active()) {
+    std::vector<const Tensor*> inputs;
+    inputs.reserve(values.size());
+    for (const auto& v : values) inputs.push_back(&v);
+    detail::record_on_tapes(concat_op(), inputs.data(), inputs.size(), &out, 1,
+                            Attrs().set("axis", static_cast<std::int64_t>(a)));
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& values, int axis) {
+  if (values.empty()) throw InvalidArgument("stack: values is empty (need at least one tensor)");
+  for (const auto& v : values) detail::require_defined("stack", v);
+  const Tensor& first = values.front();
+  for (const auto& v : values) {
+    if (v.shape() != first.shape() || v.dtype() != first.dtype()) {
+      throw InvalidArgument("stack: every value needs the same shape and dtype: " +
+                            describe_list(values));
+    }
+  }
+  const int rank = static_cast<int>(first.rank());
+  if (axis < -rank - 1 || axis > rank) {
+    throw InvalidArgument("stack: axis " + std::to_string(axis) + " is out of range [" +
+                          std::to_string(-rank - 1) + ", " + std::to_string(rank) +
+                          "] for values of shape " + shape_to_string(first.shape()));
+  }
+  // Recorded as expand_dims (Reshape) + ConcatV2, whose gradients are exactly the unstack.
+  std::vector<Tensor> expanded;
+  expanded.reserve(values.size());
+  for (const auto& v : values) expanded.push_back(expand_dims(v, axis));
+  return concat(expanded, axis);
+}
+
+std::vector<Tensor> split(const Tensor& x, int num, int axis) {
+  detail::require_defined("split", x);
+  if (x.rank() == 0) {
+    throw InvalidArgument("split: cannot split a scalar: " + detail::describe("split", x));
+  }
+  const std::size_t a = detail::normalize_axis("split", axis, x.rank(), x.shape());
+  const std::size_t dim = x.shape()[a];
+  if (num <= 0 || dim % static_cast<std::size_t>(num) != 0) {
+    throw InvalidArgument("split: cannot split axis " + std::to_string(axis) + " of size " +
+                          std::to_string(dim) + " into " + std::to_string(num) +
+                          " equal parts; x has shape " + shape_to_string(x.shape()) +
+                          " and dtype " + dtype_name(x.dtype()));
+  }
+  const auto parts = static_cast<std::size_t>(num);
+  Shape part_shape = x.shape();
+  part_shape[a] = dim / parts;
+  std::vector<Tensor> outputs;
+  outputs.reserve(parts);
+  detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<std::size_t> src_begin(x.rank(), 0);
+    const std::vector<std::size_t> dst_begin(x.rank(), 0);
+    for (std::size_t p = 0; p < parts; ++p) {
+      xt::xarray<T> part = xt::empty<T>(part_shape);
+      detail::copy_box(x.array<T>().data(), x.shape(), src_begin, part.data(), part_shape,
+                       dst_begin, part_shape);
+      outputs.emplace_back(std::move(part));
+      src_begin[a] += part_shape[a];
+    }
+    return 0;
+  });
+  if (detail::any_tape_active()) {
+    const Tensor* in = &x;
+    detail::record_on_tapes(split_op(), &in, 1, outputs.data(), outputs.size(),
+                            Attrs().set("axis", static_cast<std::int64_t>(a)));
+  }
+  return outputs;
+}
+
+}  // namespace tapegrad

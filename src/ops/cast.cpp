@@ -1,0 +1,53 @@
+// cast: dtype conversion, forward kernel and gradient side by side.
+#include "detail/dispatch.hpp"
+#include "detail/elementwise.hpp"
+#include "detail/op_helpers.hpp"
+#include "tapegrad/ops/array.hpp"
+
+namespace tapegrad {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+namespace {
+
+// Only float -> float casts are recorded, so the gradient always converts back between
+// float dtypes.
+Grads cast_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return {cast(g[0], ctx.input_dtype(0))};
+}
+
+const OpSlot& cast_op() {
+  static const OpSlot& op = detail::define_op("Cast", cast_grad, Keep::none(), Keep::none());
+  return op;
+}
+
+template <class To, class From>
+To convert(From value) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return value != From(0);
+  } else {
+    return static_cast<To>(value);
+  }
+}
+
+}  // namespace
+
+Tensor cast(const Tensor& x, DType dtype) {
+  detail::require_defined("cast", x);
+  if (x.dtype() == dtype) return x;  // tensors are immutable: the same handle is a faithful cast
+  Tensor out = detail::dispatch_any(x.dtype(), [&](auto from_zero) {
+    using From = decltype(from_zero);
+    return detail::dispatch_any(dtype, [&](auto to_zero) {
+      using To = decltype(to_zero);
+      return Tensor(detail::map_unary<To>(x.array<From>(),
+                                          [](From v) { return convert<To, From>(v); }));
+    });
+  });
+  // A cast to or from an integer or bool dtype has no gradient (TF): leave it unrecorded,
+  // so its output is a constant for every tape.
+  if (is_floating(x.dtype()) && is_floating(dtype)) detail::record_unary(cast_op(), x, out);
+  return out;
+}
+
+}  // namespace tapegrad
