@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tapegrad/check.hpp"
+#include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/indexed_slices.hpp"
@@ -15,3 +16,4 @@
 #include "tapegrad/tape.hpp"
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/variable.hpp"
+#include "tapegrad/variables_functional.hpp"
