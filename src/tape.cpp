@@ -30,6 +30,17 @@ void pop_tape(TapeImpl* tape) {
   active_tape_count = stack.size();
 }
 
+PauseAllTapes::PauseAllTapes() {
+  paused_.swap(tape_stack());
+  active_tape_count = 0;
+}
+
+PauseAllTapes::~PauseAllTapes() {
+  auto& stack = tape_stack();
+  stack.insert(stack.begin(), paused_.begin(), paused_.end());
+  active_tape_count = stack.size();
+}
+
 void TapeImpl::watch(const Tensor& t) {
   if (!is_floating(t.dtype())) {
     warn_once("watch-dtype", std::string("GradientTape::watch: the dtype of a watched tensor must "

@@ -1,11 +1,13 @@
 #include "tapegrad/variable.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
 #include "detail/dispatch.hpp"
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
+#include "detail/variable_observer.hpp"
 
 namespace tapegrad {
 namespace detail {
@@ -22,6 +24,11 @@ struct VariableImpl {
 namespace {
 
 std::atomic<std::uint64_t> next_variable_id{1};
+
+std::vector<VariableReadObserver*>& observer_stack() {
+  thread_local std::vector<VariableReadObserver*> stack;
+  return stack;
+}
 
 // A variable's value is always a tensor of its own (never shared with another variable or
 // the caller), so a tape can tell which variable a value came from by its id.
@@ -90,6 +97,21 @@ Tensor combine(const Tensor& a, const Tensor& b, Combine c) {
 }
 
 }  // namespace
+
+VariableReadObserver::VariableReadObserver() { observer_stack().push_back(this); }
+
+VariableReadObserver::~VariableReadObserver() {
+  auto& stack = observer_stack();
+  auto it = std::find(stack.rbegin(), stack.rend(), this);
+  if (it != stack.rend()) stack.erase(std::next(it).base());
+}
+
+void VariableReadObserver::notify(const Variable& v) {
+  auto pos = std::lower_bound(read_.begin(), read_.end(), v,
+                              [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
+  if (pos == read_.end() || pos->id() != v.id()) read_.insert(pos, v);
+}
+
 }  // namespace detail
 
 Variable::Variable(Tensor initial, bool trainable, std::string name) {
@@ -110,6 +132,9 @@ Tensor Variable::peek() const {
 Tensor Variable::value() const {
   Tensor v = peek();
   if (detail::any_tape_active()) detail::on_variable_read(*this, v);
+  if (trainable()) {
+    for (detail::VariableReadObserver* observer : detail::observer_stack()) observer->notify(*this);
+  }
   return v;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tapegrad/check.hpp"
+#include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/indexed_slices.hpp"
@@ -11,7 +12,9 @@
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/nn.hpp"
 #include "tapegrad/ops/reduce.hpp"
+#include "tapegrad/optim.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tape.hpp"
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/variable.hpp"
+#include "tapegrad/variables_functional.hpp"

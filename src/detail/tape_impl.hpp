@@ -76,4 +76,18 @@ std::vector<TapeImpl*>& tape_stack();
 void push_tape(TapeImpl* tape);
 void pop_tape(TapeImpl* tape);
 
+// Stops every tape of this thread from recording for its lifetime (custom_gradient runs its
+// forward this way). Tapes pushed and popped meanwhile (balanced, RAII) are unaffected; the
+// paused ones go back underneath them, in their order, when the guard ends.
+class PauseAllTapes {
+ public:
+  PauseAllTapes();
+  ~PauseAllTapes();
+  PauseAllTapes(const PauseAllTapes&) = delete;
+  PauseAllTapes& operator=(const PauseAllTapes&) = delete;
+
+ private:
+  std::vector<TapeImpl*> paused_;
+};
+
 }  // namespace tapegrad::detail

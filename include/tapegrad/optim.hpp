@@ -1,0 +1,125 @@
+// Optimizers that apply gradients to Variables (TF: tf.keras.optimizers.SGD and Adam).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/indexed_slices.hpp"
+#include "tapegrad/tensor.hpp"
+#include "tapegrad/variable.hpp"
+
+namespace tapegrad {
+
+/// Updates variables in place from (gradient, variable) pairs (TF: Optimizer.apply_gradients).
+/// Slots (momentum, Adam's m and v) are created on a variable's first update, zero-filled,
+/// keyed by Variable::id(). Updates are not recorded on any tape. An optimizer object is not
+/// meant to be shared between threads.
+///
+/// Errors (InvalidArgument naming the optimizer and the variable): a dense gradient whose
+/// shape or dtype differs from the variable's; an IndexedSlices whose dense_shape is not the
+/// variable's shape, whose values are not [n, shape[1:]...] of the variable's dtype, or whose
+/// indices are not Int32/Int64 [n] within [0, shape[0]). An undefined gradient skips its
+/// variable (a warning is printed once, as TF warns).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
+  /// Gradients that may be row-sparse (TF: IndexedSlices from gather): only the named rows
+  /// are touched by SGD; duplicate indices are summed first.
+  void apply_gradients(const std::vector<std::pair<GradientValue, Variable>>& grads_and_vars);
+  /// Makes `apply_gradients({{g, v}, ...})` unambiguous between the two overloads above.
+  void apply_gradients(std::initializer_list<std::pair<Tensor, Variable>> grads_and_vars);
+
+  /// Number of apply_gradients calls so far (TF: optimizer.iterations).
+  std::int64_t iterations() const { return iterations_; }
+  /// The slot `name` of `variable` (TF: get_slot). InvalidArgument when there is none yet.
+  Tensor slot(const Variable& variable, const std::string& name) const;
+  /// The slot names this optimizer keeps per variable (TF: get_slot_names).
+  virtual std::vector<std::string> slot_names() const = 0;
+
+ protected:
+  Optimizer() = default;
+
+  /// The slots of one variable, in slot_names() order, float64 or float32 like the variable.
+  using Slots = std::vector<Tensor>;
+
+  /// `step` is iterations() + 1 during the call (the Adam bias correction uses it).
+  virtual void update_dense(Variable& variable, const Tensor& grad, Slots& slots,
+                            std::int64_t step) = 0;
+  /// `unique_indices` has no repeats; `summed_rows` holds the summed gradient rows for them,
+  /// [k, shape[1:]...], same dtype as the variable.
+  virtual void update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                             const Tensor& summed_rows, Slots& slots, std::int64_t step) = 0;
+
+  virtual const char* name() const = 0;
+
+ private:
+  Slots& slots_for(const Variable& variable);
+  void apply_one(const GradientValue& grad, Variable& variable, std::int64_t step);
+
+  std::unordered_map<std::uint64_t, Slots> slots_;
+  std::int64_t iterations_ = 0;
+};
+
+/// Gradient descent with optional momentum (TF: tf.keras.optimizers.SGD):
+///   momentum == 0:  w -= lr * g
+///   otherwise:      velocity = momentum * velocity - lr * g
+///                   w += velocity                                (nesterov = false)
+///                   w += momentum * velocity - lr * g            (nesterov = true)
+/// Sparse gradients update only the named rows (and only their velocity rows).
+/// InvalidArgument for a negative learning rate or a momentum outside [0, 1].
+class SGD : public Optimizer {
+ public:
+  explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
+  std::vector<std::string> slot_names() const override;
+  double learning_rate() const { return learning_rate_; }
+
+ protected:
+  void update_dense(Variable& variable, const Tensor& grad, Slots& slots,
+                    std::int64_t step) override;
+  void update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                     const Tensor& summed_rows, Slots& slots, std::int64_t step) override;
+  const char* name() const override { return "SGD"; }
+
+ private:
+  double learning_rate_;
+  double momentum_;
+  bool nesterov_;
+};
+
+/// Adam (TF: tf.keras.optimizers.Adam, same defaults). At step t:
+///   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
+///   w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + epsilon)
+/// Sparse gradients follow TF's (non-lazy) Adam: m and v decay on EVERY row and every row is
+/// updated, exactly as for the densified gradient; rows that never had a gradient stay put
+/// (their m is 0), rows touched earlier keep moving on their momentum. (TF Addons' LazyAdam,
+/// which updates only the named rows, is not what this does.)
+/// InvalidArgument for a negative learning rate, betas outside [0, 1), epsilon < 0.
+class Adam : public Optimizer {
+ public:
+  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                double epsilon = 1e-7);
+  std::vector<std::string> slot_names() const override;
+
+ protected:
+  void update_dense(Variable& variable, const Tensor& grad, Slots& slots,
+                    std::int64_t step) override;
+  void update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                     const Tensor& summed_rows, Slots& slots, std::int64_t step) override;
+  const char* name() const override { return "Adam"; }
+
+ private:
+  double learning_rate_;
+  double beta_1_;
+  double beta_2_;
+  double epsilon_;
+};
+
+}  // namespace tapegrad

@@ -1,0 +1,128 @@
+// User-defined primitives: a forward computed with xtensor, recorded with record_operation,
+// differentiated by a gradient registered with register_gradient.
+#include "support.hpp"
+
+#include <xtensor/xmath.hpp>
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+// x^3 computed outside tapegrad.
+Tensor user_cube(const Tensor& x) {
+  xt::xarray<double> out = x.array<double>() * x.array<double>() * x.array<double>();
+  Tensor y(std::move(out));
+  record_operation("UserCube", {x}, {y});
+  return y;
+}
+
+// Rounds to the nearest integer: piecewise constant, so declared not differentiable.
+Tensor user_round(const Tensor& x) {
+  xt::xarray<double> out = xt::round(x.array<double>());
+  Tensor y(std::move(out));
+  record_operation("UserRound", {x}, {y});
+  return y;
+}
+
+void register_user_ops() {
+  static const bool registered = [] {
+    register_gradient(
+        "UserCube",
+        [](const OpContext& ctx, const std::vector<Tensor>& grads) {
+          const Tensor& x = ctx.inputs()[0];
+          return std::vector<Tensor>{grads[0] * 3.0 * x * x};
+        },
+        Keep::only({0}), Keep::none());
+    not_differentiable("UserRound");
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace
+
+TEST_CASE("a user op with a registered gradient: values, first and second order",
+          "[registry][user_op]") {
+  register_user_ops();
+  CHECK(is_registered("UserCube"));
+  Tensor x = constant({1.0, -2.0});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = user_cube(x);
+  require_close(y, {2}, {1.0, -8.0});
+  require_close(tape.gradient(y, x), {2}, {3.0, 12.0});
+  Fn f = [](const std::vector<Tensor>& a) { return reduce_sum(user_cube(a[0]) * 2.0); };
+  require_gradient_matches(f, {random_tensor({3, 2}, 4)});
+  require_second_order_matches(f, {random_tensor({3, 2}, 5)});
+}
+
+TEST_CASE("Keep says which tensors the tape keeps for a user op", "[registry][user_op]") {
+  register_user_ops();
+  Tensor x = random_tensor({100}, 6);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = user_cube(x);
+  CHECK(tape.bytes_held() == 100 * sizeof(double));  // x only, not y
+}
+
+TEST_CASE("a not_differentiable user op gives no gradient", "[registry][user_op]") {
+  register_user_ops();
+  Tensor x = constant({0.4, 1.6});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = user_round(x) * x;  // only the direct path to x carries a gradient
+  require_close(y, {2}, {0.0, 3.2});
+  require_close(tape.gradient(y, x), {2}, {0.0, 2.0});
+  GradientTape tape2;
+  tape2.watch(x);
+  Tensor r = user_round(x);
+  CHECK_FALSE(tape2.gradient(r, x).defined());
+}
+
+TEST_CASE("an op recorded without a gradient raises LookupError naming it at gradient() time",
+          "[registry][user_op]") {
+  Tensor x = constant(2.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y(xt::xarray<double>(x.array<double>() + 1.0));
+  record_operation("UserOpNobodyRegistered", {x}, {y});  // recording itself is fine
+  auto msg = message_of<LookupError>([&] { tape.gradient(y * 2.0, x); });
+  CHECK_THAT(msg, Catch::Contains("UserOpNobodyRegistered"));
+}
+
+TEST_CASE("a gradient registered after recording but before gradient() is used",
+          "[registry][user_op]") {
+  Tensor x = constant(3.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y(xt::xarray<double>(x.array<double>() * 5.0));
+  record_operation("UserScaleByFiveLateRegistration", {x}, {y});
+  register_gradient("UserScaleByFiveLateRegistration",
+                    [](const OpContext&, const std::vector<Tensor>& g) {
+                      return std::vector<Tensor>{g[0] * 5.0};
+                    });
+  require_close(tape.gradient(y, x), {}, {5.0});
+}
+
+TEST_CASE("record_operation is a no-op when no tape watches an input", "[registry][user_op]") {
+  register_user_ops();
+  Tensor x = constant(2.0);
+  Tensor unwatched = constant(1.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = user_cube(unwatched);
+  CHECK_FALSE(should_record({unwatched}));
+  CHECK(should_record({unwatched, x}));
+  CHECK_FALSE(tape.gradient(y, x).defined());
+}
+
+TEST_CASE("registering a gradient twice is an error", "[registry][user_op]") {
+  register_user_ops();
+  auto msg = message_of<InvalidArgument>([] {
+    register_gradient("UserCube", [](const OpContext&, const std::vector<Tensor>& g) { return g; });
+  });
+  CHECK_THAT(msg, Catch::Contains("UserCube"));
+  msg = message_of<InvalidArgument>([] { not_differentiable("UserRound"); });
+  CHECK_THAT(msg, Catch::Contains("UserRound"));
+}
