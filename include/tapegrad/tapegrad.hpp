@@ -5,6 +5,7 @@
 #include "tapegrad/check.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/linalg.hpp"
