@@ -11,11 +11,6 @@
 namespace tapegrad::detail {
 namespace {
 
-struct WalkOp {
-  std::int64_t op_id;
-  std::size_t pending_outputs = 0;  // outputs that some op not yet run still uses
-};
-
 // The ops reachable backwards from the targets, ascending by op id (recording order, which
 // is a topological order: an op's inputs were recorded before it).
 std::vector<std::int64_t> reachable_ops(TapeImpl& tape, const std::vector<Tensor>& targets,
@@ -81,86 +76,133 @@ std::vector<GradientValue> call_gradient(const OpEntry& e, const GradientSpec* s
 
 }  // namespace
 
-std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Tensor>& targets,
-                                           const std::vector<TensorMeta>& sources,
-                                           const std::vector<Tensor>& output_gradients,
-                                           UnconnectedGradients unconnected) {
-  const bool release_as_used = !tape.persistent();
+BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
+                           const std::vector<TensorMeta>& sources) {
+  BackwardPlan plan;
+  plan.sources = sources;
 
-  // 1. What the targets reach, and of that, what leads to a source.
+  // 1. What the targets reach, and of that, what leads to a source. Slots are handed out
+  //    to every tensor a gradient can be stored for: targets, sources, and the floating
+  //    inputs and outputs of the steps.
   std::unordered_map<std::uint64_t, std::int64_t> producer;
   const std::vector<std::int64_t> reached = reachable_ops(tape, targets, producer);
 
+  std::unordered_map<std::uint64_t, std::ptrdiff_t> slot_of;
+  auto slot = [&](std::uint64_t id) {
+    auto [it, inserted] = slot_of.emplace(id, static_cast<std::ptrdiff_t>(slot_of.size()));
+    if (inserted) {
+      plan.uses.push_back(0);
+      plan.producer_step.push_back(BackwardPlan::kNoSlot);
+      plan.is_source.push_back(false);
+    }
+    return it->second;
+  };
+  auto existing_slot = [&](std::uint64_t id) {
+    auto it = slot_of.find(id);
+    return it == slot_of.end() ? BackwardPlan::kNoSlot : it->second;
+  };
+
   std::unordered_set<std::uint64_t> leads_to_source;
-  std::unordered_set<std::uint64_t> source_ids;
   for (const auto& s : sources) {
-    source_ids.insert(s.id);
     if (is_floating(s.dtype)) leads_to_source.insert(s.id);
   }
-  std::vector<WalkOp> walk;
   for (std::int64_t op_id : reached) {
     const OpEntry& e = tape.entry(op_id);
     const bool relevant = std::any_of(e.inputs.begin(), e.inputs.end(), [&](const TensorMeta& in) {
       return is_floating(in.dtype) && leads_to_source.count(in.id) != 0;
     });
     if (!relevant) continue;
-    walk.push_back(WalkOp{op_id});
+    BackwardPlan::Step step{op_id, {}, {}, 0};
+    step.input_slots.reserve(e.inputs.size());
+    for (const auto& in : e.inputs) {
+      const bool wanted = is_floating(in.dtype) && leads_to_source.count(in.id) != 0;
+      step.input_slots.push_back(wanted ? slot(in.id) : BackwardPlan::kNoSlot);
+    }
+    plan.steps.push_back(std::move(step));
     for (const auto& out : e.outputs) leads_to_source.insert(out.id);
   }
-  std::unordered_map<std::int64_t, std::size_t> walk_index;
-  for (std::size_t i = 0; i < walk.size(); ++i) walk_index.emplace(walk[i].op_id, i);
 
-  // 2. Pending counts: the uses of each tensor by ops still to run, and for each op, how
-  //    many of its outputs still have such uses.
-  std::unordered_map<std::uint64_t, std::size_t> uses;
-  for (const auto& w : walk) {
-    for (const auto& in : tape.entry(w.op_id).inputs) {
-      if (is_floating(in.dtype) && leads_to_source.count(in.id)) ++uses[in.id];
+  // 2. Pending counts: the uses of each tensor by steps, and for each step, how many of its
+  //    outputs have such uses (those must all be complete before it runs).
+  for (const auto& step : plan.steps) {
+    for (std::ptrdiff_t s : step.input_slots) {
+      if (s != BackwardPlan::kNoSlot) ++plan.uses[static_cast<std::size_t>(s)];
     }
   }
-  for (auto& w : walk) {
-    for (const auto& out : tape.entry(w.op_id).outputs) {
-      auto it = uses.find(out.id);
-      if (it != uses.end()) ++w.pending_outputs;
+  for (const auto& t : targets) {
+    if (is_floating(t.dtype())) slot(t.id());
+  }
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    auto& step = plan.steps[i];
+    const OpEntry& e = tape.entry(step.op_id);
+    step.output_slots.reserve(e.outputs.size());
+    for (const auto& out : e.outputs) {
+      const std::ptrdiff_t s = is_floating(out.dtype) ? existing_slot(out.id) : BackwardPlan::kNoSlot;
+      step.output_slots.push_back(s);
+      if (s == BackwardPlan::kNoSlot) continue;
+      plan.producer_step[static_cast<std::size_t>(s)] = static_cast<std::ptrdiff_t>(i);
+      if (plan.uses[static_cast<std::size_t>(s)] != 0) ++step.pending_outputs;
     }
   }
+  for (const auto& t : targets) {
+    plan.target_slots.push_back(is_floating(t.dtype()) ? existing_slot(t.id())
+                                                       : BackwardPlan::kNoSlot);
+  }
+  for (const auto& s : sources) {
+    const std::ptrdiff_t k = is_floating(s.dtype) ? existing_slot(s.id) : BackwardPlan::kNoSlot;
+    plan.source_slots.push_back(k);
+    if (k != BackwardPlan::kNoSlot) plan.is_source[static_cast<std::size_t>(k)] = true;
+  }
+  return plan;
+}
+
+std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan,
+                                        const std::vector<Tensor>& targets,
+                                        const std::vector<Tensor>& output_gradients,
+                                        UnconnectedGradients unconnected, bool release_entries) {
+  std::vector<std::size_t> uses = plan.uses;
+  std::vector<std::size_t> pending(plan.steps.size());
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) pending[i] = plan.steps[i].pending_outputs;
 
   // 3. Seed the targets (targets are summed; the default output gradient is ones).
-  std::unordered_map<std::uint64_t, std::vector<GradientValue>> grads;
+  std::vector<std::vector<GradientValue>> grads(uses.size());
   for (std::size_t i = 0; i < targets.size(); ++i) {
+    const std::ptrdiff_t s = plan.target_slots[i];
+    if (s == BackwardPlan::kNoSlot) continue;
     const Tensor& t = targets[i];
-    if (!is_floating(t.dtype())) continue;
     Tensor seed = i < output_gradients.size() && output_gradients[i].defined()
                       ? output_gradients[i]
                       : vspace_ones(t.shape(), t.dtype());
-    grads[t.id()].emplace_back(std::move(seed));
+    grads[static_cast<std::size_t>(s)].emplace_back(std::move(seed));
   }
 
   std::vector<std::size_t> ready;
-  for (std::size_t i = walk.size(); i-- > 0;) {
-    if (walk[i].pending_outputs == 0) ready.push_back(i);
+  for (std::size_t i = plan.steps.size(); i-- > 0;) {
+    if (pending[i] == 0) ready.push_back(i);
   }
 
-  // 4. Run ready ops until none is left.
+  // 4. Run ready steps until none is left.
   std::vector<Tensor> out_grads;
   std::vector<bool> needs;
   while (!ready.empty()) {
-    const std::int64_t op_id = walk[ready.back()].op_id;
+    const BackwardPlan::Step& step = plan.steps[ready.back()];
     ready.pop_back();
-    OpEntry& e = tape.entry(op_id);  // a deque element: stable if the walk records new ops
+    OpEntry& e = tape.entry(step.op_id);  // a deque element: stable if the walk records new ops
 
     out_grads.assign(e.outputs.size(), Tensor());
     bool any_gradient = false;
     for (std::size_t j = 0; j < e.outputs.size(); ++j) {
-      auto it = grads.find(e.outputs[j].id);
-      if (it == grads.end() || it->second.empty()) continue;
-      GradientValue sum = aggregate(it->second);
+      const std::ptrdiff_t s = step.output_slots[j];
+      if (s == BackwardPlan::kNoSlot) continue;
+      auto& list = grads[static_cast<std::size_t>(s)];
+      if (list.empty()) continue;
+      GradientValue sum = aggregate(list);
       out_grads[j] = sum.to_dense();
       any_gradient = true;
-      if (source_ids.count(e.outputs[j].id)) {
-        it->second.assign(1, std::move(sum));  // kept for the caller
+      if (plan.is_source[static_cast<std::size_t>(s)]) {
+        list.assign(1, std::move(sum));  // kept for the caller
       } else {
-        grads.erase(it);
+        std::vector<GradientValue>().swap(list);
       }
     }
 
@@ -180,7 +222,7 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
       }
       needs.assign(e.inputs.size(), false);
       for (std::size_t i = 0; i < e.inputs.size(); ++i) {
-        needs[i] = is_floating(e.inputs[i].dtype) && leads_to_source.count(e.inputs[i].id) != 0;
+        needs[i] = step.input_slots[i] != BackwardPlan::kNoSlot;
       }
       in_grads = call_gradient(e, spec, needs, out_grads);
       if (in_grads.size() != e.inputs.size()) {
@@ -192,37 +234,47 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
     }
 
     for (std::size_t i = 0; i < e.inputs.size(); ++i) {
-      const TensorMeta& in = e.inputs[i];
-      if (!is_floating(in.dtype) || leads_to_source.count(in.id) == 0) continue;
+      const std::ptrdiff_t s = step.input_slots[i];
+      if (s == BackwardPlan::kNoSlot) continue;
+      const auto slot = static_cast<std::size_t>(s);
       if (i < in_grads.size() && in_grads[i].defined()) {
         check_input_gradient(e, i, in_grads[i]);
-        grads[in.id].push_back(std::move(in_grads[i]));
+        grads[slot].push_back(std::move(in_grads[i]));
       }
-      auto u = uses.find(in.id);
-      if (--u->second != 0) continue;
-      auto p = producer.find(in.id);
-      if (p == producer.end()) continue;
-      auto w = walk_index.find(p->second);
-      if (w != walk_index.end() && --walk[w->second].pending_outputs == 0) ready.push_back(w->second);
+      if (--uses[slot] != 0) continue;
+      const std::ptrdiff_t producer = plan.producer_step[slot];
+      if (producer != BackwardPlan::kNoSlot &&
+          --pending[static_cast<std::size_t>(producer)] == 0) {
+        ready.push_back(static_cast<std::size_t>(producer));
+      }
     }
-    if (release_as_used) tape.release(op_id);
+    if (release_entries) tape.release(step.op_id);
   }
 
   // 5. The sources' gradients.
   std::vector<GradientValue> result;
-  result.reserve(sources.size());
-  for (const auto& s : sources) {
-    auto it = grads.find(s.id);
-    if (is_floating(s.dtype) && it != grads.end() && !it->second.empty()) {
-      result.push_back(aggregate(it->second));
-      it->second.assign(1, result.back());  // a source named twice gets it twice
+  result.reserve(plan.sources.size());
+  for (std::size_t k = 0; k < plan.sources.size(); ++k) {
+    const std::ptrdiff_t s = plan.source_slots[k];
+    if (s != BackwardPlan::kNoSlot && !grads[static_cast<std::size_t>(s)].empty()) {
+      auto& list = grads[static_cast<std::size_t>(s)];
+      result.push_back(aggregate(list));
+      list.assign(1, result.back());  // a source named twice gets it twice
     } else if (unconnected == UnconnectedGradients::Zero) {
-      result.emplace_back(zeros(s.shape, s.dtype));
+      result.emplace_back(zeros(plan.sources[k].shape, plan.sources[k].dtype));
     } else {
       result.emplace_back();
     }
   }
   return result;
+}
+
+std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Tensor>& targets,
+                                           const std::vector<TensorMeta>& sources,
+                                           const std::vector<Tensor>& output_gradients,
+                                           UnconnectedGradients unconnected) {
+  const BackwardPlan plan = plan_backward(tape, targets, sources);
+  return run_backward(tape, plan, targets, output_gradients, unconnected, !tape.persistent());
 }
 
 }  // namespace tapegrad::detail

@@ -1,6 +1,7 @@
 // The backward walk over a tape (TF: imperative_grad / tape.h ComputeGradient).
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "detail/tape_impl.hpp"
@@ -16,5 +17,36 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
                                            const std::vector<TensorMeta>& sources,
                                            const std::vector<Tensor>& output_gradients,
                                            UnconnectedGradients unconnected);
+
+// The part of a walk that depends only on the tape, the targets and the sources, not on the
+// output gradients: which ops lead from a source to a target, and how many uses each tensor
+// has. Built once and run many times by a Jacobian (one run per row). Tensors that take part
+// in the walk are numbered densely ("slots") so a run indexes vectors instead of hashing ids.
+struct BackwardPlan {
+  static constexpr std::ptrdiff_t kNoSlot = -1;
+  struct Step {
+    std::int64_t op_id;
+    std::vector<std::ptrdiff_t> input_slots;   // kNoSlot where no gradient is wanted
+    std::vector<std::ptrdiff_t> output_slots;  // kNoSlot where no gradient can arrive
+    std::size_t pending_outputs = 0;           // outputs some later step still uses
+  };
+  std::vector<Step> steps;                     // ascending op id (recording order)
+  std::vector<std::size_t> uses;               // per slot: uses by steps
+  std::vector<std::ptrdiff_t> producer_step;   // per slot: the step producing it, or -1
+  std::vector<bool> is_source;                 // per slot: its gradient is kept for the caller
+  std::vector<std::ptrdiff_t> target_slots;    // per target; kNoSlot for a non-floating one
+  std::vector<std::ptrdiff_t> source_slots;    // per source; kNoSlot when unconnected
+  std::vector<TensorMeta> sources;
+};
+
+BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
+                           const std::vector<TensorMeta>& sources);
+
+// Runs a plan made on this tape for these targets. `release_entries`: drop each entry's
+// saved tensors once used (only for the last run on a non-persistent tape).
+std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan,
+                                        const std::vector<Tensor>& targets,
+                                        const std::vector<Tensor>& output_gradients,
+                                        UnconnectedGradients unconnected, bool release_entries);
 
 }  // namespace tapegrad::detail

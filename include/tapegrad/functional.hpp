@@ -1,0 +1,69 @@
+// Functional forms of differentiation: each call runs its own tapes, so they nest (a gradient
+// of a gradient, a Hessian inside a tape...). TF: the eager backprop module's
+// value_and_gradients_function, gradients_function, make_vjp, implicit_value_and_gradients,
+// and tf.hessians / forward-over-back style helpers.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/check.hpp"  // Fn: (const std::vector<Tensor>&) -> Tensor
+#include "tapegrad/tensor.hpp"
+#include "tapegrad/variable.hpp"
+
+namespace tapegrad {
+
+namespace detail {
+struct VjpState;
+}
+
+/// f(args) and d(sum of f)/d(args[i]) for every argument. Each argument is differentiated as
+/// a distinct tensor, even when the same tensor is passed twice. Integer, bool and
+/// unconnected arguments get an undefined gradient. InvalidArgument when f returns an
+/// undefined tensor (TF: "Cannot differentiate a function that returns None").
+std::pair<Tensor, std::vector<Tensor>> value_and_gradients(const Fn& f,
+                                                           const std::vector<Tensor>& args);
+/// The gradients of value_and_gradients alone.
+std::vector<Tensor> gradients(const Fn& f, const std::vector<Tensor>& args);
+
+/// The vector-Jacobian product of a function already evaluated (TF: make_vjp). Copies share
+/// one persistent tape; the product can be taken any number of times.
+class VJP {
+ public:
+  /// One gradient per argument of f, with an output gradient of ones.
+  std::vector<Tensor> operator()() const;
+  /// One gradient per argument of f, with output gradient `dy` (f's result's shape and dtype;
+  /// InvalidArgument otherwise).
+  std::vector<Tensor> operator()(const Tensor& dy) const;
+
+ private:
+  friend std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
+  explicit VJP(std::shared_ptr<const detail::VjpState> state) : state_(std::move(state)) {}
+  std::shared_ptr<const detail::VjpState> state_;
+};
+
+/// f(args) and its VJP. The tape f ran on is no longer recording when this returns.
+/// InvalidArgument when f returns an undefined tensor.
+std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
+
+/// f() and the gradient of its value for every trainable Variable f read, as
+/// (gradient, variable) pairs in the order the variables were created (TF:
+/// implicit_value_and_gradients). InvalidArgument when f returns an undefined tensor or reads
+/// no trainable variable.
+std::pair<Tensor, std::vector<std::pair<Tensor, Variable>>> implicit_value_and_gradients(
+    std::function<Tensor()> f);
+
+/// d f(x)[i...] / d x[j...], shape f(x).shape ++ x.shape; zeros where f does not depend on x
+/// (TF: GradientTape.jacobian on a tape watching x).
+Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
+/// Second derivatives of the sum of f(x), shape x.shape ++ x.shape (TF: tf.hessians).
+Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
+/// H v for the Hessian H of the sum of f at x, shape x.shape, without forming H:
+/// reverse-over-reverse, at a cost of a small constant times one gradient.
+/// InvalidArgument when v's shape or dtype differs from x's.
+Tensor hessian_vector_product(const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
+                              const Tensor& v);
+
+}  // namespace tapegrad

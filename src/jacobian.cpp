@@ -1,0 +1,252 @@
+// GradientTape::jacobian and batch_jacobian (TF: GradientTape.jacobian / batch_jacobian).
+//
+// Both loop over target elements: one backward run per row, seeded with a one-hot output
+// gradient. The walk is planned once (detail::plan_backward) and re-run per row, so the
+// pruning, the use counts and the validation are not redone for every row. The rows are
+// stacked by an internal op whose gradient unstacks, so a Jacobian computed under an outer
+// tape is itself differentiable.
+#include <algorithm>
+#include <cstring>
+
+#include "detail/dispatch.hpp"
+#include "detail/imperative_grad.hpp"
+#include "detail/recording.hpp"
+#include "detail/tape_impl.hpp"
+#include "detail/warn.hpp"
+#include "tapegrad/ops/array.hpp"
+#include "tapegrad/tape.hpp"
+
+namespace tapegrad {
+namespace {
+
+using detail::OpSlot;
+using Grads = std::vector<GradientValue>;
+
+Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape);
+std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape, std::size_t count);
+
+Grads pack_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  std::vector<Tensor> rows = unpack_rows(g[0], ctx.input_shape(0), ctx.num_inputs());
+  return Grads(rows.begin(), rows.end());
+}
+
+Grads unpack_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
+  return {pack_rows(g, ctx.input_shape(0))};
+}
+
+// Internal op names: not TF's Pack/Unpack, which belong to the array family.
+const OpSlot& pack_op() {
+  static const OpSlot& op =
+      detail::define_op("JacobianPack", pack_grad, Keep::none(), Keep::none());
+  return op;
+}
+
+const OpSlot& unpack_op() {
+  static const OpSlot& op =
+      detail::define_op("JacobianUnpack", unpack_grad, Keep::none(), Keep::none());
+  return op;
+}
+
+// Rows of one shape and floating dtype, laid end to end as a tensor of `shape`.
+Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
+  const DType dtype = rows.front().dtype();
+  Tensor out = detail::dispatch_floating("jacobian", dtype, [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> a = xt::empty<T>(shape);
+    T* dst = a.data();
+    for (const Tensor& row : rows) {
+      const auto& r = row.array<T>();
+      if (r.size() != 0) std::memcpy(dst, r.data(), r.size() * sizeof(T));
+      dst += r.size();
+    }
+    return Tensor(std::move(a));
+  });
+  if (detail::any_tape_active()) {
+    std::vector<const Tensor*> inputs;
+    inputs.reserve(rows.size());
+    for (const Tensor& row : rows) inputs.push_back(&row);
+    detail::record_on_tapes(pack_op(), inputs.data(), inputs.size(), &out, 1);
+  }
+  return out;
+}
+
+// The inverse of pack_rows: `count` consecutive pieces of `row_shape`.
+std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape, std::size_t count) {
+  std::vector<Tensor> rows = detail::dispatch_floating("jacobian", packed.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<Tensor> pieces;
+    pieces.reserve(count);
+    const T* src = packed.array<T>().data();
+    for (std::size_t r = 0; r < count; ++r) {
+      xt::xarray<T> a = xt::empty<T>(row_shape);
+      if (a.size() != 0) std::memcpy(a.data(), src, a.size() * sizeof(T));
+      src += a.size();
+      pieces.emplace_back(std::move(a));
+    }
+    return pieces;
+  });
+  if (detail::any_tape_active()) {
+    const Tensor* input = &packed;
+    detail::record_on_tapes(unpack_op(), &input, 1, rows.data(), rows.size());
+  }
+  return rows;
+}
+
+// Row r's output gradient: ones at flat positions r + k * stride, k < count, else zeros.
+Tensor row_seed(const Tensor& target, std::size_t r, std::size_t count, std::size_t stride) {
+  return detail::dispatch_floating("jacobian", target.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> a = xt::zeros<T>(target.shape());
+    for (std::size_t k = 0; k < count; ++k) a.data()[r + k * stride] = T(1);
+    return Tensor(std::move(a));
+  });
+}
+
+// For each source, the gradient rows of `n_rows` seeded backward runs (undefined rows where
+// a source got no gradient).
+std::vector<std::vector<Tensor>> gradient_rows(detail::TapeImpl& tape, const Tensor& target,
+                                               const detail::BackwardPlan& plan,
+                                               std::size_t n_rows, std::size_t seed_count,
+                                               std::size_t seed_stride) {
+  std::vector<std::vector<Tensor>> rows(plan.sources.size(), std::vector<Tensor>(n_rows));
+  if (!is_floating(target.dtype())) return rows;
+  const std::vector<Tensor> targets{target};
+  std::vector<Tensor> seeds(1);
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    seeds[0] = row_seed(target, r, seed_count, seed_stride);
+    const bool last = r + 1 == n_rows;
+    std::vector<GradientValue> grads =
+        detail::run_backward(tape, plan, targets, seeds, UnconnectedGradients::None,
+                             last && !tape.persistent());
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      if (grads[k].defined()) rows[k][r] = grads[k].to_dense();
+    }
+  }
+  return rows;
+}
+
+// The rows of one source stacked into `shape`; undefined or zeros when no row has a gradient.
+Tensor assemble(std::vector<Tensor>& rows, const Shape& shape, const detail::TensorMeta& source,
+                bool connected, UnconnectedGradients unconnected) {
+  const bool any_row =
+      std::any_of(rows.begin(), rows.end(), [](const Tensor& t) { return t.defined(); });
+  if (!any_row) {
+    // With no rows at all (an empty target) a connected source still has a (empty) Jacobian.
+    if (unconnected == UnconnectedGradients::None && !(rows.empty() && connected)) return {};
+    return zeros(shape, source.dtype);
+  }
+  for (Tensor& row : rows) {
+    if (!row.defined()) row = zeros(source.shape, source.dtype);
+  }
+  return pack_rows(rows, shape);
+}
+
+detail::TensorMeta meta_of(const Tensor& t, const char* op, const char* what) {
+  if (!t.defined()) {
+    throw InvalidArgument(std::string("GradientTape::") + op + ": " + what + " is undefined");
+  }
+  return detail::TensorMeta{t.id(), t.dtype(), t.shape()};
+}
+
+Shape concatenated(const Shape& a, const Shape& b) {
+  Shape out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+const char* const kRecordingWarningKey = "persistent-recording-gradient";
+const char* const kRecordingWarning =
+    "Calling GradientTape::gradient on a persistent tape that is still recording records the "
+    "gradient computation on that tape too, which costs time and memory. Do it only to compute "
+    "higher-order derivatives.";
+
+}  // namespace
+
+Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source,
+                              UnconnectedGradients unconnected) {
+  return jacobian(target, std::vector<Tensor>{source}, unconnected)[0];
+}
+
+std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
+                                           const std::vector<Tensor>& sources,
+                                           UnconnectedGradients unconnected) {
+  meta_of(target, "jacobian", "the target");
+  std::vector<detail::TensorMeta> metas;
+  metas.reserve(sources.size());
+  for (const auto& s : sources) metas.push_back(meta_of(s, "jacobian", "a source"));
+
+  // As gradient(): one call consumes a non-persistent tape, whose recording stops first. The
+  // rows all run inside this one call, on entries kept until the last row.
+  std::shared_ptr<detail::TapeImpl> tape = tape_;
+  live_tape("jacobian");
+  if (recording_) {
+    if (!persistent_) {
+      pop();
+    } else {
+      detail::warn_once(kRecordingWarningKey, kRecordingWarning);
+    }
+  }
+  if (!persistent_) tape_.reset();
+
+  const detail::BackwardPlan plan = detail::plan_backward(*tape, {target}, metas);
+  const std::size_t n_rows = target.size();
+  std::vector<std::vector<Tensor>> rows = gradient_rows(*tape, target, plan, n_rows, 1, 0);
+
+  std::vector<Tensor> result;
+  result.reserve(sources.size());
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    const bool connected = plan.source_slots[k] != detail::BackwardPlan::kNoSlot;
+    result.push_back(assemble(rows[k], concatenated(target.shape(), metas[k].shape), metas[k],
+                              connected, unconnected));
+  }
+  return result;
+}
+
+Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
+                                    UnconnectedGradients /*unconnected: zeros either way, as TF*/) {
+  const detail::TensorMeta source_meta = meta_of(source, "batch_jacobian", "the source");
+  meta_of(target, "batch_jacobian", "the target");
+  live_tape("batch_jacobian");
+  if (target.rank() < 2 || source.rank() < 2 || target.shape()[0] != source.shape()[0]) {
+    throw InvalidArgument(
+        "GradientTape::batch_jacobian: the target (shape " + shape_to_string(target.shape()) +
+        ") and the source (shape " + shape_to_string(source.shape()) +
+        ") must both have rank 2 or more and the same first (batch) dimension");
+  }
+
+  std::shared_ptr<detail::TapeImpl> tape = tape_;
+  if (recording_) {
+    if (!persistent_) {
+      pop();
+    } else {
+      detail::warn_once(kRecordingWarningKey, kRecordingWarning);
+    }
+  }
+  if (!persistent_) tape_.reset();
+
+  const std::size_t batch = target.shape()[0];
+  const std::size_t row_size = batch == 0 ? 0 : target.size() / batch;
+  const Shape result_shape =
+      concatenated(target.shape(), Shape(source.shape().begin() + 1, source.shape().end()));
+
+  const detail::BackwardPlan plan = detail::plan_backward(*tape, {target}, {source_meta});
+  // Row r seeds target[b, r] for every b at once: rows of different examples are independent
+  // (the documented assumption of batch_jacobian), so one run gives all b of them.
+  std::vector<Tensor> rows =
+      batch == 0 ? std::vector<Tensor>(row_size)
+                 : gradient_rows(*tape, target, plan, row_size, batch, row_size)[0];
+
+  const bool any_row =
+      std::any_of(rows.begin(), rows.end(), [](const Tensor& t) { return t.defined(); });
+  if (!any_row) return zeros(result_shape, source.dtype());
+  for (Tensor& row : rows) {
+    if (!row.defined()) row = zeros(source.shape(), source.dtype());
+  }
+  // [row, b, x...] -> [b, row, x...] -> [b, y..., x...], with differentiable ops.
+  const std::size_t source_row = source.size() / batch;
+  Tensor stacked = pack_rows(rows, Shape{row_size, batch, source_row});
+  return reshape(transpose(stacked, {1, 0, 2}),
+                 std::vector<std::int64_t>(result_shape.begin(), result_shape.end()));
+}
+
+}  // namespace tapegrad
