@@ -141,26 +141,6 @@ std::vector<Tensor> VJP::operator()(const Tensor& dy) const {
   return grads;
 }
 
-std::pair<Tensor, std::vector<std::pair<Tensor, Variable>>> implicit_value_and_gradients(
-    std::function<Tensor()> f) {
-  GradientTape tape;
-  Tensor y = f();
-  require_result(y, "implicit_value_and_gradients");
-  std::vector<Variable> variables;
-  for (const Variable& v : tape.watched_variables()) {
-    if (v.trainable()) variables.push_back(v);
-  }
-  if (variables.empty()) {
-    throw InvalidArgument("implicit_value_and_gradients: f read no trainable Variable, so there "
-                          "is nothing to differentiate");
-  }
-  std::vector<Tensor> grads = tape.gradient(y, variables);
-  std::vector<std::pair<Tensor, Variable>> pairs;
-  pairs.reserve(variables.size());
-  for (std::size_t i = 0; i < variables.size(); ++i) pairs.emplace_back(grads[i], variables[i]);
-  return {y, pairs};
-}
-
 Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
   require_floating_point(x, "jacobian", "x");
   GradientTape tape;

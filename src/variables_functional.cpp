@@ -11,7 +11,8 @@ std::pair<Tensor, std::vector<std::pair<Tensor, Variable>>> implicit_value_and_g
   GradientTape tape;
   Tensor value = f();
   if (!value.defined()) {
-    throw InvalidArgument("implicit_value_and_gradients: the function returned an undefined tensor");
+    throw InvalidArgument("implicit_value_and_gradients: Cannot differentiate a function that "
+                          "returns None (an undefined tensor); did you forget to return a value?");
   }
   // Auto-watching watches exactly the trainable variables read, in creation order.
   std::vector<Variable> variables = tape.watched_variables();

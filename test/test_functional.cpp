@@ -192,7 +192,8 @@ TEST_CASE("implicit_value_and_gradients differentiates the trainable variables f
   CHECK(pairs[1].second.id() == b.id());
   require_close(pairs[1].first, {}, {1});
   CHECK_THAT(message_of<InvalidArgument>([] { implicit_value_and_gradients([] { return constant(1.0); }); }),
-             Catch::Contains("implicit_value_and_gradients") && Catch::Contains("Variable"));
+             Catch::Contains("implicit_value_and_gradients") &&
+                 Catch::Contains("No trainable variables were accessed"));
 }
 
 TEST_CASE("functional jacobian: x*x at [1, 2] and central differences") {

@@ -11,6 +11,7 @@
 
 #include "tapegrad/check.hpp"  // Fn: (const std::vector<Tensor>&) -> Tensor
 #include "tapegrad/tensor.hpp"
+#include "tapegrad/variables_functional.hpp"
 #include "tapegrad/variable.hpp"
 
 namespace tapegrad {
@@ -48,12 +49,7 @@ class VJP {
 /// InvalidArgument when f returns an undefined tensor.
 std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 
-/// f() and the gradient of its value for every trainable Variable f read, as
-/// (gradient, variable) pairs in the order the variables were created (TF:
-/// implicit_value_and_gradients). InvalidArgument when f returns an undefined tensor or reads
-/// no trainable variable.
-std::pair<Tensor, std::vector<std::pair<Tensor, Variable>>> implicit_value_and_gradients(
-    std::function<Tensor()> f);
+/// implicit_value_and_gradients (TF) lives in tapegrad/variables_functional.hpp, included here.
 
 /// d f(x)[i...] / d x[j...], shape f(x).shape ++ x.shape; zeros where f does not depend on x
 /// (TF: GradientTape.jacobian on a tape watching x).
