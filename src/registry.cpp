@@ -69,17 +69,25 @@ bool Keep::keeps(std::size_t index) const {
 // ---- OpContext -------------------------------------------------------------------------
 
 const std::string& OpContext::op_type() const { return entry_.op->name(); }
-const std::vector<Tensor>& OpContext::inputs() const { return entry_.saved_inputs; }
-const std::vector<Tensor>& OpContext::outputs() const { return entry_.saved_outputs; }
+const std::vector<Tensor>& OpContext::inputs() const {
+  if (!entry_.saved_inputs.empty() || entry_.inputs.empty()) return entry_.saved_inputs;
+  undefined_inputs_.resize(entry_.inputs.size());
+  return undefined_inputs_;
+}
+const std::vector<Tensor>& OpContext::outputs() const {
+  if (!entry_.saved_outputs.empty() || entry_.outputs.empty()) return entry_.saved_outputs;
+  undefined_outputs_.resize(entry_.outputs.size());
+  return undefined_outputs_;
+}
 const Attrs& OpContext::attrs() const { return entry_.attrs; }
 bool OpContext::needs_gradient(std::size_t i) const {
   return i < needs_gradient_.size() && needs_gradient_[i];
 }
 std::size_t OpContext::num_inputs() const { return entry_.inputs.size(); }
 std::size_t OpContext::num_outputs() const { return entry_.outputs.size(); }
-const Shape& OpContext::input_shape(std::size_t i) const { return entry_.inputs.at(i).shape; }
+Shape OpContext::input_shape(std::size_t i) const { return entry_.inputs.at(i).full_shape(); }
 DType OpContext::input_dtype(std::size_t i) const { return entry_.inputs.at(i).dtype; }
-const Shape& OpContext::output_shape(std::size_t i) const { return entry_.outputs.at(i).shape; }
+Shape OpContext::output_shape(std::size_t i) const { return entry_.outputs.at(i).full_shape(); }
 DType OpContext::output_dtype(std::size_t i) const { return entry_.outputs.at(i).dtype; }
 
 namespace detail {
@@ -135,6 +143,17 @@ const OpSlot& define_not_differentiable_op(const std::string& op_type) {
   spec->not_differentiable = true;
   spec->keep_inputs = Keep::none();
   spec->keep_outputs = Keep::none();
+  return Registry::instance().publish(op_type, std::move(spec));
+}
+
+const OpSlot& define_identity_op(const std::string& op_type) {
+  auto spec = std::make_unique<GradientSpec>();
+  spec->sparse = [](const OpContext&, const std::vector<Tensor>& grads) {
+    return std::vector<GradientValue>{GradientValue(grads[0])};
+  };
+  spec->keep_inputs = Keep::none();
+  spec->keep_outputs = Keep::none();
+  spec->identity_gradient = true;
   return Registry::instance().publish(op_type, std::move(spec));
 }
 

@@ -48,7 +48,7 @@ void TapeImpl::watch(const Tensor& t) {
                                  dtype_name(t.dtype()) + "; it will get no gradient");
     return;
   }
-  tensor_tape_.emplace(t.id(), kWatched);
+  tensor_tape_.try_emplace(t.id(), kWatched);
 }
 
 void TapeImpl::watch_variable(const Variable& v) {
@@ -56,7 +56,7 @@ void TapeImpl::watch_variable(const Variable& v) {
       watched_variables_.begin(), watched_variables_.end(), v,
       [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
   if (pos == watched_variables_.end() || pos->id() != v.id()) watched_variables_.insert(pos, v);
-  if (is_floating(v.dtype())) tensor_tape_.emplace(v.handle().id(), kWatched);
+  if (is_floating(v.dtype())) tensor_tape_.try_emplace(v.handle().id(), kWatched);
 }
 
 void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
@@ -76,24 +76,33 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
 
   OpEntry& e = ops_.emplace_back();
   e.op = &op;
-  e.attrs = attrs;
-  e.custom_backward = custom_backward;
+  if (!attrs.empty()) e.attrs = attrs;
+  if (custom_backward) e.custom_backward = custom_backward;
   e.inputs.reserve(n_inputs);
-  e.saved_inputs.resize(n_inputs);
   for (std::size_t i = 0; i < n_inputs; ++i) {
-    const auto& impl = inputs[i]->impl();
-    e.inputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape()});
-    if (keeps_input(i)) e.saved_inputs[i] = *inputs[i];
+    const TensorImpl& impl = inputs[i]->impl();
+    e.inputs.push_back(RecordedTensor{impl.id, impl.dtype, impl.dims()});
+    if (keeps_input(i)) {
+      if (e.saved_inputs.empty()) e.saved_inputs.resize(n_inputs);
+      e.saved_inputs[i] = *inputs[i];
+    }
   }
   e.outputs.reserve(n_outputs);
-  e.saved_outputs.resize(n_outputs);
   const auto op_id = static_cast<std::int64_t>(ops_.size() - 1);
   for (std::size_t i = 0; i < n_outputs; ++i) {
-    const auto& impl = outputs[i].impl();
-    e.outputs.push_back(TensorMeta{impl.id, impl.dtype, impl.shape()});
-    if (keeps_output(i)) e.saved_outputs[i] = outputs[i];
-    tensor_tape_[impl.id] = op_id;
+    const TensorImpl& impl = outputs[i].impl();
+    e.outputs.push_back(RecordedTensor{impl.id, impl.dtype, impl.dims()});
+    if (keeps_output(i)) {
+      if (e.saved_outputs.empty()) e.saved_outputs.resize(n_outputs);
+      e.saved_outputs[i] = outputs[i];
+    }
+    tensor_tape_.assign(impl.id, op_id);
   }
+}
+
+bool RecordedTensor::same_shape(const Tensor& t) const {
+  const SmallShape dims = t.impl().dims();
+  return dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin());
 }
 
 void TapeImpl::release(std::int64_t op_id) {

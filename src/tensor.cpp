@@ -86,6 +86,12 @@ const Shape& TensorImpl::build_shape() const {
   return *expected;
 }
 
+xt::svector<std::size_t, 4> TensorImpl::dims() const {
+  const Shape* s = shape_.load(std::memory_order_acquire);
+  if (s != nullptr) return xt::svector<std::size_t, 4>(s->begin(), s->end());
+  return std::visit([](const auto& a) { return xt::svector<std::size_t, 4>(a.shape()); }, data);
+}
+
 std::size_t TensorImpl::rank() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return s->size();

@@ -51,13 +51,8 @@ Tensor make_handle(const Tensor& value) {
   });
 }
 
-std::vector<GradientValue> read_gradient(const OpContext&,
-                                                               const std::vector<Tensor>& grads) {
-  return {GradientValue(grads[0])};
-}
-
 const OpSlot& read_variable_op() {
-  static const OpSlot& op = define_op("ReadVariableOp", read_gradient, Keep::none(), Keep::none());
+  static const OpSlot& op = define_identity_op("ReadVariableOp");
   return op;
 }
 

@@ -59,9 +59,9 @@ class OpContext {
       : entry_(entry), needs_gradient_(needs_gradient) {}
 
   const std::string& op_type() const;
-  /// Undefined where the registration did not ask to keep that input.
+  /// One per input; undefined where the registration did not ask to keep that input.
   const std::vector<Tensor>& inputs() const;
-  /// Undefined where the registration did not ask to keep that output.
+  /// One per output; undefined where the registration did not ask to keep that output.
   const std::vector<Tensor>& outputs() const;
   const Attrs& attrs() const;
   /// False when no source of the current gradient call depends on that input: its gradient
@@ -71,14 +71,17 @@ class OpContext {
   /// Shapes and dtypes are always known, kept or not.
   std::size_t num_inputs() const;
   std::size_t num_outputs() const;
-  const Shape& input_shape(std::size_t index) const;
+  Shape input_shape(std::size_t index) const;
   DType input_dtype(std::size_t index) const;
-  const Shape& output_shape(std::size_t index) const;
+  Shape output_shape(std::size_t index) const;
   DType output_dtype(std::size_t index) const;
 
  private:
   const detail::OpEntry& entry_;
   const std::vector<bool>& needs_gradient_;
+  // Built on demand for an entry that kept no inputs (outputs): all undefined.
+  mutable std::vector<Tensor> undefined_inputs_;
+  mutable std::vector<Tensor> undefined_outputs_;
 };
 
 /// (op context, one gradient per output: undefined or zeros where the output was unused)

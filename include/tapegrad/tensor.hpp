@@ -45,6 +45,8 @@ class TensorImpl {
   }
   std::size_t rank() const;
   std::size_t size() const;
+  // The dimensions without building the Shape: inline up to rank 4.
+  xt::svector<std::size_t, 4> dims() const;
 
   const std::uint64_t id;
   const DType dtype;

@@ -15,6 +15,8 @@ struct GradientSpec {
   Keep keep_inputs = Keep::all();
   Keep keep_outputs = Keep::all();
   bool not_differentiable = false;
+  // The gradient is the output's gradient, unchanged: a row-sparse one is passed on as is.
+  bool identity_gradient = false;
 };
 
 // A registry slot: created on first mention of an op type (recording or registering), never
@@ -40,5 +42,7 @@ OpSlot& op_slot(const std::string& op_type);
 const OpSlot& define_op(const std::string& op_type, SparseGradientFunction fn,
                         Keep keep_inputs = Keep::all(), Keep keep_outputs = Keep::all());
 const OpSlot& define_not_differentiable_op(const std::string& op_type);
+// One input, one output, gradient = output gradient (Identity, ReadVariableOp).
+const OpSlot& define_identity_op(const std::string& op_type);
 
 }  // namespace tapegrad::detail

@@ -3,19 +3,35 @@
 
 #include <cstdint>
 #include <deque>
-#include <unordered_map>
 #include <vector>
 
+#include <xtensor/xstorage.hpp>
+
+#include "detail/id_map.hpp"
 #include "detail/op_registry.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/variable.hpp"
 
 namespace tapegrad::detail {
 
+// A gradient source: its id, dtype and shape (a Variable's source is its handle).
 struct TensorMeta {
   std::uint64_t id;
   DType dtype;
   Shape shape;
+};
+
+// Shapes kept inline up to rank 4: recording an op allocates nothing per tensor.
+using SmallShape = xt::svector<std::size_t, 4>;
+
+// An input or output of a recorded op, without its elements.
+struct RecordedTensor {
+  std::uint64_t id;
+  DType dtype;
+  SmallShape shape;
+
+  Shape full_shape() const { return Shape(shape.begin(), shape.end()); }
+  bool same_shape(const Tensor& t) const;
 };
 
 // One recorded op. Shapes and dtypes are always kept; tensors only where the gradient reads
@@ -24,10 +40,11 @@ struct TensorMeta {
 struct OpEntry {
   const OpSlot* op = nullptr;
   Attrs attrs;
-  std::vector<TensorMeta> inputs;
-  std::vector<TensorMeta> outputs;
-  std::vector<Tensor> saved_inputs;   // one per input, undefined where not kept
-  std::vector<Tensor> saved_outputs;  // one per output, undefined where not kept
+  std::vector<RecordedTensor> inputs;
+  std::vector<RecordedTensor> outputs;
+  // Empty when nothing is kept; otherwise one per input (output), undefined where not kept.
+  std::vector<Tensor> saved_inputs;
+  std::vector<Tensor> saved_outputs;
   SparseGradientFunction custom_backward;  // overrides the registry (custom_gradient)
   bool released = false;
 };
@@ -43,7 +60,7 @@ class TapeImpl {
   bool watch_accessed_variables() const { return watch_accessed_variables_; }
 
   // Floating tensors only: ops on integer or bool tensors are never recorded.
-  bool is_watched(std::uint64_t id) const { return tensor_tape_.count(id) != 0; }
+  bool is_watched(std::uint64_t id) const { return tensor_tape_.contains(id); }
   void watch(const Tensor& t);
   void watch_variable(const Variable& v);
   const std::vector<Variable>& watched_variables() const { return watched_variables_; }
@@ -53,10 +70,8 @@ class TapeImpl {
               const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
               const SparseGradientFunction& custom_backward);
 
-  // The producing entry of a tensor id, kWatched for a watched tensor, or nothing.
-  const std::unordered_map<std::uint64_t, std::int64_t>& tensor_tape() const {
-    return tensor_tape_;
-  }
+  // The producing entry of a tensor id, kWatched for a watched tensor, or nullptr.
+  const std::int64_t* producer(std::uint64_t id) const { return tensor_tape_.find(id); }
   OpEntry& entry(std::int64_t op_id) { return ops_[static_cast<std::size_t>(op_id)]; }
   std::size_t num_entries() const { return ops_.size(); }
   void release(std::int64_t op_id);
@@ -66,7 +81,7 @@ class TapeImpl {
  private:
   bool persistent_;
   bool watch_accessed_variables_;
-  std::unordered_map<std::uint64_t, std::int64_t> tensor_tape_;
+  IdMap<std::int64_t> tensor_tape_;
   std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
   std::vector<Variable> watched_variables_;
 };

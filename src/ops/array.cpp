@@ -29,8 +29,6 @@ Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
   });
 }
 
-Grads identity_grad(const OpContext&, const std::vector<Tensor>& g) { return {g[0]}; }
-
 Grads reshape_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {reshape(g[0], signed_shape(ctx.input_shape(0)))};
 }
@@ -47,7 +45,7 @@ Grads broadcast_to_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
 }
 
 const OpSlot& identity_op() {
-  static const OpSlot& op = detail::define_op("Identity", identity_grad, Keep::none(), Keep::none());
+  static const OpSlot& op = detail::define_identity_op("Identity");
   return op;
 }
 const OpSlot& reshape_op() {

@@ -1,0 +1,86 @@
+// A flat hash map from tensor ids to small values: open addressing with linear probing.
+// The tape inserts one key per recorded output and the backward walk looks up every input;
+// std::unordered_map's node per key cost more than the ops being recorded.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace tapegrad::detail {
+
+// Tensor ids start at 1, so 0 marks an empty cell.
+template <class Value>
+class IdMap {
+ public:
+  IdMap() = default;
+
+  Value* find(std::uint64_t key) {
+    if (size_ == 0) return nullptr;
+    for (std::size_t i = bucket(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == 0) return nullptr;
+    }
+  }
+  const Value* find(std::uint64_t key) const { return const_cast<IdMap*>(this)->find(key); }
+  bool contains(std::uint64_t key) const { return find(key) != nullptr; }
+
+  // Inserts (key, value) unless the key is present; returns the stored value and whether
+  // it was inserted.
+  std::pair<Value*, bool> try_emplace(std::uint64_t key, Value value) {
+    if ((size_ + 1) * 4 > keys_.size() * 3) grow();
+    for (std::size_t i = bucket(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return {&values_[i], false};
+      if (keys_[i] == 0) {
+        keys_[i] = key;
+        values_[i] = std::move(value);
+        ++size_;
+        return {&values_[i], true};
+      }
+    }
+  }
+  // Inserts or overwrites.
+  void assign(std::uint64_t key, Value value) {
+    auto [slot, inserted] = try_emplace(key, value);
+    if (!inserted) *slot = std::move(value);
+  }
+
+  std::size_t size() const { return size_; }
+  void clear() {
+    keys_.clear();
+    values_.clear();
+    size_ = 0;
+    mask_ = 0;
+    shift_ = 64;
+  }
+  void reserve(std::size_t n) {
+    while (n * 4 > keys_.size() * 3) grow();
+  }
+
+ private:
+  std::size_t bucket(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);  // Fibonacci hashing
+  }
+  void grow() {
+    std::vector<std::uint64_t> old_keys = std::move(keys_);
+    std::vector<Value> old_values = std::move(values_);
+    const std::size_t capacity = old_keys.empty() ? 16 : old_keys.size() * 2;
+    keys_.assign(capacity, 0);
+    values_.assign(capacity, Value());
+    mask_ = capacity - 1;
+    shift_ = 64;
+    for (std::size_t c = capacity; c > 1; c >>= 1) --shift_;
+    size_ = 0;
+    for (std::size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_keys[i] != 0) try_emplace(old_keys[i], std::move(old_values[i]));
+    }
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<Value> values_;
+  std::size_t size_ = 0;
+  std::size_t mask_ = 0;
+  unsigned shift_ = 64;
+};
+
+}  // namespace tapegrad::detail
