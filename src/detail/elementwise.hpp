@@ -61,22 +61,20 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
   }
   // General broadcast: element strides of a and b in the output's index space (0 where a
   // dimension is broadcast), walking the innermost dimension in a tight loop.
+  // xarray's own strides are row-major element strides (0 already on size-1 dimensions).
+  using Index = xt::svector<std::size_t, 8>;
   const std::size_t rank = shape.size();
-  std::vector<std::size_t> sa(rank, 0), sb(rank, 0);
-  {
-    const auto st_a = row_major_strides(Shape(a.shape().begin(), a.shape().end()));
-    const auto st_b = row_major_strides(Shape(b.shape().begin(), b.shape().end()));
-    for (std::size_t d = 0; d < rank; ++d) {
-      const std::size_t oa = rank - a.dimension();
-      const std::size_t ob = rank - b.dimension();
-      if (d >= oa && a.shape()[d - oa] != 1) sa[d] = st_a[d - oa];
-      if (d >= ob && b.shape()[d - ob] != 1) sb[d] = st_b[d - ob];
-    }
+  Index sa(rank, 0), sb(rank, 0);
+  const std::size_t oa = rank - a.dimension();
+  const std::size_t ob = rank - b.dimension();
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (d >= oa && a.shape()[d - oa] != 1) sa[d] = static_cast<std::size_t>(a.strides()[d - oa]);
+    if (d >= ob && b.shape()[d - ob] != 1) sb[d] = static_cast<std::size_t>(b.strides()[d - ob]);
   }
   const std::size_t inner = shape[rank - 1];
   const std::size_t ia_step = sa[rank - 1];
   const std::size_t ib_step = sb[rank - 1];
-  std::vector<std::size_t> idx(rank, 0);
+  Index idx(rank, 0);
   std::size_t ia = 0, ib = 0;
   for (std::size_t k = 0; k < n; k += inner) {
     for (std::size_t j = 0; j < inner; ++j) o[k + j] = fn(pa[ia + j * ia_step], pb[ib + j * ib_step]);

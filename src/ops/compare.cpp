@@ -19,14 +19,21 @@ namespace {
 
 // ---- comparisons ------------------------------------------------------------------------
 
+template <class T, class Predicate>
+Tensor compare_arrays(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
+  const auto& a = x.array<T>();
+  const auto& b = y.array<T>();
+  auto fn = [&](T u, T v) { return static_cast<bool>(pred(u, v)); };
+  if (a.shape() == b.shape()) return detail::binary_tensor<bool>(a, b, a.shape(), fn);
+  return detail::binary_tensor<bool>(a, b, detail::broadcast_shapes(op, x, y), fn);
+}
+
 template <class Predicate>
 Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
   detail::require_same_dtype(op, x, y);
-  const Shape shape = detail::broadcast_shapes(op, x, y);
   return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_binary<bool>(x.array<T>(), y.array<T>(), shape,
-                                           [&](T a, T b) { return pred(a, b); }));
+    return compare_arrays<T>(op, x, y, pred);
   });
 }
 
@@ -34,11 +41,9 @@ Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predica
 template <class Predicate>
 Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
   detail::require_same_dtype(op, x, y);
-  const Shape shape = detail::broadcast_shapes(op, x, y);
   return detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(detail::map_binary<bool>(x.array<T>(), y.array<T>(), shape,
-                                           [&](T a, T b) { return pred(a, b); }));
+    return compare_arrays<T>(op, x, y, pred);
   });
 }
 
