@@ -122,6 +122,35 @@ TEST_CASE("batched matmul mixes rank 2 with rank 3 and honours transpose flags",
                 {10, 100, 1000, 20, 200, 2000, 30, 300, 3000, 40, 400, 4000});
 }
 
+// One row or one column goes to gemv rather than gemm: every flag combination, values and
+// gradients.
+TEST_CASE("matrix-vector and vector-matrix products with every transpose flag",
+          "[linalg][matmul][gemv]") {
+  const Tensor m = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});  // [2, 3]
+  const Tensor v3 = reshape(constant({1.0, -1.0, 2.0}), {3, 1});
+  const Tensor v2 = reshape(constant({2.0, -3.0}), {2, 1});
+  require_close(matmul(m, v3), {2, 1}, {5, 11});
+  require_close(matmul(m, v2, true, false), {3, 1}, {-10, -11, -12});
+  require_close(matmul(transpose(v3), m, false, true), {1, 2}, {5, 11});
+  require_close(matmul(v3, m, true, true), {1, 2}, {5, 11});
+  require_close(matmul(v2, m, true, false), {1, 3}, {-10, -11, -12});
+  require_close(matmul(transpose(v2), m), {1, 3}, {-10, -11, -12});
+  require_close(matmul(m, transpose(v3), false, true), {2, 1}, {5, 11});
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Tensor a_col = random_tensor(ta ? Shape{4, 3} : Shape{3, 4}, 11);
+      const Tensor b_col = random_tensor(tb ? Shape{1, 4} : Shape{4, 1}, 12);
+      const Tensor a_row = random_tensor(ta ? Shape{4, 1} : Shape{1, 4}, 13);
+      const Tensor b_row = random_tensor(tb ? Shape{5, 4} : Shape{4, 5}, 14);
+      Fn col = [ta, tb](const std::vector<Tensor>& x) { return matmul(x[0], x[1], ta, tb); };
+      for (std::size_t arg : {0u, 1u}) {
+        require_gradient_matches(col, {a_col, b_col}, arg);
+        require_gradient_matches(col, {a_row, b_row}, arg);
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul with a zero inner dimension gives zeros", "[linalg][matmul]") {
   const Tensor c = matmul(zeros({2, 0}), zeros({0, 3}));
   require_close(c, {2, 3}, std::vector<double>(6, 0.0));

@@ -18,20 +18,43 @@ using Grads = std::vector<GradientValue>;
 
 namespace {
 
-// C[m,n] = op(A) op(B) on contiguous row-major storage; transposes are BLAS flags.
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
-          const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), 0.0f, c,
-              static_cast<int>(n));
+// y = op(M) x with M stored row-major as rows x cols.
+void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x, float* y) {
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+              static_cast<int>(cols), 1.0f, m, static_cast<int>(cols), x, 1, 0.0f, y, 1);
 }
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a,
-          const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), 0.0, c,
-              static_cast<int>(n));
+void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m, const double* x,
+          double* y) {
+  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+              static_cast<int>(cols), 1.0, m, static_cast<int>(cols), x, 1, 0.0, y, 1);
+}
+
+void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
+               int ldb, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+}
+void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b,
+               int ldb, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, 1.0, a, lda, b, ldb, 0.0, c, n);
+}
+
+// C[m,n] = op(A) op(B) on contiguous row-major storage; transposes are BLAS flags. A product
+// with one row or one column goes to gemv: OpenBLAS's gemm repacks the whole matrix for it
+// (a 256x256 matrix-vector product costs ~4x more as gemm), and a Jacobian or a gradient of a
+// matrix-vector product is made of exactly those.
+template <class T>
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b,
+          T* c) {
+  if (n == 1) {  // op(B) is a k-vector, contiguous either way
+    gemv(ta, ta ? k : m, ta ? m : k, a, b, c);
+  } else if (m == 1) {  // c^T = op(B)^T op(A)^T, and op(A) is a contiguous k-vector
+    gemv(!tb, tb ? n : k, tb ? k : n, b, a, c);
+  } else {
+    blas_gemm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), c);
+  }
 }
 
 std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
