@@ -88,6 +88,9 @@ std::size_t OpContext::num_outputs() const { return entry_.outputs.size(); }
 Shape OpContext::input_shape(std::size_t i) const { return entry_.inputs.at(i).full_shape(); }
 DType OpContext::input_dtype(std::size_t i) const { return entry_.inputs.at(i).dtype; }
 Shape OpContext::output_shape(std::size_t i) const { return entry_.outputs.at(i).full_shape(); }
+bool OpContext::input_shape_matches(std::size_t i, const Tensor& t) const {
+  return entry_.inputs.at(i).same_shape(t);
+}
 DType OpContext::output_dtype(std::size_t i) const { return entry_.outputs.at(i).dtype; }
 
 namespace detail {

@@ -75,6 +75,8 @@ class OpContext {
   DType input_dtype(std::size_t index) const;
   Shape output_shape(std::size_t index) const;
   DType output_dtype(std::size_t index) const;
+  /// True when `t` has the shape of input `index` (cheaper than comparing input_shape()).
+  bool input_shape_matches(std::size_t index, const Tensor& t) const;
 
  private:
   const detail::OpEntry& entry_;

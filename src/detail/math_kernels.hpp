@@ -45,4 +45,9 @@ Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
   });
 }
 
+// Fused activation gradients (TF's TanhGrad, SigmoidGrad): g * (1 - y^2) and g * y * (1 - y)
+// for y and g of one shape, each differentiable.
+Tensor tanh_grad_op(const Tensor& y, const Tensor& g);
+Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);
+
 }  // namespace tapegrad::detail

@@ -28,17 +28,22 @@ using detail::numeric_binary;
 
 // ---- gradients --------------------------------------------------------------------------
 
+// The gradient summed back to input i's shape (a no-op for an operand that was not broadcast).
+Tensor reduce_to_input(const OpContext& ctx, std::size_t i, const Tensor& g) {
+  return ctx.input_shape_matches(i, g) ? g : unbroadcast(g, ctx.input_shape(i));
+}
+
 Grads add_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   Grads r(2);
-  if (ctx.needs_gradient(0)) r[0] = unbroadcast(g[0], ctx.input_shape(0));
-  if (ctx.needs_gradient(1)) r[1] = unbroadcast(g[0], ctx.input_shape(1));
+  if (ctx.needs_gradient(0)) r[0] = reduce_to_input(ctx, 0, g[0]);
+  if (ctx.needs_gradient(1)) r[1] = reduce_to_input(ctx, 1, g[0]);
   return r;
 }
 
 Grads subtract_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   Grads r(2);
-  if (ctx.needs_gradient(0)) r[0] = unbroadcast(g[0], ctx.input_shape(0));
-  if (ctx.needs_gradient(1)) r[1] = unbroadcast(negative(g[0]), ctx.input_shape(1));
+  if (ctx.needs_gradient(0)) r[0] = reduce_to_input(ctx, 0, g[0]);
+  if (ctx.needs_gradient(1)) r[1] = reduce_to_input(ctx, 1, negative(g[0]));
   return r;
 }
 
@@ -82,9 +87,19 @@ Grads log_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {divide(g[0], ctx.inputs()[0])};
 }
 
+// One fused kernel (TF's TanhGrad) instead of four ops: it dominates small-tensor backward.
 Grads tanh_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  return {multiply(g[0], subtract(scalar(1.0, y.dtype()), multiply(y, y)))};
+  return {detail::tanh_grad_op(ctx.outputs()[0], g[0])};
+}
+
+// TanhGrad(y, g) = g (1 - y^2): d/dy = -2 g y h, d/dg = TanhGrad(y, h).
+Grads tanh_grad_grad(const OpContext& ctx, const std::vector<Tensor>& h) {
+  const Tensor& y = ctx.inputs()[0];
+  const Tensor& g = ctx.inputs()[1];
+  Grads r(2);
+  if (ctx.needs_gradient(0)) r[0] = multiply(h[0], multiply(scalar(-2.0, y.dtype()), multiply(g, y)));
+  if (ctx.needs_gradient(1)) r[1] = detail::tanh_grad_op(y, h[0]);
+  return r;
 }
 
 // TF: dx = g * y * x^(y-1); dy = g * log(x) * x^y where x > 0, else 0 (the mask keeps a NaN
@@ -165,6 +180,11 @@ const OpSlot& log_op() {
 }
 const OpSlot& tanh_op() {
   static const OpSlot& op = detail::define_op("Tanh", tanh_grad, Keep::none(), Keep::all());
+  return op;
+}
+
+const OpSlot& tanh_grad_slot() {
+  static const OpSlot& op = detail::define_op("TanhGrad", tanh_grad_grad, Keep::all(), Keep::none());
   return op;
 }
 
@@ -342,6 +362,25 @@ Tensor tanh(const Tensor& x) {
   detail::maybe_record(tanh_op(), {&x}, out);
   return out;
 }
+
+namespace detail {
+
+Tensor tanh_grad_op(const Tensor& y, const Tensor& g) {
+  require_same_dtype("TanhGrad", y, g);
+  if (y.impl().dims() != g.impl().dims()) {
+    throw InvalidArgument(describe("TanhGrad", y, g) + ": the shapes must be equal");
+  }
+  Tensor out = dispatch_floating("TanhGrad", y.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& a = y.array<T>();
+    return binary_tensor<T>(a, g.array<T>(), a.shape(),
+                            [](T yv, T gv) { return static_cast<T>(gv * (T(1) - yv * yv)); });
+  });
+  maybe_record(tanh_grad_slot(), {&y, &g}, out);
+  return out;
+}
+
+}  // namespace detail
 
 Tensor scalar(double value, DType dtype) { return fill({}, value, dtype); }
 

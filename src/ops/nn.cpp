@@ -135,8 +135,19 @@ Grads relu_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
 }
 
 Grads sigmoid_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  return {multiply(g[0], multiply(y, subtract(scalar(1.0, y.dtype()), y)))};
+  return {detail::sigmoid_grad_op(ctx.outputs()[0], g[0])};
+}
+
+// SigmoidGrad(y, g) = g y (1 - y): d/dy = g (1 - 2y) h, d/dg = SigmoidGrad(y, h).
+Grads sigmoid_grad_grad(const OpContext& ctx, const std::vector<Tensor>& h) {
+  const Tensor& y = ctx.inputs()[0];
+  const Tensor& g = ctx.inputs()[1];
+  Grads r(2);
+  if (ctx.needs_gradient(0)) {
+    r[0] = multiply(h[0], multiply(g, subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y))));
+  }
+  if (ctx.needs_gradient(1)) r[1] = detail::sigmoid_grad_op(y, h[0]);
+  return r;
 }
 
 Grads softplus_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
@@ -183,6 +194,12 @@ const OpSlot& relu_op() {
   static const OpSlot& op = detail::define_op("Relu", relu_grad, Keep::none(), Keep::all());
   return op;
 }
+const OpSlot& sigmoid_grad_slot() {
+  static const OpSlot& op =
+      detail::define_op("SigmoidGrad", sigmoid_grad_grad, Keep::all(), Keep::none());
+  return op;
+}
+
 const OpSlot& sigmoid_op() {
   static const OpSlot& op = detail::define_op("Sigmoid", sigmoid_grad, Keep::none(), Keep::all());
   return op;
@@ -302,5 +319,24 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   detail::maybe_record(sigmoid_cross_entropy_op(), {&labels, &logits}, out);
   return out;
 }
+
+namespace detail {
+
+Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g) {
+  require_same_dtype("SigmoidGrad", y, g);
+  if (y.impl().dims() != g.impl().dims()) {
+    throw InvalidArgument(describe("SigmoidGrad", y, g) + ": the shapes must be equal");
+  }
+  Tensor out = dispatch_floating("SigmoidGrad", y.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& a = y.array<T>();
+    return binary_tensor<T>(a, g.array<T>(), a.shape(),
+                            [](T yv, T gv) { return static_cast<T>(gv * yv * (T(1) - yv)); });
+  });
+  maybe_record(sigmoid_grad_slot(), {&y, &g}, out);
+  return out;
+}
+
+}  // namespace detail
 
 }  // namespace tapegrad
