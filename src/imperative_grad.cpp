@@ -140,32 +140,37 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   for (std::size_t op = 0; op < n_ops; ++op) {
     if (!reached[op]) continue;
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
-    BackwardPlan::Step step{static_cast<std::int64_t>(op), {}, {}, 0};
+    const std::size_t first = plan.slots.size();
     bool relevant = false;
-    step.input_slots.reserve(e.inputs.size());
     for (const auto& in : e.inputs) {
       const std::ptrdiff_t s = is_floating(in.dtype) ? slot_or_none(in.id) : kNoSlot;
-      step.input_slots.push_back(s);
+      plan.slots.push_back(s);
       relevant = relevant || s != kNoSlot;
     }
-    if (!relevant) continue;
-    const auto step_index = static_cast<std::ptrdiff_t>(plan.steps.size());
-    for (std::ptrdiff_t s : step.input_slots) {
-      if (s != kNoSlot) ++plan.uses[static_cast<std::size_t>(s)];
+    if (!relevant) {
+      plan.slots.resize(first);
+      continue;
     }
-    step.output_slots.reserve(e.outputs.size());
+    const auto step_index = static_cast<std::ptrdiff_t>(plan.steps.size());
+    for (std::size_t i = first; i < plan.slots.size(); ++i) {
+      if (plan.slots[i] != kNoSlot) ++plan.uses[static_cast<std::size_t>(plan.slots[i])];
+    }
     for (const auto& out : e.outputs) {
       const std::ptrdiff_t s = is_floating(out.dtype) ? new_slot(out.id) : kNoSlot;
-      step.output_slots.push_back(s);
+      plan.slots.push_back(s);
       if (s != kNoSlot) plan.producer_step[static_cast<std::size_t>(s)] = step_index;
     }
-    plan.steps.push_back(std::move(step));
+    plan.steps.push_back(BackwardPlan::Step{static_cast<std::int64_t>(op), first,
+                                            e.inputs.size(), e.outputs.size(), 0});
   }
 
   // 3. A step may run once every output that a later step uses has all its gradients.
   for (auto& step : plan.steps) {
-    for (std::ptrdiff_t s : step.output_slots) {
-      if (s != kNoSlot && plan.uses[static_cast<std::size_t>(s)] != 0) ++step.pending_outputs;
+    const std::ptrdiff_t* outputs = step.output_slots(plan);
+    for (std::size_t j = 0; j < step.num_outputs; ++j) {
+      if (outputs[j] != kNoSlot && plan.uses[static_cast<std::size_t>(outputs[j])] != 0) {
+        ++step.pending_outputs;
+      }
     }
   }
   for (const auto& t : targets) {
@@ -209,6 +214,8 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     const BackwardPlan::Step& step = plan.steps[ready.back()];
     ready.pop_back();
     OpEntry& e = tape.entry(step.op_id);  // a deque element: stable if the walk records new ops
+    const std::ptrdiff_t* input_slots = step.input_slots(plan);
+    const std::ptrdiff_t* output_slots = step.output_slots(plan);
     const GradientSpec* spec = e.custom_backward ? nullptr : e.op->spec();
     if (!e.custom_backward && spec == nullptr) throw_no_gradient(e);
 
@@ -217,7 +224,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     GradientValue passed_through;
     bool any_gradient = false;
     for (std::size_t j = 0; j < e.outputs.size(); ++j) {
-      const std::ptrdiff_t s = step.output_slots[j];
+      const std::ptrdiff_t s = output_slots[j];
       if (s == kNoSlot) continue;
       GradientList& list = grads[static_cast<std::size_t>(s)];
       if (list.empty()) continue;
@@ -241,7 +248,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
         }
       }
       needs.assign(e.inputs.size(), false);
-      for (std::size_t i = 0; i < e.inputs.size(); ++i) needs[i] = step.input_slots[i] != kNoSlot;
+      for (std::size_t i = 0; i < e.inputs.size(); ++i) needs[i] = input_slots[i] != kNoSlot;
       in_grads = call_gradient(e, spec, needs, out_grads);
       if (in_grads.size() != e.inputs.size()) {
         throw InvalidArgument("imperative_grad: the gradient function of '" + e.op->name() +
@@ -252,7 +259,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     }
 
     for (std::size_t i = 0; i < e.inputs.size(); ++i) {
-      const std::ptrdiff_t s = step.input_slots[i];
+      const std::ptrdiff_t s = input_slots[i];
       if (s == kNoSlot) continue;
       const auto slot = static_cast<std::size_t>(s);
       if (i < in_grads.size() && in_grads[i].defined()) {
