@@ -99,6 +99,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   std::vector<char> reached(n_ops, 0);
   {
     IdMap<char> seen;
+    seen.reserve(2 * n_ops + targets.size());
     std::vector<std::uint64_t> stack;
     for (const auto& t : targets) {
       if (seen.try_emplace(t.id(), 1).second) stack.push_back(t.id());
@@ -121,6 +122,12 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   //    topological order, so one ascending pass decides it. Every tensor that leads to a
   //    source gets a slot, a dense index the run uses instead of hashing ids.
   IdMap<std::ptrdiff_t> slot_of;
+  slot_of.reserve(n_ops + sources.size());
+  plan.uses.reserve(n_ops + sources.size());
+  plan.producer_step.reserve(n_ops + sources.size());
+  plan.is_source.reserve(n_ops + sources.size());
+  plan.steps.reserve(n_ops);
+  plan.slots.reserve(3 * n_ops);
   auto new_slot = [&](std::uint64_t id) {
     auto [slot, inserted] = slot_of.try_emplace(id, static_cast<std::ptrdiff_t>(plan.uses.size()));
     if (inserted) {

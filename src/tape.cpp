@@ -74,7 +74,7 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
     return !keep_nothing && (spec == nullptr || spec->keep_outputs.keeps(i));
   };
 
-  OpEntry& e = ops_.emplace_back();
+  OpEntry& e = ops_.emplace_back(&arena_);
   e.op = &op;
   if (!attrs.empty()) e.attrs = attrs;
   if (custom_backward) e.custom_backward = custom_backward;
@@ -144,6 +144,7 @@ std::size_t TapeImpl::bytes_held() const {
 void TapeImpl::clear() {
   tensor_tape_.clear();
   ops_.clear();
+  arena_.release();
   watched_variables_.clear();
 }
 

@@ -3,12 +3,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory_resource>
 #include <vector>
 
 #include <xtensor/xstorage.hpp>
 
 #include "detail/id_map.hpp"
 #include "detail/op_registry.hpp"
+#include "detail/tape_arena.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/variable.hpp"
 
@@ -38,10 +40,13 @@ struct RecordedTensor {
 // them (GradientSpec::keep_*), and they are dropped as soon as a non-persistent tape has
 // used the entry.
 struct OpEntry {
+  explicit OpEntry(std::pmr::memory_resource* arena) : inputs(arena), outputs(arena) {}
+
   const OpSlot* op = nullptr;
   Attrs attrs;
-  std::vector<RecordedTensor> inputs;
-  std::vector<RecordedTensor> outputs;
+  // In the tape's arena: recording an op costs pointer bumps, not mallocs.
+  std::pmr::vector<RecordedTensor> inputs;
+  std::pmr::vector<RecordedTensor> outputs;
   // Empty when nothing is kept; otherwise one per input (output), undefined where not kept.
   std::vector<Tensor> saved_inputs;
   std::vector<Tensor> saved_outputs;
@@ -82,6 +87,8 @@ class TapeImpl {
   bool persistent_;
   bool watch_accessed_variables_;
   IdMap<std::int64_t> tensor_tape_;
+  // Declared before ops_, so destroyed after the entries that point into it.
+  TapeArena arena_;
   std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
   std::vector<Variable> watched_variables_;
 };
