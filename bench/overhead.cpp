@@ -8,6 +8,8 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "chain_workload.hpp"
+
 namespace tg = tapegrad;
 
 namespace {
@@ -32,9 +34,7 @@ void BM_raw_xarray(benchmark::State& state) {
 }
 
 tg::Tensor chain(const tg::Tensor& x, const tg::Tensor& c, const tg::Tensor& b) {
-  tg::Tensor y = x;
-  for (int i = 0; i < kSteps; ++i) y = tg::tanh(tg::add(tg::multiply(y, c), b));
-  return y;
+  return chain_workload::run(x, c, b, kSteps);
 }
 
 void BM_tapegrad_no_tape(benchmark::State& state) {

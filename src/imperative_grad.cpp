@@ -3,6 +3,7 @@
 #include "detail/imperative_grad.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "detail/id_map.hpp"
 #include "detail/vspace.hpp"
@@ -10,7 +11,7 @@
 namespace tapegrad::detail {
 namespace {
 
-constexpr std::ptrdiff_t kNoSlot = BackwardPlan::kNoSlot;
+constexpr BackwardPlan::Slot kNoSlot = BackwardPlan::kNoSlot;
 
 std::string shapes_message(const OpEntry& e, std::size_t input, const Tensor& grad) {
   return "the gradient of '" + e.op->name() + "' for input " + std::to_string(input) +
@@ -40,7 +41,7 @@ std::vector<GradientValue> call_gradient(const OpEntry& e, const GradientSpec* s
                                          const std::vector<bool>& needs,
                                          const std::vector<Tensor>& out_grads) {
   OpContext ctx(e, needs);
-  if (e.custom_backward) return e.custom_backward(ctx, out_grads);
+  if (e.custom_backward) return (*e.custom_backward)(ctx, out_grads);
   if (spec->sparse) return spec->sparse(ctx, out_grads);
   std::vector<Tensor> dense = spec->dense(ctx, out_grads);
   return std::vector<GradientValue>(dense.begin(), dense.end());
@@ -54,29 +55,30 @@ class GradientList {
     if (!first_.defined()) {
       first_ = std::move(g);
     } else {
-      rest_.push_back(std::move(g));
+      if (!rest_) rest_ = std::make_unique<std::vector<GradientValue>>();
+      rest_->push_back(std::move(g));
     }
   }
   // The sum, leaving the list holding just that sum.
   const GradientValue& sum() {
-    if (!rest_.empty()) {
+    if (rest_) {
       std::vector<GradientValue> all;
-      all.reserve(rest_.size() + 1);
+      all.reserve(rest_->size() + 1);
       all.push_back(std::move(first_));
-      for (auto& g : rest_) all.push_back(std::move(g));
-      std::vector<GradientValue>().swap(rest_);
+      for (auto& g : *rest_) all.push_back(std::move(g));
+      rest_.reset();
       first_ = aggregate(all);
     }
     return first_;
   }
   void clear() {
     first_ = GradientValue();
-    std::vector<GradientValue>().swap(rest_);
+    rest_.reset();
   }
 
  private:
   GradientValue first_;
-  std::vector<GradientValue> rest_;
+  std::unique_ptr<std::vector<GradientValue>> rest_;  // rare: a tensor used more than once
 };
 
 [[noreturn]] void throw_no_gradient(const OpEntry& e) {
@@ -89,102 +91,118 @@ class GradientList {
 
 BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
                            const std::vector<TensorMeta>& sources) {
+  using Slot = BackwardPlan::Slot;
   BackwardPlan plan;
   plan.sources = sources;
   // Ops recorded while the plan runs (a persistent tape recording its own backward) are
   // never part of it.
   const std::size_t n_ops = tape.num_entries();
 
-  // 1. The ops reachable backwards from the targets.
-  std::vector<char> reached(n_ops, 0);
+  // Per op: kUnreached, kReached (reachable from a target, not a step), or its step index.
+  constexpr std::int32_t kUnreached = -2;
+  constexpr std::int32_t kReached = -1;
+  std::vector<std::int32_t> step_of_op(n_ops, kUnreached);
+
+  // 1. The ops reachable backwards from the targets. A tensor id may be pushed more than once
+  //    (once per use); its producer is visited once.
   {
-    IdMap<char> seen;
-    seen.reserve(2 * n_ops + targets.size());
     std::vector<std::uint64_t> stack;
-    for (const auto& t : targets) {
-      if (seen.try_emplace(t.id(), 1).second) stack.push_back(t.id());
-    }
+    for (const auto& t : targets) stack.push_back(t.id());
     while (!stack.empty()) {
       const std::uint64_t id = stack.back();
       stack.pop_back();
       const std::int64_t* producer = tape.producer(id);
       if (producer == nullptr || *producer == kWatched) continue;
       const auto op = static_cast<std::size_t>(*producer);
-      if (op >= n_ops || reached[op]) continue;
-      reached[op] = 1;
-      for (const auto& in : tape.entry(*producer).inputs) {
-        if (seen.try_emplace(in.id, 1).second) stack.push_back(in.id);
-      }
+      if (op >= n_ops || step_of_op[op] != kUnreached) continue;
+      step_of_op[op] = kReached;
+      for (const auto& in : tape.entry(*producer).inputs) stack.push_back(in.id);
     }
   }
 
   // 2. Of those, the steps: ops with an input that leads to a source. Op ids are a
   //    topological order, so one ascending pass decides it. Every tensor that leads to a
-  //    source gets a slot, a dense index the run uses instead of hashing ids.
-  IdMap<std::ptrdiff_t> slot_of;
-  slot_of.reserve(n_ops + sources.size());
+  //    source gets a slot, a dense index that runs use instead of ids: sources from a small
+  //    map, op outputs from their producing step's output slots (no per-tensor hashing).
+  IdMap<Slot> source_slot;
+  auto new_slot = [&]() {
+    plan.uses.push_back(0);
+    plan.producer_step.push_back(-1);
+    plan.is_source.push_back(false);
+    return static_cast<Slot>(plan.uses.size() - 1);
+  };
+  for (const auto& s : sources) {
+    if (!is_floating(s.dtype)) continue;
+    auto [slot, inserted] = source_slot.try_emplace(s.id, BackwardPlan::kNoSlot);
+    if (inserted) *slot = new_slot();
+    plan.is_source[static_cast<std::size_t>(*slot)] = true;
+  }
+  auto slot_of = [&](std::uint64_t id) -> Slot {
+    if (const Slot* s = source_slot.find(id)) return *s;
+    const std::int64_t* producer = tape.producer(id);
+    if (producer == nullptr || *producer == kWatched) return BackwardPlan::kNoSlot;
+    const auto op = static_cast<std::size_t>(*producer);
+    if (op >= n_ops || step_of_op[op] < 0) return BackwardPlan::kNoSlot;
+    const BackwardPlan::Step& step = plan.steps[static_cast<std::size_t>(step_of_op[op])];
+    const RecordedTensors& outputs = tape.entry(*producer).outputs;
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      if (outputs[j].id == id) return step.output_slots(plan)[j];
+    }
+    return BackwardPlan::kNoSlot;
+  };
+  plan.steps.reserve(n_ops);
+  plan.slots.reserve(3 * n_ops);
   plan.uses.reserve(n_ops + sources.size());
   plan.producer_step.reserve(n_ops + sources.size());
   plan.is_source.reserve(n_ops + sources.size());
-  plan.steps.reserve(n_ops);
-  plan.slots.reserve(3 * n_ops);
-  auto new_slot = [&](std::uint64_t id) {
-    auto [slot, inserted] = slot_of.try_emplace(id, static_cast<std::ptrdiff_t>(plan.uses.size()));
-    if (inserted) {
-      plan.uses.push_back(0);
-      plan.producer_step.push_back(kNoSlot);
-      plan.is_source.push_back(false);
-    }
-    return *slot;
-  };
-  auto slot_or_none = [&](std::uint64_t id) {
-    const std::ptrdiff_t* slot = slot_of.find(id);
-    return slot == nullptr ? kNoSlot : *slot;
-  };
-  for (const auto& s : sources) {
-    if (is_floating(s.dtype)) plan.is_source[static_cast<std::size_t>(new_slot(s.id))] = true;
-  }
   for (std::size_t op = 0; op < n_ops; ++op) {
-    if (!reached[op]) continue;
+    if (step_of_op[op] == kUnreached) continue;
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
     const std::size_t first = plan.slots.size();
     bool relevant = false;
     for (const auto& in : e.inputs) {
-      const std::ptrdiff_t s = is_floating(in.dtype) ? slot_or_none(in.id) : kNoSlot;
+      const Slot s = is_floating(in.dtype) ? slot_of(in.id) : BackwardPlan::kNoSlot;
       plan.slots.push_back(s);
-      relevant = relevant || s != kNoSlot;
+      relevant = relevant || s != BackwardPlan::kNoSlot;
     }
     if (!relevant) {
       plan.slots.resize(first);
       continue;
     }
-    const auto step_index = static_cast<std::ptrdiff_t>(plan.steps.size());
+    const auto step_index = static_cast<std::int32_t>(plan.steps.size());
     for (std::size_t i = first; i < plan.slots.size(); ++i) {
-      if (plan.slots[i] != kNoSlot) ++plan.uses[static_cast<std::size_t>(plan.slots[i])];
+      if (plan.slots[i] != BackwardPlan::kNoSlot) ++plan.uses[static_cast<std::size_t>(plan.slots[i])];
     }
     for (const auto& out : e.outputs) {
-      const std::ptrdiff_t s = is_floating(out.dtype) ? new_slot(out.id) : kNoSlot;
+      Slot s = BackwardPlan::kNoSlot;
+      if (is_floating(out.dtype)) {
+        const Slot* source = source_slot.find(out.id);
+        s = source != nullptr ? *source : new_slot();
+        plan.producer_step[static_cast<std::size_t>(s)] = step_index;
+      }
       plan.slots.push_back(s);
-      if (s != kNoSlot) plan.producer_step[static_cast<std::size_t>(s)] = step_index;
     }
-    plan.steps.push_back(BackwardPlan::Step{static_cast<std::int64_t>(op), first,
-                                            e.inputs.size(), e.outputs.size(), 0});
+    step_of_op[op] = step_index;
+    plan.steps.push_back(BackwardPlan::Step{static_cast<std::int64_t>(op),
+                                            static_cast<std::uint32_t>(first),
+                                            static_cast<std::uint32_t>(e.inputs.size()),
+                                            static_cast<std::uint32_t>(e.outputs.size()), 0});
   }
 
   // 3. A step may run once every output that a later step uses has all its gradients.
   for (auto& step : plan.steps) {
-    const std::ptrdiff_t* outputs = step.output_slots(plan);
+    const Slot* outputs = step.output_slots(plan);
     for (std::size_t j = 0; j < step.num_outputs; ++j) {
-      if (outputs[j] != kNoSlot && plan.uses[static_cast<std::size_t>(outputs[j])] != 0) {
+      if (outputs[j] != BackwardPlan::kNoSlot && plan.uses[static_cast<std::size_t>(outputs[j])] != 0) {
         ++step.pending_outputs;
       }
     }
   }
   for (const auto& t : targets) {
-    plan.target_slots.push_back(is_floating(t.dtype()) ? slot_or_none(t.id()) : kNoSlot);
+    plan.target_slots.push_back(is_floating(t.dtype()) ? slot_of(t.id()) : BackwardPlan::kNoSlot);
   }
   for (const auto& s : sources) {
-    plan.source_slots.push_back(is_floating(s.dtype) ? slot_or_none(s.id) : kNoSlot);
+    plan.source_slots.push_back(is_floating(s.dtype) ? slot_of(s.id) : BackwardPlan::kNoSlot);
   }
   return plan;
 }
@@ -193,14 +211,14 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
                                         const std::vector<Tensor>& targets,
                                         const std::vector<Tensor>& output_gradients,
                                         UnconnectedGradients unconnected, bool release_entries) {
-  std::vector<std::size_t> uses = plan.uses;
-  std::vector<std::size_t> pending(plan.steps.size());
+  std::vector<std::uint32_t> uses = plan.uses;
+  std::vector<std::uint32_t> pending(plan.steps.size());
   for (std::size_t i = 0; i < plan.steps.size(); ++i) pending[i] = plan.steps[i].pending_outputs;
 
   // Seed the targets (targets are summed; the default output gradient is ones).
   std::vector<GradientList> grads(uses.size());
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    const std::ptrdiff_t s = plan.target_slots[i];
+    const BackwardPlan::Slot s = plan.target_slots[i];
     if (s == kNoSlot) continue;
     const Tensor& t = targets[i];
     grads[static_cast<std::size_t>(s)].push(
@@ -221,8 +239,8 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     const BackwardPlan::Step& step = plan.steps[ready.back()];
     ready.pop_back();
     OpEntry& e = tape.entry(step.op_id);  // a deque element: stable if the walk records new ops
-    const std::ptrdiff_t* input_slots = step.input_slots(plan);
-    const std::ptrdiff_t* output_slots = step.output_slots(plan);
+    const BackwardPlan::Slot* input_slots = step.input_slots(plan);
+    const BackwardPlan::Slot* output_slots = step.output_slots(plan);
     const GradientSpec* spec = e.custom_backward ? nullptr : e.op->spec();
     if (!e.custom_backward && spec == nullptr) throw_no_gradient(e);
 
@@ -231,7 +249,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     GradientValue passed_through;
     bool any_gradient = false;
     for (std::size_t j = 0; j < e.outputs.size(); ++j) {
-      const std::ptrdiff_t s = output_slots[j];
+      const BackwardPlan::Slot s = output_slots[j];
       if (s == kNoSlot) continue;
       GradientList& list = grads[static_cast<std::size_t>(s)];
       if (list.empty()) continue;
@@ -266,7 +284,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     }
 
     for (std::size_t i = 0; i < e.inputs.size(); ++i) {
-      const std::ptrdiff_t s = input_slots[i];
+      const BackwardPlan::Slot s = input_slots[i];
       if (s == kNoSlot) continue;
       const auto slot = static_cast<std::size_t>(s);
       if (i < in_grads.size() && in_grads[i].defined()) {
@@ -274,8 +292,8 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
         grads[slot].push(std::move(in_grads[i]));
       }
       if (--uses[slot] != 0) continue;
-      const std::ptrdiff_t producer = plan.producer_step[slot];
-      if (producer != kNoSlot && --pending[static_cast<std::size_t>(producer)] == 0) {
+      const std::int32_t producer = plan.producer_step[slot];
+      if (producer >= 0 && --pending[static_cast<std::size_t>(producer)] == 0) {
         ready.push_back(static_cast<std::size_t>(producer));
       }
     }
@@ -286,7 +304,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
   std::vector<GradientValue> result;
   result.reserve(plan.sources.size());
   for (std::size_t k = 0; k < plan.sources.size(); ++k) {
-    const std::ptrdiff_t s = plan.source_slots[k];
+    const BackwardPlan::Slot s = plan.source_slots[k];
     if (s != kNoSlot && !grads[static_cast<std::size_t>(s)].empty()) {
       result.push_back(grads[static_cast<std::size_t>(s)].sum());
     } else if (unconnected == UnconnectedGradients::Zero) {

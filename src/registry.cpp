@@ -79,7 +79,10 @@ const std::vector<Tensor>& OpContext::outputs() const {
   undefined_outputs_.resize(entry_.outputs.size());
   return undefined_outputs_;
 }
-const Attrs& OpContext::attrs() const { return entry_.attrs; }
+const Attrs& OpContext::attrs() const {
+  static const Attrs none;
+  return entry_.attrs ? *entry_.attrs : none;
+}
 bool OpContext::needs_gradient(std::size_t i) const {
   return i < needs_gradient_.size() && needs_gradient_[i];
 }

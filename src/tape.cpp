@@ -1,5 +1,6 @@
 // The tape itself and this thread's stack of active tapes.
 #include <algorithm>
+#include <new>
 #include <iostream>
 #include <mutex>
 #include <unordered_set>
@@ -74,35 +75,53 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
     return !keep_nothing && (spec == nullptr || spec->keep_outputs.keeps(i));
   };
 
-  OpEntry& e = ops_.emplace_back(&arena_);
+  OpEntry& e = ops_.emplace_back();
   e.op = &op;
-  if (!attrs.empty()) e.attrs = attrs;
-  if (custom_backward) e.custom_backward = custom_backward;
-  e.inputs.reserve(n_inputs);
-  for (std::size_t i = 0; i < n_inputs; ++i) {
-    const TensorImpl& impl = inputs[i]->impl();
-    e.inputs.push_back(RecordedTensor{impl.id, impl.dtype, impl.dims()});
-    if (keeps_input(i)) {
-      if (e.saved_inputs.empty()) e.saved_inputs.resize(n_inputs);
-      e.saved_inputs[i] = *inputs[i];
-    }
+  if (!attrs.empty()) e.attrs = std::make_unique<const Attrs>(attrs);
+  if (custom_backward) {
+    e.custom_backward = std::make_unique<const SparseGradientFunction>(custom_backward);
   }
-  e.outputs.reserve(n_outputs);
+  e.inputs = describe(n_inputs, [&](std::size_t i) -> const TensorImpl& { return inputs[i]->impl(); });
+  for (std::size_t i = 0; i < n_inputs; ++i) {
+    if (!keeps_input(i)) continue;
+    if (e.saved_inputs.empty()) e.saved_inputs.resize(n_inputs);
+    e.saved_inputs[i] = *inputs[i];
+  }
+  e.outputs = describe(n_outputs, [&](std::size_t i) -> const TensorImpl& { return outputs[i].impl(); });
   const auto op_id = static_cast<std::int64_t>(ops_.size() - 1);
   for (std::size_t i = 0; i < n_outputs; ++i) {
-    const TensorImpl& impl = outputs[i].impl();
-    e.outputs.push_back(RecordedTensor{impl.id, impl.dtype, impl.dims()});
     if (keeps_output(i)) {
       if (e.saved_outputs.empty()) e.saved_outputs.resize(n_outputs);
       e.saved_outputs[i] = outputs[i];
     }
-    tensor_tape_.assign(impl.id, op_id);
+    tensor_tape_.assign(outputs[i].impl().id, op_id);
   }
 }
 
-bool RecordedTensor::same_shape(const Tensor& t) const {
-  const SmallShape dims = t.impl().dims();
-  return dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin());
+template <class Get>
+RecordedTensors TapeImpl::describe(std::size_t n, Get get) {
+  std::size_t total_dims = 0;
+  for (std::size_t i = 0; i < n; ++i) total_dims += get(i).rank();
+  void* block = arena_.allocate(n * sizeof(RecordedTensor) + total_dims * sizeof(std::size_t),
+                                alignof(RecordedTensor));
+  auto* tensors = static_cast<RecordedTensor*>(block);
+  auto* dims = reinterpret_cast<std::size_t*>(tensors + n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorImpl& impl = get(i);
+    const auto shape = impl.dims();
+    std::copy(shape.begin(), shape.end(), dims);
+    new (tensors + i) RecordedTensor{impl.id, impl.dtype, static_cast<std::uint32_t>(shape.size()), dims};
+    dims += shape.size();
+  }
+  return RecordedTensors(tensors, static_cast<std::uint32_t>(n));
+}
+
+const RecordedTensor& RecordedTensors::at(std::size_t i) const {
+  if (i >= size_) {
+    throw InvalidArgument("OpContext: index " + std::to_string(i) + " is out of range for " +
+                          std::to_string(size_) + " tensors");
+  }
+  return data_[i];
 }
 
 void TapeImpl::release(std::int64_t op_id) {
@@ -111,8 +130,7 @@ void TapeImpl::release(std::int64_t op_id) {
   e.saved_inputs.shrink_to_fit();
   e.saved_outputs.clear();
   e.saved_outputs.shrink_to_fit();
-  e.custom_backward = nullptr;
-  e.released = true;
+  e.custom_backward.reset();
 }
 
 namespace {
@@ -181,3 +199,12 @@ bool should_record(const std::vector<Tensor>& inputs) {
 }
 
 }  // namespace tapegrad
+
+namespace tapegrad::detail {
+
+bool RecordedTensor::same_shape(const Tensor& t) const {
+  const auto actual = t.impl().dims();
+  return actual.size() == rank && std::equal(actual.begin(), actual.end(), dims);
+}
+
+}  // namespace tapegrad::detail

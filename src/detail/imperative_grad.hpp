@@ -23,27 +23,28 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
 // has. Built once and run many times by a Jacobian (one run per row). Tensors that take part
 // in the walk are numbered densely ("slots") so a run indexes vectors instead of hashing ids.
 struct BackwardPlan {
-  static constexpr std::ptrdiff_t kNoSlot = -1;
+  using Slot = std::int32_t;
+  static constexpr Slot kNoSlot = -1;
   // A step's input slots are slots[first, first + num_inputs) (kNoSlot where no gradient is
   // wanted), its output slots the num_outputs after them (kNoSlot where none can arrive).
   struct Step {
     std::int64_t op_id;
-    std::size_t first;
-    std::size_t num_inputs;
-    std::size_t num_outputs;
-    std::size_t pending_outputs = 0;  // outputs some later step still uses
-    const std::ptrdiff_t* input_slots(const BackwardPlan& p) const { return p.slots.data() + first; }
-    const std::ptrdiff_t* output_slots(const BackwardPlan& p) const {
+    std::uint32_t first;
+    std::uint32_t num_inputs;
+    std::uint32_t num_outputs;
+    std::uint32_t pending_outputs = 0;  // outputs some later step still uses
+    const Slot* input_slots(const BackwardPlan& p) const { return p.slots.data() + first; }
+    const Slot* output_slots(const BackwardPlan& p) const {
       return p.slots.data() + first + num_inputs;
     }
   };
-  std::vector<Step> steps;                     // ascending op id (recording order)
-  std::vector<std::ptrdiff_t> slots;           // every step's input then output slots
-  std::vector<std::size_t> uses;               // per slot: uses by steps
-  std::vector<std::ptrdiff_t> producer_step;   // per slot: the step producing it, or -1
-  std::vector<bool> is_source;                 // per slot: its gradient is kept for the caller
-  std::vector<std::ptrdiff_t> target_slots;    // per target; kNoSlot for a non-floating one
-  std::vector<std::ptrdiff_t> source_slots;    // per source; kNoSlot when unconnected
+  std::vector<Step> steps;                 // ascending op id (recording order)
+  std::vector<Slot> slots;                 // every step's input then output slots
+  std::vector<std::uint32_t> uses;         // per slot: uses by steps
+  std::vector<std::int32_t> producer_step; // per slot: the step producing it, or -1
+  std::vector<bool> is_source;             // per slot: its gradient is kept for the caller
+  std::vector<Slot> target_slots;          // per target; kNoSlot for a non-floating one
+  std::vector<Slot> source_slots;          // per source; kNoSlot when unconnected
   std::vector<TensorMeta> sources;
 };
 

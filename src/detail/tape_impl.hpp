@@ -3,10 +3,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <memory_resource>
 #include <vector>
-
-#include <xtensor/xstorage.hpp>
 
 #include "detail/id_map.hpp"
 #include "detail/op_registry.hpp"
@@ -23,35 +22,47 @@ struct TensorMeta {
   Shape shape;
 };
 
-// Shapes kept inline up to rank 4: recording an op allocates nothing per tensor.
-using SmallShape = xt::svector<std::size_t, 4>;
-
-// An input or output of a recorded op, without its elements.
+// An input or output of a recorded op, without its elements. Its dimensions live in the
+// tape's arena: 24 bytes plus 8 per dimension.
 struct RecordedTensor {
   std::uint64_t id;
   DType dtype;
-  SmallShape shape;
+  std::uint32_t rank;
+  const std::size_t* dims;
 
-  Shape full_shape() const { return Shape(shape.begin(), shape.end()); }
+  Shape full_shape() const { return Shape(dims, dims + rank); }
   bool same_shape(const Tensor& t) const;
+};
+
+// A run of RecordedTensors in the arena.
+class RecordedTensors {
+ public:
+  RecordedTensors() = default;
+  RecordedTensors(RecordedTensor* data, std::uint32_t size) : data_(data), size_(size) {}
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const RecordedTensor& operator[](std::size_t i) const { return data_[i]; }
+  const RecordedTensor& at(std::size_t i) const;
+  const RecordedTensor* begin() const { return data_; }
+  const RecordedTensor* end() const { return data_ + size_; }
+
+ private:
+  RecordedTensor* data_ = nullptr;
+  std::uint32_t size_ = 0;
 };
 
 // One recorded op. Shapes and dtypes are always kept; tensors only where the gradient reads
 // them (GradientSpec::keep_*), and they are dropped as soon as a non-persistent tape has
-// used the entry.
+// used the entry. Kept small: a long chain of small ops is mostly entries.
 struct OpEntry {
-  explicit OpEntry(std::pmr::memory_resource* arena) : inputs(arena), outputs(arena) {}
-
   const OpSlot* op = nullptr;
-  Attrs attrs;
-  // In the tape's arena: recording an op costs pointer bumps, not mallocs.
-  std::pmr::vector<RecordedTensor> inputs;
-  std::pmr::vector<RecordedTensor> outputs;
+  RecordedTensors inputs;
+  RecordedTensors outputs;
   // Empty when nothing is kept; otherwise one per input (output), undefined where not kept.
   std::vector<Tensor> saved_inputs;
   std::vector<Tensor> saved_outputs;
-  SparseGradientFunction custom_backward;  // overrides the registry (custom_gradient)
-  bool released = false;
+  std::unique_ptr<const Attrs> attrs;  // null when the op has none
+  std::unique_ptr<const SparseGradientFunction> custom_backward;  // overrides the registry
 };
 
 constexpr std::int64_t kWatched = -1;
@@ -84,6 +95,10 @@ class TapeImpl {
   void clear();
 
  private:
+  // Describes n tensors (id, dtype, dimensions) in the arena; get(i) gives the i-th TensorImpl.
+  template <class Get>
+  RecordedTensors describe(std::size_t n, Get get);
+
   bool persistent_;
   bool watch_accessed_variables_;
   IdMap<std::int64_t> tensor_tape_;
