@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds tapegrad in Release and runs the main example.
+# Installs what is missing, builds tapegrad in Release and runs the examples: quickstart (the
+# first derivatives), then train_digits (an MLP trained on the UCI digits, the main example).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,3 +8,5 @@ BUILD_DIR=${BUILD_DIR:-build/release}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_EXAMPLES=ON
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 "$BUILD_DIR/examples/quickstart"
+echo
+"$BUILD_DIR/examples/train_digits" --curve "$BUILD_DIR/train_digits_curve.csv"

@@ -128,8 +128,14 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
     }
   }
 
+  std::shared_ptr<detail::TapeImpl> tape = begin_backward("gradient");
+  BackwardScope scope{*this};
+  return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
+}
+
+std::shared_ptr<detail::TapeImpl> GradientTape::begin_backward(const char* what) {
   std::shared_ptr<detail::TapeImpl> tape = tape_;
-  if (!tape || consumed_) throw TapeError(std::string("GradientTape::gradient: ") + kUsedTape);
+  if (!tape || consumed_) throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
   if (recording_) {
     if (!persistent_) {
       pop();
@@ -140,17 +146,11 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
                         "costs time and memory. Do it only to compute higher-order derivatives.");
     }
   }
-  if (persistent_) return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
-  // A non-persistent tape is consumed even if the walk throws: its entries may already be
-  // released, so a retry could not give a right answer. The tape stays reachable during the
-  // walk so that bytes_held() shows entries being released.
-  consumed_ = true;
-  watched_when_used_ = tape->watched_variables();
-  struct DropTape {
-    std::shared_ptr<detail::TapeImpl>& tape;
-    ~DropTape() { tape.reset(); }
-  } drop{tape_};
-  return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
+  if (!persistent_) {
+    consumed_ = true;
+    watched_when_used_ = tape->watched_variables();
+  }
+  return tape;
 }
 
 std::vector<GradientValue> GradientTape::gradient_values(

@@ -12,7 +12,6 @@
 #include "detail/imperative_grad.hpp"
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
-#include "detail/warn.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
 
@@ -154,12 +153,6 @@ Shape concatenated(const Shape& a, const Shape& b) {
   return out;
 }
 
-const char* const kRecordingWarningKey = "persistent-recording-gradient";
-const char* const kRecordingWarning =
-    "Calling GradientTape::gradient on a persistent tape that is still recording records the "
-    "gradient computation on that tape too, which costs time and memory. Do it only to compute "
-    "higher-order derivatives.";
-
 }  // namespace
 
 Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source,
@@ -177,16 +170,8 @@ std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
 
   // As gradient(): one call consumes a non-persistent tape, whose recording stops first. The
   // rows all run inside this one call, on entries kept until the last row.
-  std::shared_ptr<detail::TapeImpl> tape = tape_;
-  live_tape("jacobian");
-  if (recording_) {
-    if (!persistent_) {
-      pop();
-    } else {
-      detail::warn_once(kRecordingWarningKey, kRecordingWarning);
-    }
-  }
-  if (!persistent_) tape_.reset();
+  std::shared_ptr<detail::TapeImpl> tape = begin_backward("jacobian");
+  BackwardScope scope{*this};
 
   const detail::BackwardPlan plan = detail::plan_backward(*tape, {target}, metas);
   const std::size_t n_rows = target.size();
@@ -214,15 +199,8 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
         ") must both have rank 2 or more and the same first (batch) dimension");
   }
 
-  std::shared_ptr<detail::TapeImpl> tape = tape_;
-  if (recording_) {
-    if (!persistent_) {
-      pop();
-    } else {
-      detail::warn_once(kRecordingWarningKey, kRecordingWarning);
-    }
-  }
-  if (!persistent_) tape_.reset();
+  std::shared_ptr<detail::TapeImpl> tape = begin_backward("batch_jacobian");
+  BackwardScope scope{*this};
 
   const std::size_t batch = target.shape()[0];
   const std::size_t row_size = batch == 0 ? 0 : target.size() / batch;

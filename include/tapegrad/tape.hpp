@@ -116,6 +116,19 @@ class GradientTape {
   friend class RecordingGuard;
   void push();
   void pop();
+  // Every gradient/jacobian call starts here: the tape must be usable; a non-persistent tape
+  // stops recording and is marked used (even if the walk then throws: its entries may already
+  // be released); a persistent one that is still recording warns once. The returned tape
+  // stays alive for the walk; a BackwardScope drops a used tape when the call ends.
+  std::shared_ptr<detail::TapeImpl> begin_backward(const char* what);
+  struct BackwardScope {
+    GradientTape& tape;
+    BackwardScope(const BackwardScope&) = delete;
+    BackwardScope& operator=(const BackwardScope&) = delete;
+    ~BackwardScope() {
+      if (tape.consumed_) tape.tape_.reset();
+    }
+  };
   detail::TapeImpl& live_tape(const char* what);
   std::vector<GradientValue> run_gradient(const std::vector<Tensor>& targets,
                                           const std::vector<Tensor>& sources,

@@ -77,7 +77,22 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
   Index idx(rank, 0);
   std::size_t ia = 0, ib = 0;
   for (std::size_t k = 0; k < n; k += inner) {
-    for (std::size_t j = 0; j < inner; ++j) o[k + j] = fn(pa[ia + j * ia_step], pb[ib + j * ib_step]);
+    // Unit and zero strides get their own loops so the compiler can vectorise them (a bias
+    // row added to every row of a batch is the common case).
+    const T* ra = pa + ia;
+    const T* rb = pb + ib;
+    R* ro = o + k;
+    if (ia_step == 1 && ib_step == 1) {
+      for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j], rb[j]);
+    } else if (ia_step == 1 && ib_step == 0) {
+      const T v = rb[0];
+      for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j], v);
+    } else if (ia_step == 0 && ib_step == 1) {
+      const T v = ra[0];
+      for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(v, rb[j]);
+    } else {
+      for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j * ia_step], rb[j * ib_step]);
+    }
     for (std::size_t d = rank - 1; d-- > 0;) {
       ++idx[d];
       ia += sa[d];

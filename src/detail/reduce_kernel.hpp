@@ -38,10 +38,32 @@ xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>
   const T* in = a.data();
   R* o = out.data();
   const std::size_t n = a.size();
+  // Axes that are a leading or trailing run of dimensions (a bias gradient summing over the
+  // batch, a row sum) reduce with contiguous inner loops the compiler vectorises.
+  bool leading = !axes.empty();
+  bool trailing = !axes.empty();
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    leading = leading && axes[i] == i;
+    trailing = trailing && axes[i] == in_shape.size() - axes.size() + i;
+  }
   if (out.size() == 1) {
     R acc = init;
     for (std::size_t i = 0; i < n; ++i) acc = combine(acc, in[i]);
     o[0] = acc;
+  } else if (n != 0 && leading) {
+    const std::size_t inner = out.size();
+    for (std::size_t row = 0; row < n / inner; ++row) {
+      const T* r = in + row * inner;
+      for (std::size_t j = 0; j < inner; ++j) o[j] = combine(o[j], r[j]);
+    }
+  } else if (n != 0 && trailing) {
+    const std::size_t block = n / out.size();
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      R acc = init;
+      const T* b = in + k * block;
+      for (std::size_t j = 0; j < block; ++j) acc = combine(acc, b[j]);
+      o[k] = acc;
+    }
   } else if (n != 0) {
     const std::size_t rank = in_shape.size();
     std::vector<std::size_t> ostride = row_major_strides(kept);
