@@ -1,0 +1,169 @@
+// Every name and signature of shared/API.md, used exactly as an outside program would (the
+// contract other work is written against), each with a value that can fail.
+#include "support.hpp"
+
+#include <sstream>
+#include <type_traits>
+
+using namespace tapegrad;
+using tapegrad::testing::require_close;
+
+TEST_CASE("API: types, factories and Variable") {
+  static_assert(std::is_same_v<Shape, std::vector<std::size_t>>);
+  CHECK(is_floating(DType::Float32));
+  Tensor undefined;
+  CHECK_FALSE(undefined.defined());
+  CHECK_FALSE(static_cast<bool>(undefined));
+  Tensor a(xt::xarray<std::int64_t>{1, 2, 3});
+  CHECK(a.dtype() == DType::Int64);
+  CHECK(a.shape() == Shape{3});
+  CHECK(a.rank() == 1);
+  CHECK(a.size() == 3);
+  CHECK(a.id() != 0);
+  CHECK(a.array<std::int64_t>()(2) == 3);
+  CHECK(constant(2.0).item<double>() == 2.0);
+  CHECK(constant(2.0f).dtype() == DType::Float32);
+  require_close(constant({1.0, 2.0}), {2}, {1, 2});
+  require_close(constant({{1.0, 2.0}}), {1, 2}, {1, 2});
+  require_close(zeros({2}), {2}, {0, 0});
+  require_close(ones({2}, DType::Float32), {2}, {1, 1});
+  require_close(fill({2}, 3.0, DType::Int32), {2}, {3, 3});
+  require_close(zeros_like(a), {3}, {0, 0, 0});
+  require_close(ones_like(a), {3}, {1, 1, 1});
+  std::ostringstream os;
+  os << a;
+  CHECK_FALSE(os.str().empty());
+
+  Variable v(constant({1.0, 2.0}), /*trainable=*/true, "v");
+  Tensor read = v;  // operator Tensor
+  require_close(read, {2}, {1, 2});
+  v.assign(constant({3.0, 4.0}));
+  v.assign_add(constant({1.0, 1.0}));
+  v.assign_sub(constant({2.0, 2.0}));
+  require_close(v.value(), {2}, {2, 3});
+  CHECK(v.trainable());
+  CHECK(v.name() == "v");
+  CHECK(v.id() > 0);
+}
+
+TEST_CASE("API: errors derive from Error, a runtime_error") {
+  static_assert(std::is_base_of_v<std::runtime_error, Error>);
+  static_assert(std::is_base_of_v<Error, InvalidArgument>);
+  static_assert(std::is_base_of_v<Error, LookupError>);
+  static_assert(std::is_base_of_v<Error, TapeError>);
+  CHECK_THROWS_AS(add(constant(1.0), constant(1.0f)), InvalidArgument);
+}
+
+TEST_CASE("API: GradientTape") {
+  Tensor x = constant(3.0);
+  Variable w(constant(2.0));
+  GradientTape tape(/*persistent=*/true, /*watch_accessed_variables=*/false);
+  tape.watch(x);
+  tape.watch(std::vector<Tensor>{x});
+  tape.watch(w);
+  Tensor y = x * x * w.value();
+  {
+    auto paused = tape.stop_recording();
+    Tensor ignored = x * x;
+  }
+  CHECK(tape.persistent());
+  CHECK(tape.watched_variables().size() == 1);
+  auto paused = tape.stop_recording();
+  CHECK(tape.gradient(y, x).item<double>() == 12.0);
+  CHECK(tape.gradient(y, w).item<double>() == 9.0);
+  CHECK(tape.gradient(y, std::vector<Tensor>{x})[0].item<double>() == 12.0);
+  CHECK(tape.gradient(std::vector<Tensor>{y}, std::vector<Tensor>{x}, {constant(2.0)},
+                      UnconnectedGradients::None)[0].item<double>() == 24.0);
+  CHECK(tape.gradient(y, std::vector<Variable>{w}, UnconnectedGradients::Zero)[0].item<double>() == 9.0);
+  CHECK(tape.gradient(y, constant(1.0), UnconnectedGradients::Zero).item<double>() == 0.0);
+  Tensor v = constant({1.0, 2.0});
+  GradientTape jt(true);
+  jt.watch(v);
+  Tensor vv = v * v;
+  Tensor m = reshape(v, {1, 2}) * reshape(v, {1, 2});
+  auto jp = jt.stop_recording();
+  require_close(jt.jacobian(vv, v), {2, 2}, {2, 0, 0, 4});
+  require_close(jt.batch_jacobian(m, reshape(v, {1, 2}), UnconnectedGradients::None), {1, 2, 2},
+                {0, 0, 0, 0});  // the reshape is a new tensor: unconnected -> zeros (TF)
+  tape.reset();
+}
+
+TEST_CASE("API: ops and operators") {
+  Tensor x = constant({1.0, 4.0});
+  Tensor y = constant({2.0, 2.0});
+  require_close(x + y, {2}, {3, 6});
+  require_close(x - 1.0, {2}, {0, 3});
+  require_close(2.0 * x, {2}, {2, 8});
+  require_close(1.0 / y, {2}, {0.5, 0.5});
+  require_close(-x, {2}, {-1, -4});
+  require_close(pow(x, y), {2}, {1, 16});
+  require_close(reduce_sum(x, {}, false), {}, {5});
+  require_close(reduce_mean(x, {0}, true), {1}, {2.5});
+  require_close(reshape(x, {2, -1}), {2, 1}, {1, 4});
+  require_close(transpose(reshape(x, {1, 2}), {}), {2, 1}, {1, 4});
+  require_close(expand_dims(x, 0), {1, 2}, {1, 4});
+  require_close(squeeze(expand_dims(x, 0), {}), {2}, {1, 4});
+  require_close(concat({x, y}, 0), {4}, {1, 4, 2, 2});
+  require_close(stack({x, y}), {2, 2}, {1, 4, 2, 2});
+  CHECK(split(concat({x, y}, 0), 2).size() == 2);
+  require_close(slice(x, {1}, {-1}), {1}, {4});
+  require_close(gather(x, Tensor(xt::xarray<std::int32_t>{1, 0})), {2}, {4, 1});
+  require_close(tile(x, std::vector<std::size_t>{2}), {4}, {1, 4, 1, 4});
+  require_close(matmul(reshape(x, {1, 2}), reshape(y, {2, 1}), false, false), {1, 1}, {10});
+  require_close(where(greater(x, y), x, y), {2}, {2, 4});
+  require_close(cast(x, DType::Int32), {2}, {1, 4});
+  require_close(softmax_cross_entropy_with_logits(constant({{1.0, 0.0}}), constant({{0.0, 0.0}})),
+                {1}, {std::log(2.0)});
+  require_close(matrix_determinant(constant({{2.0, 0.0}, {0.0, 3.0}})), {}, {6});
+}
+
+TEST_CASE("API: custom gradients, primitives, functional forms, check_gradient") {
+  auto f = custom_gradient([](const Tensor& x) {
+    Tensor y = x * x;
+    return std::make_pair(y, std::function<Tensor(const Tensor&)>(
+                                 [x](const Tensor& dy) { return dy * 10.0 * x; }));
+  });
+  Tensor x = constant(2.0);
+  {
+    GradientTape tape;
+    tape.watch(x);
+    CHECK(tape.gradient(f(x), x).item<double>() == 20.0);
+  }
+  auto r = recompute_grad([](const Tensor& t) { return t * t; });
+  auto p = grad_pass_through([](const Tensor& t) { return stop_gradient(t) * 3.0; });
+  {
+    GradientTape tape;
+    tape.watch(x);
+    CHECK(tape.gradient(r(x), x).item<double>() == 4.0);
+  }
+  {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor passed = p(x);
+    CHECK(passed.item<double>() == 6.0);
+    CHECK(tape.gradient(passed, x).item<double>() == 1.0);  // identity gradient
+  }
+  Fn g = [](const std::vector<Tensor>& a) { return a[0] * a[1]; };
+  auto [value, grads] = value_and_gradients(g, {constant(2.0), constant(3.0)});
+  CHECK(value.item<double>() == 6.0);
+  CHECK(grads[1].item<double>() == 2.0);
+  CHECK(gradients(g, {constant(2.0), constant(3.0)})[0].item<double>() == 3.0);
+  auto [y, vjp] = make_vjp(g, {constant(2.0), constant(3.0)});
+  CHECK(y.item<double>() == 6.0);
+  CHECK(vjp()[0].item<double>() == 3.0);
+  CHECK(vjp(constant(2.0))[1].item<double>() == 4.0);
+  Variable w(constant(5.0));
+  auto [loss, pairs] = implicit_value_and_gradients([&] { return w.value() * 2.0; });
+  CHECK(loss.item<double>() == 10.0);
+  CHECK(pairs[0].first.item<double>() == 2.0);
+  std::function<Tensor(const Tensor&)> sq = [](const Tensor& t) { return reduce_sum(t * t); };
+  require_close(tapegrad::jacobian([](const Tensor& t) { return t * t; }, constant({1.0, 2.0})),
+                {2, 2}, {2, 0, 0, 4});
+  require_close(hessian(sq, constant({1.0, 2.0})), {2, 2}, {2, 0, 0, 2});
+  require_close(hessian_vector_product(sq, constant({1.0, 2.0}), constant({1.0, -1.0})), {2},
+                {2, -2});
+  GradientCheck check = check_gradient(g, {constant(2.0), constant(3.0)}, 0, 1e-6);
+  CHECK(check.max_error < 1e-8);
+  CHECK(check.theoretical.shape() == Shape{1, 1});
+  CHECK(check.numerical.shape() == Shape{1, 1});
+}
