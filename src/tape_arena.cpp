@@ -17,17 +17,24 @@ std::byte* allocate_bytes(std::size_t bytes) {
 
 }  // namespace
 
+// Set when this thread's cache is gone (thread or process exit): a tape destroyed after that
+// (one a global object holds) frees its chunks instead. Trivially destructible, so it can
+// still be read then.
+thread_local bool chunk_cache_destroyed = false;
+
 // Chunks of kChunkBytes a thread has finished with, ready for its next tape.
 struct ChunkCache {
   std::vector<std::byte*> free;
   ~ChunkCache() {
     for (std::byte* p : free) std::free(p);
+    chunk_cache_destroyed = true;
   }
 };
 
-static ChunkCache& chunk_cache() {
+static ChunkCache* chunk_cache() {
+  if (chunk_cache_destroyed) return nullptr;
   thread_local ChunkCache cache;
-  return cache;
+  return &cache;
 }
 
 void* TapeArena::do_allocate(std::size_t bytes, std::size_t alignment) {
@@ -40,11 +47,11 @@ void* TapeArena::do_allocate(std::size_t bytes, std::size_t alignment) {
       const std::size_t skip = reinterpret_cast<std::uintptr_t>(p) % alignment;
       return p + (skip == 0 ? 0 : alignment - skip);
     }
-    auto& cache = chunk_cache().free;
+    ChunkCache* cache = chunk_cache();
     std::byte* chunk = nullptr;
-    if (!cache.empty()) {
-      chunk = cache.back();
-      cache.pop_back();
+    if (cache != nullptr && !cache->free.empty()) {
+      chunk = cache->free.back();
+      cache->free.pop_back();
     } else {
       chunk = allocate_bytes(kChunkBytes);
     }
@@ -61,9 +68,9 @@ void* TapeArena::do_allocate(std::size_t bytes, std::size_t alignment) {
 }
 
 void TapeArena::release() {
-  auto& cache = chunk_cache().free;
+  ChunkCache* cache = chunk_cache();
   for (auto& chunk : chunks_) {
-    if (cache.size() < kCachedChunks) cache.push_back(chunk.release());
+    if (cache != nullptr && cache->free.size() < kCachedChunks) cache->free.push_back(chunk.release());
   }
   chunks_.clear();
   large_.clear();

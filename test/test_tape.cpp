@@ -1,6 +1,7 @@
 // GradientTape semantics, with TensorFlow's numbers.
 #include "support.hpp"
 
+#include <optional>
 #include <thread>
 
 using namespace tapegrad;
@@ -313,4 +314,22 @@ TEST_CASE("a chain of 200,000 ops walks back without recursion") {
   Tensor y = x;
   for (int i = 0; i < 200000; ++i) y = y * 1.0;
   CHECK(tape.gradient(y, x).item<double>() == 1.0);
+}
+
+TEST_CASE("a recording made on one thread can be used and released on another") {
+  std::optional<std::pair<Tensor, VJP>> result;
+  std::thread maker([&] {
+    Fn f = [](const std::vector<Tensor>& a) { return reduce_sum(tanh(a[0]) * a[0]); };
+    result.emplace(make_vjp(f, {constant({0.5, -1.0, 2.0})}));
+  });
+  maker.join();
+  REQUIRE(result.has_value());
+  const auto grads = result->second();  // on this thread, after the maker has exited
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double x = std::vector<double>{0.5, -1.0, 2.0}[i];
+    const double t = std::tanh(x);
+    CHECK(tapegrad::testing::values(grads[0])[i] == Approx(t + x * (1 - t * t)).epsilon(1e-12));
+  }
+  result.reset();  // the tape's memory goes back on this thread
+  CHECK_FALSE(should_record({constant(1.0)}));
 }
