@@ -37,6 +37,7 @@ std::vector<Tensor> three_derivatives(const std::function<Tensor(const Tensor&)>
 TEST_CASE("sin through three nested tapes at 0.5: cos, -sin, -cos") {
   const std::vector<Tensor> d =
       three_derivatives([](const Tensor& v) { return sin(v); }, constant(0.5));
+  REQUIRE(d.size() == 3);
   require_close(d[0], {}, {std::cos(0.5)});
   require_close(d[1], {}, {-std::sin(0.5)});
   require_close(d[2], {}, {-std::cos(0.5)});
