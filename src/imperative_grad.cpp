@@ -47,38 +47,45 @@ std::vector<GradientValue> call_gradient(const OpEntry& e, const GradientSpec* s
   return std::vector<GradientValue>(dense.begin(), dense.end());
 }
 
-// The gradients that have reached one tensor. Most tensors get exactly one, kept inline.
+// The gradients that have reached one tensor. Most tensors get exactly one dense gradient,
+// kept inline (24 bytes a slot); a second one, or a sparse one, goes to a list.
 class GradientList {
  public:
-  bool empty() const { return !first_.defined(); }
+  bool empty() const { return !dense_.defined() && !rest_; }
   void push(GradientValue g) {
-    if (!first_.defined()) {
-      first_ = std::move(g);
-    } else {
-      if (!rest_) rest_ = std::make_unique<std::vector<GradientValue>>();
-      rest_->push_back(std::move(g));
+    if (!dense_.defined() && !rest_ && !g.is_sparse()) {
+      dense_ = g.dense();
+      return;
     }
+    if (!rest_) rest_ = std::make_unique<std::vector<GradientValue>>();
+    rest_->push_back(std::move(g));
   }
   // The sum, leaving the list holding just that sum.
-  const GradientValue& sum() {
-    if (rest_) {
-      std::vector<GradientValue> all;
-      all.reserve(rest_->size() + 1);
-      all.push_back(std::move(first_));
-      for (auto& g : *rest_) all.push_back(std::move(g));
-      rest_.reset();
-      first_ = aggregate(all);
+  GradientValue sum() {
+    if (!rest_) return GradientValue(dense_);
+    std::vector<GradientValue> all;
+    all.reserve(rest_->size() + 1);
+    if (dense_.defined()) all.emplace_back(std::move(dense_));
+    for (auto& g : *rest_) all.push_back(std::move(g));
+    rest_.reset();
+    dense_ = Tensor();
+    GradientValue total = aggregate(all);
+    if (total.is_sparse()) {
+      rest_ = std::make_unique<std::vector<GradientValue>>();
+      rest_->push_back(total);
+    } else {
+      dense_ = total.dense();
     }
-    return first_;
+    return total;
   }
   void clear() {
-    first_ = GradientValue();
+    dense_ = Tensor();
     rest_.reset();
   }
 
  private:
-  GradientValue first_;
-  std::unique_ptr<std::vector<GradientValue>> rest_;  // rare: a tensor used more than once
+  Tensor dense_;
+  std::unique_ptr<std::vector<GradientValue>> rest_;  // a tensor used twice, or sparse
 };
 
 [[noreturn]] void throw_no_gradient(const OpEntry& e) {
@@ -254,7 +261,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
       GradientList& list = grads[static_cast<std::size_t>(s)];
       if (list.empty()) continue;
       any_gradient = true;
-      const GradientValue& sum = list.sum();
+      const GradientValue sum = list.sum();
       if (spec != nullptr && spec->identity_gradient && sum.is_sparse()) {
         passed_through = sum;  // keeps a row-sparse gradient sparse (variable reads)
       } else {
@@ -321,6 +328,7 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
                                            const std::vector<Tensor>& output_gradients,
                                            UnconnectedGradients unconnected) {
   const BackwardPlan plan = plan_backward(tape, targets, sources);
+  if (!tape.persistent()) tape.forget_producers();
   return run_backward(tape, plan, targets, output_gradients, unconnected, !tape.persistent());
 }
 

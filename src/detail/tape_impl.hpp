@@ -91,6 +91,9 @@ class TapeImpl {
   OpEntry& entry(std::int64_t op_id) { return ops_[static_cast<std::size_t>(op_id)]; }
   std::size_t num_entries() const { return ops_.size(); }
   void release(std::int64_t op_id);
+  // After a non-persistent tape's walk is planned nothing looks tensors up again: its id map
+  // is freed before the walk allocates, so the backward pass starts below the forward's peak.
+  void forget_producers() { tensor_tape_ = IdMap<std::int64_t>(); }
   std::size_t bytes_held() const;
   void clear();
 
