@@ -110,6 +110,7 @@ RecordedTensors TapeImpl::describe(std::size_t n, Get get) {
     const TensorImpl& impl = get(i);
     const auto shape = impl.dims();
     std::copy(shape.begin(), shape.end(), dims);
+    // Trivially destructible: the arena owns the bytes and frees them with the tape.
     new (tensors + i) RecordedTensor{impl.id, impl.dtype, static_cast<std::uint32_t>(shape.size()), dims};
     dims += shape.size();
   }
