@@ -20,23 +20,20 @@ namespace tg = tapegrad;
 
 namespace {
 
-constexpr int kSteps = 333;
-constexpr int kOps = 3 * kSteps;
+using chain_workload::kSteps;
+using chain_workload::report_ns_per_op;
 
 double tapegrad_gradient() {
-  const tg::Tensor c(xt::xarray<double>{0.5});
-  const tg::Tensor b(xt::xarray<double>{0.1});
-  const tg::Tensor x(xt::xarray<double>{0.3});
+  const chain_workload::Inputs in;
   tg::GradientTape tape;
-  tape.watch(x);
-  tg::Tensor y = chain_workload::run(x, c, b, kSteps);
-  return tape.gradient(y, x).item<double>();
+  tape.watch(in.x);
+  tg::Tensor y = chain_workload::run(in);
+  return tape.gradient(y, in.x).item<double>();
 }
 
 void BM_tapegrad_forward_backward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tapegrad_gradient());
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_ns_per_op(state);
 }
 BENCHMARK(BM_tapegrad_forward_backward);
 
@@ -54,8 +51,7 @@ double torch_gradient() {
 
 void BM_libtorch_forward_backward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torch_gradient());
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_ns_per_op(state);
 }
 BENCHMARK(BM_libtorch_forward_backward);
 #endif

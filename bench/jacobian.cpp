@@ -24,48 +24,51 @@ Tensor random_matrix(std::size_t rows, std::size_t cols, unsigned seed) {
 
 void single_thread() { openblas_set_num_threads(1); }
 
-// x as a column [256, 1]: y = tanh(W x); the gradient of each row is W^T dy (gemm, n = 1).
-void BM_TapegradJacobianColumn(benchmark::State& state) {
+// Records y = forward(W, x) on a tape watching x, then runs `backward(tape, y, x)`; the
+// result's storage is the benchmark's output.
+template <class Forward, class Backward>
+void time_tape(benchmark::State& state, std::size_t x_rows, std::size_t x_cols, Forward forward,
+               Backward backward) {
   single_thread();
   const Tensor w = random_matrix(kSize, kSize, 1);
-  const Tensor x = random_matrix(kSize, 1, 2);
+  const Tensor x = random_matrix(x_rows, x_cols, 2);
   for (auto _ : state) {
     tapegrad::GradientTape tape;
     tape.watch(x);
-    Tensor y = tapegrad::tanh(tapegrad::matmul(w, x));
-    Tensor j = tape.jacobian(y, x);
-    benchmark::DoNotOptimize(j.array<double>().data());
+    Tensor y = forward(w, x);
+    Tensor result = backward(tape, y, x);
+    benchmark::DoNotOptimize(result.array<double>().data());
   }
+}
+
+Tensor column_forward(const Tensor& w, const Tensor& x) {
+  return tapegrad::tanh(tapegrad::matmul(w, x));
+}
+Tensor row_forward(const Tensor& w, const Tensor& x) {
+  return tapegrad::tanh(tapegrad::matmul(x, w, false, true));
+}
+Tensor jacobian_of(tapegrad::GradientTape& tape, const Tensor& y, const Tensor& x) {
+  return tape.jacobian(y, x);
+}
+Tensor gradient_of(tapegrad::GradientTape& tape, const Tensor& y, const Tensor& x) {
+  return tape.gradient(y, x);
+}
+
+// x as a column [256, 1]: y = tanh(W x); the gradient of each row is W^T dy (gemv, n = 1).
+void BM_TapegradJacobianColumn(benchmark::State& state) {
+  time_tape(state, kSize, 1, column_forward, jacobian_of);
 }
 BENCHMARK(BM_TapegradJacobianColumn)->Unit(benchmark::kMillisecond);
 
-// x as a row [1, 256]: y = tanh(x W^T); the gradient of each row is dy W (gemm, m = 1).
+// x as a row [1, 256]: y = tanh(x W^T); the gradient of each row is dy W (gemv, m = 1).
 void BM_TapegradJacobianRow(benchmark::State& state) {
-  single_thread();
-  const Tensor w = random_matrix(kSize, kSize, 1);
-  const Tensor x = random_matrix(1, kSize, 2);
-  for (auto _ : state) {
-    tapegrad::GradientTape tape;
-    tape.watch(x);
-    Tensor y = tapegrad::tanh(tapegrad::matmul(x, w, false, true));
-    Tensor j = tape.jacobian(y, x);
-    benchmark::DoNotOptimize(j.array<double>().data());
-  }
+  time_tape(state, 1, kSize, row_forward, jacobian_of);
 }
 BENCHMARK(BM_TapegradJacobianRow)->Unit(benchmark::kMillisecond);
 
 // One backward run of the same function (the cost of one Jacobian row, plus the forward).
 void BM_TapegradGradientColumn(benchmark::State& state) {
-  single_thread();
-  const Tensor w = random_matrix(kSize, kSize, 1);
-  const Tensor x = random_matrix(kSize, 1, 2);
-  for (auto _ : state) {
-    tapegrad::GradientTape tape;
-    tape.watch(x);
-    Tensor y = tapegrad::tanh(tapegrad::matmul(w, x));
-    Tensor g = tape.gradient(y, x);
-    benchmark::DoNotOptimize(g.array<double>().data());
-  }
+  time_tape(state, kSize, 1, column_forward, gradient_of);
 }
 BENCHMARK(BM_TapegradGradientColumn)->Unit(benchmark::kMillisecond);
 

@@ -13,11 +13,10 @@
 #include "chain_workload.hpp"
 
 namespace tg = tapegrad;
+using chain_workload::kSteps;
+using chain_workload::report_ns_per_op;
 
 namespace {
-
-constexpr int kSteps = 333;  // 3 ops each
-constexpr int kOps = 3 * kSteps;
 
 void BM_raw_xarray(benchmark::State& state) {
   const xt::xarray<double> c = {0.5};
@@ -31,48 +30,34 @@ void BM_raw_xarray(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-}
-
-tg::Tensor chain(const tg::Tensor& x, const tg::Tensor& c, const tg::Tensor& b) {
-  return chain_workload::run(x, c, b, kSteps);
+  report_ns_per_op(state);
 }
 
 void BM_tapegrad_no_tape(benchmark::State& state) {
-  const tg::Tensor c(xt::xarray<double>{0.5});
-  const tg::Tensor b(xt::xarray<double>{0.1});
-  const tg::Tensor x(xt::xarray<double>{0.3});
-  for (auto _ : state) benchmark::DoNotOptimize(chain(x, c, b).id());
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  const chain_workload::Inputs in;
+  for (auto _ : state) benchmark::DoNotOptimize(chain_workload::run(in).id());
+  report_ns_per_op(state);
 }
 
 void BM_tapegrad_recording(benchmark::State& state) {
-  const tg::Tensor c(xt::xarray<double>{0.5});
-  const tg::Tensor b(xt::xarray<double>{0.1});
-  const tg::Tensor x(xt::xarray<double>{0.3});
+  const chain_workload::Inputs in;
   for (auto _ : state) {
     tg::GradientTape tape;
-    tape.watch(x);
-    benchmark::DoNotOptimize(chain(x, c, b).id());
+    tape.watch(in.x);
+    benchmark::DoNotOptimize(chain_workload::run(in).id());
   }
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_ns_per_op(state);
 }
 
 void BM_tapegrad_record_and_backward(benchmark::State& state) {
-  const tg::Tensor c(xt::xarray<double>{0.5});
-  const tg::Tensor b(xt::xarray<double>{0.1});
-  const tg::Tensor x(xt::xarray<double>{0.3});
+  const chain_workload::Inputs in;
   for (auto _ : state) {
     tg::GradientTape tape;
-    tape.watch(x);
-    tg::Tensor y = chain(x, c, b);
-    benchmark::DoNotOptimize(tape.gradient(y, x).id());
+    tape.watch(in.x);
+    tg::Tensor y = chain_workload::run(in);
+    benchmark::DoNotOptimize(tape.gradient(y, in.x).id());
   }
-  state.counters["ns_per_op"] = benchmark::Counter(
-      kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  report_ns_per_op(state);
 }
 
 // Large tensors, where xsimd's vectorised tanh pays for its aligned allocations.

@@ -117,6 +117,11 @@ RecordedTensors TapeImpl::describe(std::size_t n, Get get) {
   return RecordedTensors(tensors, static_cast<std::uint32_t>(n));
 }
 
+bool RecordedTensor::same_shape(const Tensor& t) const {
+  const auto actual = t.impl().dims();
+  return actual.size() == rank && std::equal(actual.begin(), actual.end(), dims);
+}
+
 const RecordedTensor& RecordedTensors::at(std::size_t i) const {
   if (i >= size_) {
     throw InvalidArgument("OpContext: index " + std::to_string(i) + " is out of range for " +
@@ -200,12 +205,3 @@ bool should_record(const std::vector<Tensor>& inputs) {
 }
 
 }  // namespace tapegrad
-
-namespace tapegrad::detail {
-
-bool RecordedTensor::same_shape(const Tensor& t) const {
-  const auto actual = t.impl().dims();
-  return actual.size() == rank && std::equal(actual.begin(), actual.end(), dims);
-}
-
-}  // namespace tapegrad::detail

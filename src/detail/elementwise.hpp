@@ -27,15 +27,6 @@ xt::xarray<R> map_unary(const xt::xarray<T>& a, ScalarFn fn) {
   return out;
 }
 
-// fn for small inputs, the xtensor expression expr(a) (vectorised by xsimd) for large ones.
-template <class T, class ScalarFn, class ExprFn>
-xt::xarray<T> map_unary_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
-  if (a.size() <= kSmallKernel) return map_unary<T>(a, fn);
-  xt::xarray<T> out = xt::empty<T>(a.shape());
-  xt::noalias(out) = expr(a);
-  return out;
-}
-
 // o[i] = fn(a[ia], b[ib]) over the broadcast shape `shape` (n elements).
 template <class R, class T, class S, class ScalarFn>
 void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape, std::size_t n,
@@ -140,10 +131,9 @@ Tensor unary_tensor(const xt::xarray<T>& a, ScalarFn fn) {
 template <class T, class ScalarFn, class ExprFn>
 Tensor unary_tensor_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
   if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
-  T* o = nullptr;
-  Tensor out = new_tensor<T>(a.shape(), o);
-  auto& array = const_cast<xt::xarray<T>&>(out.array<T>());  // not yet shared
-  xt::noalias(array) = expr(a);
+  xt::xarray<T>* array = nullptr;
+  Tensor out = new_tensor_array<T>(a.shape(), array);
+  xt::noalias(*array) = expr(a);
   return out;
 }
 

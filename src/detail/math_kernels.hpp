@@ -50,4 +50,17 @@ Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
 Tensor tanh_grad_op(const Tensor& y, const Tensor& g);
 Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);
 
+// The kernel both share: fn(y, g) elementwise for y and g of one shape and floating dtype.
+template <class ScalarFn>
+Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
+  require_same_dtype(op, y, g);
+  return dispatch_floating(op, y.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto& a = y.array<T>();
+    const auto& b = g.array<T>();
+    if (a.shape() != b.shape()) throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
+    return binary_tensor<T>(a, b, a.shape(), [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
+  });
+}
+
 }  // namespace tapegrad::detail

@@ -7,10 +7,10 @@
 
 namespace tapegrad::detail {
 
-// A new tensor of `shape` with uninitialised elements; `data` points at them. Only the
-// caller may write them, and only before the Tensor is shared.
+// A new tensor of `shape` with uninitialised elements; `array` is its storage. Only the
+// caller may write it, and only before the Tensor is shared.
 template <class T, class S>
-Tensor new_tensor(const S& shape, T*& data) {
+Tensor new_tensor_array(const S& shape, xt::xarray<T>*& array) {
   using Array = xt::xarray<T>;
   using ArrayShape = typename Array::shape_type;
   std::shared_ptr<TensorImpl> impl;
@@ -22,8 +22,17 @@ Tensor new_tensor(const S& shape, T*& data) {
                                         std::in_place_type<Array>,
                                         ArrayShape(shape.begin(), shape.end()));
   }
-  data = std::get<Array>(impl->data).data();
+  array = &std::get<Array>(impl->data);
   return Tensor(std::shared_ptr<const TensorImpl>(std::move(impl)));
+}
+
+// The same, handing out the element pointer.
+template <class T, class S>
+Tensor new_tensor(const S& shape, T*& data) {
+  xt::xarray<T>* array = nullptr;
+  Tensor out = new_tensor_array<T>(shape, array);
+  data = array->data();
+  return out;
 }
 
 }  // namespace tapegrad::detail

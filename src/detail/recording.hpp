@@ -20,9 +20,16 @@ void record_on_tapes(const OpSlot& op, const Tensor* const* inputs, std::size_t 
                      const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs = Attrs(),
                      const SparseGradientFunction& custom_backward = {});
 
-// The usual case: a few inputs, one output.
+// The usual case: a few inputs, one output, no attributes. With no active tape this is one
+// thread-local load: nothing else is built.
 inline void maybe_record(const OpSlot& op, std::initializer_list<const Tensor*> inputs,
-                         const Tensor& output, const Attrs& attrs = Attrs()) {
+                         const Tensor& output) {
+  if (any_tape_active()) record_on_tapes(op, inputs.begin(), inputs.size(), &output, 1);
+}
+
+// With attributes: build them only after any_tape_active() said a tape may record.
+inline void maybe_record(const OpSlot& op, std::initializer_list<const Tensor*> inputs,
+                         const Tensor& output, const Attrs& attrs) {
   if (any_tape_active()) record_on_tapes(op, inputs.begin(), inputs.size(), &output, 1, attrs);
 }
 

@@ -366,16 +366,8 @@ Tensor tanh(const Tensor& x) {
 namespace detail {
 
 Tensor tanh_grad_op(const Tensor& y, const Tensor& g) {
-  require_same_dtype("TanhGrad", y, g);
-  if (y.impl().dims() != g.impl().dims()) {
-    throw InvalidArgument(describe("TanhGrad", y, g) + ": the shapes must be equal");
-  }
-  Tensor out = dispatch_floating("TanhGrad", y.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const auto& a = y.array<T>();
-    return binary_tensor<T>(a, g.array<T>(), a.shape(),
-                            [](T yv, T gv) { return static_cast<T>(gv * (T(1) - yv * yv)); });
-  });
+  Tensor out = activation_grad_kernel("TanhGrad", y, g,
+                                      [](auto yv, auto gv) { return gv * (1 - yv * yv); });
   maybe_record(tanh_grad_slot(), {&y, &g}, out);
   return out;
 }

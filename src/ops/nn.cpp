@@ -323,16 +323,8 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 namespace detail {
 
 Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g) {
-  require_same_dtype("SigmoidGrad", y, g);
-  if (y.impl().dims() != g.impl().dims()) {
-    throw InvalidArgument(describe("SigmoidGrad", y, g) + ": the shapes must be equal");
-  }
-  Tensor out = dispatch_floating("SigmoidGrad", y.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const auto& a = y.array<T>();
-    return binary_tensor<T>(a, g.array<T>(), a.shape(),
-                            [](T yv, T gv) { return static_cast<T>(gv * yv * (T(1) - yv)); });
-  });
+  Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
+                                      [](auto yv, auto gv) { return gv * yv * (1 - yv); });
   maybe_record(sigmoid_grad_slot(), {&y, &g}, out);
   return out;
 }
