@@ -205,3 +205,9 @@ bool should_record(const std::vector<Tensor>& inputs) {
 }
 
 }  // namespace tapegrad
+
+namespace tapegrad {
+
+std::size_t tapes_on_this_thread() { return detail::tape_stack().size(); }
+
+}  // namespace tapegrad

@@ -143,4 +143,9 @@ class GradientTape {
   bool recording_ = false;
 };
 
+/// Number of tapes on this thread's tape stack right now, recording or not. Zero outside
+/// every GradientTape scope; a diagnostic for tests and for checking that an error left
+/// nothing behind.
+std::size_t tapes_on_this_thread();
+
 }  // namespace tapegrad
