@@ -103,6 +103,22 @@ std::vector<Variable> GradientTape::watched_variables() const {
 
 std::size_t GradientTape::bytes_held() const { return tape_ ? tape_->bytes_held() : 0; }
 
+HookHandle GradientTape::register_hook(const Tensor& t,
+                                       std::function<Tensor(const Tensor& grad)> hook) {
+  if (!t.defined()) {
+    throw InvalidArgument("GradientTape::register_hook: the tensor is undefined");
+  }
+  if (!hook) throw InvalidArgument("GradientTape::register_hook: the hook function is empty");
+  detail::TapeImpl& tape = live_tape("register_hook");
+  const std::uint64_t id = tape.hooks()->add(t.id(), std::move(hook));
+  return HookHandle(tape.hooks(), id);
+}
+
+HookHandle GradientTape::register_hook(const Variable& v,
+                                       std::function<Tensor(const Tensor& grad)> hook) {
+  return register_hook(v.handle(), std::move(hook));
+}
+
 
 std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>& targets,
                                                       const std::vector<Tensor>& sources,

@@ -88,6 +88,15 @@ class GradientList {
   std::unique_ptr<std::vector<GradientValue>> rest_;  // a tensor used twice, or sparse
 };
 
+// The sum of a complete gradient list after the tape's hooks on `id` ran on it; the list
+// keeps that result.
+GradientValue hooked_sum(const TapeImpl& tape, std::uint64_t id, GradientList& list) {
+  GradientValue g = tape.hooks()->run(id, list.sum());
+  list.clear();
+  list.push(g);
+  return g;
+}
+
 [[noreturn]] void throw_no_gradient(const OpEntry& e) {
   throw LookupError("No gradient defined for operation '" + e.op->name() + "' (op type: " +
                     e.op->name() +
@@ -261,7 +270,8 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
       GradientList& list = grads[static_cast<std::size_t>(s)];
       if (list.empty()) continue;
       any_gradient = true;
-      const GradientValue sum = list.sum();
+      const GradientValue sum =
+          tape.has_hooks() ? hooked_sum(tape, e.outputs[j].id, list) : list.sum();
       if (spec != nullptr && spec->identity_gradient && sum.is_sparse()) {
         passed_through = sum;  // keeps a row-sparse gradient sparse (variable reads)
       } else {
@@ -300,6 +310,9 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
       }
       if (--uses[slot] != 0) continue;
       const std::int32_t producer = plan.producer_step[slot];
+      if (producer < 0 && tape.has_hooks() && !grads[slot].empty()) {
+        hooked_sum(tape, e.inputs[i].id, grads[slot]);  // a leaf's gradient is complete
+      }
       if (producer >= 0 && --pending[static_cast<std::size_t>(producer)] == 0) {
         ready.push_back(static_cast<std::size_t>(producer));
       }

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "tapegrad/hook_handle.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/variable.hpp"
@@ -79,6 +81,23 @@ class GradientTape {
   bool recording() const { return recording_; }
   /// Bytes of tensor storage the tape currently keeps alive for its gradients.
   std::size_t bytes_held() const;
+
+  /// Calls `hook` with the summed gradient of `t` once the backward walk of this tape has
+  /// collected every gradient reaching t (for a watched tensor or a Variable's handle: once
+  /// its last consumer has been differentiated), and uses the tensor it returns as t's
+  /// gradient from then on (PyTorch: Tensor.register_hook). Several hooks on one tensor run
+  /// in registration order. The hook runs inside the walk: a tape that records the backward
+  /// (nested or persistent and recording) records what the hook computes, so the returned
+  /// gradient is differentiable. A row-sparse gradient reaches the hook densified.
+  /// InvalidArgument when t is undefined, or (at gradient() time) when the hook returns a
+  /// tensor whose shape or dtype differs from the gradient's; TapeError on a used
+  /// non-persistent tape. The hook lives until the handle is removed or destroyed, or the
+  /// tape is destroyed.
+  [[nodiscard]] HookHandle register_hook(const Tensor& t,
+                                         std::function<Tensor(const Tensor& grad)> hook);
+  /// The same for a Variable: the hook is on its handle.
+  [[nodiscard]] HookHandle register_hook(const Variable& v,
+                                         std::function<Tensor(const Tensor& grad)> hook);
 
   /// d(sum of target)/d(source). Targets are summed; the output gradient defaults to ones.
   /// An unconnected, integer or bool source gives an undefined Tensor (None) or zeros (Zero).

@@ -7,6 +7,7 @@
 #include <memory_resource>
 #include <vector>
 
+#include "detail/gradient_hooks.hpp"
 #include "detail/id_map.hpp"
 #include "detail/op_registry.hpp"
 #include "detail/tape_arena.hpp"
@@ -97,6 +98,11 @@ class TapeImpl {
   std::size_t bytes_held() const;
   void clear();
 
+  // The hooks registered with GradientTape::register_hook. Shared with the HookHandles only
+  // weakly: a handle never keeps the tape alive.
+  const std::shared_ptr<GradientHooks>& hooks() const { return hooks_; }
+  bool has_hooks() const noexcept { return !hooks_->empty(); }
+
  private:
   // Describes n tensors (id, dtype, dimensions) in the arena; get(i) gives the i-th TensorImpl.
   template <class Get>
@@ -109,6 +115,7 @@ class TapeImpl {
   TapeArena arena_;
   std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
   std::vector<Variable> watched_variables_;
+  std::shared_ptr<GradientHooks> hooks_ = std::make_shared<GradientHooks>();
 };
 
 // This thread's active tapes, outermost first.
