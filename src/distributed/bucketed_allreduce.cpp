@@ -170,7 +170,7 @@ void BucketedAllreduce::attach(GradientTape& tape) {
   }
   m.state->require_usable("BucketedAllreduce::attach");
   m.attached = true;
-  if (!m.options.overlap) return;
+  if (!m.options.overlap || m.state->size == 1) return;  // one rank: nothing to overlap
   for (std::size_t i = 0; i < m.variables.size(); ++i) {
     Impl* self = &m;  // the hooks go before the reducer does (end_step, or the destructor)
     m.hooks.push_back(tape.register_hook(m.variables[i], [self, i](const Tensor& g) {
@@ -189,6 +189,18 @@ std::vector<Tensor> BucketedAllreduce::finish(const std::vector<Tensor>& local_g
                           " gradients for " + std::to_string(m.variables.size()) + " variables");
   }
   m.hooks.clear();  // no hook may fire while the buffers are read
+  if (m.state->size == 1) {
+    // One rank: the sum and the mean are the gradients themselves; no copies.
+    std::vector<Tensor> out(m.variables.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const Variable& v = m.variables[i];
+      out[i] = local_grads[i].defined() ? local_grads[i] : zeros(v.shape(), v.dtype());
+      m.check_gradient(i, out[i]);
+    }
+    m.last_wait_seconds = 0.0;
+    m.end_step();
+    return out;
+  }
   try {
     for (std::size_t i = 0; i < m.variables.size(); ++i) {
       if (m.arrived[i]) continue;

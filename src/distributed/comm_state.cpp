@@ -140,13 +140,15 @@ void wait_all(CommState& state, std::vector<MPI_Request>& requests, const char* 
               const std::string& description, std::shared_ptr<void> keep_alive) {
   const auto start = Clock::now();
   const auto deadline = start + state.timeout;
-  // Spin briefly (a shared-memory collective usually completes within microseconds), then
-  // sleep in short steps so that a long wait does not take a core from the other ranks.
-  for (int polls = 0;; ++polls) {
+  // Poll (yielding the core) for a while: MPI advances most non-blocking collectives only
+  // inside MPI calls, so each poll moves the collective on. Then sleep in short steps, so
+  // that a long wait (a slow or failed peer) does not take a core from the other ranks.
+  const auto spin_until = start + std::chrono::milliseconds(50);
+  for (;;) {
     if (test_all(requests, what)) return;
     const auto now = Clock::now();
     if (now >= deadline) break;
-    if (polls < 200) {
+    if (now < spin_until) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));

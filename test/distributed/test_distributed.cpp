@@ -324,3 +324,27 @@ TEST_CASE("bucketed allreduce misuse", "[mpi][ddp][misuse]") {
       },
       {"BucketedAllreduce", "rank 0 has [1] float64", "rank 1 has [2] float64"});
 }
+
+TEST_CASE("a communicator the caller owns: MPI_COMM_SELF, one rank", "[mpi]") {
+  world();  // MPI is initialised
+  Communicator self(MPI_COMM_SELF);
+  REQUIRE(self.rank() == 0);
+  REQUIRE(self.size() == 1);
+  const Tensor x = from_values({1.5, -2.0}, {2}, DType::Float64);
+  require_close(self.allreduce(x, Reduction::Mean), {2}, {1.5, -2.0}, 0.0);
+  const Mlp model;
+  BucketedAllreduce reducer(self, model.vars);
+  GradientTape tape;
+  reducer.attach(tape);
+  const std::vector<Tensor> local = tape.gradient(model.loss(random_tensor({3, 5}, 5), 1.0), model.vars);
+  const std::vector<Tensor> reduced = reducer.finish(local);
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    require_close(reduced[i], local[i].shape(), values(local[i]), 0.0);
+  }
+  expect_misuse<InvalidArgument>(
+      "a non-positive timeout", [&] { self.set_timeout(std::chrono::milliseconds(0)); },
+      {"Communicator::set_timeout", "0 ms"});
+  expect_misuse<InvalidArgument>(
+      "broadcast from a root outside the communicator", [&] { self.broadcast(model.vars, 1); },
+      {"Communicator::broadcast", "root 1", "size 1"});
+}
