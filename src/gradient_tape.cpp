@@ -110,8 +110,8 @@ HookHandle GradientTape::register_hook(const Tensor& t,
   }
   if (!hook) throw InvalidArgument("GradientTape::register_hook: the hook function is empty");
   detail::TapeImpl& tape = live_tape("register_hook");
-  const std::uint64_t id = tape.hooks()->add(t.id(), std::move(hook));
-  return HookHandle(tape.hooks(), id);
+  const std::uint64_t id = tape.shared_hooks()->add(t.id(), std::move(hook));
+  return HookHandle(tape.shared_hooks(), id);
 }
 
 HookHandle GradientTape::register_hook(const Variable& v,

@@ -91,7 +91,7 @@ class GradientList {
 // The sum of a complete gradient list after the tape's hooks on `id` ran on it; the list
 // keeps that result.
 GradientValue hooked_sum(const TapeImpl& tape, std::uint64_t id, GradientList& list) {
-  GradientValue g = tape.hooks()->run(id, list.sum());
+  GradientValue g = tape.hooks().run(id, list.sum());
   list.clear();
   list.push(g);
   return g;

@@ -98,10 +98,15 @@ class TapeImpl {
   std::size_t bytes_held() const;
   void clear();
 
-  // The hooks registered with GradientTape::register_hook. Shared with the HookHandles only
-  // weakly: a handle never keeps the tape alive.
-  const std::shared_ptr<GradientHooks>& hooks() const { return hooks_; }
-  bool has_hooks() const noexcept { return !hooks_->empty(); }
+  // The hooks registered with GradientTape::register_hook, created on the first one (a tape
+  // without hooks allocates nothing for them). Shared with the HookHandles only weakly: a
+  // handle never keeps the tape alive.
+  const std::shared_ptr<GradientHooks>& shared_hooks() {
+    if (!hooks_) hooks_ = std::make_shared<GradientHooks>();
+    return hooks_;
+  }
+  const GradientHooks& hooks() const { return *hooks_; }  // only when has_hooks()
+  bool has_hooks() const noexcept { return hooks_ && !hooks_->empty(); }
 
  private:
   // Describes n tensors (id, dtype, dimensions) in the arena; get(i) gives the i-th TensorImpl.
@@ -115,7 +120,7 @@ class TapeImpl {
   TapeArena arena_;
   std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
   std::vector<Variable> watched_variables_;
-  std::shared_ptr<GradientHooks> hooks_ = std::make_shared<GradientHooks>();
+  std::shared_ptr<GradientHooks> hooks_;
 };
 
 // This thread's active tapes, outermost first.

@@ -348,3 +348,21 @@ TEST_CASE("a communicator the caller owns: MPI_COMM_SELF, one rank", "[mpi]") {
       "broadcast from a root outside the communicator", [&] { self.broadcast(model.vars, 1); },
       {"Communicator::broadcast", "root 1", "size 1"});
 }
+
+TEST_CASE("every rank gets bitwise the same sums, small and large messages", "[mpi]") {
+  const Communicator c = world();
+  for (const std::size_t n : {std::size_t{7}, std::size_t{1000}, std::size_t{300000}}) {
+    INFO(n << " elements");
+    // Values whose sums round: the order of additions matters.
+    const Tensor local = random_tensor({n}, 1000 + static_cast<unsigned>(c.rank()), -1.0, 1.0) * 1e-3 +
+                         random_tensor({n}, 2000 + static_cast<unsigned>(c.rank()), 0.0, 1e6);
+    const Tensor sum = c.allreduce(local, Reduction::Sum);
+    Variable rank0_sum(sum, false, "sum");
+    c.broadcast({rank0_sum}, 0);
+    const std::vector<double> mine = values(sum);
+    const std::vector<double> root = values(rank0_sum.peek());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < n; ++i) differing += mine[i] != root[i] ? 1 : 0;
+    CHECK(differing == 0);
+  }
+}
