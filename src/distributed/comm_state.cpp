@@ -140,15 +140,18 @@ void wait_all(CommState& state, std::vector<MPI_Request>& requests, const char* 
               const std::string& description, std::shared_ptr<void> keep_alive) {
   const auto start = Clock::now();
   const auto deadline = start + state.timeout;
-  // Poll (yielding the core) for a while: MPI advances most non-blocking collectives only
-  // inside MPI calls, so each poll moves the collective on. Then sleep in short steps, so
-  // that a long wait (a slow or failed peer) does not take a core from the other ranks.
-  const auto spin_until = start + std::chrono::milliseconds(50);
+  // MPI advances most non-blocking collectives only inside MPI calls, so each poll moves the
+  // collective on. Between polls the core is yielded: on a core of its own that returns at
+  // once (a busy poll), and when the core is shared, a peer rank or another job gets it;
+  // polling without yielding was 2.5x slower per training step on the shared 2-core machine
+  // (bench/README.md, "distributed"). After 50 ms, sleep in short steps, so that a long wait
+  // (a slow or failed peer) costs no CPU.
+  const auto yield_until = start + std::chrono::milliseconds(50);
   for (;;) {
     if (test_all(requests, what)) return;
     const auto now = Clock::now();
     if (now >= deadline) break;
-    if (now < spin_until) {
+    if (now < yield_until) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
