@@ -167,3 +167,17 @@ TEST_CASE("API: custom gradients, primitives, functional forms, check_gradient")
   CHECK(check.theoretical.shape() == Shape{1, 1});
   CHECK(check.numerical.shape() == Shape{1, 1});
 }
+
+TEST_CASE("API: GradientTape::register_hook and HookHandle (Diagnostics)") {
+  Tensor x = constant(3.0);
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  Tensor y = x * x;
+  std::function<Tensor(const Tensor& grad)> triple = [](const Tensor& g) { return g * 3.0; };
+  HookHandle handle = tape.register_hook(x, triple);
+  static_assert(std::is_same_v<decltype(tape.register_hook(x, triple)), HookHandle>);
+  auto paused = tape.stop_recording();
+  CHECK(tape.gradient(y, x).item<double>() == 18.0);
+  handle.remove();
+  CHECK(tape.gradient(y, x).item<double>() == 6.0);
+}

@@ -240,3 +240,18 @@ TEST_CASE("register_hook misuse", "[hooks][misuse]") {
       },
       {"register_hook", "non-persistent"});
 }
+
+TEST_CASE("a row-sparse gradient reaches a hook densified", "[hooks]") {
+  Variable table(from_values({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {3, 2}, DType::Float64), true, "table");
+  GradientTape tape;
+  Tensor seen;
+  HookHandle h = tape.register_hook(table, [&](const Tensor& g) {
+    seen = g;
+    return g * 2.0;
+  });
+  // Rows 2 and 0, row 2 twice: d/dtable of the sum of the gathered rows counts each use.
+  Tensor rows = gather(table, from_values({2.0, 0.0, 2.0}, {3}, DType::Int32));
+  Tensor dtable = tape.gradient(reduce_sum(rows), table);
+  require_close(seen, {3, 2}, {1, 1, 0, 0, 2, 2}, 0.0);
+  require_close(dtable, {3, 2}, {2, 2, 0, 0, 4, 4}, 0.0);
+}
