@@ -99,9 +99,12 @@ struct BucketOptions {
 
 /// What happened during a step, in order (for tests and profiling).
 struct BucketEvent {
-  enum class Kind { GradientReady, BucketStarted };
+  /// A hook delivered a variable's gradient; a bucket's allreduce started; finish() began
+  /// (after the backward pass: what starts later is not overlapped).
+  enum class Kind { GradientReady, BucketStarted, FinishCalled };
   Kind kind;
   std::size_t index;  // the variable's index for GradientReady, the bucket's for BucketStarted
+  double seconds;     // since attach()
 };
 
 /// Averages (or sums) the dense gradients of a fixed list of Variables across ranks while

@@ -36,12 +36,19 @@ struct BucketedAllreduce::Impl {
   std::size_t next_to_start = 0;
   std::vector<HookHandle> hooks;
   bool attached = false;
+  std::chrono::steady_clock::time_point attached_at;
   std::vector<BucketEvent> events;
   std::vector<BucketEvent> last_events;
   double last_wait_seconds = 0.0;
 
   Impl(Communicator c, std::shared_ptr<detail::CommState> s, std::vector<Variable> v, BucketOptions o)
       : comm(std::move(c)), state(std::move(s)), variables(std::move(v)), options(o) {}
+
+  void log(BucketEvent::Kind kind, std::size_t index) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - attached_at).count();
+    events.push_back(BucketEvent{kind, index, seconds});
+  }
 
   void check_gradient(std::size_t i, const Tensor& g) const {
     const Variable& v = variables[i];
@@ -77,7 +84,7 @@ struct BucketedAllreduce::Impl {
                                mpi_count("BucketedAllreduce", b.buffer->elements()),
                                mpi_type(b.buffer->dtype()), MPI_SUM, state->comm, &b.request),
                 "BucketedAllreduce: MPI_Iallreduce");
-      events.push_back(BucketEvent{BucketEvent::Kind::BucketStarted, next_to_start});
+      log(BucketEvent::Kind::BucketStarted, next_to_start);
       ++next_to_start;
     }
   }
@@ -93,7 +100,7 @@ struct BucketedAllreduce::Impl {
 
   void on_gradient(std::size_t i, const Tensor& g) {
     deposit(i, g);
-    events.push_back(BucketEvent{BucketEvent::Kind::GradientReady, i});
+    log(BucketEvent::Kind::GradientReady, i);
     start_ready_buckets();
     progress();
   }
@@ -170,6 +177,7 @@ void BucketedAllreduce::attach(GradientTape& tape) {
   }
   m.state->require_usable("BucketedAllreduce::attach");
   m.attached = true;
+  m.attached_at = std::chrono::steady_clock::now();
   if (!m.options.overlap || m.state->size == 1) return;  // one rank: nothing to overlap
   for (std::size_t i = 0; i < m.variables.size(); ++i) {
     Impl* self = &m;  // the hooks go before the reducer does (end_step, or the destructor)
@@ -189,6 +197,7 @@ std::vector<Tensor> BucketedAllreduce::finish(const std::vector<Tensor>& local_g
                           " gradients for " + std::to_string(m.variables.size()) + " variables");
   }
   m.hooks.clear();  // no hook may fire while the buffers are read
+  m.log(BucketEvent::Kind::FinishCalled, 0);
   if (m.state->size == 1) {
     // One rank: the sum and the mean are the gradients themselves; no copies.
     std::vector<Tensor> out(m.variables.size());

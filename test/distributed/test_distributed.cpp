@@ -227,6 +227,17 @@ TEST_CASE("bucketed allreduce: shards of a batch give the whole batch's gradient
       reducer.attach(tape);
       const Tensor loss = model.loss(rows_of(batch, first, count), batch_rows);
       const std::vector<Tensor> reduced = reducer.finish(tape.gradient(loss, model.vars));
+      // With overlap the first bucket starts during the walk, before finish(); without, none.
+      const auto& events = reducer.last_step_events();
+      const auto first_start = std::find_if(events.begin(), events.end(), [](const BucketEvent& e) {
+        return e.kind == BucketEvent::Kind::BucketStarted;
+      });
+      const auto finish_called = std::find_if(events.begin(), events.end(), [](const BucketEvent& e) {
+        return e.kind == BucketEvent::Kind::FinishCalled;
+      });
+      REQUIRE(first_start != events.end());
+      REQUIRE(finish_called != events.end());
+      CHECK((first_start < finish_called) == overlap);
       REQUIRE(reduced.size() == whole.size());
       for (std::size_t i = 0; i < whole.size(); ++i) {
         INFO("variable " << model.vars[i].name());
@@ -266,9 +277,10 @@ TEST_CASE("bucketed allreduce starts the last layer's bucket first, during the b
     return it - events.begin();
   };
   using K = BucketEvent::Kind;
-  // Every bucket started from a hook, in index order...
+  // Every bucket started from a hook (before finish()), in index order...
   std::vector<std::size_t> started;
   for (const auto& e : events) {
+    if (e.kind == K::FinishCalled) break;
     if (e.kind == K::BucketStarted) started.push_back(e.index);
   }
   std::vector<std::size_t> in_order(reducer.num_buckets());
@@ -281,6 +293,10 @@ TEST_CASE("bucketed allreduce starts the last layer's bucket first, during the b
   CHECK(position(K::BucketStarted, 0) < position(K::GradientReady, 2));
   CHECK(position(K::BucketStarted, 0) < position(K::GradientReady, 0));
   CHECK(position(K::BucketStarted, 1) < position(K::GradientReady, 0));
+
+  // finish() came after every hook, and the events' times do not go backwards.
+  CHECK(events.back().kind == K::FinishCalled);
+  for (std::size_t e = 1; e < events.size(); ++e) CHECK(events[e - 1].seconds <= events[e].seconds);
 
   // The values: the mean of every rank's local gradients, as Communicator::allreduce gives.
   std::vector<GradientValue> local_values(local.begin(), local.end());
