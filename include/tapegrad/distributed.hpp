@@ -122,9 +122,10 @@ struct BucketEvent {
 ///   Tensor loss = ...;
 ///   auto grads = reducer.finish(tape.gradient(loss, model_variables));
 ///
-/// Every rank must use the same variables (checked once, at construction, like every
-/// shape: InvalidArgument naming the ranks). Row-sparse gradients reach the hooks
-/// densified; reduce IndexedSlices with Communicator::allreduce instead.
+/// Every rank must use the same variables: the constructor is a collective (every rank
+/// constructs its reducer at the same point) that compares their shapes and dtypes
+/// (InvalidArgument naming the ranks). Row-sparse gradients reach the hooks densified;
+/// reduce IndexedSlices with Communicator::allreduce instead.
 class BucketedAllreduce {
  public:
   BucketedAllreduce(Communicator comm, std::vector<Variable> variables, BucketOptions options = {});
