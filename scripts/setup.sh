@@ -6,7 +6,7 @@ set -euo pipefail
 TAPEGRAD_PACKAGES=(
   build-essential cmake pkg-config ccache
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev
-  catch2 zlib1g-dev python3
+  catch2 zlib1g-dev python3 nlohmann-json3-dev
 )
 
 missing=()

@@ -1,0 +1,60 @@
+// The GradBench evals, written as a tapegrad user would write them: array ops for the
+// function, tapes for its derivatives. Each eval has its pure functions (used by the tool
+// and by test/test_gradbench_evals.cpp) and a table of the GradBench functions it answers.
+#pragma once
+
+#include <cstddef>
+
+#include "tool.hpp"
+
+namespace tapegrad::gradbench {
+
+// hello: x², its derivative.
+EvalFunctions hello_functions();
+
+// llsq: ½ Σ_i (s_i − Σ_j x_j t_i^j)², t_i = −1 + 2i/(n−1), s_i = sign(t_i).
+Tensor llsq_primal(const Tensor& x, std::size_t n);
+EvalFunctions llsq_functions();
+
+// lse: log Σ exp(x_i), as a + log Σ exp(x_i − a), a = max x.
+Tensor lse_primal(const Tensor& x);
+EvalFunctions lse_functions();
+
+// ode: y' = f(y), f_0 = x_0, f_i = x_i y_{i−1}, y(0) = 0, s RK4 steps to t = 2; returns y(2).
+Tensor ode_primal(const Tensor& x, std::size_t steps);
+EvalFunctions ode_functions();
+
+// kmeans: Σ_i min_j ‖p_i − c_j‖²; dir = gradient / Hessian diagonal (w.r.t. the centroids).
+Tensor kmeans_cost(const Tensor& points, const Tensor& centroids);
+Tensor kmeans_dir(const Tensor& points, const Tensor& centroids);
+EvalFunctions kmeans_functions();
+
+// gmm: the log-posterior of a Gaussian mixture with a Wishart prior (ADBench's GMM).
+struct GmmParameters {
+  Tensor alpha;  // [k]
+  Tensor mu;     // [k, d]
+  Tensor q;      // [k, d]   log of Q's diagonal
+  Tensor l;      // [k, d(d−1)/2]   Q's strict lower triangle, column by column
+};
+struct GmmData {
+  Tensor x;      // [n, d]
+  double gamma = 1;
+  int m = 0;
+};
+Tensor gmm_objective(const GmmParameters& p, const GmmData& data);
+EvalFunctions gmm_functions();
+
+// lstm: ADBench's diagonal LSTM; the loss of predicting each next character.
+struct LstmData {
+  Tensor state;     // [2l, b]: hidden and cell of each layer
+  Tensor sequence;  // [c, b]
+};
+Tensor lstm_objective(const Tensor& main_params /*[2l, 4b]*/, const Tensor& extra_params /*[3, b]*/,
+                      const LstmData& data);
+EvalFunctions lstm_functions();
+
+// saddle and particle: nested derivatives through GradBench's gradient-descent solver.
+EvalFunctions saddle_functions();
+EvalFunctions particle_functions();
+
+}  // namespace tapegrad::gradbench
