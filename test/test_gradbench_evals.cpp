@@ -260,3 +260,66 @@ TEST_CASE("gradbench particle rr: the charge position that makes the particle la
   const json out = run("particle", "rr", {{"w", 0.0}, {"min_runs", 1}, {"min_seconds", 0}});
   CHECK(out.get<double>() == Approx(0.2071918746486116).epsilon(1e-9));
 }
+
+TEST_CASE("gradbench det: expansion by minors equals the LU determinant, gradient is the cofactor matrix") {
+  for (std::size_t ell : {1u, 2u, 3u, 5u}) {
+    INFO("ell = " << ell);
+    const Tensor a = random_tensor({ell, ell}, static_cast<unsigned>(40 + ell));
+    const DeterminantPlan plan(ell);
+    CHECK(det_by_minors(a, plan).item<double>() == Approx(matrix_determinant(a).item<double>()).epsilon(1e-12));
+    require_gradient_matches([&plan](const std::vector<Tensor>& args) { return det_by_minors(args[0], plan); }, {a});
+  }
+  // d det / dA = det(A) A^{-T}.
+  const Tensor a = random_tensor({4, 4}, 45);
+  const json gradient = run("det", "gradient", {{"A", values(a)}, {"ell", 4}, {"min_runs", 1}, {"min_seconds", 0}});
+  const auto cofactors = values(matrix_determinant(a) * transpose(matrix_inverse(a)));
+  for (std::size_t i = 0; i < 16; ++i) CHECK(gradient[i].get<double>() == Approx(cofactors[i]).epsilon(1e-9));
+}
+
+TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian blocks against central differences") {
+  const json input = {{"n", 2}, {"m", 3}, {"p", 5},
+                      {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
+                      {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
+                      {"min_runs", 1}, {"min_seconds", 0}};
+  const BaProblem problem(input);
+  const Tensor inputs = problem.observation_inputs();
+  REQUIRE(inputs.shape() == Shape{5, 15});
+  // The projection on plain doubles, from the formula.
+  const auto z = values(inputs);
+  const auto r = values(ba_residuals(inputs, problem.features));
+  for (std::size_t i = 0; i < 5; ++i) {
+    const double* cam = &z[i * 15];
+    const double* X = &z[i * 15 + 11];
+    const double w = z[i * 15 + 14];
+    double xo[3] = {X[0] - cam[3], X[1] - cam[4], X[2] - cam[5]};
+    const double theta = std::sqrt(cam[0] * cam[0] + cam[1] * cam[1] + cam[2] * cam[2]);
+    const double k[3] = {cam[0] / theta, cam[1] / theta, cam[2] / theta};
+    const double kx[3] = {k[1] * xo[2] - k[2] * xo[1], k[2] * xo[0] - k[0] * xo[2], k[0] * xo[1] - k[1] * xo[0]};
+    const double dot = (k[0] * xo[0] + k[1] * xo[1] + k[2] * xo[2]) * (1 - std::cos(theta));
+    double xc[3];
+    for (int j = 0; j < 3; ++j) xc[j] = xo[j] * std::cos(theta) + kx[j] * std::sin(theta) + k[j] * dot;
+    double proj[2] = {xc[0] / xc[2], xc[1] / xc[2]};
+    const double rsq = proj[0] * proj[0] + proj[1] * proj[1];
+    const double distortion = 1 + cam[9] * rsq + cam[10] * rsq * rsq;
+    CHECK(r[2 * i] == Approx(w * (proj[0] * distortion * cam[6] + cam[7] - 0.1)).epsilon(1e-12));
+    CHECK(r[2 * i + 1] == Approx(w * (proj[1] * distortion * cam[6] + cam[8] + 0.2)).epsilon(1e-12));
+  }
+  // The batch Jacobian's blocks are the Jacobian of each observation's two residuals.
+  const Tensor one = slice(inputs, {3, 0}, {1, 15});
+  const Tensor features = slice(problem.features, {3, 0}, {1, 2});
+  require_gradient_matches([&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); }, {one});
+  GradientTape tape;
+  tape.watch(inputs);
+  const Tensor blocks = tape.batch_jacobian(ba_residuals(inputs, problem.features), inputs);
+  const GradientCheck check = check_gradient(
+      [&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); }, {one});
+  const auto expected = values(check.theoretical), got = values(slice(blocks, {3, 0, 0}, {1, 2, 15}));
+  for (std::size_t i = 0; i < 30; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  // The tool's CSR head: rows 0, 15, ..., cols of observation 0, values of its block, −2w last.
+  const json jacobian = run("ba", "jacobian", input);
+  CHECK(jacobian["rows"][1].get<int>() == 15);
+  CHECK(jacobian["rows"][30].get<int>() == 31 * 5);
+  CHECK(jacobian["cols"][11].get<int>() == 11 * 2 + 0);
+  CHECK(jacobian["cols"][30].get<int>() == 11 * 2 + 3 * 3 + 4);
+  CHECK(jacobian["vals"][30].get<double>() == Approx(-1.6));
+}

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tool.hpp"
 
@@ -52,6 +53,41 @@ struct LstmData {
 Tensor lstm_objective(const Tensor& main_params /*[2l, 4b]*/, const Tensor& extra_params /*[3, b]*/,
                       const LstmData& data);
 EvalFunctions lstm_functions();
+
+// det: expansion by minors along the first row (ell! products). The plan holds, for every
+// row, which entries of A each node of the expansion multiplies by: it depends on ell only,
+// so it is built once per input, outside the timed work.
+struct DeterminantPlan {
+  struct Level {
+    Tensor flat_index;  // Int64 [nodes * free]: row * ell + column, each node's free columns
+    Tensor signs;       // [1, free]: +1, −1, +1, ... (the cofactor signs)
+    std::int64_t nodes;
+    std::int64_t free;
+  };
+  explicit DeterminantPlan(std::size_t ell);
+  std::size_t ell;
+  std::vector<Level> levels;
+};
+Tensor det_by_minors(const Tensor& a, const DeterminantPlan& plan);
+EvalFunctions det_functions();
+
+// ba: one camera, point and weight replicated into n cameras, m points and p observations
+// as GradBench's input describes (observation i sees camera i mod n and point i mod m).
+struct BaProblem {
+  explicit BaProblem(const json& input);
+  // [p, 15]: each observation's camera (11), point (3) and weight (1), gathered.
+  Tensor observation_inputs() const;
+  std::int64_t cameras, points, observations;
+  Tensor camera_parameters;  // [n, 11]
+  Tensor point_positions;    // [m, 3]
+  Tensor weights;            // [p, 1]
+  Tensor features;           // [p, 2]
+  Tensor camera_index;       // Int64 [p]
+  Tensor point_index;        // Int64 [p]
+};
+// Weighted reprojection residuals [p, 2] of the [p, 15] observation inputs.
+Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
+EvalFunctions ba_functions();
 
 // saddle and particle: nested derivatives through GradBench's gradient-descent solver.
 EvalFunctions saddle_functions();
