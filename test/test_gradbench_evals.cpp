@@ -323,3 +323,87 @@ TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian bloc
   CHECK(jacobian["cols"][30].get<int>() == 11 * 2 + 3 * 3 + 4);
   CHECK(jacobian["vals"][30].get<double>() == Approx(-1.6));
 }
+
+namespace {
+// A small synthetic hand: 22 bones in a chain-like tree, 7 vertices, 4 triangles, 5 points.
+json synthetic_hand(bool complicated) {
+  std::mt19937 gen(77);
+  std::uniform_real_distribution<double> small(-0.2, 0.2), unit(0.0, 1.0);
+  const auto near_identity = [&] {
+    json m = json::array();
+    for (int r = 0; r < 4; ++r) {
+      json row = json::array();
+      for (int c = 0; c < 4; ++c) row.push_back(r == 3 ? (c == 3 ? 1.0 : 0.0) : (r == c ? 1.0 : 0.0) + small(gen));
+      m.push_back(row);
+    }
+    return m;
+  };
+  json relatives = json::array(), inverses = json::array(), parents = json::array(), names = json::array();
+  for (int b = 0; b < 22; ++b) {
+    relatives.push_back(near_identity());
+    inverses.push_back(near_identity());
+    parents.push_back(b == 0 ? -1 : (b % 4 == 2 ? 1 : b - 1));
+    names.push_back("bone" + std::to_string(b));
+  }
+  json positions = json::array(), weights = json::array();
+  for (int v = 0; v < 7; ++v) {
+    positions.push_back({small(gen) * 5, small(gen) * 5, 1.0 + small(gen), 1.0});
+    json w = json::array();
+    for (int b = 0; b < 22; ++b) w.push_back(unit(gen) / 22);
+    weights.push_back(w);
+  }
+  json theta = json::array();
+  for (int i = 0; i < 26; ++i) theta.push_back(small(gen) * 3);
+  json points = json::array(), us = json::array();
+  for (int i = 0; i < 5; ++i) {
+    points.push_back({small(gen), small(gen), 1.0 + small(gen)});
+    if (complicated) us.push_back({0.2 + unit(gen) * 0.3, 0.1 + unit(gen) * 0.3});
+  }
+  const json triangles = {{0, 1, 2}, {2, 3, 4}, {4, 5, 6}, {6, 0, 3}};
+  const json correspondences = complicated ? json{0, 1, 2, 3, 1} : json{0, 3, 6, 2, 5};
+  return {{"theta", theta},
+          {"us", us},
+          {"min_runs", 1},
+          {"min_seconds", 0},
+          {"data",
+           {{"correspondences", correspondences},
+            {"points", points},
+            {"model",
+             {{"bone_count", 22}, {"bone_names", names}, {"parents", parents}, {"base_relatives", relatives},
+              {"inverse_base_absolutes", inverses}, {"base_positions", positions}, {"weights", weights},
+              {"triangles", triangles}, {"is_mirrored", true}}}}}};
+}
+}  // namespace
+
+TEST_CASE("gradbench ht: the tall Jacobian (reverse through a reverse pass) against central differences") {
+  for (bool complicated : {false, true}) {
+    INFO("complicated: " << complicated);
+    const json input = synthetic_hand(complicated);
+    const HandModel model(input);
+    const Tensor theta = vector_from_json(input["theta"]);
+    const Tensor jacobian = model.jacobian(theta);
+    const std::size_t columns = complicated ? 28 : 26;
+    REQUIRE(jacobian.shape() == Shape{15, columns});
+    const auto got = values(jacobian);
+    // θ columns against central differences of the residuals.
+    const GradientCheck by_theta = check_gradient(
+        [&model](const std::vector<Tensor>& a) { return reshape(model.residuals(a[0], model.us), {-1}); }, {theta});
+    const auto numerical = values(by_theta.numerical);  // [15, 26]
+    const std::size_t offset = complicated ? 2 : 0;
+    for (std::size_t row = 0; row < 15; ++row)
+      for (std::size_t c = 0; c < 26; ++c)
+        CHECK(got[row * columns + offset + c] == Approx(numerical[row * 26 + c]).margin(1e-6));
+    if (complicated) {
+      const GradientCheck by_u = check_gradient(
+          [&model, &theta](const std::vector<Tensor>& a) { return reshape(model.residuals(theta, a[0]), {-1}); },
+          {model.us});
+      const auto du = values(by_u.numerical);  // [15, 10]: residual row, (point, u)
+      for (std::size_t row = 0; row < 15; ++row)
+        for (std::size_t k = 0; k < 2; ++k)
+          CHECK(got[row * columns + k] == Approx(du[row * 10 + (row / 3) * 2 + k]).margin(1e-6));
+    }
+    const json out = run("ht", "jacobian", input);
+    CHECK(out.size() == 15);
+    CHECK(out[14].size() == columns);
+  }
+}

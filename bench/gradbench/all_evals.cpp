@@ -8,7 +8,7 @@ const std::map<std::string, EvalFunctions>& all_evals() {
       {"lse", lse_functions()},           {"ode", ode_functions()},
       {"kmeans", kmeans_functions()},     {"gmm", gmm_functions()},
       {"lstm", lstm_functions()},         {"det", det_functions()},
-      {"ba", ba_functions()},         {"saddle", saddle_functions()},
+      {"ba", ba_functions()},              {"ht", ht_functions()},         {"saddle", saddle_functions()},
       {"particle", particle_functions()},
   };
   return evals;

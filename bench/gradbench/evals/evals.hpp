@@ -89,6 +89,27 @@ struct BaProblem {
 Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
 EvalFunctions ba_functions();
 
+// ht: ADBench's hand model and the data points it is fitted to.
+struct HandModel {
+  explicit HandModel(const json& input);
+  // Residuals [N, 3] for the 26 pose parameters (and, complicated, each point's [N, 2]
+  // barycentric coordinates).
+  Tensor residuals(const Tensor& theta, const Tensor& barycentric) const;
+  // [3N, 26], or [3N, 28] when complicated (columns 0, 1: the point's own u0, u1).
+  Tensor jacobian(const Tensor& theta) const;
+  std::vector<int> parents;
+  Tensor base_relatives, inverse_base_absolutes;  // [22, 4, 4]
+  Tensor base_positions;                          // [4, V]
+  Tensor weights;                                 // [22, 1, V]
+  Tensor points;                                  // [3, N]
+  Tensor vertex_a, vertex_b, vertex_c;            // Int64 [N]: simple uses vertex_a only
+  Tensor us;                                      // [N, 2], complicated only
+  Tensor angle_source;                            // Int64 [66]
+  bool mirrored = false;
+  bool complicated = false;
+};
+EvalFunctions ht_functions();
+
 // saddle and particle: nested derivatives through GradBench's gradient-descent solver.
 EvalFunctions saddle_functions();
 EvalFunctions particle_functions();
