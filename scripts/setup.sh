@@ -7,6 +7,8 @@ TAPEGRAD_PACKAGES=(
   build-essential cmake pkg-config ccache
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev
   catch2 zlib1g-dev python3
+  # the GradBench tool's evals, which the test suite builds
+  nlohmann-json3-dev
   # tapegrad::distributed and its tests under mpiexec (optional: the rest builds without)
   libopenmpi-dev openmpi-bin
 )

@@ -1,0 +1,140 @@
+// ba: bundle adjustment's reprojection residuals for every observation at once, each row of
+// the [p, 15] inputs (11 camera, 3 point, 1 weight) giving its own 2 residuals, so the
+// Jacobian is a batch Jacobian: two backward passes over the whole batch.
+#include "evals/evals.hpp"
+
+namespace tapegrad::gradbench {
+
+namespace {
+
+Tensor column_range(const Tensor& x, std::int64_t first, std::int64_t count) {
+  return slice(x, {0, first}, {-1, count});
+}
+
+// a × b, row by row, for [p, 3] arrays.
+Tensor cross_rows(const Tensor& a, const Tensor& b) {
+  const auto a0 = column_range(a, 0, 1), a1 = column_range(a, 1, 1), a2 = column_range(a, 2, 1);
+  const auto b0 = column_range(b, 0, 1), b1 = column_range(b, 1, 1), b2 = column_range(b, 2, 1);
+  return concat({a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0}, 1);
+}
+
+// Rodrigues' rotation of each point by its angle-axis; X + r × X where the angle is zero.
+Tensor rotate(const Tensor& rotation, const Tensor& point) {
+  const Tensor squared_angle = reduce_sum(square(rotation), {1}, true);
+  const Tensor nonzero = greater(squared_angle, zeros_like(squared_angle));
+  // The zero-angle rows take the other branch; a safe angle keeps NaN out of their gradient.
+  const Tensor angle = sqrt(where(nonzero, squared_angle, ones_like(squared_angle)));
+  const Tensor axis = rotation / angle;
+  const Tensor cos_angle = cos(angle), sin_angle = sin(angle);
+  const Tensor along_axis = reduce_sum(axis * point, {1}, true) * (1.0 - cos_angle);
+  const Tensor rodrigues = point * cos_angle + cross_rows(axis, point) * sin_angle + axis * along_axis;
+  return where(nonzero, rodrigues, point + cross_rows(rotation, point));
+}
+
+}  // namespace
+
+Tensor ba_residuals(const Tensor& inputs, const Tensor& features) {
+  const Tensor rotation = column_range(inputs, 0, 3), centre = column_range(inputs, 3, 3);
+  const Tensor focal = column_range(inputs, 6, 1), principal = column_range(inputs, 7, 2);
+  const Tensor radial = column_range(inputs, 9, 2), point = column_range(inputs, 11, 3);
+  const Tensor weight = column_range(inputs, 14, 1);
+  const Tensor camera_point = rotate(rotation, point - centre);
+  Tensor projected = column_range(camera_point, 0, 2) / column_range(camera_point, 2, 1);
+  const Tensor radius_squared = reduce_sum(square(projected), {1}, true);
+  const Tensor distortion = 1.0 + column_range(radial, 0, 1) * radius_squared +
+                            column_range(radial, 1, 1) * square(radius_squared);
+  projected = projected * distortion * focal + principal;
+  return weight * (projected - features);
+}
+
+BaProblem::BaProblem(const json& input)
+    : cameras(input["n"].get<std::int64_t>()),
+      points(input["m"].get<std::int64_t>()),
+      observations(input["p"].get<std::int64_t>()) {
+  const auto camera = input["cam"].get<std::vector<double>>();
+  const auto point = input["x"].get<std::vector<double>>();
+  const auto feature = input["feat"].get<std::vector<double>>();
+  const double w = input["w"].get<double>();
+  const auto n = static_cast<std::size_t>(cameras), m = static_cast<std::size_t>(points),
+             p = static_cast<std::size_t>(observations);
+  std::vector<double> camera_values, point_values, feature_values, weight_values(p, w);
+  std::vector<double> camera_of(p), point_of(p);
+  for (std::size_t i = 0; i < n; ++i) camera_values.insert(camera_values.end(), camera.begin(), camera.end());
+  for (std::size_t i = 0; i < m; ++i) point_values.insert(point_values.end(), point.begin(), point.end());
+  for (std::size_t i = 0; i < p; ++i) {
+    feature_values.insert(feature_values.end(), feature.begin(), feature.end());
+    camera_of[i] = static_cast<double>(i % n);
+    point_of[i] = static_cast<double>(i % m);
+  }
+  camera_parameters = from_values(camera_values, {n, 11}, DType::Float64);
+  point_positions = from_values(point_values, {m, 3}, DType::Float64);
+  weights = from_values(weight_values, {p, 1}, DType::Float64);
+  features = from_values(feature_values, {p, 2}, DType::Float64);
+  camera_index = cast(from_values(camera_of, {p}, DType::Float64), DType::Int64);
+  point_index = cast(from_values(point_of, {p}, DType::Float64), DType::Int64);
+}
+
+Tensor BaProblem::observation_inputs() const {
+  return concat({gather(camera_parameters, camera_index), gather(point_positions, point_index), weights}, 1);
+}
+
+EvalFunctions ba_functions() {
+  return {
+      {"objective",
+       [](const json& input) -> Compute {
+         const auto problem = std::make_shared<BaProblem>(input);
+         return [problem]() -> Output {
+           const Tensor residuals = ba_residuals(problem->observation_inputs(), problem->features);
+           const Tensor weight_error = 1.0 - square(problem->weights);
+           return [problem, residuals, weight_error] {
+             const auto r = to_vector(residuals);
+             return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", problem->observations}}},
+                         {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", problem->observations}}}};
+           };
+         };
+       }},
+      {"jacobian",
+       [](const json& input) -> Compute {
+         const auto problem = std::make_shared<BaProblem>(input);
+         return [problem]() -> Output {
+           const Tensor inputs = problem->observation_inputs();
+           GradientTape tape;
+           tape.watch(inputs);
+           const Tensor residuals = ba_residuals(inputs, problem->features);
+           // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
+           const Tensor blocks = tape.batch_jacobian(residuals, inputs);
+           const Tensor values = concat({reshape(blocks, {-1}), reshape(-2.0 * problem->weights, {-1})}, 0);
+           // The CSR structure: 15 entries in each residual row, one in each weight row.
+           const std::int64_t p = problem->observations, n = problem->cameras, m = problem->points;
+           std::vector<std::int64_t> rows{0}, columns;
+           rows.reserve(static_cast<std::size_t>(3 * p + 1));
+           columns.reserve(static_cast<std::size_t>(31 * p));
+           for (std::int64_t i = 0; i < p; ++i) {
+             const std::int64_t camera = i % n, point = i % m;
+             for (int row = 0; row < 2; ++row) {
+               rows.push_back(rows.back() + 15);
+               for (std::int64_t c = 0; c < 11; ++c) columns.push_back(11 * camera + c);
+               for (std::int64_t c = 0; c < 3; ++c) columns.push_back(11 * n + 3 * point + c);
+               columns.push_back(11 * n + 3 * m + i);
+             }
+           }
+           for (std::int64_t i = 0; i < p; ++i) {
+             rows.push_back(rows.back() + 1);
+             columns.push_back(11 * n + 3 * m + i);
+           }
+           return [values, rows = std::move(rows), columns = std::move(columns)] {
+             // GradBench compares the first 30 entries of each array and the last.
+             const auto v = to_vector(values);
+             const auto head = [](const auto& all) {
+               std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + 30);
+               out.push_back(all.back());
+               return out;
+             };
+             return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
+           };
+         };
+       }},
+  };
+}
+
+}  // namespace tapegrad::gradbench

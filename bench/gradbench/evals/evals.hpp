@@ -1,0 +1,117 @@
+// The GradBench evals, written as a tapegrad user would write them: array ops for the
+// function, tapes for its derivatives. Each eval has its pure functions (used by the tool
+// and by test/test_gradbench_evals.cpp) and a table of the GradBench functions it answers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tool.hpp"
+
+namespace tapegrad::gradbench {
+
+// hello: x², its derivative.
+EvalFunctions hello_functions();
+
+// llsq: ½ Σ_i (s_i − Σ_j x_j t_i^j)², t_i = −1 + 2i/(n−1), s_i = sign(t_i).
+Tensor llsq_primal(const Tensor& x, std::size_t n);
+EvalFunctions llsq_functions();
+
+// lse: log Σ exp(x_i), as a + log Σ exp(x_i − a), a = max x.
+Tensor lse_primal(const Tensor& x);
+EvalFunctions lse_functions();
+
+// ode: y' = f(y), f_0 = x_0, f_i = x_i y_{i−1}, y(0) = 0, s RK4 steps to t = 2; returns y(2).
+Tensor ode_primal(const Tensor& x, std::size_t steps);
+EvalFunctions ode_functions();
+
+// kmeans: Σ_i min_j ‖p_i − c_j‖²; dir = gradient / Hessian diagonal (w.r.t. the centroids).
+Tensor kmeans_cost(const Tensor& points, const Tensor& centroids);
+Tensor kmeans_dir(const Tensor& points, const Tensor& centroids);
+EvalFunctions kmeans_functions();
+
+// gmm: the log-posterior of a Gaussian mixture with a Wishart prior (ADBench's GMM).
+struct GmmParameters {
+  Tensor alpha;  // [k]
+  Tensor mu;     // [k, d]
+  Tensor q;      // [k, d]   log of Q's diagonal
+  Tensor l;      // [k, d(d−1)/2]   Q's strict lower triangle, column by column
+};
+struct GmmData {
+  Tensor x;      // [n, d]
+  double gamma = 1;
+  int m = 0;
+};
+Tensor gmm_objective(const GmmParameters& p, const GmmData& data);
+EvalFunctions gmm_functions();
+
+// lstm: ADBench's diagonal LSTM; the loss of predicting each next character.
+struct LstmData {
+  Tensor state;     // [2l, b]: hidden and cell of each layer
+  Tensor sequence;  // [c, b]
+};
+Tensor lstm_objective(const Tensor& main_params /*[2l, 4b]*/, const Tensor& extra_params /*[3, b]*/,
+                      const LstmData& data);
+EvalFunctions lstm_functions();
+
+// det: expansion by minors along the first row (ell! products). The plan holds, for every
+// row, which entries of A each node of the expansion multiplies by: it depends on ell only,
+// so it is built once per input, outside the timed work.
+struct DeterminantPlan {
+  struct Level {
+    Tensor flat_index;  // Int64 [nodes * free]: row * ell + column, each node's free columns
+    Tensor signs;       // [1, free]: +1, −1, +1, ... (the cofactor signs)
+    std::int64_t nodes;
+    std::int64_t free;
+  };
+  explicit DeterminantPlan(std::size_t ell);
+  std::size_t ell;
+  std::vector<Level> levels;
+};
+Tensor det_by_minors(const Tensor& a, const DeterminantPlan& plan);
+EvalFunctions det_functions();
+
+// ba: one camera, point and weight replicated into n cameras, m points and p observations
+// as GradBench's input describes (observation i sees camera i mod n and point i mod m).
+struct BaProblem {
+  explicit BaProblem(const json& input);
+  // [p, 15]: each observation's camera (11), point (3) and weight (1), gathered.
+  Tensor observation_inputs() const;
+  std::int64_t cameras, points, observations;
+  Tensor camera_parameters;  // [n, 11]
+  Tensor point_positions;    // [m, 3]
+  Tensor weights;            // [p, 1]
+  Tensor features;           // [p, 2]
+  Tensor camera_index;       // Int64 [p]
+  Tensor point_index;        // Int64 [p]
+};
+// Weighted reprojection residuals [p, 2] of the [p, 15] observation inputs.
+Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
+EvalFunctions ba_functions();
+
+// ht: ADBench's hand model and the data points it is fitted to.
+struct HandModel {
+  explicit HandModel(const json& input);
+  // Residuals [N, 3] for the 26 pose parameters (and, complicated, each point's [N, 2]
+  // barycentric coordinates).
+  Tensor residuals(const Tensor& theta, const Tensor& barycentric) const;
+  // [3N, 26], or [3N, 28] when complicated (columns 0, 1: the point's own u0, u1).
+  Tensor jacobian(const Tensor& theta) const;
+  std::vector<int> parents;
+  Tensor base_relatives, inverse_base_absolutes;  // [22, 4, 4]
+  Tensor base_positions;                          // [4, V]
+  Tensor weights;                                 // [22, 1, V]
+  Tensor points;                                  // [3, N]
+  Tensor vertex_a, vertex_b, vertex_c;            // Int64 [N]: simple uses vertex_a only
+  Tensor us;                                      // [N, 2], complicated only
+  Tensor angle_source;                            // Int64 [66]
+  bool mirrored = false;
+  bool complicated = false;
+};
+EvalFunctions ht_functions();
+
+// saddle and particle: nested derivatives through GradBench's gradient-descent solver.
+EvalFunctions saddle_functions();
+EvalFunctions particle_functions();
+
+}  // namespace tapegrad::gradbench

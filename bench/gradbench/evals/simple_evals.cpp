@@ -1,0 +1,147 @@
+// hello, llsq, lse and ode: one array expression each, differentiated by one tape.
+#include <cmath>
+#include <numeric>
+
+#include "evals/evals.hpp"
+
+namespace tapegrad::gradbench {
+
+namespace {
+
+// Runs `f` under a tape watching `x` and returns d f / d x.
+Tensor gradient_of(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = f(x);
+  return tape.gradient(y, x);
+}
+
+Output number_output(const Tensor& t) {
+  return [t] { return json(t.item<double>()); };
+}
+
+Output list_output(const Tensor& t) {
+  return [t] { return json(to_vector(t)); };
+}
+
+}  // namespace
+
+EvalFunctions hello_functions() {
+  return {
+      {"square",
+       [](const json& input) -> Compute {
+         const Tensor x = constant(input.get<double>());
+         return [x] { return number_output(x * x); };
+       }},
+      {"double",
+       [](const json& input) -> Compute {
+         const Tensor x = constant(input.get<double>());
+         return [x] { return number_output(gradient_of([](const Tensor& v) { return v * v; }, x)); };
+       }},
+  };
+}
+
+Tensor llsq_primal(const Tensor& x, std::size_t n) {
+  const std::size_t m = x.size();
+  std::vector<double> t(n), s(n), powers(m);
+  for (std::size_t i = 0; i < n; ++i) {
+    t[i] = -1.0 + static_cast<double>(i) * 2.0 / (static_cast<double>(n) - 1.0);
+    s[i] = static_cast<double>((0.0 < t[i]) - (t[i] < 0.0));
+  }
+  std::iota(powers.begin(), powers.end(), 0.0);
+  // The Vandermonde matrix t_i^j, [n, m], by broadcasting a column against a row.
+  const Tensor vandermonde =
+      pow(from_values(t, {n, 1}, DType::Float64), from_values(powers, {1, m}, DType::Float64));
+  const Tensor residual =
+      from_values(s, {n, 1}, DType::Float64) - matmul(vandermonde, reshape(x, {-1, 1}));
+  return 0.5 * reduce_sum(square(residual));
+}
+
+EvalFunctions llsq_functions() {
+  const auto parse = [](const json& input) {
+    return std::make_pair(vector_from_json(input["x"]), input["n"].get<std::size_t>());
+  };
+  return {
+      {"primal",
+       [parse](const json& input) -> Compute {
+         const auto [x, n] = parse(input);
+         return [x = x, n = n] { return number_output(llsq_primal(x, n)); };
+       }},
+      {"gradient",
+       [parse](const json& input) -> Compute {
+         const auto [x, n] = parse(input);
+         return [x = x, n = n] {
+           return list_output(gradient_of([n](const Tensor& v) { return llsq_primal(v, n); }, x));
+         };
+       }},
+  };
+}
+
+Tensor lse_primal(const Tensor& x) {
+  const Tensor a = reduce_max(x);
+  return log(reduce_sum(exp(x - a))) + a;
+}
+
+EvalFunctions lse_functions() {
+  return {
+      {"primal",
+       [](const json& input) -> Compute {
+         const Tensor x = vector_from_json(input["x"]);
+         return [x] { return number_output(lse_primal(x)); };
+       }},
+      {"gradient",
+       [](const json& input) -> Compute {
+         const Tensor x = vector_from_json(input["x"]);
+         return [x] { return list_output(gradient_of(lse_primal, x)); };
+       }},
+  };
+}
+
+namespace {
+// f(y)_0 = x_0, f(y)_i = x_i y_{i-1}: x times y shifted down by one with a leading 1.
+Tensor ode_rate(const Tensor& x, const Tensor& y, const Tensor& one) {
+  const auto n = static_cast<std::int64_t>(y.size());
+  return x * concat({one, slice(y, {0}, {n - 1})}, 0);
+}
+}  // namespace
+
+Tensor ode_primal(const Tensor& x, std::size_t steps) {
+  const double h = 2.0 / static_cast<double>(steps);
+  const Tensor one = ones({1});
+  Tensor y = zeros({x.size()});
+  for (std::size_t step = 0; step < steps; ++step) {
+    const Tensor k1 = ode_rate(x, y, one);
+    const Tensor k2 = ode_rate(x, y + (h / 2) * k1, one);
+    const Tensor k3 = ode_rate(x, y + (h / 2) * k2, one);
+    const Tensor k4 = ode_rate(x, y + h * k3, one);
+    y = y + (h / 6) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+  }
+  return y;
+}
+
+EvalFunctions ode_functions() {
+  const auto parse = [](const json& input) {
+    return std::make_pair(vector_from_json(input["x"]), input["s"].get<std::size_t>());
+  };
+  return {
+      {"primal",
+       [parse](const json& input) -> Compute {
+         const auto [x, s] = parse(input);
+         return [x = x, s = s] { return list_output(ode_primal(x, s)); };
+       }},
+      {"gradient",
+       [parse](const json& input) -> Compute {
+         const auto [x, s] = parse(input);
+         return [x = x, s = s] {
+           return list_output(gradient_of(
+               [s](const Tensor& v) {
+                 const Tensor y = ode_primal(v, s);
+                 return slice(y, {static_cast<std::int64_t>(y.size()) - 1}, {1});
+               },
+               x));
+         };
+       }},
+  };
+}
+
+}  // namespace tapegrad::gradbench

@@ -1,0 +1,52 @@
+// One program for every eval: GradBench's wrapper runs `bin/<eval> INPUT FUNCTION`, and
+// bin/<eval> is a link to this program, so the eval is the program's own name (or the first
+// argument when called as `tapegrad_gradbench EVAL INPUT FUNCTION`).
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "tool.hpp"
+
+int main(int argc, char** argv) {
+  using namespace tapegrad::gradbench;
+  std::string program = argv[0];
+  program = program.substr(program.find_last_of('/') + 1);
+  int first = 1;
+  if (program == "tapegrad_gradbench") {
+    if (argc < 2) {
+      std::cerr << "usage: tapegrad_gradbench EVAL INPUT_FILE FUNCTION\n";
+      return 2;
+    }
+    program = argv[1];
+    first = 2;
+  }
+  if (argc - first != 2) {
+    std::cerr << "usage: " << program << " INPUT_FILE FUNCTION\n";
+    return 2;
+  }
+  const auto& evals = all_evals();
+  const auto eval = evals.find(program);
+  if (eval == evals.end()) {
+    std::cerr << "tapegrad has no eval '" << program << "'\n";
+    return 2;
+  }
+  const std::string function = argv[first + 1];
+  const auto entry = eval->second.find(function);
+  if (entry == eval->second.end()) {
+    std::cerr << "eval '" << program << "' has no function '" << function << "'\n";
+    return 2;
+  }
+  try {
+    std::ifstream file(argv[first]);
+    const json input = json::parse(file);
+    const RunResult result = run_function(entry->second, input);
+    std::cout << result.output.dump() << "\n";
+    std::cout << json{{"name", "prepare"}, {"nanoseconds", result.prepare_nanoseconds}}.dump() << "\n";
+    for (long long ns : result.evaluate_nanoseconds)
+      std::cout << json{{"name", "evaluate"}, {"nanoseconds", ns}}.dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << program << " " << function << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

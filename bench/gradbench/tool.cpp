@@ -1,0 +1,75 @@
+#include "tool.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace tapegrad::gradbench {
+
+RunResult run_function(const Prepare& prepare, const json& input) {
+  using clock = std::chrono::steady_clock;
+  const auto nanoseconds = [](clock::duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  const bool has_rule = input.is_object();
+  const int min_runs = has_rule && input.contains("min_runs") ? input["min_runs"].get<int>() : 1;
+  const double min_seconds =
+      has_rule && input.contains("min_seconds") ? input["min_seconds"].get<double>() : 0.0;
+
+  RunResult result;
+  const auto prepare_start = clock::now();
+  Compute compute = prepare(input);
+  result.prepare_nanoseconds = nanoseconds(clock::now() - prepare_start);
+
+  Output last;
+  double total_seconds = 0;
+  for (int run = 0; run < min_runs || total_seconds < min_seconds; ++run) {
+    const auto start = clock::now();
+    last = compute();
+    const long long ns = nanoseconds(clock::now() - start);
+    result.evaluate_nanoseconds.push_back(ns);
+    total_seconds += static_cast<double>(ns) * 1e-9;
+  }
+  result.output = last();
+  return result;
+}
+
+Tensor vector_from_json(const json& values) {
+  const auto v = values.get<std::vector<double>>();
+  return from_values(v, {v.size()}, DType::Float64);
+}
+
+Tensor matrix_from_json(const json& rows) {
+  const std::size_t n = rows.size();
+  const std::size_t m = n == 0 ? 0 : rows[0].size();
+  std::vector<double> flat;
+  flat.reserve(n * m);
+  for (const auto& row : rows) {
+    if (row.size() != m) throw std::invalid_argument("ragged matrix in the input");
+    for (const auto& x : row) flat.push_back(x.get<double>());
+  }
+  return from_values(flat, {n, m}, DType::Float64);
+}
+
+std::vector<double> to_vector(const Tensor& t) {
+  const Tensor as_double = t.dtype() == DType::Float64 ? t : cast(t, DType::Float64);
+  const auto& a = as_double.array<double>();
+  return std::vector<double>(a.begin(), a.end());
+}
+
+namespace {
+json nested(const std::vector<double>& flat, const Shape& shape, std::size_t axis,
+            std::size_t& position) {
+  if (axis == shape.size()) return flat[position++];
+  json list = json::array();
+  for (std::size_t i = 0; i < shape[axis]; ++i) list.push_back(nested(flat, shape, axis + 1, position));
+  return list;
+}
+}  // namespace
+
+json to_json(const Tensor& t) {
+  const auto flat = to_vector(t);
+  std::size_t position = 0;
+  return nested(flat, t.shape(), 0, position);
+}
+
+}  // namespace tapegrad::gradbench
