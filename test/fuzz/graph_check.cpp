@@ -1,0 +1,140 @@
+#include "graph_check.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace tapegrad::fuzz {
+
+namespace {
+
+std::vector<double> values_of(const Tensor& t) {
+  const auto& a = t.array<double>();
+  return std::vector<double>(a.begin(), a.end());
+}
+
+Tensor random_weights(const Shape& shape, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(num_elements(shape));
+  for (auto& x : v) x = dist(rng);
+  return from_values(v, shape);
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+std::vector<Tensor> with_shifted(const std::vector<Tensor>& inputs, std::size_t k, std::size_t j,
+                                 double step) {
+  std::vector<Tensor> out = inputs;
+  std::vector<double> v = values_of(inputs[k]);
+  v[j] += step;
+  out[k] = from_values(v, inputs[k].shape());
+  return out;
+}
+
+// The scalar the checks differentiate, and its gradient from the tape.
+class Objective {
+ public:
+  Objective(const RandomGraph& graph, std::uint64_t weight_seed) : graph_(graph) {
+    std::mt19937_64 rng(weight_seed);
+    const Tensor out = graph.evaluate(graph.inputs());
+    w_ = random_weights(out.shape(), rng);
+    w_values_ = values_of(w_);
+    for (const Tensor& x : graph.inputs()) v_.push_back(random_weights(x.shape(), rng));
+  }
+
+  // f(x) = sum(w * output(x)), in plain doubles.
+  double first(const std::vector<Tensor>& x) const {
+    return dot(w_values_, values_of(graph_.evaluate(x)));
+  }
+
+  // The tape's df/dx_k for every input (zeros where unconnected).
+  std::vector<Tensor> gradient(const std::vector<Tensor>& x) const {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor f = reduce_sum(multiply(w_, graph_.evaluate(x)));
+    return tape.gradient(f, x, UnconnectedGradients::Zero);
+  }
+
+  // g(x) = sum_k sum(v_k * df/dx_k), in plain doubles.
+  double second(const std::vector<Tensor>& x) const {
+    const std::vector<Tensor> grads = gradient(x);
+    double s = 0.0;
+    for (std::size_t k = 0; k < grads.size(); ++k) s += dot(values_of(v_[k]), values_of(grads[k]));
+    return s;
+  }
+
+  // dg/dx_k through nested tapes.
+  std::vector<Tensor> second_gradient(const std::vector<Tensor>& x) const {
+    GradientTape outer;
+    outer.watch(x);
+    const std::vector<Tensor> grads = gradient(x);
+    Tensor g = scalar(0.0, DType::Float64);
+    for (std::size_t k = 0; k < grads.size(); ++k) g = add(g, reduce_sum(multiply(v_[k], grads[k])));
+    return outer.gradient(g, x, UnconnectedGradients::Zero);
+  }
+
+ private:
+  const RandomGraph& graph_;
+  Tensor w_;
+  std::vector<double> w_values_;
+  std::vector<Tensor> v_;
+};
+
+// Compares the analytic gradients of `scalar_fn` with its central differences.
+template <class ScalarFn>
+bool compare(const char* order, const std::vector<Tensor>& inputs, const std::vector<Tensor>& analytic,
+             ScalarFn scalar_fn, const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::ostringstream why;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& g = analytic[k];
+    if (!g.defined() || g.dtype() != DType::Float64 || g.shape() != inputs[k].shape()) {
+      why << order << " gradient of input " << k << ": expected a float64 tensor of the input's shape, got "
+          << g;
+      result.failure = why.str();
+      return false;
+    }
+    const std::vector<double> got = values_of(g);
+    for (std::size_t j = 0; j < got.size(); ++j) {
+      const double plus = scalar_fn(with_shifted(inputs, k, j, options.delta));
+      const double minus = scalar_fn(with_shifted(inputs, k, j, -options.delta));
+      const double numeric = (plus - minus) / (2 * options.delta);
+      ++result.values_compared;
+      if (!(std::abs(got[j] - numeric) <= options.tolerance * (1.0 + std::abs(numeric)))) {
+        why.precision(12);
+        why << order << " derivative w.r.t. input " << k << " element " << j << ": central difference "
+            << numeric << ", tape " << got[j];
+        result.failure = why.str();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options) {
+  GraphCheckResult result;
+  try {
+    const Objective objective(graph, graph.seed() ^ 0x9e3779b97f4a7c15ULL);
+    const auto& x = graph.inputs();
+    result.passed = compare("first-order", x, objective.gradient(x),
+                            [&](const std::vector<Tensor>& at) { return objective.first(at); }, options,
+                            result);
+    if (result.passed && options.second_order) {
+      result.passed = compare("second-order", x, objective.second_gradient(x),
+                              [&](const std::vector<Tensor>& at) { return objective.second(at); },
+                              options, result);
+    }
+  } catch (const std::exception& e) {
+    result.passed = false;
+    result.failure = std::string("exception: ") + e.what();
+  }
+  return result;
+}
+
+}  // namespace tapegrad::fuzz
