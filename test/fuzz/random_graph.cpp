@@ -1,6 +1,7 @@
 #include "random_graph.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -238,11 +239,13 @@ class GraphBuilder {
     return {[bound](const Tensor& t) { return multiply(tanh(t / bound), scalar(bound, DType::Float64)); },
             std::to_string(bound) + "*tanh(x/" + std::to_string(bound) + ")"};
   }
+  // `text` with its argument "x" (a lone x, not the x of "exp") renamed to `arg`.
   static std::string wrap(const std::string& text, const std::string& arg) {
     std::string out;
-    for (char ch : text) {
-      if (ch == 'x') out += arg;
-      else out += ch;
+    for (std::size_t k = 0; k < text.size(); ++k) {
+      const bool letter_before = k > 0 && std::isalpha(static_cast<unsigned char>(text[k - 1]));
+      const bool letter_after = k + 1 < text.size() && std::isalpha(static_cast<unsigned char>(text[k + 1]));
+      out += text[k] == 'x' && !letter_before && !letter_after ? arg : std::string(1, text[k]);
     }
     return out;
   }
@@ -304,8 +307,8 @@ class GraphBuilder {
         Conditioned den = which == 4 ? away_from_zero(x, 0.3) : as_is();
         const double cc = which == 3 ? (c >= 0 ? c + 0.5 : c - 0.5) : c;
         auto f = den.f;
-        return commit(std::string(texts[which]) + " with c=" + std::to_string(cc) +
-                          (which == 4 ? ", x=" + den.text : ""),
+        return commit((which == 4 ? "c / " + den.text : std::string(texts[which])) + " with c=" +
+                          std::to_string(cc),
                       {i}, [f, which, cc](const std::vector<Tensor>& a) {
                         const Tensor& t = a[0];
                         switch (which) {
@@ -603,7 +606,7 @@ class GraphBuilder {
         const std::size_t dim = s[static_cast<std::size_t>(axis)];
         Shape ishape;
         const int irank = uniform_int(0, 2);
-        for (int k = 0; k < irank; ++k) ishape.push_back(static_cast<std::size_t>(uniform_int(dim == 0 ? 0 : 0, 3)));
+        for (int k = 0; k < irank; ++k) ishape.push_back(static_cast<std::size_t>(uniform_int(0, 3)));
         if (dim == 0 && num_elements(ishape) > 0) ishape = {0};
         std::vector<double> idx(num_elements(ishape));
         for (auto& e : idx) e = uniform_int(0, static_cast<int>(dim) - 1);
