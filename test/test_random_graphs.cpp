@@ -38,7 +38,9 @@ std::string culprit(const tapegrad::fuzz::RandomGraph& graph) {
   for (std::size_t k = 0; k < graph.op_count(); ++k) {
     const tapegrad::fuzz::RandomGraph alone = graph.isolate(k);
     const auto result = tapegrad::fuzz::check_graph(alone);
-    if (!result.passed) return "  op " + std::to_string(k) + " alone fails: " + result.failure + "\n" + alone.describe();
+    if (!result.passed)
+      return "  op " + std::to_string(k) + " alone fails: " + result.failure + "\n" +
+             alone.describe();
   }
   return "  no op fails alone\n";
 }
@@ -71,7 +73,8 @@ TEST_CASE("random graphs: first and second derivatives match central differences
     }
     if (!failure.empty()) {
       ++failures;
-      const std::string report = "seed " + std::to_string(seed) + ": " + failure + "\n" + graph_text +
+      const std::string report = "seed " + std::to_string(seed) + ": " + failure + "\n" +
+                                 graph_text +
                                  "  reproduce: TAPEGRAD_FUZZ_SEED=" + std::to_string(seed) +
                                  " TAPEGRAD_FUZZ_GRAPHS=1 test_random_graphs\n";
       std::cerr << report;

@@ -27,9 +27,9 @@ std::size_t steps_from_env() {
 
 // Read by every thread, written by none.
 struct Shared {
-  Variable w{constant({0.5, -1.5, 2.0}), true, "w"};    // [3]
-  Variable scale{constant(1.25), true, "scale"};         // []
-  Tensor c = constant({0.3, -0.7, 1.1});                 // [3]
+  Variable w{constant({0.5, -1.5, 2.0}), true, "w"};          // [3]
+  Variable scale{constant(1.25), true, "scale"};              // []
+  Tensor c = constant({0.3, -0.7, 1.1});                      // [3]
   Tensor m = constant({{1.0, 2.0, -1.0}, {0.5, -3.0, 4.0}});  // [2, 3]
   std::vector<double> w_values{0.5, -1.5, 2.0};
   double scale_value = 1.25;
@@ -89,7 +89,8 @@ class Checker {
     for (std::size_t i = 0; ok && i < v.size(); ++i)
       ok = std::abs(v[i] - expected[i]) <= 1e-12 * (1.0 + std::abs(expected[i]));
     if (!ok && report_.failures.size() < 5) {
-      std::string text = "thread " + std::to_string(thread_) + " step " + std::to_string(step_) + " " + what + ": got";
+      std::string text = "thread " + std::to_string(thread_) + " step " + std::to_string(step_) +
+                         " " + what + ": got";
       for (double e : v) text += " " + std::to_string(e);
       text += ", expected";
       for (double e : expected) text += " " + std::to_string(e);
@@ -138,7 +139,7 @@ void one_step(const Shared& shared, const std::string& op_type, int thread, std:
     d2f[i] = 6 * xv[i] * shared.w_values[i] - std::sin(xv[i]) * shared.c_values[i] + 2;
     x3[i] = xv[i] * xv[i] * xv[i];
   }
-  const Tensor g_sum = reduce_sum(g);            // recorded on the outer tape
+  const Tensor g_sum = reduce_sum(g);         // recorded on the outer tape
   const auto pause = outer.stop_recording();  // its own gradients need not be recorded
   check.close("df/dx (inner tape)", g, df);
   check.close("d2f/dx2 (outer tape over the inner gradient)", outer.gradient(g_sum, x), d2f);

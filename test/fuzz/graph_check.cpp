@@ -73,7 +73,8 @@ class Objective {
     outer.watch(x);
     const std::vector<Tensor> grads = gradient(x);
     Tensor g = scalar(0.0, DType::Float64);
-    for (std::size_t k = 0; k < grads.size(); ++k) g = add(g, reduce_sum(multiply(v_[k], grads[k])));
+    for (std::size_t k = 0; k < grads.size(); ++k)
+      g = add(g, reduce_sum(multiply(v_[k], grads[k])));
     return outer.gradient(g, x, UnconnectedGradients::Zero);
   }
 
@@ -86,14 +87,15 @@ class Objective {
 
 // Compares the analytic gradients of `scalar_fn` with its central differences.
 template <class ScalarFn>
-bool compare(const char* order, const std::vector<Tensor>& inputs, const std::vector<Tensor>& analytic,
-             ScalarFn scalar_fn, const GraphCheckOptions& options, GraphCheckResult& result) {
+bool compare(const char* order, const std::vector<Tensor>& inputs,
+             const std::vector<Tensor>& analytic, ScalarFn scalar_fn,
+             const GraphCheckOptions& options, GraphCheckResult& result) {
   std::ostringstream why;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& g = analytic[k];
     if (!g.defined() || g.dtype() != DType::Float64 || g.shape() != inputs[k].shape()) {
-      why << order << " gradient of input " << k << ": expected a float64 tensor of the input's shape, got "
-          << g;
+      why << order << " gradient of input " << k
+          << ": expected a float64 tensor of the input's shape, got " << g;
       result.failure = why.str();
       return false;
     }
@@ -105,8 +107,8 @@ bool compare(const char* order, const std::vector<Tensor>& inputs, const std::ve
       ++result.values_compared;
       if (!(std::abs(got[j] - numeric) <= options.tolerance * (1.0 + std::abs(numeric)))) {
         why.precision(12);
-        why << order << " derivative w.r.t. input " << k << " element " << j << ": central difference "
-            << numeric << ", tape " << got[j];
+        why << order << " derivative w.r.t. input " << k << " element " << j
+            << ": central difference " << numeric << ", tape " << got[j];
         result.failure = why.str();
         return false;
       }
@@ -122,13 +124,13 @@ GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& 
   try {
     const Objective objective(graph, graph.seed() ^ 0x9e3779b97f4a7c15ULL);
     const auto& x = graph.inputs();
-    result.passed = compare("first-order", x, objective.gradient(x),
-                            [&](const std::vector<Tensor>& at) { return objective.first(at); }, options,
-                            result);
+    result.passed = compare(
+        "first-order", x, objective.gradient(x),
+        [&](const std::vector<Tensor>& at) { return objective.first(at); }, options, result);
     if (result.passed && options.second_order) {
-      result.passed = compare("second-order", x, objective.second_gradient(x),
-                              [&](const std::vector<Tensor>& at) { return objective.second(at); },
-                              options, result);
+      result.passed = compare(
+          "second-order", x, objective.second_gradient(x),
+          [&](const std::vector<Tensor>& at) { return objective.second(at); }, options, result);
     }
   } catch (const std::exception& e) {
     result.passed = false;

@@ -9,14 +9,14 @@
 namespace tapegrad::fuzz {
 
 struct GraphCheckOptions {
-  double delta = 1e-6;       // central-difference step
-  double tolerance = 1e-6;    // |analytic - numeric| <= tolerance * (1 + |numeric|)
+  double delta = 1e-6;      // central-difference step
+  double tolerance = 1e-6;  // |analytic - numeric| <= tolerance * (1 + |numeric|)
   bool second_order = true;
 };
 
 struct GraphCheckResult {
   bool passed = true;
-  std::string failure;             // the first mismatch: order, input, element, both values
+  std::string failure;  // the first mismatch: order, input, element, both values
   std::size_t values_compared = 0;
 };
 

@@ -129,9 +129,7 @@ class GraphBuilder {
     return v[static_cast<std::size_t>(uniform_int(0, static_cast<int>(v.size()) - 1))];
   }
   // An axis in [0, rank), written negative half of the time.
-  int axis_for(std::size_t rank, int a) {
-    return coin() ? a - static_cast<int>(rank) : a;
-  }
+  int axis_for(std::size_t rank, int a) { return coin() ? a - static_cast<int>(rank) : a; }
 
   Tensor random_values(const Shape& shape, double lo, double hi) {
     std::vector<double> v(num_elements(shape));
@@ -190,7 +188,8 @@ class GraphBuilder {
     for (const Tensor& t : out) {
       nodes_.push_back(t);
     }
-    graph_.steps_.push_back({std::move(description), std::move(args), std::move(apply), out.size()});
+    graph_.steps_.push_back(
+        {std::move(description), std::move(args), std::move(apply), out.size()});
     return true;
   }
 
@@ -236,7 +235,9 @@ class GraphBuilder {
     const auto v = values_of(x);
     if (std::all_of(v.begin(), v.end(), [&](double e) { return std::abs(e) <= bound; }))
       return as_is();
-    return {[bound](const Tensor& t) { return multiply(tanh(t / bound), scalar(bound, DType::Float64)); },
+    return {[bound](const Tensor& t) {
+              return multiply(tanh(t / bound), scalar(bound, DType::Float64));
+            },
             std::to_string(bound) + "*tanh(x/" + std::to_string(bound) + ")"};
   }
   // `text` with its argument "x" (a lone x, not the x of "exp") renamed to `arg`.
@@ -244,7 +245,8 @@ class GraphBuilder {
     std::string out;
     for (std::size_t k = 0; k < text.size(); ++k) {
       const bool letter_before = k > 0 && std::isalpha(static_cast<unsigned char>(text[k - 1]));
-      const bool letter_after = k + 1 < text.size() && std::isalpha(static_cast<unsigned char>(text[k + 1]));
+      const bool letter_after =
+          k + 1 < text.size() && std::isalpha(static_cast<unsigned char>(text[k + 1]));
       out += text[k] == 'x' && !letter_before && !letter_after ? arg : std::string(1, text[k]);
     }
     return out;
@@ -261,8 +263,8 @@ class GraphBuilder {
       UnaryOp op;
     };
     static const std::vector<Plain> plain = {
-        {"sin", tapegrad::sin},         {"cos", tapegrad::cos},
-        {"tanh", tapegrad::tanh},       {"sigmoid", tapegrad::sigmoid},
+        {"sin", tapegrad::sin},           {"cos", tapegrad::cos},
+        {"tanh", tapegrad::tanh},         {"sigmoid", tapegrad::sigmoid},
         {"softplus", tapegrad::softplus}, {"square", tapegrad::square},
         {"negative", tapegrad::negative}, {"identity", tapegrad::identity}};
     const int kind = uniform_int(0, 10);
@@ -270,16 +272,34 @@ class GraphBuilder {
     UnaryOp op = nullptr;
     Conditioned cond = as_is();
     switch (kind) {
-      case 0: case 1: case 2: {
+      case 0:
+      case 1:
+      case 2: {
         const Plain& p = pick(plain);
         name = p.name;
         op = p.op;
         break;
       }
-      case 3: name = "exp"; op = tapegrad::exp; cond = bounded(x, 3.0); break;
-      case 4: name = "log"; op = tapegrad::log; cond = above(x, 0.0, 0.2); break;
-      case 5: name = "log1p"; op = tapegrad::log1p; cond = above(x, -1.0, 0.2); break;
-      case 6: name = "sqrt"; op = tapegrad::sqrt; cond = above(x, 0.0, 0.2); break;
+      case 3:
+        name = "exp";
+        op = tapegrad::exp;
+        cond = bounded(x, 3.0);
+        break;
+      case 4:
+        name = "log";
+        op = tapegrad::log;
+        cond = above(x, 0.0, 0.2);
+        break;
+      case 5:
+        name = "log1p";
+        op = tapegrad::log1p;
+        cond = above(x, -1.0, 0.2);
+        break;
+      case 6:
+        name = "sqrt";
+        op = tapegrad::sqrt;
+        cond = above(x, 0.0, 0.2);
+        break;
       case 7: {
         static const std::vector<std::pair<const char*, UnaryOp>> kinks = {
             {"abs", tapegrad::abs}, {"relu", tapegrad::relu}, {"sign", tapegrad::sign}};
@@ -289,7 +309,11 @@ class GraphBuilder {
         cond = away_from_zero(x, 0.1);
         break;
       }
-      case 8: name = "reciprocal"; op = tapegrad::reciprocal; cond = away_from_zero(x, 0.3); break;
+      case 8:
+        name = "reciprocal";
+        op = tapegrad::reciprocal;
+        cond = away_from_zero(x, 0.3);
+        break;
       case 9: {  // pow with a scalar exponent
         static const std::vector<double> powers = {2.0, 3.0, 0.5, -1.0, 1.5, -0.5};
         const double p = pick(powers);
@@ -307,16 +331,21 @@ class GraphBuilder {
         Conditioned den = which == 4 ? away_from_zero(x, 0.3) : as_is();
         const double cc = which == 3 ? (c >= 0 ? c + 0.5 : c - 0.5) : c;
         auto f = den.f;
-        return commit((which == 4 ? "c / " + den.text : std::string(texts[which])) + " with c=" +
-                          std::to_string(cc),
+        return commit((which == 4 ? "c / " + den.text : std::string(texts[which])) +
+                          " with c=" + std::to_string(cc),
                       {i}, [f, which, cc](const std::vector<Tensor>& a) {
                         const Tensor& t = a[0];
                         switch (which) {
-                          case 0: return std::vector<Tensor>{t + cc};
-                          case 1: return std::vector<Tensor>{cc - t};
-                          case 2: return std::vector<Tensor>{t * cc};
-                          case 3: return std::vector<Tensor>{t / cc};
-                          default: return std::vector<Tensor>{cc / f(t)};
+                          case 0:
+                            return std::vector<Tensor>{t + cc};
+                          case 1:
+                            return std::vector<Tensor>{cc - t};
+                          case 2:
+                            return std::vector<Tensor>{t * cc};
+                          case 3:
+                            return std::vector<Tensor>{t / cc};
+                          default:
+                            return std::vector<Tensor>{cc / f(t)};
                         }
                       });
       }
@@ -336,13 +365,18 @@ class GraphBuilder {
     const int kind = uniform_int(0, 7);
     using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
     switch (kind) {
-      case 0: case 1: case 2: {
+      case 0:
+      case 1:
+      case 2: {
         static const std::vector<std::pair<const char*, BinaryOp>> plain = {
-            {"add", tapegrad::add}, {"subtract", tapegrad::subtract}, {"multiply", tapegrad::multiply}};
+            {"add", tapegrad::add},
+            {"subtract", tapegrad::subtract},
+            {"multiply", tapegrad::multiply}};
         const auto& p = pick(plain);
         BinaryOp op = p.second;
-        return commit(std::string(p.first) + "(a, b)", {i, j},
-                      [op](const std::vector<Tensor>& x) { return std::vector<Tensor>{op(x[0], x[1])}; });
+        return commit(std::string(p.first) + "(a, b)", {i, j}, [op](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{op(x[0], x[1])};
+        });
       }
       case 3: {
         Conditioned den = away_from_zero(b, 0.3);
@@ -360,28 +394,31 @@ class GraphBuilder {
                         return std::vector<Tensor>{tapegrad::pow(fb(x[0]), fe(x[1]))};
                       });
       }
-      case 5: case 6: {  // maximum / minimum, b shifted by a scalar so no pair ties
+      case 5:
+      case 6: {  // maximum / minimum, b shifted by a scalar so no pair ties
         const std::vector<double> d = values_of(subtract(a, b));
         double s = 0.0;
         auto separated = [&](double shift) {
-          return std::all_of(d.begin(), d.end(), [&](double e) { return std::abs(e - shift) >= 0.05; });
+          return std::all_of(d.begin(), d.end(),
+                             [&](double e) { return std::abs(e - shift) >= 0.05; });
         };
         int tries = 0;
         while (!separated(s) && tries++ < 30) s = uniform(-2.0, 2.0);
         if (!separated(s)) return false;
         const bool is_max = kind == 5;
-        return commit(std::string(is_max ? "maximum" : "minimum") + "(a, b + " + std::to_string(s) + ")",
-                      {i, j}, [is_max, s](const std::vector<Tensor>& x) {
-                        const Tensor shifted = add(x[1], scalar(s, DType::Float64));
-                        return std::vector<Tensor>{is_max ? maximum(x[0], shifted)
-                                                          : minimum(x[0], shifted)};
-                      });
+        return commit(
+            std::string(is_max ? "maximum" : "minimum") + "(a, b + " + std::to_string(s) + ")",
+            {i, j}, [is_max, s](const std::vector<Tensor>& x) {
+              const Tensor shifted = add(x[1], scalar(s, DType::Float64));
+              return std::vector<Tensor>{is_max ? maximum(x[0], shifted) : minimum(x[0], shifted)};
+            });
       }
       default: {  // where with a fixed random condition of the broadcast shape
         const Shape out = add(a, b).shape();
         std::vector<double> c(num_elements(out));
         for (auto& e : c) e = coin() ? 1.0 : 0.0;
-        const Shape cond_shape = coin() ? out : Shape(out.begin() + (out.empty() ? 0 : 1), out.end());
+        const Shape cond_shape =
+            coin() ? out : Shape(out.begin() + (out.empty() ? 0 : 1), out.end());
         c.resize(num_elements(cond_shape));
         Tensor cond = cast(from_values(c, cond_shape), DType::Bool);
         return commit("where(cond " + shape_text(cond_shape) + ", a, b)", {i, j},
@@ -414,11 +451,12 @@ class GraphBuilder {
     for (std::size_t d = 0; d < r; ++d)
       if (reduced[d] && s[d] == 0) reduces_empty = true;
     const int kind = uniform_int(0, 5);
-    static const char* names[] = {"reduce_sum", "reduce_mean", "reduce_prod", "reduce_logsumexp",
-                                  "reduce_max", "reduce_min"};
+    static const char* names[] = {"reduce_sum",       "reduce_mean", "reduce_prod",
+                                  "reduce_logsumexp", "reduce_max",  "reduce_min"};
     if (kind != 0 && kind != 2 && reduces_empty) return false;
     const std::string text = std::string(names[kind]) + "(x" + (kind >= 4 ? " + ramp" : "") +
-                             ", axes=" + list_text(axes) + ", keepdims=" + (keepdims ? "true" : "false") + ")";
+                             ", axes=" + list_text(axes) +
+                             ", keepdims=" + (keepdims ? "true" : "false") + ")";
     Tensor ramp = zeros(s);
     if (kind >= 4) {  // a fixed ramp over each group's elements separates its extremum
       const auto groups = reduction_groups(s, reduced);
@@ -451,12 +489,18 @@ class GraphBuilder {
     return commit(text, {i}, [kind, axes, keepdims, ramp](const std::vector<Tensor>& a) {
       const Tensor& t = a[0];
       switch (kind) {
-        case 0: return std::vector<Tensor>{reduce_sum(t, axes, keepdims)};
-        case 1: return std::vector<Tensor>{reduce_mean(t, axes, keepdims)};
-        case 2: return std::vector<Tensor>{reduce_prod(t, axes, keepdims)};
-        case 3: return std::vector<Tensor>{reduce_logsumexp(t, axes, keepdims)};
-        case 4: return std::vector<Tensor>{reduce_max(add(t, ramp), axes, keepdims)};
-        default: return std::vector<Tensor>{reduce_min(add(t, ramp), axes, keepdims)};
+        case 0:
+          return std::vector<Tensor>{reduce_sum(t, axes, keepdims)};
+        case 1:
+          return std::vector<Tensor>{reduce_mean(t, axes, keepdims)};
+        case 2:
+          return std::vector<Tensor>{reduce_prod(t, axes, keepdims)};
+        case 3:
+          return std::vector<Tensor>{reduce_logsumexp(t, axes, keepdims)};
+        case 4:
+          return std::vector<Tensor>{reduce_max(add(t, ramp), axes, keepdims)};
+        default:
+          return std::vector<Tensor>{reduce_min(add(t, ramp), axes, keepdims)};
       }
     });
   }
@@ -482,7 +526,8 @@ class GraphBuilder {
     if (size == 0 && std::none_of(dims.begin(), dims.end(), [](std::int64_t d) { return d == 0; }))
       dims.back() = 0;
     std::shuffle(dims.begin(), dims.end(), rng_);
-    if (size > 0 && rank > 0 && coin(0.3)) dims[static_cast<std::size_t>(uniform_int(0, rank - 1))] = -1;
+    if (size > 0 && rank > 0 && coin(0.3))
+      dims[static_cast<std::size_t>(uniform_int(0, rank - 1))] = -1;
     return dims;
   }
 
@@ -498,29 +543,34 @@ class GraphBuilder {
         Shape target(s.begin() + uniform_int(0, ri), s.end());
         for (auto& d : target)
           if (coin(0.4)) d = 1;
-        return commit("unbroadcast(x, " + shape_text(target) + ")", {i}, [target](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{unbroadcast(a[0], target)};
-        });
+        return commit("unbroadcast(x, " + shape_text(target) + ")", {i},
+                      [target](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{unbroadcast(a[0], target)};
+                      });
       }
       case 0: {
         const auto dims = random_factorisation(x.size());
-        return commit("reshape(x, " + list_text(dims) + ")", {i}, [dims](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{reshape(a[0], dims)};
-        });
+        return commit("reshape(x, " + list_text(dims) + ")", {i},
+                      [dims](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{reshape(a[0], dims)};
+                      });
       }
       case 1: {
         std::vector<int> perm(r);
         std::iota(perm.begin(), perm.end(), 0);
         std::shuffle(perm.begin(), perm.end(), rng_);
         if (coin(0.2)) perm.clear();  // reverses the axes
-        return commit("transpose(x, " + list_text(perm) + ")", {i}, [perm](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{transpose(a[0], perm)};
-        });
+        return commit("transpose(x, " + list_text(perm) + ")", {i},
+                      [perm](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{transpose(a[0], perm)};
+                      });
       }
       case 2: {
         const int axis = uniform_int(-ri - 1, ri);
         return commit("expand_dims(x, " + std::to_string(axis) + ")", {i},
-                      [axis](const std::vector<Tensor>& a) { return std::vector<Tensor>{expand_dims(a[0], axis)}; });
+                      [axis](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{expand_dims(a[0], axis)};
+                      });
       }
       case 3: {
         std::vector<int> axes;
@@ -529,21 +579,27 @@ class GraphBuilder {
         if (axes.empty() && std::none_of(s.begin(), s.end(), [](std::size_t d) { return d == 1; }))
           return false;
         return commit("squeeze(x, " + list_text(axes) + ")", {i},
-                      [axes](const std::vector<Tensor>& a) { return std::vector<Tensor>{squeeze(a[0], axes)}; });
+                      [axes](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{squeeze(a[0], axes)};
+                      });
       }
       case 4: {  // broadcast_to: new leading dimensions, size-1 dimensions stretched
         Shape target;
         if (coin(0.4)) target.push_back(static_cast<std::size_t>(uniform_int(1, 3)));
-        for (std::size_t d : s) target.push_back(d == 1 && coin() ? static_cast<std::size_t>(uniform_int(1, 3)) : d);
-        return commit("broadcast_to(x, " + shape_text(target) + ")", {i}, [target](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{broadcast_to(a[0], target)};
-        });
+        for (std::size_t d : s)
+          target.push_back(d == 1 && coin() ? static_cast<std::size_t>(uniform_int(1, 3)) : d);
+        return commit("broadcast_to(x, " + shape_text(target) + ")", {i},
+                      [target](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{broadcast_to(a[0], target)};
+                      });
       }
       case 5: {
         std::vector<std::size_t> m;
-        for (std::size_t d = 0; d < r; ++d) m.push_back(static_cast<std::size_t>(uniform_int(1, 2)));
-        return commit("tile(x, " + list_text(m) + ")", {i},
-                      [m](const std::vector<Tensor>& a) { return std::vector<Tensor>{tile(a[0], m)}; });
+        for (std::size_t d = 0; d < r; ++d)
+          m.push_back(static_cast<std::size_t>(uniform_int(1, 2)));
+        return commit("tile(x, " + list_text(m) + ")", {i}, [m](const std::vector<Tensor>& a) {
+          return std::vector<Tensor>{tile(a[0], m)};
+        });
       }
       case 6: {  // concat with nodes equal in every dimension but the axis
         if (r == 0) return false;
@@ -552,18 +608,23 @@ class GraphBuilder {
         const int parts = uniform_int(2, 3);
         for (int p = 1; p < parts; ++p) {
           std::size_t j;
-          if (!pick_node([&](const Tensor& t) {
-                if (t.rank() != r) return false;
-                for (std::size_t d = 0; d < r; ++d)
-                  if (static_cast<int>(d) != axis && t.shape()[d] != s[d]) return false;
-                return true;
-              }, j))
+          if (!pick_node(
+                  [&](const Tensor& t) {
+                    if (t.rank() != r) return false;
+                    for (std::size_t d = 0; d < r; ++d)
+                      if (static_cast<int>(d) != axis && t.shape()[d] != s[d]) return false;
+                    return true;
+                  },
+                  j))
             return false;
           args.push_back(j);
         }
         const int written = axis_for(r, axis);
-        return commit("concat(" + std::to_string(parts) + " parts, axis=" + std::to_string(written) + ")", args,
-                      [written](const std::vector<Tensor>& a) { return std::vector<Tensor>{concat(a, written)}; });
+        return commit(
+            "concat(" + std::to_string(parts) + " parts, axis=" + std::to_string(written) + ")",
+            args, [written](const std::vector<Tensor>& a) {
+              return std::vector<Tensor>{concat(a, written)};
+            });
       }
       case 7: {  // stack with nodes of the same shape
         std::vector<std::size_t> args = {i};
@@ -574,19 +635,22 @@ class GraphBuilder {
           args.push_back(j);
         }
         const int axis = uniform_int(-ri - 1, ri);
-        return commit("stack(" + std::to_string(parts) + " parts, axis=" + std::to_string(axis) + ")", args,
-                      [axis](const std::vector<Tensor>& a) { return std::vector<Tensor>{stack(a, axis)}; });
+        return commit(
+            "stack(" + std::to_string(parts) + " parts, axis=" + std::to_string(axis) + ")", args,
+            [axis](const std::vector<Tensor>& a) { return std::vector<Tensor>{stack(a, axis)}; });
       }
       case 8: {  // split: every piece becomes a node
         if (r == 0) return false;
         const int axis = uniform_int(0, ri - 1);
         std::vector<int> nums;
         for (int n = 1; n <= 4; ++n)
-          if (s[static_cast<std::size_t>(axis)] % static_cast<std::size_t>(n) == 0) nums.push_back(n);
+          if (s[static_cast<std::size_t>(axis)] % static_cast<std::size_t>(n) == 0)
+            nums.push_back(n);
         const int num = pick(nums);
         const int written = axis_for(r, axis);
-        return commit("split(x, num=" + std::to_string(num) + ", axis=" + std::to_string(written) + ")", {i},
-                      [num, written](const std::vector<Tensor>& a) { return split(a[0], num, written); });
+        return commit(
+            "split(x, num=" + std::to_string(num) + ", axis=" + std::to_string(written) + ")", {i},
+            [num, written](const std::vector<Tensor>& a) { return split(a[0], num, written); });
       }
       case 9: {
         std::vector<std::int64_t> begin, size;
@@ -606,14 +670,15 @@ class GraphBuilder {
         const std::size_t dim = s[static_cast<std::size_t>(axis)];
         Shape ishape;
         const int irank = uniform_int(0, 2);
-        for (int k = 0; k < irank; ++k) ishape.push_back(static_cast<std::size_t>(uniform_int(0, 3)));
+        for (int k = 0; k < irank; ++k)
+          ishape.push_back(static_cast<std::size_t>(uniform_int(0, 3)));
         if (dim == 0 && num_elements(ishape) > 0) ishape = {0};
         std::vector<double> idx(num_elements(ishape));
         for (auto& e : idx) e = uniform_int(0, static_cast<int>(dim) - 1);
         const Tensor indices = from_values(idx, ishape, coin() ? DType::Int64 : DType::Int32);
         const int written = axis_for(r, axis);
-        return commit("gather(x, indices " + shape_text(ishape) + " " + list_text(idx) + ", axis=" +
-                          std::to_string(written) + ")",
+        return commit("gather(x, indices " + shape_text(ishape) + " " + list_text(idx) +
+                          ", axis=" + std::to_string(written) + ")",
                       {i}, [indices, written](const std::vector<Tensor>& a) {
                         return std::vector<Tensor>{gather(a[0], indices, written)};
                       });
@@ -624,10 +689,11 @@ class GraphBuilder {
         std::vector<double> ids(s[0]);
         for (auto& e : ids) e = uniform_int(0, static_cast<int>(segments) - 1);
         const Tensor seg = from_values(ids, {s[0]}, DType::Int64);
-        return commit("unsorted_segment_sum(x, ids " + list_text(ids) + ", " + std::to_string(segments) + ")",
-                      {i}, [seg, segments](const std::vector<Tensor>& a) {
-                        return std::vector<Tensor>{unsorted_segment_sum(a[0], seg, segments)};
-                      });
+        return commit(
+            "unsorted_segment_sum(x, ids " + list_text(ids) + ", " + std::to_string(segments) + ")",
+            {i}, [seg, segments](const std::vector<Tensor>& a) {
+              return std::vector<Tensor>{unsorted_segment_sum(a[0], seg, segments)};
+            });
       }
     }
   }
@@ -638,13 +704,16 @@ class GraphBuilder {
     const Shape s = nodes_[i].shape();
     const int ri = static_cast<int>(s.size());
     switch (uniform_int(0, 3)) {
-      case 0: case 1: {
+      case 0:
+      case 1: {
         const bool log_form = coin();
         const int axis = uniform_int(-ri, ri - 1);
-        return commit(std::string(log_form ? "log_softmax" : "softmax") + "(x, axis=" + std::to_string(axis) + ")",
-                      {i}, [log_form, axis](const std::vector<Tensor>& a) {
-                        return std::vector<Tensor>{log_form ? log_softmax(a[0], axis) : softmax(a[0], axis)};
-                      });
+        return commit(
+            std::string(log_form ? "log_softmax" : "softmax") + "(x, axis=" + std::to_string(axis) +
+                ")",
+            {i}, [log_form, axis](const std::vector<Tensor>& a) {
+              return std::vector<Tensor>{log_form ? log_softmax(a[0], axis) : softmax(a[0], axis)};
+            });
       }
       default: {  // cross-entropies: labels from a node of the same shape
         std::size_t j;
@@ -652,13 +721,14 @@ class GraphBuilder {
         // Softmax labels are softmax(b): TF's gradient for the logits, softmax - labels, is
         // the derivative only when each row of labels sums to 1. Sigmoid labels are any values.
         if (coin())
-          return commit("softmax_cross_entropy_with_logits(labels=softmax(b), logits=a)", {i, j},
-                        [](const std::vector<Tensor>& a) {
-                          return std::vector<Tensor>{softmax_cross_entropy_with_logits(softmax(a[1]), a[0])};
-                        });
+          return commit(
+              "softmax_cross_entropy_with_logits(labels=softmax(b), logits=a)", {i, j},
+              [](const std::vector<Tensor>& a) {
+                return std::vector<Tensor>{softmax_cross_entropy_with_logits(softmax(a[1]), a[0])};
+              });
         const bool squash = coin();
-        return commit(std::string("sigmoid_cross_entropy_with_logits(labels=") + (squash ? "sigmoid(b)" : "b") +
-                          ", logits=a)",
+        return commit(std::string("sigmoid_cross_entropy_with_logits(labels=") +
+                          (squash ? "sigmoid(b)" : "b") + ", logits=a)",
                       {i, j}, [squash](const std::vector<Tensor>& a) {
                         return std::vector<Tensor>{
                             sigmoid_cross_entropy_with_logits(squash ? sigmoid(a[1]) : a[1], a[0])};
@@ -702,34 +772,41 @@ class GraphBuilder {
     auto near_identity = [begin, size, eye, scale](const Tensor& x) {
       return add(eye, multiply(tanh(slice(x, begin, size)), scalar(scale, DType::Float64)));
     };
-    const std::string a_text = "(I + " + std::to_string(scale) + "*tanh(x[..., :" + std::to_string(n) +
-                               ", :" + std::to_string(n) + "]))";
+    const std::string a_text = "(I + " + std::to_string(scale) +
+                               "*tanh(x[..., :" + std::to_string(n) + ", :" + std::to_string(n) +
+                               "]))";
     switch (kind) {
       case 2:
-        return commit("matrix_inverse" + a_text, {i}, [near_identity](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{matrix_inverse(near_identity(a[0]))};
-        });
+        return commit("matrix_inverse" + a_text, {i},
+                      [near_identity](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{matrix_inverse(near_identity(a[0]))};
+                      });
       case 3:
-        return commit("matrix_determinant" + a_text, {i}, [near_identity](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{matrix_determinant(near_identity(a[0]))};
-        });
+        return commit("matrix_determinant" + a_text, {i},
+                      [near_identity](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{matrix_determinant(near_identity(a[0]))};
+                      });
       case 4: {  // solve with a right-hand side of the same batch shape and n rows
         const Shape batch(s.begin(), s.end() - 2);
         std::size_t j;
-        const bool found = pick_node([&](const Tensor& t) {
-          const Shape& ts = t.shape();
-          return ts.size() == r && Shape(ts.begin(), ts.end() - 2) == batch && ts[r - 2] == n;
-        }, j);
+        const bool found = pick_node(
+            [&](const Tensor& t) {
+              const Shape& ts = t.shape();
+              return ts.size() == r && Shape(ts.begin(), ts.end() - 2) == batch && ts[r - 2] == n;
+            },
+            j);
         if (!found) return false;
-        return commit("solve" + a_text + ", b)", {i, j}, [near_identity](const std::vector<Tensor>& a) {
-          return std::vector<Tensor>{solve(near_identity(a[0]), a[1])};
-        });
+        return commit("solve" + a_text + ", b)", {i, j},
+                      [near_identity](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{solve(near_identity(a[0]), a[1])};
+                      });
       }
       default: {  // cholesky of B B^T + I
         const double c = 0.5 / static_cast<double>(n);
-        return commit("cholesky(B B^T + I), B = " + std::to_string(c) + "*tanh(x[..., :n, :n])", {i},
-                      [begin, size, eye, c](const std::vector<Tensor>& a) {
-                        const Tensor b = multiply(tanh(slice(a[0], begin, size)), scalar(c, DType::Float64));
+        return commit("cholesky(B B^T + I), B = " + std::to_string(c) + "*tanh(x[..., :n, :n])",
+                      {i}, [begin, size, eye, c](const std::vector<Tensor>& a) {
+                        const Tensor b =
+                            multiply(tanh(slice(a[0], begin, size)), scalar(c, DType::Float64));
                         return std::vector<Tensor>{cholesky(add(matmul(b, b, false, true), eye))};
                       });
       }
@@ -738,12 +815,28 @@ class GraphBuilder {
 
   void try_one_op() {
     switch (uniform_int(0, 9)) {
-      case 0: case 1: unary(); break;
-      case 2: case 3: binary(); break;
-      case 4: case 5: reduction(); break;
-      case 6: case 7: array_op(); break;
-      case 8: nn_op(); break;
-      default: linalg_op(); break;
+      case 0:
+      case 1:
+        unary();
+        break;
+      case 2:
+      case 3:
+        binary();
+        break;
+      case 4:
+      case 5:
+        reduction();
+        break;
+      case 6:
+      case 7:
+        array_op();
+        break;
+      case 8:
+        nn_op();
+        break;
+      default:
+        linalg_op();
+        break;
     }
   }
 
@@ -804,7 +897,8 @@ std::string RandomGraph::describe() const {
     os << "  node";
     for (std::size_t k = 0; k < step.output_count; ++k) os << ' ' << node + k;
     os << " = " << step.description << " of nodes " << list_text(step.args) << " ->";
-    for (std::size_t k = 0; k < step.output_count; ++k) os << ' ' << shape_text(node_shapes_[node + k]);
+    for (std::size_t k = 0; k < step.output_count; ++k)
+      os << ' ' << shape_text(node_shapes_[node + k]);
     os << "\n";
     node += step.output_count;
   }

@@ -13,9 +13,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
-
 #include <tapegrad/tapegrad.hpp>
+#include <vector>
 
 namespace tapegrad::fuzz {
 
