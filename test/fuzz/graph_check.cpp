@@ -44,6 +44,16 @@ class Objective {
     w_ = random_weights(out.shape(), rng);
     w_values_ = values_of(w_);
     for (const Tensor& x : graph.inputs()) v_.push_back(random_weights(x.shape(), rng));
+    // The same weights cut into one output gradient per sink.
+    std::size_t offset = 0;
+    for (const Tensor& sink : graph.evaluate_sinks(graph.inputs())) {
+      const auto begin = w_values_.begin() + static_cast<std::ptrdiff_t>(offset);
+      sink_weights_.push_back(
+          from_values({begin, begin + static_cast<std::ptrdiff_t>(sink.size())}, sink.shape()));
+      offset += sink.size();
+    }
+    per_sink_targets_ = rng() % 2 == 0;
+    persistent_ = rng() % 2 == 0;
   }
 
   // f(x) = sum(w * output(x)), in plain doubles.
@@ -51,10 +61,15 @@ class Objective {
     return dot(w_values_, values_of(graph_.evaluate(x)));
   }
 
-  // The tape's df/dx_k for every input (zeros where unconnected).
+  // The tape's df/dx_k for every input (zeros where unconnected). Half the graphs take it as
+  // the gradient of the scalar sum(w * output), half as the gradient of the sinks themselves
+  // (several targets) with the weights as output gradients; half on a persistent tape.
   std::vector<Tensor> gradient(const std::vector<Tensor>& x) const {
-    GradientTape tape;
+    GradientTape tape(persistent_);
     tape.watch(x);
+    if (per_sink_targets_) {
+      return tape.gradient(graph_.evaluate_sinks(x), x, sink_weights_, UnconnectedGradients::Zero);
+    }
     const Tensor f = reduce_sum(multiply(w_, graph_.evaluate(x)));
     return tape.gradient(f, x, UnconnectedGradients::Zero);
   }
@@ -83,6 +98,9 @@ class Objective {
   Tensor w_;
   std::vector<double> w_values_;
   std::vector<Tensor> v_;
+  std::vector<Tensor> sink_weights_;
+  bool per_sink_targets_ = false;
+  bool persistent_ = false;
 };
 
 // Compares the analytic gradients of `scalar_fn` with its central differences.

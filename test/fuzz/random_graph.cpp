@@ -857,12 +857,17 @@ std::vector<Tensor> RandomGraph::evaluate_nodes(const std::vector<Tensor>& input
   return nodes;
 }
 
-Tensor RandomGraph::evaluate(const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> RandomGraph::evaluate_sinks(const std::vector<Tensor>& inputs) const {
   const std::vector<Tensor> nodes = evaluate_nodes(inputs);
+  std::vector<Tensor> sinks;
+  for (std::size_t k : sinks_) sinks.push_back(nodes[k]);
+  return sinks;
+}
+
+Tensor RandomGraph::evaluate(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> flat;
-  for (std::size_t k : sinks_) {
-    flat.push_back(reshape(nodes[k], {static_cast<std::int64_t>(nodes[k].size())}));
-  }
+  for (const Tensor& t : evaluate_sinks(inputs))
+    flat.push_back(reshape(t, {static_cast<std::int64_t>(t.size())}));
   return flat.size() == 1 ? flat[0] : concat(flat, 0);
 }
 

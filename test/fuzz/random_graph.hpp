@@ -37,8 +37,10 @@ class RandomGraph {
 
   // Every node value, inputs first, then each step's outputs in order.
   std::vector<Tensor> evaluate_nodes(const std::vector<Tensor>& inputs) const;
-  // The graph's output: every node no step reads (its sinks), flattened and concatenated, so
-  // every op contributes to it. 1-D; its length is fixed for the graph.
+  // The nodes no step reads (the graph's sinks), in node order.
+  std::vector<Tensor> evaluate_sinks(const std::vector<Tensor>& inputs) const;
+  // The graph's output: its sinks flattened and concatenated, so every op contributes to it.
+  // 1-D; its length is fixed for the graph.
   Tensor evaluate(const std::vector<Tensor>& inputs) const;
 
   // Step `index` alone: a graph whose inputs are that step's arguments evaluated at this
