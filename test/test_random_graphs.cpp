@@ -5,6 +5,7 @@
 // TAPEGRAD_FUZZ_GRAPHS=<n> the number of graphs; a failure prints the seed that reproduces it:
 //   TAPEGRAD_FUZZ_SEED=<seed> TAPEGRAD_FUZZ_GRAPHS=1 build/test/test_random_graphs
 // TAPEGRAD_FUZZ_VERBOSE=1 prints every graph.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -100,4 +101,75 @@ TEST_CASE("random graphs: the same seed builds the same graph") {
     const auto vb = tapegrad::testing::values(b.evaluate(b.inputs()));
     REQUIRE(va == vb);
   }
+}
+
+TEST_CASE("random graphs: the first 1000 default seeds draw every op, size-0 inputs included") {
+  using namespace tapegrad::fuzz;
+  const std::vector<std::string> ops = {"exp(",
+                                        "log(",
+                                        "log1p(",
+                                        "sin(",
+                                        "cos(",
+                                        "tanh(",
+                                        "sigmoid(",
+                                        "softplus(",
+                                        "sqrt(",
+                                        "square(",
+                                        "abs(",
+                                        "relu(",
+                                        "sign(",
+                                        "negative(",
+                                        "identity(",
+                                        "reciprocal(",
+                                        "pow(",
+                                        "c / ",
+                                        "x * c",
+                                        "add(",
+                                        "subtract(",
+                                        "multiply(",
+                                        "divide(",
+                                        "maximum(",
+                                        "minimum(",
+                                        "where(",
+                                        "reduce_sum(",
+                                        "reduce_mean(",
+                                        "reduce_max(",
+                                        "reduce_min(",
+                                        "reduce_prod(",
+                                        "reduce_logsumexp(",
+                                        "reshape(",
+                                        "transpose(",
+                                        "expand_dims(",
+                                        "squeeze(",
+                                        "concat(",
+                                        "stack(",
+                                        "split(",
+                                        "slice(",
+                                        "gather(",
+                                        "tile(",
+                                        "broadcast_to(",
+                                        "unbroadcast(",
+                                        "unsorted_segment_sum(",
+                                        "softmax(",
+                                        "log_softmax(",
+                                        "softmax_cross_entropy_with_logits(",
+                                        "sigmoid_cross_entropy_with_logits(",
+                                        "matmul(",
+                                        "matrix_inverse(",
+                                        "matrix_determinant(",
+                                        "solve(",
+                                        "cholesky("};
+  std::vector<std::string> seen;
+  bool empty_input = false;
+  for (std::uint64_t seed = kDefaultSeed; seed < kDefaultSeed + 1000; ++seed) {  // built only
+    const RandomGraph graph = RandomGraph::generate(seed);
+    for (const auto& d : graph.op_descriptions()) seen.push_back(d);
+    for (const auto& x : graph.inputs()) empty_input = empty_input || x.size() == 0;
+  }
+  for (const auto& op : ops) {
+    INFO(op);
+    CHECK(std::any_of(seen.begin(), seen.end(),
+                      [&](const std::string& d) { return d.rfind(op, 0) == 0; }));
+  }
+  CHECK(empty_input);
 }

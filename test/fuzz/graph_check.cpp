@@ -137,8 +137,8 @@ bool compare(const char* order, const std::vector<Tensor>& inputs,
       if (matches(extrapolated)) continue;
       why.precision(12);
       why << order << " derivative w.r.t. input " << k << " element " << j
-          << ": central difference " << numeric << " (extrapolated " << extrapolated
-          << "), tape " << got[j];
+          << ": central difference " << numeric << " (extrapolated " << extrapolated << "), tape "
+          << got[j];
       result.failure = why.str();
       return false;
     }

@@ -22,8 +22,8 @@ struct GraphCheckResult {
 
 // First order: the gradient of sum(w * output) w.r.t. every input, w fixed random weights
 // drawn from the graph's seed (taken either of that scalar or of the sinks as several
-// targets with w as their output gradients), against central differences of that sum; each gradient must
-// be a defined float64 tensor of its input's shape (empty inputs included). Second order: the
+// targets with w as their output gradients), against central differences of that sum; each gradient
+// must be a defined float64 tensor of its input's shape (empty inputs included). Second order: the
 // gradient of sum_k sum(v_k * gradient_k) (nested tapes) against central differences of it.
 // An exception from the library is a failure too.
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});

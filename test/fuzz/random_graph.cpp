@@ -857,6 +857,12 @@ std::vector<Tensor> RandomGraph::evaluate_nodes(const std::vector<Tensor>& input
   return nodes;
 }
 
+std::vector<std::string> RandomGraph::op_descriptions() const {
+  std::vector<std::string> out;
+  for (const auto& step : steps_) out.push_back(step.description);
+  return out;
+}
+
 std::vector<Tensor> RandomGraph::evaluate_sinks(const std::vector<Tensor>& inputs) const {
   const std::vector<Tensor> nodes = evaluate_nodes(inputs);
   std::vector<Tensor> sinks;

@@ -34,6 +34,8 @@ class RandomGraph {
   std::uint64_t seed() const { return seed_; }
   const std::vector<Tensor>& inputs() const { return inputs_; }
   std::size_t op_count() const { return steps_.size(); }
+  // Each step's description, in order ("softmax(x, axis=-2)", ...).
+  std::vector<std::string> op_descriptions() const;
 
   // Every node value, inputs first, then each step's outputs in order.
   std::vector<Tensor> evaluate_nodes(const std::vector<Tensor>& inputs) const;
