@@ -74,6 +74,14 @@ class Objective {
     return tape.gradient(f, x, UnconnectedGradients::Zero);
   }
 
+  // d output / dx_k for every input, from tape.jacobian: [output size] ++ x_k's shape.
+  std::vector<Tensor> jacobians(const std::vector<Tensor>& x) const {
+    GradientTape tape;
+    tape.watch(x);
+    return tape.jacobian(graph_.evaluate(x), x, UnconnectedGradients::Zero);
+  }
+  const std::vector<double>& weights() const { return w_values_; }
+
   // g(x) = sum_k sum(v_k * df/dx_k), in plain doubles.
   double second(const std::vector<Tensor>& x) const {
     const std::vector<Tensor> grads = gradient(x);
@@ -146,6 +154,39 @@ bool compare(const char* order, const std::vector<Tensor>& inputs,
   return true;
 }
 
+// Each Jacobian contracted with the output weights must be the (already checked) gradient.
+bool compare_jacobians(const std::vector<Tensor>& inputs, const std::vector<Tensor>& gradients,
+                       const std::vector<Tensor>& jacobians, const std::vector<double>& w,
+                       const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::ostringstream why;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    Shape expected_shape{w.size()};
+    expected_shape.insert(expected_shape.end(), inputs[k].shape().begin(), inputs[k].shape().end());
+    const Tensor& j = jacobians[k];
+    if (!j.defined() || j.dtype() != DType::Float64 || j.shape() != expected_shape) {
+      why << "jacobian w.r.t. input " << k << ": expected a float64 tensor of shape [" << w.size()
+          << "] ++ the input's shape, got " << j;
+      result.failure = why.str();
+      return false;
+    }
+    const std::vector<double> jv = values_of(j), g = values_of(gradients[k]);
+    const std::size_t n = inputs[k].size();
+    for (std::size_t e = 0; e < n; ++e) {
+      double contracted = 0.0;
+      for (std::size_t i = 0; i < w.size(); ++i) contracted += w[i] * jv[i * n + e];
+      ++result.values_compared;
+      if (!(std::abs(contracted - g[e]) <= options.tolerance * (1.0 + std::abs(g[e])))) {
+        why.precision(12);
+        why << "jacobian w.r.t. input " << k << " element " << e << ": w . J = " << contracted
+            << ", gradient " << g[e];
+        result.failure = why.str();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options) {
@@ -153,9 +194,14 @@ GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& 
   try {
     const Objective objective(graph, graph.seed() ^ 0x9e3779b97f4a7c15ULL);
     const auto& x = graph.inputs();
+    const std::vector<Tensor> gradients = objective.gradient(x);
     result.passed = compare(
-        "first-order", x, objective.gradient(x),
+        "first-order", x, gradients,
         [&](const std::vector<Tensor>& at) { return objective.first(at); }, options, result);
+    if (result.passed && options.jacobian) {
+      result.passed = compare_jacobians(x, gradients, objective.jacobians(x), objective.weights(),
+                                        options, result);
+    }
     if (result.passed && options.second_order) {
       result.passed = compare(
           "second-order", x, objective.second_gradient(x),

@@ -12,6 +12,7 @@ struct GraphCheckOptions {
   double delta = 1e-6;      // central-difference step
   double tolerance = 1e-6;  // |analytic - numeric| <= tolerance * (1 + |numeric|)
   bool second_order = true;
+  bool jacobian = true;  // tape.jacobian of the output, contracted with w, is the gradient
 };
 
 struct GraphCheckResult {
@@ -25,7 +26,8 @@ struct GraphCheckResult {
 // targets with w as their output gradients), against central differences of that sum; each gradient
 // must be a defined float64 tensor of its input's shape (empty inputs included). Second order: the
 // gradient of sum_k sum(v_k * gradient_k) (nested tapes) against central differences of it.
-// An exception from the library is a failure too.
+// Jacobian: tape.jacobian of the output w.r.t. every input, contracted with w, equals the
+// gradient. An exception from the library is a failure too.
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});
 
 }  // namespace tapegrad::fuzz
