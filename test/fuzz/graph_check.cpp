@@ -1,0 +1,217 @@
+#include "graph_check.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace tapegrad::fuzz {
+
+namespace {
+
+std::vector<double> values_of(const Tensor& t) {
+  const auto& a = t.array<double>();
+  return std::vector<double>(a.begin(), a.end());
+}
+
+Tensor random_weights(const Shape& shape, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(num_elements(shape));
+  for (auto& x : v) x = dist(rng);
+  return from_values(v, shape);
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+std::vector<Tensor> with_shifted(const std::vector<Tensor>& inputs, std::size_t k, std::size_t j,
+                                 double step) {
+  std::vector<Tensor> out = inputs;
+  std::vector<double> v = values_of(inputs[k]);
+  v[j] += step;
+  out[k] = from_values(v, inputs[k].shape());
+  return out;
+}
+
+// The scalar the checks differentiate, and its gradient from the tape.
+class Objective {
+ public:
+  Objective(const RandomGraph& graph, std::uint64_t weight_seed) : graph_(graph) {
+    std::mt19937_64 rng(weight_seed);
+    const Tensor out = graph.evaluate(graph.inputs());
+    w_ = random_weights(out.shape(), rng);
+    w_values_ = values_of(w_);
+    for (const Tensor& x : graph.inputs()) v_.push_back(random_weights(x.shape(), rng));
+    // The same weights cut into one output gradient per sink.
+    std::size_t offset = 0;
+    for (const Tensor& sink : graph.evaluate_sinks(graph.inputs())) {
+      const auto begin = w_values_.begin() + static_cast<std::ptrdiff_t>(offset);
+      sink_weights_.push_back(
+          from_values({begin, begin + static_cast<std::ptrdiff_t>(sink.size())}, sink.shape()));
+      offset += sink.size();
+    }
+    per_sink_targets_ = rng() % 2 == 0;
+    persistent_ = rng() % 2 == 0;
+  }
+
+  // f(x) = sum(w * output(x)), in plain doubles.
+  double first(const std::vector<Tensor>& x) const {
+    return dot(w_values_, values_of(graph_.evaluate(x)));
+  }
+
+  // The tape's df/dx_k for every input (zeros where unconnected). Half the graphs take it as
+  // the gradient of the scalar sum(w * output), half as the gradient of the sinks themselves
+  // (several targets) with the weights as output gradients; half on a persistent tape.
+  std::vector<Tensor> gradient(const std::vector<Tensor>& x) const {
+    GradientTape tape(persistent_);
+    tape.watch(x);
+    if (per_sink_targets_) {
+      return tape.gradient(graph_.evaluate_sinks(x), x, sink_weights_, UnconnectedGradients::Zero);
+    }
+    const Tensor f = reduce_sum(multiply(w_, graph_.evaluate(x)));
+    return tape.gradient(f, x, UnconnectedGradients::Zero);
+  }
+
+  // d output / dx_k for every input, from tape.jacobian: [output size] ++ x_k's shape.
+  std::vector<Tensor> jacobians(const std::vector<Tensor>& x) const {
+    GradientTape tape;
+    tape.watch(x);
+    return tape.jacobian(graph_.evaluate(x), x, UnconnectedGradients::Zero);
+  }
+  const std::vector<double>& weights() const { return w_values_; }
+
+  // g(x) = sum_k sum(v_k * df/dx_k), in plain doubles.
+  double second(const std::vector<Tensor>& x) const {
+    const std::vector<Tensor> grads = gradient(x);
+    double s = 0.0;
+    for (std::size_t k = 0; k < grads.size(); ++k) s += dot(values_of(v_[k]), values_of(grads[k]));
+    return s;
+  }
+
+  // dg/dx_k through nested tapes.
+  std::vector<Tensor> second_gradient(const std::vector<Tensor>& x) const {
+    GradientTape outer;
+    outer.watch(x);
+    const std::vector<Tensor> grads = gradient(x);
+    Tensor g = scalar(0.0, DType::Float64);
+    for (std::size_t k = 0; k < grads.size(); ++k)
+      g = add(g, reduce_sum(multiply(v_[k], grads[k])));
+    return outer.gradient(g, x, UnconnectedGradients::Zero);
+  }
+
+ private:
+  const RandomGraph& graph_;
+  Tensor w_;
+  std::vector<double> w_values_;
+  std::vector<Tensor> v_;
+  std::vector<Tensor> sink_weights_;
+  bool per_sink_targets_ = false;
+  bool persistent_ = false;
+};
+
+// Compares the analytic gradients of `scalar_fn` with its central differences.
+template <class ScalarFn>
+bool compare(const char* order, const std::vector<Tensor>& inputs,
+             const std::vector<Tensor>& analytic, ScalarFn scalar_fn,
+             const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::ostringstream why;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& g = analytic[k];
+    if (!g.defined() || g.dtype() != DType::Float64 || g.shape() != inputs[k].shape()) {
+      why << order << " gradient of input " << k
+          << ": expected a float64 tensor of the input's shape, got " << g;
+      result.failure = why.str();
+      return false;
+    }
+    const std::vector<double> got = values_of(g);
+    for (std::size_t j = 0; j < got.size(); ++j) {
+      auto central = [&](double step) {
+        const double plus = scalar_fn(with_shifted(inputs, k, j, step));
+        const double minus = scalar_fn(with_shifted(inputs, k, j, -step));
+        return (plus - minus) / (2 * step);
+      };
+      auto matches = [&](double numeric) {
+        return std::abs(got[j] - numeric) <= options.tolerance * (1.0 + std::abs(numeric));
+      };
+      ++result.values_compared;
+      const double numeric = central(options.delta);
+      if (matches(numeric)) continue;
+      // A steep function (a product of many factors inside sin) can leave the delta^2 term
+      // of the central difference above the tolerance: retry with Richardson extrapolation
+      // over delta and 2 delta, which cancels that term, before calling it a mismatch.
+      const double extrapolated = (4 * numeric - central(2 * options.delta)) / 3;
+      if (matches(extrapolated)) continue;
+      why.precision(12);
+      why << order << " derivative w.r.t. input " << k << " element " << j
+          << ": central difference " << numeric << " (extrapolated " << extrapolated << "), tape "
+          << got[j];
+      result.failure = why.str();
+      return false;
+    }
+  }
+  return true;
+}
+
+// Each Jacobian contracted with the output weights must be the (already checked) gradient.
+bool compare_jacobians(const std::vector<Tensor>& inputs, const std::vector<Tensor>& gradients,
+                       const std::vector<Tensor>& jacobians, const std::vector<double>& w,
+                       const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::ostringstream why;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    Shape expected_shape{w.size()};
+    expected_shape.insert(expected_shape.end(), inputs[k].shape().begin(), inputs[k].shape().end());
+    const Tensor& j = jacobians[k];
+    if (!j.defined() || j.dtype() != DType::Float64 || j.shape() != expected_shape) {
+      why << "jacobian w.r.t. input " << k << ": expected a float64 tensor of shape [" << w.size()
+          << "] ++ the input's shape, got " << j;
+      result.failure = why.str();
+      return false;
+    }
+    const std::vector<double> jv = values_of(j), g = values_of(gradients[k]);
+    const std::size_t n = inputs[k].size();
+    for (std::size_t e = 0; e < n; ++e) {
+      double contracted = 0.0;
+      for (std::size_t i = 0; i < w.size(); ++i) contracted += w[i] * jv[i * n + e];
+      ++result.values_compared;
+      if (!(std::abs(contracted - g[e]) <= options.tolerance * (1.0 + std::abs(g[e])))) {
+        why.precision(12);
+        why << "jacobian w.r.t. input " << k << " element " << e << ": w . J = " << contracted
+            << ", gradient " << g[e];
+        result.failure = why.str();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options) {
+  GraphCheckResult result;
+  try {
+    const Objective objective(graph, graph.seed() ^ 0x9e3779b97f4a7c15ULL);
+    const auto& x = graph.inputs();
+    const std::vector<Tensor> gradients = objective.gradient(x);
+    result.passed = compare(
+        "first-order", x, gradients,
+        [&](const std::vector<Tensor>& at) { return objective.first(at); }, options, result);
+    if (result.passed && options.jacobian) {
+      result.passed = compare_jacobians(x, gradients, objective.jacobians(x), objective.weights(),
+                                        options, result);
+    }
+    if (result.passed && options.second_order) {
+      result.passed = compare(
+          "second-order", x, objective.second_gradient(x),
+          [&](const std::vector<Tensor>& at) { return objective.second(at); }, options, result);
+    }
+  } catch (const std::exception& e) {
+    result.passed = false;
+    result.failure = std::string("exception: ") + e.what();
+  }
+  return result;
+}
+
+}  // namespace tapegrad::fuzz

@@ -1,0 +1,33 @@
+// Checks a RandomGraph's first and second derivatives against central differences.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "random_graph.hpp"
+
+namespace tapegrad::fuzz {
+
+struct GraphCheckOptions {
+  double delta = 1e-6;      // central-difference step
+  double tolerance = 1e-6;  // |analytic - numeric| <= tolerance * (1 + |numeric|)
+  bool second_order = true;
+  bool jacobian = true;  // tape.jacobian of the output, contracted with w, is the gradient
+};
+
+struct GraphCheckResult {
+  bool passed = true;
+  std::string failure;  // the first mismatch: order, input, element, both values
+  std::size_t values_compared = 0;
+};
+
+// First order: the gradient of sum(w * output) w.r.t. every input, w fixed random weights
+// drawn from the graph's seed (taken either of that scalar or of the sinks as several
+// targets with w as their output gradients), against central differences of that sum; each gradient
+// must be a defined float64 tensor of its input's shape (empty inputs included). Second order: the
+// gradient of sum_k sum(v_k * gradient_k) (nested tapes) against central differences of it.
+// Jacobian: tape.jacobian of the output w.r.t. every input, contracted with w, equals the
+// gradient. An exception from the library is a failure too.
+GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});
+
+}  // namespace tapegrad::fuzz

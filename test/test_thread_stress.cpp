@@ -1,0 +1,192 @@
+// Thread stress: 8 threads, each running TAPEGRAD_STRESS_STEPS steps (default 2000) of
+// nested and persistent tapes, custom gradients (one reading a shared Variable), BLAS
+// products with shared tensors, and user primitives registered while the other threads take
+// gradients. Every gradient is compared with its closed form. Built and run under
+// ThreadSanitizer by CI, where it must produce zero reports.
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "support.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+constexpr int kThreads = 8;
+constexpr int kRegisterEvery = 50;  // steps between two registrations of a new user op
+
+std::size_t steps_from_env() {
+  const char* text = std::getenv("TAPEGRAD_STRESS_STEPS");
+  return text != nullptr && *text != '\0' ? std::stoul(text) : 2000;
+}
+
+// Read by every thread, written by none.
+struct Shared {
+  Variable w{constant({0.5, -1.5, 2.0}), true, "w"};          // [3]
+  Variable scale{constant(1.25), true, "scale"};              // []
+  Tensor c = constant({0.3, -0.7, 1.1});                      // [3]
+  Tensor m = constant({{1.0, 2.0, -1.0}, {0.5, -3.0, 4.0}});  // [2, 3]
+  std::vector<double> w_values{0.5, -1.5, 2.0};
+  double scale_value = 1.25;
+  std::vector<double> c_values{0.3, -0.7, 1.1};
+  std::vector<double> m_column_sums{1.5, -1.0, 3.0};
+  Tensor indices = from_values({0, 2, 2}, {3}, DType::Int64);  // gather: counts 1, 0, 2
+  std::vector<double> index_counts{1.0, 0.0, 2.0};
+};
+
+// x^3 with a gradient written in tapegrad ops (so it differentiates again).
+const auto cube = custom_gradient([](const Tensor& x) {
+  auto grad = [x](const Tensor& dy) { return dy * 3.0 * x * x; };
+  return std::make_pair(x * x * x, grad);
+});
+
+// x * scale, the Variable read inside: the gradient also returns d/dscale.
+auto scaled_by(const Variable& scale) {
+  return custom_gradient([scale](const Tensor& x) {
+    const Tensor s = scale.value();
+    auto grad = [x, s](const Tensor& dy, const std::vector<Variable>&) {
+      return std::make_pair(std::vector<Tensor>{dy * s}, std::vector<Tensor>{reduce_sum(dy * x)});
+    };
+    return std::make_pair(x * s, grad);
+  });
+}
+
+// A user primitive y = x^2 recorded under `op_type`; its gradient 2 x dy is registered by
+// the caller.
+Tensor user_square(const std::string& op_type, const Tensor& x) {
+  Tensor y = square(stop_gradient(x));
+  record_operation(op_type, {x}, {y});
+  return y;
+}
+
+void register_user_square(const std::string& op_type) {
+  register_gradient(
+      op_type,
+      [](const OpContext& ctx, const std::vector<Tensor>& grads) {
+        return std::vector<Tensor>{grads[0] * 2.0 * ctx.inputs()[0]};
+      },
+      Keep::only({0}), Keep::none());
+}
+
+struct ThreadReport {
+  std::size_t checks = 0;
+  std::vector<std::string> failures;  // at most a few, with thread, step and values
+};
+
+class Checker {
+ public:
+  Checker(ThreadReport& report, int thread, std::size_t step)
+      : report_(report), thread_(thread), step_(step) {}
+  void close(const char* what, const Tensor& got, const std::vector<double>& expected) {
+    ++report_.checks;
+    const std::vector<double> v = got.defined() ? values(got) : std::vector<double>{};
+    bool ok = v.size() == expected.size();
+    for (std::size_t i = 0; ok && i < v.size(); ++i)
+      ok = std::abs(v[i] - expected[i]) <= 1e-12 * (1.0 + std::abs(expected[i]));
+    if (!ok && report_.failures.size() < 5) {
+      std::string text = "thread " + std::to_string(thread_) + " step " + std::to_string(step_) +
+                         " " + what + ": got";
+      for (double e : v) text += " " + std::to_string(e);
+      text += ", expected";
+      for (double e : expected) text += " " + std::to_string(e);
+      report_.failures.push_back(text);
+    }
+  }
+
+ private:
+  ThreadReport& report_;
+  int thread_;
+  std::size_t step_;
+};
+
+// f(x) = sum(cube(x) * w) + sum(sin(x) * c) + sum(user_square(x)) + sum(m x) + sum(scale * x)
+//        + sum(gather(x, indices)):
+//   df/dx      = 3 x^2 w + cos(x) c + 2 x + colsum(m) + scale + counts(indices)
+//   d2f/dx2    = diag(6 x w - sin(x) c + 2)   (f is a sum of functions of one element each)
+//   df/dw      = x^3,  df/dscale = sum(x)
+void one_step(const Shared& shared, const std::string& op_type, int thread, std::size_t step,
+              ThreadReport& report) {
+  Checker check(report, thread, step);
+  std::vector<double> xv(3);
+  for (std::size_t i = 0; i < 3; ++i)
+    xv[i] = 0.1 * static_cast<double>(thread + 1) - 0.2 * static_cast<double>(i) +
+            0.01 * static_cast<double>(step % 13);
+  const Tensor x = from_values(xv, {3});
+  const Tensor unused = from_values(xv, {3});  // watched, never read: zeros (VSpace cache)
+  const auto scaled = scaled_by(shared.scale);
+
+  GradientTape outer(/*persistent=*/true);
+  outer.watch({x, unused});
+  Tensor f, g;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    const Tensor column = reshape(x, {3, 1});
+    f = reduce_sum(multiply(cube(x), shared.w)) + reduce_sum(multiply(sin(x), shared.c)) +
+        reduce_sum(user_square(op_type, x)) + reduce_sum(matmul(shared.m, column)) +
+        reduce_sum(scaled(x)) + reduce_sum(gather(x, shared.indices));
+    g = inner.gradient(f, x);
+  }
+  std::vector<double> df(3), d2f(3), x3(3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    df[i] = 3 * xv[i] * xv[i] * shared.w_values[i] + std::cos(xv[i]) * shared.c_values[i] +
+            2 * xv[i] + shared.m_column_sums[i] + shared.scale_value + shared.index_counts[i];
+    d2f[i] = 6 * xv[i] * shared.w_values[i] - std::sin(xv[i]) * shared.c_values[i] + 2;
+    x3[i] = xv[i] * xv[i] * xv[i];
+  }
+  const Tensor g_sum = reduce_sum(g);         // recorded on the outer tape
+  const auto pause = outer.stop_recording();  // its own gradients need not be recorded
+  check.close("df/dx (inner tape)", g, df);
+  check.close("d2f/dx2 (outer tape over the inner gradient)", outer.gradient(g_sum, x), d2f);
+  const std::vector<Tensor> by_variable =
+      outer.gradient(f, std::vector<Variable>{shared.w, shared.scale});
+  check.close("df/dw (persistent outer tape, second call)", by_variable[0], x3);
+  check.close("df/dscale (custom gradient's variable gradient)", by_variable[1],
+              {xv[0] + xv[1] + xv[2]});
+  check.close("df/d(unused) with UnconnectedGradients::Zero",
+              outer.gradient(f, unused, UnconnectedGradients::Zero), {0.0, 0.0, 0.0});
+}
+
+}  // namespace
+
+TEST_CASE("8 threads: nested and persistent tapes, custom gradients, registrations", "[threads]") {
+  const std::size_t steps = steps_from_env();
+  const Shared shared;
+  std::vector<ThreadReport> reports(kThreads);
+  std::atomic<int> registrations{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ThreadReport& report = reports[static_cast<std::size_t>(t)];
+      try {
+        std::string op_type;
+        for (std::size_t s = 0; s < steps; ++s) {
+          if (s % kRegisterEvery == 0) {  // a new op type, registered while others run
+            op_type = "StressSquare_" + std::to_string(t) + "_" + std::to_string(s);
+            register_user_square(op_type);
+            ++registrations;
+          }
+          one_step(shared, op_type, t, s, report);
+        }
+      } catch (const std::exception& e) {
+        report.failures.push_back("thread " + std::to_string(t) + " threw: " + e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  std::size_t checks = 0;
+  for (const auto& r : reports) {
+    checks += r.checks;
+    for (const auto& f : r.failures) FAIL_CHECK(f);
+  }
+  std::cout << "thread stress: " << kThreads << " threads x " << steps << " steps, " << checks
+            << " gradient checks, " << registrations.load() << " gradients registered\n";
+  REQUIRE(checks == kThreads * steps * 5);
+  for (const auto& r : reports) REQUIRE(r.failures.empty());
+}
