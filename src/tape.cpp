@@ -22,8 +22,10 @@ struct ThreadTapes {
   std::vector<std::shared_ptr<TapeState>> live;  // creation order
   std::vector<TapeImpl*> active;                 // capacity >= live.size(): refresh never allocates
   std::uint64_t next_serial = 1;
-  std::uint64_t paused_through = 0;  // tapes with serial <= this are paused
-  std::size_t pause_depth = 0;
+  // Tapes with serial <= this are paused (0: no pause). TF keeps one "stopped" flag per
+  // thread; a boundary does the same for the tapes that existed when the pause began and
+  // lets tapes created inside it record.
+  std::uint64_t paused_through = 0;
   // Set by another thread that destroyed one of this thread's tapes.
   std::shared_ptr<std::atomic<bool>> sweep = std::make_shared<std::atomic<bool>>(false);
 
@@ -117,14 +119,12 @@ PauseAllTapes::PauseAllTapes() {
   ThreadTapes& tapes = thread_tapes();
   previous_boundary_ = tapes.paused_through;
   tapes.paused_through = tapes.next_serial - 1;
-  ++tapes.pause_depth;
   tapes.refresh();
 }
 
 PauseAllTapes::~PauseAllTapes() {
   ThreadTapes& tapes = thread_tapes();
   tapes.paused_through = previous_boundary_;
-  --tapes.pause_depth;
   tapes.refresh();
 }
 
