@@ -155,9 +155,10 @@ class GradientTape {
   bool watch_accessed_variables_;
 };
 
-/// Number of tapes on this thread's tape stack right now, recording or not. Zero outside
-/// every GradientTape scope; a diagnostic for tests and for checking that an error left
-/// nothing behind.
+/// Number of tapes this thread holds right now: those created on it and not yet destroyed,
+/// recording or not (one destroyed on another thread is dropped first). Zero outside every
+/// GradientTape scope; a diagnostic for tests and for checking that an error left nothing
+/// behind.
 std::size_t tapes_on_this_thread();
 
 }  // namespace tapegrad
