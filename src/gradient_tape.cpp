@@ -23,43 +23,52 @@ detail::TensorMeta meta_of(const Tensor& t, const char* what) {
 }  // namespace
 
 GradientTape::RecordingGuard::RecordingGuard(RecordingGuard&& other) noexcept
-    : tape_(other.tape_), restore_recording_(other.restore_recording_) {
-  other.tape_ = nullptr;
-}
+    : state_(std::move(other.state_)), restore_recording_(other.restore_recording_) {}
 
 GradientTape::RecordingGuard::~RecordingGuard() {
-  if (tape_ == nullptr || !tape_->tape_ || tape_->consumed_) return;
-  if (restore_recording_ && !tape_->recording_) tape_->push();
-  if (!restore_recording_ && tape_->recording_) tape_->pop();
+  detail::TapeState* s = state_.get();
+  // A guard that outlived its tape, or dies on a foreign thread, has nothing it may restore.
+  if (s == nullptr || !s->on_owner_thread() || s->destroyed.load() || !s->impl || s->consumed) {
+    return;
+  }
+  if (s->recording.load() != restore_recording_) detail::set_recording(*s, restore_recording_);
 }
 
 GradientTape::GradientTape(bool persistent, bool watch_accessed_variables)
-    : tape_(std::make_shared<detail::TapeImpl>(persistent, watch_accessed_variables)),
+    : state_(detail::register_tape(
+          std::make_shared<detail::TapeImpl>(persistent, watch_accessed_variables))),
       persistent_(persistent),
-      watch_accessed_variables_(watch_accessed_variables) {
-  push();
-}
+      watch_accessed_variables_(watch_accessed_variables) {}
 
 GradientTape::~GradientTape() {
-  if (recording_ && tape_) detail::pop_tape(tape_.get());
+  if (state_->on_owner_thread()) {
+    detail::unregister_tape(*state_);
+  } else {
+    detail::abandon_tape(*state_);
+  }
 }
 
-void GradientTape::push() {
-  detail::push_tape(tape_.get());
-  recording_ = true;
-}
-
-void GradientTape::pop() {
-  detail::pop_tape(tape_.get());
-  recording_ = false;
+void GradientTape::check_thread(const char* what) const {
+  if (!state_->on_owner_thread()) {
+    throw TapeError(std::string("GradientTape::") + what +
+                    ": called on another thread than the one that created the tape; a tape "
+                    "belongs to the thread that created it (it records only that thread's "
+                    "ops, and is used there)");
+  }
 }
 
 detail::TapeImpl& GradientTape::live_tape(const char* what) {
-  if (!tape_ || consumed_) throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
-  return *tape_;
+  check_thread(what);
+  if (!state_->impl || state_->consumed) {
+    throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
+  }
+  return *state_->impl;
 }
 
+bool GradientTape::recording() const { return state_->recording.load(std::memory_order_relaxed); }
+
 void GradientTape::watch(const Tensor& tensor) {
+  check_thread("watch");
   if (!tensor.defined()) throw InvalidArgument("GradientTape::watch: the tensor is undefined");
   live_tape("watch").watch(tensor);
 }
@@ -75,33 +84,46 @@ void GradientTape::watch(const std::vector<Variable>& variables) {
 }
 
 GradientTape::RecordingGuard GradientTape::stop_recording() {
-  if (!tape_ || consumed_ || !recording_) {
+  check_thread("stop_recording");
+  if (!state_->impl || state_->consumed || !state_->recording.load()) {
     throw TapeError("GradientTape::stop_recording: Trying to stop recording a tape which is not "
                     "recording.");
   }
-  pop();
-  return RecordingGuard(this, /*restore_recording=*/true);
+  detail::set_recording(*state_, false);
+  return RecordingGuard(state_, /*restore_recording=*/true);
 }
 
 GradientTape::RecordingGuard GradientTape::record() {
   live_tape("record");
-  if (recording_) {
+  if (state_->recording.load()) {
     throw TapeError("GradientTape::record: Tape is still recording, This can happen if you try "
                     "to re-enter an already-active tape.");
   }
-  push();
-  return RecordingGuard(this, /*restore_recording=*/false);
+  detail::set_recording(*state_, true);
+  return RecordingGuard(state_, /*restore_recording=*/false);
 }
 
 void GradientTape::reset() {
-  live_tape("reset").clear();
+  detail::TapeImpl& tape = live_tape("reset");
+  if (state_->backward_depth > 0) {
+    throw TapeError("GradientTape::reset: reset() inside this tape's own gradient computation "
+                    "(called from a gradient function or custom_gradient backward while this "
+                    "tape's gradient/jacobian runs) would free the records the walk is using; "
+                    "reset the tape after the gradient call returns");
+  }
+  tape.clear();
 }
 
 std::vector<Variable> GradientTape::watched_variables() const {
-  return tape_ && !consumed_ ? tape_->watched_variables() : watched_when_used_;
+  check_thread("watched_variables");
+  return state_->impl && !state_->consumed ? state_->impl->watched_variables()
+                                           : watched_when_used_;
 }
 
-std::size_t GradientTape::bytes_held() const { return tape_ ? tape_->bytes_held() : 0; }
+std::size_t GradientTape::bytes_held() const {
+  check_thread("bytes_held");
+  return state_->impl ? state_->impl->bytes_held() : 0;
+}
 
 HookHandle GradientTape::register_hook(const Tensor& t,
                                        std::function<Tensor(const Tensor& grad)> hook) {
@@ -119,11 +141,22 @@ HookHandle GradientTape::register_hook(const Variable& v,
   return register_hook(v.handle(), std::move(hook));
 }
 
+GradientTape::BackwardScope::BackwardScope(GradientTape& tape) : state(tape.state_) {
+  ++state->backward_depth;
+}
+
+GradientTape::BackwardScope::~BackwardScope() {
+  --state->backward_depth;
+  // A used tape's records go now (the walk has released what it could); the thread's list
+  // no longer counts it as recording.
+  if (state->consumed) state->impl.reset();
+}
 
 std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>& targets,
                                                       const std::vector<Tensor>& sources,
                                                       const std::vector<Tensor>& output_gradients,
                                                       UnconnectedGradients unconnected) {
+  check_thread("gradient");
   std::vector<detail::TensorMeta> metas;
   metas.reserve(sources.size());
   for (const auto& s : sources) metas.push_back(meta_of(s, "a source"));
@@ -150,11 +183,14 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
 }
 
 std::shared_ptr<detail::TapeImpl> GradientTape::begin_backward(const char* what) {
-  std::shared_ptr<detail::TapeImpl> tape = tape_;
-  if (!tape || consumed_) throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
-  if (recording_) {
+  check_thread(what);
+  std::shared_ptr<detail::TapeImpl> tape = state_->impl;
+  if (!tape || state_->consumed) {
+    throw TapeError(std::string("GradientTape::") + what + ": " + kUsedTape);
+  }
+  if (state_->recording.load()) {
     if (!persistent_) {
-      pop();
+      detail::set_recording(*state_, false);
     } else {
       detail::warn_once("persistent-recording-gradient",
                         "Calling GradientTape::gradient on a persistent tape that is still "
@@ -163,7 +199,7 @@ std::shared_ptr<detail::TapeImpl> GradientTape::begin_backward(const char* what)
     }
   }
   if (!persistent_) {
-    consumed_ = true;
+    state_->consumed = true;
     watched_when_used_ = tape->watched_variables();
   }
   return tape;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "detail/error_context.hpp"
 #include "detail/id_map.hpp"
 #include "detail/vspace.hpp"
 
@@ -291,7 +292,13 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
       }
       needs.assign(e.inputs.size(), false);
       for (std::size_t i = 0; i < e.inputs.size(); ++i) needs[i] = input_slots[i] != kNoSlot;
-      in_grads = call_gradient(e, spec, needs, out_grads);
+      try {
+        in_grads = call_gradient(e, spec, needs, out_grads);
+      } catch (...) {
+        // An error deep inside names an inner op ("matrix_inverse: ..."): say which op's
+        // gradient was being computed first.
+        rethrow_with_context("gradient of " + e.op->name() + ": ");
+      }
       if (in_grads.size() != e.inputs.size()) {
         throw InvalidArgument("imperative_grad: the gradient function of '" + e.op->name() +
                               "' returned " + std::to_string(in_grads.size()) +

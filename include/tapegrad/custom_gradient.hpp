@@ -6,6 +6,12 @@
 // calls the gradient function the caller supplied (or recomputes the forward). Gradient
 // functions run while the outer tapes record, so one written with tapegrad ops can itself be
 // differentiated (nested tapes give higher derivatives).
+//
+// The pause covers the tapes that exist when the wrapped function starts: a tape it creates
+// records as usual, and stop_recording/record/gradient/destruction of an outer tape inside it
+// only change that tape's own state. An error a gradient function throws reaches the caller
+// of gradient() as the same tapegrad type, prefixed "gradient of <op_type>: "; exceptions
+// that are not tapegrad::Errors pass through unchanged.
 #pragma once
 
 #include <functional>

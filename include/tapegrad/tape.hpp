@@ -20,6 +20,7 @@ enum class UnconnectedGradients { None, Zero };
 
 namespace detail {
 class TapeImpl;
+struct TapeState;
 }
 
 /// Records, from construction to destruction, every op on this thread whose inputs it
@@ -30,9 +31,18 @@ class TapeImpl;
 /// derivatives. A non-persistent tape allows exactly one gradient/jacobian/batch_jacobian
 /// call; a second throws TapeError. Not copyable, not movable: it lives in one scope of one
 /// thread.
+///
+/// Threads (TF: a tape records on its own thread only): a tape belongs to the thread that
+/// created it. It records that thread's ops only; watch, stop_recording, record, reset,
+/// gradient, gradient_values, jacobian, batch_jacobian, watched_variables and bytes_held
+/// called on another thread throw TapeError naming the method. Destroying it on another
+/// thread is safe: it stops recording, and its creating thread frees its records at that
+/// thread's next tape operation or recorded op.
 class GradientTape {
  public:
-  /// Re-pushes a tape for its own lifetime. Returned by stop_recording() and record().
+  /// Restores a tape's recording state when it dies. Returned by stop_recording() and
+  /// record(). Safe to outlive its tape (it then does nothing); destroyed on another thread
+  /// than the tape's, it does nothing either. Never throws.
   class [[nodiscard]] RecordingGuard {
    public:
     RecordingGuard(const RecordingGuard&) = delete;
@@ -43,9 +53,9 @@ class GradientTape {
 
    private:
     friend class GradientTape;
-    RecordingGuard(GradientTape* tape, bool restore_recording)
-        : tape_(tape), restore_recording_(restore_recording) {}
-    GradientTape* tape_;
+    RecordingGuard(std::shared_ptr<detail::TapeState> state, bool restore_recording)
+        : state_(std::move(state)), restore_recording_(restore_recording) {}
+    std::shared_ptr<detail::TapeState> state_;  // shared with the tape: no dangling pointer
     bool restore_recording_;
   };
 
@@ -72,13 +82,17 @@ class GradientTape {
   /// and on a used non-persistent tape.
   RecordingGuard record();
 
-  /// Forgets everything recorded so far and keeps recording (TF: reset).
+  /// Forgets everything recorded so far and keeps recording (TF: reset). TapeError when
+  /// called from inside this tape's own gradient computation (a gradient function or custom
+  /// backward of a walk over this tape), whose records it would free.
   void reset();
   /// The variables this tape watches, in creation order (TF: watched_variables).
   std::vector<Variable> watched_variables() const;
   bool persistent() const { return persistent_; }
-  /// True while ops run on this thread are recorded on this tape.
-  bool recording() const { return recording_; }
+  /// The tape's own recording flag: true from construction or record() until stop_recording()
+  /// or the gradient call of a non-persistent tape. Inside a custom_gradient or recompute_grad
+  /// forward the tape is additionally paused whatever this says. Any thread may ask.
+  bool recording() const;
   /// Bytes of tensor storage the tape currently keeps alive for its gradients.
   std::size_t bytes_held() const;
 
@@ -133,20 +147,20 @@ class GradientTape {
 
  private:
   friend class RecordingGuard;
-  void push();
-  void pop();
+  // TapeError unless called on the thread that created the tape.
+  void check_thread(const char* what) const;
   // Every gradient/jacobian call starts here: the tape must be usable; a non-persistent tape
   // stops recording and is marked used (even if the walk then throws: its entries may already
   // be released); a persistent one that is still recording warns once. The returned tape
-  // stays alive for the walk; a BackwardScope drops a used tape when the call ends.
+  // stays alive for the walk; a BackwardScope marks the walk as running (reset() checks it)
+  // and drops a used tape when the call ends.
   std::shared_ptr<detail::TapeImpl> begin_backward(const char* what);
   struct BackwardScope {
-    GradientTape& tape;
+    explicit BackwardScope(GradientTape& tape);
+    ~BackwardScope();
     BackwardScope(const BackwardScope&) = delete;
     BackwardScope& operator=(const BackwardScope&) = delete;
-    ~BackwardScope() {
-      if (tape.consumed_) tape.tape_.reset();
-    }
+    std::shared_ptr<detail::TapeState> state;
   };
   detail::TapeImpl& live_tape(const char* what);
   std::vector<GradientValue> run_gradient(const std::vector<Tensor>& targets,
@@ -154,17 +168,16 @@ class GradientTape {
                                           const std::vector<Tensor>& output_gradients,
                                           UnconnectedGradients unconnected);
 
-  std::shared_ptr<detail::TapeImpl> tape_;  // null once a non-persistent tape is used
-  bool consumed_ = false;                   // set when a non-persistent tape's walk starts
+  std::shared_ptr<detail::TapeState> state_;  // also held by the thread's list and the guards
   std::vector<Variable> watched_when_used_;  // what watched_variables() says after use (TF)
   bool persistent_;
   bool watch_accessed_variables_;
-  bool recording_ = false;
 };
 
-/// Number of tapes on this thread's tape stack right now, recording or not. Zero outside
-/// every GradientTape scope; a diagnostic for tests and for checking that an error left
-/// nothing behind.
+/// Number of tapes this thread holds right now: those created on it and not yet destroyed,
+/// recording or not (one destroyed on another thread is dropped first). Zero outside every
+/// GradientTape scope; a diagnostic for tests and for checking that an error left nothing
+/// behind.
 std::size_t tapes_on_this_thread();
 
 }  // namespace tapegrad
