@@ -1,8 +1,24 @@
 #include "detail/shape_util.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace tapegrad::detail {
+
+namespace {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return sizeof(float);
+    case DType::Float64: return sizeof(double);
+    case DType::Int32: return sizeof(std::int32_t);
+    case DType::Int64: return sizeof(std::int64_t);
+    case DType::Bool: return sizeof(bool);
+  }
+  return 8;
+}
+
+}  // namespace
 
 std::string describe(const char* op, const Tensor& x) {
   return std::string(op) + ": x has shape " + shape_to_string(x.shape()) + " and dtype " +
@@ -14,8 +30,48 @@ std::string describe(const char* op, const Tensor& x, const Tensor& y) {
          dtype_name(y.dtype());
 }
 
+std::size_t checked_num_elements(const char* op, const Shape& shape) {
+  std::size_t n = 1;
+  bool overflow = false;
+  for (auto d : shape) overflow = overflow || d > kMaxElements;
+  for (auto d : shape) {
+    if (overflow || d == 0) break;
+    if (n > kMaxElements / d) overflow = true;
+    n *= d;
+  }
+  if (!overflow && std::find(shape.begin(), shape.end(), std::size_t{0}) != shape.end()) n = 0;
+  if (overflow) {
+    throw InvalidArgument(std::string(op) + ": shape " + shape_to_string(shape) +
+                          " has more than 2^63 - 1 elements (the limit on a tensor's size)");
+  }
+  return n;
+}
+
+std::size_t check_new_shape(const char* op, const Shape& shape, DType dtype) {
+  const std::size_t n = checked_num_elements(op, shape);
+  const std::size_t element = dtype_size(dtype);
+  const auto max_bytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  if (n > max_bytes / element) {
+    throw InvalidArgument(std::string(op) + ": a tensor of shape " + shape_to_string(shape) +
+                          " and dtype " + dtype_name(dtype) + " would need " + std::to_string(n) +
+                          " x " + std::to_string(element) +
+                          " bytes, more than any allocation can address");
+  }
+  return n;
+}
+
+void throw_resource_exhausted(const char* op, const Shape& shape, DType dtype) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= d;  // checked by check_new_shape before any allocation
+  throw ResourceExhausted(std::string(op) + ": out of memory allocating a tensor of shape " +
+                          shape_to_string(shape) + " and dtype " + dtype_name(dtype) + " (" +
+                          std::to_string(n) + " x " + std::to_string(dtype_size(dtype)) +
+                          " bytes)");
+}
+
 void require_defined(const char* op, const Tensor& x) {
   if (!x.defined()) throw InvalidArgument(std::string(op) + ": an argument is an undefined tensor");
+  if (!x.impl().holds_elements) throw_variable_handle(op, x.impl());
 }
 
 void require_same_dtype(const char* op, const Tensor& x, const Tensor& y) {
@@ -38,15 +94,24 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     }
     out[i] = da == 1 ? db : da;
   }
+  checked_num_elements(op, out);
   return out;
 }
 
 Shape broadcast_shapes(const char* op, const Tensor& x, const Tensor& y) {
+  Shape out;
   try {
-    return broadcast_shapes(op, x.shape(), y.shape());
+    out = broadcast_shapes(op, x.shape(), y.shape());
   } catch (const InvalidArgument&) {
     throw InvalidArgument(describe(op, x, y) + ": the shapes cannot be broadcast together");
   }
+  try {
+    checked_num_elements(op, out);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(describe(op, x, y) + ": the broadcast shape " + shape_to_string(out) +
+                          " has more than 2^63 - 1 elements");
+  }
+  return out;
 }
 
 std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape) {

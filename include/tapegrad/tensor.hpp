@@ -50,6 +50,8 @@ class TensorImpl {
 
   const std::uint64_t id;
   const DType dtype;
+  // False only for a Variable's handle: its shape is the variable's, its array holds nothing.
+  const bool holds_elements = true;
   Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
 
  private:
@@ -66,6 +68,7 @@ std::uint64_t next_tensor_id();
 
 [[noreturn]] void throw_undefined_tensor(const char* what);
 [[noreturn]] void throw_dtype_mismatch(DType actual, DType requested);
+[[noreturn]] void throw_variable_handle(const char* op, const TensorImpl& handle);
 
 template <class T>
 constexpr bool is_tensor_element_v =
@@ -96,12 +99,15 @@ class Tensor {
   /// Unique for the life of the process; the key the tape records.
   std::uint64_t id() const { return checked().id; }
 
-  /// The elements. Throws InvalidArgument when T is not this tensor's dtype.
+  /// The elements. Throws InvalidArgument when T is not this tensor's dtype, or when this is a
+  /// Variable's handle (which holds no elements).
   template <class T>
   const xt::xarray<T>& array() const {
     static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
-    const auto* a = std::get_if<xt::xarray<T>>(&checked().data);
-    if (a == nullptr) detail::throw_dtype_mismatch(impl_->dtype, dtype_of<T>::value);
+    const detail::TensorImpl& impl = checked();
+    const auto* a = std::get_if<xt::xarray<T>>(&impl.data);
+    if (a == nullptr) detail::throw_dtype_mismatch(impl.dtype, dtype_of<T>::value);
+    if (!impl.holds_elements) detail::throw_variable_handle("Tensor::array", impl);
     return *a;
   }
 

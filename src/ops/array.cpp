@@ -84,31 +84,41 @@ Tensor stop_gradient(const Tensor& x) {
 
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   detail::require_defined("reshape", x);
+  auto target_string = [&] {
+    std::string target = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
+    return target + "]";
+  };
+  auto fail = [&](const std::string& why) {
+    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
+                          " (" + std::to_string(x.size()) + " elements, dtype " +
+                          dtype_name(x.dtype()) + ") into shape " + target_string() + why);
+  };
+  // The product of the known entries, checked: a wrapped product could match x's size.
   std::size_t known = 1;
+  bool known_overflows = false;
   int inferred = -1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1 && inferred < 0) {
       inferred = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidArgument("reshape: target shape has an invalid entry " + std::to_string(shape[i]) +
-                            " (only one -1 is allowed); x has shape " + shape_to_string(x.shape()) +
-                            " and dtype " + dtype_name(x.dtype()));
+      throw InvalidArgument("reshape: target shape " + target_string() + " has an invalid entry " +
+                            std::to_string(shape[i]) + " (only one -1 is allowed); x has shape " +
+                            shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
     } else {
-      known *= static_cast<std::size_t>(shape[i]);
+      const auto d = static_cast<std::size_t>(shape[i]);
+      if (d != 0 && known > detail::kMaxElements / d) known_overflows = true;
+      known *= d;
     }
   }
-  auto fail = [&] {
-    std::string target = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
-    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
-                          " (" + std::to_string(x.size()) + " elements, dtype " +
-                          dtype_name(x.dtype()) + ") into shape " + target + "]");
-  };
+  const bool has_zero = std::find(shape.begin(), shape.end(), std::int64_t{0}) != shape.end();
+  if (known_overflows && !has_zero) fail(": its element count exceeds 2^63 - 1");
+  if (has_zero) known = 0;
   if (inferred >= 0) {
-    if (known == 0 || x.size() % known != 0) fail();
+    if (known == 0 || x.size() % known != 0) fail("");
     shape[static_cast<std::size_t>(inferred)] = static_cast<std::int64_t>(x.size() / known);
   } else if (known != x.size()) {
-    fail();
+    fail("");
   }
   const Shape target(shape.begin(), shape.end());
   Tensor out = copy_with_shape(x, target);
@@ -174,6 +184,11 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::require_defined("broadcast_to", x);
+  try {
+    detail::check_new_shape("broadcast_to", shape, x.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe("broadcast_to", x) + "; " + e.what());
+  }
   const Shape b = [&] {
     try {
       return detail::broadcast_shapes("broadcast_to", x.shape(), shape);
@@ -188,11 +203,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
                           " and dtype " + dtype_name(x.dtype()) +
                           " cannot be broadcast to shape " + shape_to_string(shape));
   }
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
-    const xt::xarray<T> unit = xt::empty<T>(Shape{});
-    return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+  Tensor out = detail::with_allocation_check("broadcast_to", shape, x.dtype(), [&] {
+    return detail::dispatch_any(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
+      const xt::xarray<T> unit = xt::empty<T>(Shape{});
+      return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+    });
   });
   record_unary(broadcast_to_op(), x, out);
   return out;

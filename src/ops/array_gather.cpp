@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "detail/dispatch.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/op_helpers.hpp"
 #include "detail/vspace.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -116,7 +117,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
       product(shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> gathered = xt::empty<T>(out_shape);
+    xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
     const T* src = params.array<T>().data();
     T* dst = gathered.data();
     for (std::size_t o = 0; o < outer; ++o) {
@@ -155,16 +156,23 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   }
   Shape out_shape = data.shape();
   out_shape[0] = num_segments;
+  try {
+    detail::check_new_shape(op, out_shape, data.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe(op, data) + ", num_segments " +
+                          std::to_string(num_segments) + "; " + e.what());
+  }
   const std::size_t inner = product(data.shape().begin() + 1, data.shape().end());
-  Tensor out = detail::dispatch_numeric(op, data.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric(op, data, [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> sums = xt::zeros<T>(out_shape);
+    xt::xarray<T> sums = detail::allocate_array<T>(op, out_shape);
+    std::fill(sums.begin(), sums.end(), T(0));
     const T* src = data.array<T>().data();
     T* dst = sums.data();
     for (std::size_t k = 0; k < ids.size(); ++k) {
       T* row = dst + static_cast<std::size_t>(ids[k]) * inner;
       const T* from = src + k * inner;
-      for (std::size_t j = 0; j < inner; ++j) row[j] = static_cast<T>(row[j] + from[j]);
+      for (std::size_t j = 0; j < inner; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
     }
     return Tensor(std::move(sums));
   });

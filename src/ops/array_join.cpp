@@ -57,7 +57,7 @@ const OpSlot& split_op() {
 Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis, const Shape& out_shape) {
   return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> out = xt::empty<T>(out_shape);
+    xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
     std::vector<std::size_t> dst_begin(out_shape.size(), 0);
     const std::vector<std::size_t> src_begin(out_shape.size(), 0);
     for (const auto& v : values) {
@@ -92,6 +92,11 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
                             "axis: " + describe_list(values));
     }
     out_shape[a] += v.shape()[a];
+  }
+  try {
+    detail::check_new_shape("concat", out_shape, first.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(e.what()) + ": " + describe_list(values));
   }
   Tensor out = concat_kernel(values, a, out_shape);
   if (detail::any_tape_active()) {

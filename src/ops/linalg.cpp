@@ -169,12 +169,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
+  try {
+    detail::check_new_shape("matmul", out_shape, a.dtype());
+  } catch (const InvalidArgument& e) {
+    fail(std::string("the product's shape is too large (") + e.what() + ")");
+  }
   const std::size_t count = num_elements(batch);
   const bool batched = !batch.empty();
 
   Tensor out = detail::dispatch_floating("matmul", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> c = xt::empty<T>(out_shape);
+    xt::xarray<T> c = detail::allocate_array<T>("matmul", out_shape);
     if (k == 0) {
       std::fill(c.begin(), c.end(), T(0));
     } else if (m != 0 && n != 0 && count != 0) {

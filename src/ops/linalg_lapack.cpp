@@ -184,8 +184,9 @@ Tensor matrix_inverse(const Tensor& a) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(a.shape());
     const std::size_t size = n * n;
-    std::vector<T> lu(size);
-    std::vector<blasint> pivots(n);
+    // An empty batch needs no workspace (its matrices may be nominally huge).
+    std::vector<T> lu(count == 0 ? 0 : size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* src = a.array<T>().data() + i * size;
       T* dst = result.data() + i * size;
@@ -214,8 +215,9 @@ Tensor matrix_determinant(const Tensor& a) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(batch);
     const std::size_t size = n * n;
-    std::vector<T> lu(size);
-    std::vector<blasint> pivots(n);
+    // An empty batch needs no workspace (its matrices may be nominally huge).
+    std::vector<T> lu(count == 0 ? 0 : size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* src = a.array<T>().data() + i * size;
       std::copy(src, src + size, lu.begin());
@@ -256,9 +258,10 @@ Tensor solve(const Tensor& a, const Tensor& b) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(b.shape());
     const std::size_t a_size = n * n, b_size = n * k;
-    std::vector<T> lu(a_size);
-    std::vector<T> columns(b_size);  // b's batch matrix in column-major order, then the solution
-    std::vector<blasint> pivots(n);
+    std::vector<T> lu(count == 0 ? 0 : a_size);
+    // b's batch matrix in column-major order, then the solution.
+    std::vector<T> columns(count == 0 ? 0 : b_size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* a_src = a.array<T>().data() + i * a_size;
       std::copy(a_src, a_src + a_size, lu.begin());

@@ -74,7 +74,7 @@ Tensor reduce_extremum(const char* op, const OpSlot& slot, bool is_max, const Te
                           dtype_name(x.dtype()) + " is empty, and an empty set has no " +
                           (is_max ? "maximum" : "minimum"));
   }
-  Tensor out = detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     const T init = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, init, Pick<T>{is_max}));
