@@ -31,20 +31,26 @@ std::string describe(const char* op, const Tensor& x, const Tensor& y) {
 }
 
 std::size_t checked_num_elements(const char* op, const Shape& shape) {
-  std::size_t n = 1;
+  // The product of the non-zero dimensions must fit too, not only the count: then every
+  // sub-shape (a reduction's output, a slice of an empty tensor) is valid as well.
+  std::size_t product = 1;
   bool overflow = false;
-  for (auto d : shape) overflow = overflow || d > kMaxElements;
+  bool empty = false;
   for (auto d : shape) {
-    if (overflow || d == 0) break;
-    if (n > kMaxElements / d) overflow = true;
-    n *= d;
+    if (d == 0) {
+      empty = true;
+    } else if (d > kMaxElements || product > kMaxElements / d) {
+      overflow = true;
+    } else {
+      product *= d;
+    }
   }
-  if (!overflow && std::find(shape.begin(), shape.end(), std::size_t{0}) != shape.end()) n = 0;
   if (overflow) {
     throw InvalidArgument(std::string(op) + ": shape " + shape_to_string(shape) +
-                          " has more than 2^63 - 1 elements (the limit on a tensor's size)");
+                          " has more than 2^63 - 1 elements (the limit on a tensor's size; "
+                          "for an empty shape, the product of its non-zero dimensions)");
   }
-  return n;
+  return empty ? 0 : product;
 }
 
 std::size_t check_new_shape(const char* op, const Shape& shape, DType dtype) {

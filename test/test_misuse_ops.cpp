@@ -541,6 +541,12 @@ Table array_cases() {
   misuse<ResourceExhausted>(t, "tile: 2^60 bytes cannot be allocated", [] {
     tile(f64({1}), {std::size_t{1} << 57});
   }, {"tile", "[144115188075855872]", "float64", "out of memory"});
+  misuse(t, "zeros: [0, 2^40, 2^40] is empty but its non-zero dimensions overflow", [] {
+    zeros({0, std::size_t{1} << 40, std::size_t{1} << 40});
+  }, {"zeros", "[0, 1099511627776, 1099511627776]", "2^63"});
+  misuse(t, "reshape: an empty tensor into [0, 2^40, 2^40]", [] {
+    reshape(zeros({0}), {0, std::int64_t{1} << 40, std::int64_t{1} << 40});
+  }, {"reshape", "[0]", "[0, 1099511627776, 1099511627776]", "2^63"});
   defined(t, "zeros: [2^40, 0] is a valid empty tensor", [] {
     REQUIRE(zeros({std::size_t{1} << 40, 0}).size() == 0);
   });

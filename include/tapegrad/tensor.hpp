@@ -139,11 +139,14 @@ Tensor constant(std::initializer_list<double> values);
 /// A 2-D Float64 tensor; every row must have the same length (InvalidArgument otherwise).
 Tensor constant(std::initializer_list<std::initializer_list<double>> rows);
 /// A tensor of `shape` and `dtype` from row-major values, converted to the dtype
-/// (InvalidArgument when the count does not fill the shape).
+/// (InvalidArgument when the count does not fill the shape, or a value is not exactly
+/// representable in the dtype: 1.5 or NaN for an integer dtype, 2 for bool).
 Tensor from_values(const std::vector<double>& values, const Shape& shape,
                    DType dtype = DType::Float64);
 
 /// Tensors filled with 0, 1 or a value, of any dtype (TF: tf.zeros, tf.ones, tf.fill).
+/// InvalidArgument when the value is not exactly representable in the dtype or the shape has
+/// more than 2^63 - 1 elements; ResourceExhausted when it cannot be allocated.
 Tensor zeros(const Shape& shape, DType dtype = DType::Float64);
 Tensor ones(const Shape& shape, DType dtype = DType::Float64);
 Tensor fill(const Shape& shape, double value, DType dtype = DType::Float64);

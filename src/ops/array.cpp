@@ -96,6 +96,7 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   };
   // The product of the known entries, checked: a wrapped product could match x's size.
   std::size_t known = 1;
+  std::size_t nonzero_product = 1;
   bool known_overflows = false;
   int inferred = -1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -106,14 +107,15 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
                             std::to_string(shape[i]) + " (only one -1 is allowed); x has shape " +
                             shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
     } else {
+      // Zero entries are skipped in the overflow check but make the count 0 (as in
+      // checked_num_elements: the non-zero dimensions' product must fit too).
       const auto d = static_cast<std::size_t>(shape[i]);
-      if (d != 0 && known > detail::kMaxElements / d) known_overflows = true;
+      if (d != 0 && nonzero_product > detail::kMaxElements / d) known_overflows = true;
+      if (d != 0) nonzero_product *= d;
       known *= d;
     }
   }
-  const bool has_zero = std::find(shape.begin(), shape.end(), std::int64_t{0}) != shape.end();
-  if (known_overflows && !has_zero) fail(": its element count exceeds 2^63 - 1");
-  if (has_zero) known = 0;
+  if (known_overflows) fail(": its element count exceeds 2^63 - 1");
   if (inferred >= 0) {
     if (known == 0 || x.size() % known != 0) fail("");
     shape[static_cast<std::size_t>(inferred)] = static_cast<std::int64_t>(x.size() / known);
