@@ -20,50 +20,69 @@ std::size_t dtype_size(DType dtype) {
 
 }  // namespace
 
-std::string describe(const char* op, const Tensor& x) {
-  return std::string(op) + ": x has shape " + shape_to_string(x.shape()) + " and dtype " +
-         dtype_name(x.dtype());
-}
-
-std::string describe(const char* op, const Tensor& x, const Tensor& y) {
-  return describe(op, x) + ", y has shape " + shape_to_string(y.shape()) + " and dtype " +
-         dtype_name(y.dtype());
-}
-
-std::size_t checked_num_elements(const char* op, const Shape& shape) {
-  // The product of the non-zero dimensions must fit too, not only the count: then every
-  // sub-shape (a reduction's output, a slice of an empty tensor) is valid as well.
-  std::size_t product = 1;
-  bool overflow = false;
-  bool empty = false;
-  for (auto d : shape) {
-    if (d == 0) {
-      empty = true;
-    } else if (d > kMaxElements || product > kMaxElements / d) {
-      overflow = true;
+std::string describe(const char* op, const std::vector<Operand>& operands) {
+  std::string out = std::string(op) + ": ";
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands[i].tensor;
+    out += (i ? ", " : "") + operands[i].name;
+    if (!t.defined()) {
+      out += " is undefined";
     } else {
-      product *= d;
+      out += std::string(" has shape ") + shape_to_string(t.shape()) + " and dtype " +
+             dtype_name(t.dtype());
     }
   }
-  if (overflow) {
-    throw InvalidArgument(std::string(op) + ": shape " + shape_to_string(shape) +
-                          " has more than 2^63 - 1 elements (the limit on a tensor's size; "
-                          "for an empty shape, the product of its non-zero dimensions)");
+  return out;
+}
+
+std::string describe(const char* op, const Tensor& x) { return describe(op, {{"x", x}}); }
+
+std::string describe(const char* op, const Tensor& x, const Tensor& y) {
+  return describe(op, {{"x", x}, {"y", y}});
+}
+
+namespace {
+
+// The product of the non-zero dimensions of `shape` (1 for a scalar); InvalidArgument naming
+// `op` when it exceeds kMaxElements. Checking this product, not only the element count, keeps
+// every sub-shape valid too (a reduction of an empty tensor, a slice of it).
+std::size_t nonzero_product(const char* op, const Shape& shape) {
+  std::size_t product = 1;
+  for (auto d : shape) {
+    if (d == 0) continue;
+    if (d > kMaxElements || product > kMaxElements / d) {
+      throw InvalidArgument(std::string(op) + ": shape " + shape_to_string(shape) +
+                            " has more than 2^63 - 1 elements (the limit on a tensor's size; "
+                            "for an empty shape, the product of its non-zero dimensions)");
+    }
+    product *= d;
   }
-  return empty ? 0 : product;
+  return product;
+}
+
+bool has_zero_dimension(const Shape& shape) {
+  return std::find(shape.begin(), shape.end(), std::size_t{0}) != shape.end();
+}
+
+}  // namespace
+
+std::size_t checked_num_elements(const char* op, const Shape& shape) {
+  const std::size_t product = nonzero_product(op, shape);
+  return has_zero_dimension(shape) ? 0 : product;
 }
 
 std::size_t check_new_shape(const char* op, const Shape& shape, DType dtype) {
-  const std::size_t n = checked_num_elements(op, shape);
+  const std::size_t product = nonzero_product(op, shape);
   const std::size_t element = dtype_size(dtype);
   const auto max_bytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  if (n > max_bytes / element) {
+  if (product > max_bytes / element) {
     throw InvalidArgument(std::string(op) + ": a tensor of shape " + shape_to_string(shape) +
-                          " and dtype " + dtype_name(dtype) + " would need " + std::to_string(n) +
-                          " x " + std::to_string(element) +
-                          " bytes, more than any allocation can address");
+                          " and dtype " + dtype_name(dtype) + " would need " +
+                          std::to_string(product) + " x " + std::to_string(element) +
+                          " bytes (for an empty shape: its non-zero dimensions), more than any "
+                          "allocation can address");
   }
-  return n;
+  return has_zero_dimension(shape) ? 0 : product;
 }
 
 void throw_resource_exhausted(const char* op, const Shape& shape, DType dtype) {
@@ -120,28 +139,29 @@ Shape broadcast_shapes(const char* op, const Tensor& x, const Tensor& y) {
   return out;
 }
 
-std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape) {
-  const auto r = static_cast<int>(rank);
+std::size_t normalize_axis(const char* op, int axis, const Tensor& x) {
+  const auto r = static_cast<int>(x.rank());
   if (axis < -r || axis >= r) {
-    throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                          " is out of range for shape " + shape_to_string(shape) + " (rank " +
-                          std::to_string(rank) + ")");
+    throw InvalidArgument(describe(op, x) + ": axis " + std::to_string(axis) +
+                          " is out of range [" + std::to_string(-r) + ", " + std::to_string(r) +
+                          ") for rank " + std::to_string(r));
   }
   return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
 }
 
 std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
-                                        const Shape& shape) {
+                                        const Tensor& x) {
   std::vector<std::size_t> out;
   if (axes.empty()) {
-    for (std::size_t i = 0; i < shape.size(); ++i) out.push_back(i);
+    for (std::size_t i = 0; i < x.rank(); ++i) out.push_back(i);
     return out;
   }
-  for (int a : axes) out.push_back(normalize_axis(op, a, shape.size(), shape));
+  for (int a : axes) out.push_back(normalize_axis(op, a, x));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw InvalidArgument(std::string(op) + ": an axis is repeated in the axes for shape " +
-                          shape_to_string(shape));
+    std::string list;
+    for (std::size_t i = 0; i < axes.size(); ++i) list += (i ? ", " : "") + std::to_string(axes[i]);
+    throw InvalidArgument(describe(op, x) + ": an axis is repeated in the axes [" + list + "]");
   }
   return out;
 }

@@ -17,12 +17,23 @@ namespace tapegrad::detail {
 Shape broadcast_shapes(const char* op, const Tensor& x, const Tensor& y);
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
-// Axis in [-rank, rank) -> [0, rank); InvalidArgument naming the op and shape otherwise.
-std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape);
-// Reduction axes: empty = all; sorted, unique-checked.
+// Axis in [-rank, rank) -> [0, rank); InvalidArgument naming the op, x's shape and dtype
+// (describe) and the axis otherwise.
+std::size_t normalize_axis(const char* op, int axis, const Tensor& x);
+// Reduction axes of x: empty = all; sorted, unique-checked, each as normalize_axis.
 std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
-                                        const Shape& shape);
+                                        const Tensor& x);
 
+// One named operand of an error message.
+struct Operand {
+  std::string name;
+  const Tensor& tensor;
+};
+
+// The one formatter of operands in error messages:
+// "op: labels has shape [2, 3] and dtype float64, logits has shape [3] and dtype float32".
+// An undefined operand reads "x is undefined".
+std::string describe(const char* op, const std::vector<Operand>& operands);
 // "op: x has shape [2, 3] and dtype float64, y has shape [4] and dtype float32"
 std::string describe(const char* op, const Tensor& x, const Tensor& y);
 std::string describe(const char* op, const Tensor& x);
@@ -35,10 +46,11 @@ void require_defined(const char* op, const Tensor& x);
 // signed dimension fits in std::int64_t.
 constexpr std::size_t kMaxElements = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
 
-// The element count of `shape`, checked: InvalidArgument naming `op` and the shape when a
-// dimension or the product exceeds kMaxElements (instead of a wrapped count).
+// The element count of `shape`, checked: InvalidArgument naming `op` and the shape when the
+// product of its non-zero dimensions exceeds kMaxElements (instead of a wrapped count). The
+// non-zero product, not only the count, so that every sub-shape of a valid shape is valid.
 std::size_t checked_num_elements(const char* op, const Shape& shape);
-// The same, and the bytes of a `dtype` tensor of that shape must fit in ptrdiff_t (what an
+// The same, and the bytes of that product for a `dtype` tensor must fit in ptrdiff_t (what an
 // allocation can ever address): every op that builds a new shape calls this first.
 std::size_t check_new_shape(const char* op, const Shape& shape, DType dtype);
 

@@ -103,9 +103,9 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
     if (shape[i] == -1 && inferred < 0) {
       inferred = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidArgument("reshape: target shape " + target_string() + " has an invalid entry " +
-                            std::to_string(shape[i]) + " (only one -1 is allowed); x has shape " +
-                            shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
+      throw InvalidArgument(detail::describe("reshape", x) + ": target shape " + target_string() +
+                            " has an invalid entry " + std::to_string(shape[i]) +
+                            " (only one -1 is allowed)");
     } else {
       // Zero entries are skipped in the overflow check but make the count 0 (as in
       // checked_num_elements: the non-zero dimensions' product must fit too).
@@ -142,8 +142,8 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
   if (!valid) {
     std::string p = "[";
     for (std::size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
-    throw InvalidArgument("transpose: perm " + p + "] is not a permutation of the axes of x with shape " +
-                          shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("transpose", x) + ": perm " + p +
+                          "] is not a permutation of x's axes");
   }
   const Shape& in_shape = x.shape();
   Shape out_shape(rank);
@@ -195,15 +195,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     try {
       return detail::broadcast_shapes("broadcast_to", x.shape(), shape);
     } catch (const InvalidArgument&) {
-      throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
-                            " and dtype " + dtype_name(x.dtype()) +
-                            " cannot be broadcast to shape " + shape_to_string(shape));
+      throw InvalidArgument(detail::describe("broadcast_to", x) +
+                            ": x cannot be broadcast to shape " + shape_to_string(shape));
     }
   }();
   if (b != shape) {
-    throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
-                          " and dtype " + dtype_name(x.dtype()) +
-                          " cannot be broadcast to shape " + shape_to_string(shape));
+    throw InvalidArgument(detail::describe("broadcast_to", x) +
+                          ": x cannot be broadcast to shape " + shape_to_string(shape));
   }
   Tensor out = detail::with_allocation_check("broadcast_to", shape, x.dtype(), [&] {
     return detail::dispatch_any(x.dtype(), [&](auto zero) {
@@ -249,10 +247,9 @@ Tensor expand_dims(const Tensor& x, int axis) {
   detail::require_defined("expand_dims", x);
   const int rank = static_cast<int>(x.rank());
   if (axis < -rank - 1 || axis > rank) {
-    throw InvalidArgument("expand_dims: axis " + std::to_string(axis) + " is out of range [" +
-                          std::to_string(-rank - 1) + ", " + std::to_string(rank) +
-                          "] for x of shape " + shape_to_string(x.shape()) + " and dtype " +
-                          dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("expand_dims", x) + ": axis " + std::to_string(axis) +
+                          " is out of range [" + std::to_string(-rank - 1) + ", " +
+                          std::to_string(rank) + "]");
   }
   const auto position = static_cast<std::size_t>(axis < 0 ? axis + rank + 1 : axis);
   auto target = signed_shape(x.shape());
@@ -268,11 +265,10 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
     for (std::size_t d = 0; d < shape.size(); ++d) drop[d] = shape[d] == 1;
   }
   for (int axis : axes) {
-    const std::size_t d = detail::normalize_axis("squeeze", axis, shape.size(), shape);
+    const std::size_t d = detail::normalize_axis("squeeze", axis, x);
     if (shape[d] != 1) {
-      throw InvalidArgument("squeeze: cannot squeeze axis " + std::to_string(axis) +
-                            " of x with shape " + shape_to_string(shape) + " and dtype " +
-                            dtype_name(x.dtype()) + ": its size is " + std::to_string(shape[d]) +
+      throw InvalidArgument(detail::describe("squeeze", x) + ": cannot squeeze axis " +
+                            std::to_string(axis) + ": its size is " + std::to_string(shape[d]) +
                             ", not 1");
     }
     drop[d] = true;

@@ -23,8 +23,8 @@ std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
 
 void require_index_dtype(const char* op, const char* name, const Tensor& t) {
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {
-    throw InvalidArgument(std::string(op) + ": " + name + " must be int32 or int64, got dtype " +
-                          dtype_name(t.dtype()) + " with shape " + shape_to_string(t.shape()));
+    throw InvalidArgument(detail::describe(op, {{name, t}}) + ": " + name +
+                          " must be int32 or int64");
   }
 }
 
@@ -93,20 +93,19 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", indices);
   require_index_dtype("gather", "indices", indices);
   if (params.rank() == 0) {
-    throw InvalidArgument("gather: params must have rank >= 1, got shape [] and dtype " +
-                          std::string(dtype_name(params.dtype())));
+    throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                          ": params must have rank >= 1");
   }
   const Shape& shape = params.shape();
-  const std::size_t a = detail::normalize_axis("gather", axis, shape.size(), shape);
+  const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
   const std::vector<std::int64_t> index = index_values(indices);
   for (std::size_t k = 0; k < index.size(); ++k) {
     if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
-      throw InvalidArgument("gather: index " + std::to_string(index[k]) + " (indices[" +
+      throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                            ": index " + std::to_string(index[k]) + " (indices[" +
                             std::to_string(k) + "] in flat order) is out of range [0, " +
-                            std::to_string(limit) + ") along axis " + std::to_string(axis) +
-                            " of params with shape " + shape_to_string(shape) + " and dtype " +
-                            dtype_name(params.dtype()));
+                            std::to_string(limit) + ") along axis " + std::to_string(axis));
     }
   }
   Shape out_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
@@ -140,18 +139,16 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   detail::require_defined(op, segment_ids);
   require_index_dtype(op, "segment_ids", segment_ids);
   if (data.rank() == 0 || segment_ids.rank() != 1 || segment_ids.shape()[0] != data.shape()[0]) {
-    throw InvalidArgument(std::string(op) + ": segment_ids must be 1-D with one id per row of "
-                          "data; data has shape " + shape_to_string(data.shape()) + " and dtype " +
-                          dtype_name(data.dtype()) + ", segment_ids has shape " +
-                          shape_to_string(segment_ids.shape()));
+    throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
+                          ": segment_ids must be 1-D with one id per row of data");
   }
   const std::vector<std::int64_t> ids = index_values(segment_ids);
   for (std::size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || static_cast<std::size_t>(ids[k]) >= num_segments) {
-      throw InvalidArgument(std::string(op) + ": segment id " + std::to_string(ids[k]) +
-                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
-                            std::to_string(num_segments) + ") for data of shape " +
-                            shape_to_string(data.shape()));
+      throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
+                            ": segment id " + std::to_string(ids[k]) + " (segment_ids[" +
+                            std::to_string(k) + "]) is out of range [0, " +
+                            std::to_string(num_segments) + ")");
     }
   }
   Shape out_shape = data.shape();

@@ -78,9 +78,8 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
   detail::require_defined("slice", x);
   const Shape& shape = x.shape();
   auto fail = [&](const std::string& why) {
-    throw InvalidArgument("slice: begin " + detail::ints_to_string(begin) + " and size " +
-                          detail::ints_to_string(size) + " " + why + " for x of shape " +
-                          shape_to_string(shape) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("slice", x) + ": begin " + detail::ints_to_string(begin) +
+                          " and size " + detail::ints_to_string(size) + " " + why);
   };
   if (begin.size() != shape.size() || size.size() != shape.size()) {
     fail("need one entry per dimension");
@@ -113,18 +112,16 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   const Shape& shape = x.shape();
   const std::size_t rank = shape.size();
   if (multiples.size() != rank) {
-    throw InvalidArgument("tile: multiples " + detail::ints_to_string(multiples) +
-                          " needs one entry per dimension of x with shape " +
-                          shape_to_string(shape) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
+                          detail::ints_to_string(multiples) + " needs one entry per dimension");
   }
   Shape out_shape(rank);
   for (std::size_t d = 0; d < rank; ++d) {
     if (multiples[d] > detail::kMaxElements ||
         (shape[d] != 0 && multiples[d] > detail::kMaxElements / shape[d])) {
-      throw InvalidArgument("tile: multiples " + detail::ints_to_string(multiples) +
-                            " for x with shape " + shape_to_string(shape) + " and dtype " +
-                            dtype_name(x.dtype()) + ": dimension " + std::to_string(d) +
-                            " would exceed 2^63 - 1 elements");
+      throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
+                            detail::ints_to_string(multiples) + ": dimension " +
+                            std::to_string(d) + " would exceed 2^63 - 1 elements");
     }
     out_shape[d] = shape[d] * multiples[d];
   }

@@ -55,14 +55,8 @@ Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate p
 
 // ---- where ------------------------------------------------------------------------------
 
-std::string describe_operand(const char* name, const Tensor& t) {
-  return std::string(name) + " has shape " + shape_to_string(t.shape()) + " and dtype " +
-         dtype_name(t.dtype());
-}
-
 std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return "where: " + describe_operand("cond", cond) + ", " + describe_operand("a", a) + ", " +
-         describe_operand("b", b);
+  return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
 }
 
 // Element strides of `operand` in the index space of `out` (0 where it is broadcast).

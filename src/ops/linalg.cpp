@@ -58,9 +58,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T
 }
 
 std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  return "matmul: a has shape " + shape_to_string(a.shape()) + " and dtype " +
-         dtype_name(a.dtype()) + ", b has shape " + shape_to_string(b.shape()) + " and dtype " +
-         dtype_name(b.dtype()) + " (transpose_a=" + (ta ? "true" : "false") +
+  return detail::describe("matmul", {{"a", a}, {"b", b}}) + " (transpose_a=" + (ta ? "true" : "false") +
          ", transpose_b=" + (tb ? "true" : "false") + ")";
 }
 

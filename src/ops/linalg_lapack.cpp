@@ -62,8 +62,7 @@ blasint cholesky_factor(blasint n, double* a) {
 // ---- validation --------------------------------------------------------------------------
 
 std::string describe_operand(const char* op, const char* name, const Tensor& t) {
-  return std::string(op) + ": " + name + " has shape " + shape_to_string(t.shape()) +
-         " and dtype " + dtype_name(t.dtype());
+  return detail::describe(op, {{name, t}});
 }
 
 // Where in a batch a failure happened, for messages: "" for a single matrix.
@@ -241,9 +240,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   const std::size_t n = require_square("solve", "a", a);
   detail::require_defined("solve", b);
   const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(describe_operand("solve", "a", a) + ", b has shape " +
-                          shape_to_string(b.shape()) + " and dtype " + dtype_name(b.dtype()) +
-                          ": " + why);
+    throw InvalidArgument(detail::describe("solve", {{"a", a}, {"b", b}}) + ": " + why);
   };
   if (a.dtype() != b.dtype()) fail("the dtypes differ");
   if (b.rank() != a.rank() || b.shape()[b.rank() - 2] != n) {

@@ -86,9 +86,7 @@ xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis, bool 
 // ---- validation -------------------------------------------------------------------------
 
 std::string describe_loss(const char* op, const Tensor& labels, const Tensor& logits) {
-  return std::string(op) + ": labels has shape " + shape_to_string(labels.shape()) +
-         " and dtype " + dtype_name(labels.dtype()) + ", logits has shape " +
-         shape_to_string(logits.shape()) + " and dtype " + dtype_name(logits.dtype());
+  return detail::describe(op, {{"labels", labels}, {"logits", logits}});
 }
 
 void require_loss_operands(const char* op, const Tensor& labels, const Tensor& logits) {
@@ -113,7 +111,7 @@ std::size_t softmax_axis(const char* op, const Tensor& x, int axis) {
   if (x.rank() == 0) {
     throw InvalidArgument(detail::describe(op, x) + ": expected a tensor of rank 1 or more");
   }
-  return detail::normalize_axis(op, axis, x.rank(), x.shape());
+  return detail::normalize_axis(op, axis, x);
 }
 
 int axis_attr(const OpContext& ctx) { return static_cast<int>(ctx.attrs().get_int("axis")); }

@@ -123,7 +123,7 @@ const OpSlot& logsumexp_op() {
 
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_sum", x);
-  const auto ax = detail::normalize_axes("reduce_sum", axes, x.shape());
+  const auto ax = detail::normalize_axes("reduce_sum", axes, x);
   Tensor out = detail::dispatch_numeric("reduce_sum", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
@@ -135,7 +135,7 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_mean", x);
-  const auto ax = detail::normalize_axes("reduce_mean", axes, x.shape());
+  const auto ax = detail::normalize_axes("reduce_mean", axes, x);
   std::size_t count = 1;
   for (auto a : ax) count *= x.shape()[a];
   Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
@@ -160,7 +160,7 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_prod", x);
-  const auto ax = detail::normalize_axes("reduce_prod", axes, x.shape());
+  const auto ax = detail::normalize_axes("reduce_prod", axes, x);
   Tensor out = detail::dispatch_numeric("reduce_prod", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(1),
@@ -172,7 +172,7 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_logsumexp", x);
-  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x.shape());
+  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x);
   Tensor out = detail::dispatch_floating("reduce_logsumexp", x, [&](auto zero) {
     using T = decltype(zero);
     const auto& a = x.array<T>();
