@@ -79,11 +79,19 @@ class ScopedRecording {
 // The gradient of f's (summed) result at x, computed while `outer` records, so that `outer`
 // can differentiate it once more. Zeros where f does not depend on x.
 Tensor recorded_gradient(const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
-                         const char* function) {
+                         const char* function, bool scalar_result = false) {
   GradientTape inner;
   inner.watch(x);
   Tensor y = f(x);
   require_result(y, function);
+  // A Hessian is of a scalar function: the gradient of a non-scalar y would silently be the
+  // gradient of its sum (TF's hessians raises too).
+  if (scalar_result && y.size() != 1) {
+    throw InvalidArgument(std::string(function) + ": f(x) has shape " + shape_to_string(y.shape()) +
+                          " and dtype " + dtype_name(y.dtype()) + " (x has shape " +
+                          shape_to_string(x.shape()) +
+                          "); a Hessian needs a scalar function (reduce f's result first)");
+  }
   return inner.gradient(y, x, UnconnectedGradients::Zero);
 }
 
@@ -154,7 +162,7 @@ Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
   require_floating_point(x, "hessian", "x");
   GradientTape outer;
   outer.watch(x);
-  Tensor g = recorded_gradient(f, x, "hessian");
+  Tensor g = recorded_gradient(f, x, "hessian", /*scalar_result=*/true);
   return outer.jacobian(g, x, UnconnectedGradients::Zero);
 }
 

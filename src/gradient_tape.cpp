@@ -4,6 +4,7 @@
 #include "detail/imperative_grad.hpp"
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
+#include "detail/unconnected_check.hpp"
 #include "detail/warn.hpp"
 
 namespace tapegrad {
@@ -157,6 +158,7 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
                                                       const std::vector<Tensor>& output_gradients,
                                                       UnconnectedGradients unconnected) {
   check_thread("gradient");
+  detail::require_valid_unconnected("GradientTape::gradient", unconnected);
   std::vector<detail::TensorMeta> metas;
   metas.reserve(sources.size());
   for (const auto& s : sources) metas.push_back(meta_of(s, "a source"));
@@ -235,6 +237,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
 std::vector<Tensor> GradientTape::gradient(const Tensor& target,
                                            const std::vector<Variable>& sources,
                                            UnconnectedGradients unconnected) {
+  detail::require_valid_unconnected("GradientTape::gradient", unconnected);
   std::vector<Tensor> handles;
   handles.reserve(sources.size());
   for (const auto& v : sources) handles.push_back(v.handle());

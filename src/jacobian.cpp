@@ -12,6 +12,7 @@
 #include "detail/imperative_grad.hpp"
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
+#include "detail/unconnected_check.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
 
@@ -163,6 +164,7 @@ Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source,
 std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
                                            const std::vector<Tensor>& sources,
                                            UnconnectedGradients unconnected) {
+  detail::require_valid_unconnected("GradientTape::jacobian", unconnected);
   meta_of(target, "jacobian", "the target");
   std::vector<detail::TensorMeta> metas;
   metas.reserve(sources.size());
@@ -188,7 +190,9 @@ std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
 }
 
 Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
-                                    UnconnectedGradients /*unconnected: zeros either way, as TF*/) {
+                                    UnconnectedGradients unconnected) {
+  // Zeros either way, as TF; the value is still validated.
+  detail::require_valid_unconnected("GradientTape::batch_jacobian", unconnected);
   const detail::TensorMeta source_meta = meta_of(source, "batch_jacobian", "the source");
   meta_of(target, "batch_jacobian", "the target");
   live_tape("batch_jacobian");

@@ -7,6 +7,9 @@
 
 #include <xtensor/xio.hpp>
 
+#include "detail/int_arith.hpp"
+#include "detail/shape_util.hpp"
+
 namespace tapegrad {
 
 bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
@@ -68,7 +71,7 @@ std::shared_ptr<const TensorImpl> make_impl(xt::xarray<T>&& a) {
 }  // namespace
 
 TensorImpl::TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape)
-    : id(id), dtype(dtype), data(std::move(data)) {  // NOLINT: handles are rare
+    : id(id), dtype(dtype), holds_elements(false), data(std::move(data)) {  // NOLINT: handles are rare
   shape_.store(std::make_unique<const Shape>(std::move(shape)).release(), std::memory_order_release);
 }
 
@@ -116,6 +119,13 @@ void throw_undefined_tensor(const char* what) {
                         "constructed Tensor)");
 }
 
+void throw_variable_handle(const char* op, const TensorImpl& handle) {
+  throw InvalidArgument(std::string(op) + ": an input is a variable handle (shape " +
+                        shape_to_string(handle.shape()) + ", dtype " + dtype_name(handle.dtype) +
+                        "), which holds no elements; pass the variable's value (Variable::value()"
+                        " or the Variable itself) instead");
+}
+
 void throw_dtype_mismatch(DType actual, DType requested) {
   throw InvalidArgument(std::string("Tensor::array: the tensor has dtype ") + dtype_name(actual) +
                         ", not the requested " + dtype_name(requested));
@@ -149,32 +159,57 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
 namespace {
 
 template <class T>
-Tensor filled(const Shape& shape, T value) {
-  xt::xarray<T> a = xt::empty<T>(shape);
+Tensor filled(const char* op, const Shape& shape, T value) {
+  xt::xarray<T> a = detail::allocate_array<T>(op, shape);
   std::fill(a.begin(), a.end(), value);
   return Tensor(std::move(a));
 }
 
-}  // namespace
-
-Tensor fill(const Shape& shape, double value, DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return filled<float>(shape, static_cast<float>(value));
-    case DType::Float64: return filled<double>(shape, value);
-    case DType::Int32: return filled<std::int32_t>(shape, static_cast<std::int32_t>(value));
-    case DType::Int64: return filled<std::int64_t>(shape, static_cast<std::int64_t>(value));
-    case DType::Bool: return filled<bool>(shape, value != 0.0);
+// The value in the dtype; a value the dtype cannot hold exactly (0.5 or 1e10 for int32, NaN
+// for an integer, 2 for bool) is rejected rather than silently truncated.
+template <class T>
+T representable_value(const char* op, double value, const Shape& shape) {
+  if (!detail::exactly_representable<T>(value)) {
+    std::ostringstream v;
+    v.precision(17);
+    v << value;
+    throw InvalidArgument(std::string(op) + ": the value " + v.str() +
+                          " is not exactly representable in dtype " +
+                          dtype_name(dtype_of<T>::value) + " (shape " + shape_to_string(shape) +
+                          "); cast explicitly or use a floating dtype");
   }
-  throw InvalidArgument("fill: unknown dtype");
+  return static_cast<T>(value);
 }
 
-Tensor zeros(const Shape& shape, DType dtype) { return fill(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return fill(shape, 1.0, dtype); }
-Tensor zeros_like(const Tensor& t) { return fill(t.shape(), 0.0, t.dtype()); }
-Tensor ones_like(const Tensor& t) { return fill(t.shape(), 1.0, t.dtype()); }
+Tensor fill_op(const char* op, const Shape& shape, double value, DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return filled<float>(op, shape, static_cast<float>(value));
+    case DType::Float64: return filled<double>(op, shape, value);
+    case DType::Int32:
+      return filled<std::int32_t>(op, shape, representable_value<std::int32_t>(op, value, shape));
+    case DType::Int64:
+      return filled<std::int64_t>(op, shape, representable_value<std::int64_t>(op, value, shape));
+    case DType::Bool: return filled<bool>(op, shape, representable_value<bool>(op, value, shape));
+  }
+  throw InvalidArgument(std::string(op) + ": unknown dtype for shape " + shape_to_string(shape));
+}
 
-Tensor constant(double value) { return filled<double>({}, value); }
-Tensor constant(float value) { return filled<float>({}, value); }
+}  // namespace
+
+Tensor fill(const Shape& shape, double value, DType dtype) { return fill_op("fill", shape, value, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) { return fill_op("zeros", shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return fill_op("ones", shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& t) { return fill_op("zeros_like", t.shape(), 0.0, t.dtype()); }
+Tensor ones_like(const Tensor& t) { return fill_op("ones_like", t.shape(), 1.0, t.dtype()); }
+
+namespace detail {
+
+Tensor scalar_of(const char* op, double value, DType dtype) { return fill_op(op, Shape{}, value, dtype); }
+
+}  // namespace detail
+
+Tensor constant(double value) { return filled<double>("constant", {}, value); }
+Tensor constant(float value) { return filled<float>("constant", {}, value); }
 
 Tensor constant(std::initializer_list<double> values) {
   xt::xarray<double> a = xt::empty<double>(Shape{values.size()});
@@ -199,15 +234,15 @@ Tensor constant(std::initializer_list<std::initializer_list<double>> rows) {
 }
 
 Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  if (values.size() != num_elements(shape)) {
+  if (values.size() != detail::checked_num_elements("from_values", shape)) {
     throw InvalidArgument("from_values: " + std::to_string(values.size()) +
                           " values do not fill shape " + shape_to_string(shape));
   }
   auto build = [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> a = xt::empty<T>(shape);
+    xt::xarray<T> a = detail::allocate_array<T>("from_values", shape);
     std::transform(values.begin(), values.end(), a.begin(),
-                   [](double v) { return static_cast<T>(v); });
+                   [&](double v) { return representable_value<T>("from_values", v, shape); });
     return Tensor(std::move(a));
   };
   switch (dtype) {

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "detail/dispatch.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
 #include "detail/variable_observer.hpp"
@@ -80,8 +81,8 @@ void check_compatible(const char* op, const Variable& v, const Tensor& t) {
 }
 
 template <class Combine>
-Tensor combine(const Tensor& a, const Tensor& b, Combine c) {
-  return dispatch_numeric("Variable::assign_add", a.dtype(), [&](auto zero) {
+Tensor combine(const char* op, const Tensor& a, const Tensor& b, Combine c) {
+  return dispatch_numeric(op, a, [&](auto zero) {
     using T = decltype(zero);
     const auto& x = a.array<T>();
     const auto& y = b.array<T>();
@@ -143,13 +144,15 @@ void Variable::assign(const Tensor& value) {
 void Variable::assign_add(const Tensor& delta) {
   detail::check_compatible("assign_add", *this, delta);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->value = detail::combine(impl_->value, delta, [](auto a, auto b) { return a + b; });
+  impl_->value = detail::combine("Variable::assign_add", impl_->value, delta,
+                                 [](auto a, auto b) { return detail::wrapping_add(a, b); });
 }
 
 void Variable::assign_sub(const Tensor& delta) {
   detail::check_compatible("assign_sub", *this, delta);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->value = detail::combine(impl_->value, delta, [](auto a, auto b) { return a - b; });
+  impl_->value = detail::combine("Variable::assign_sub", impl_->value, delta,
+                                 [](auto a, auto b) { return detail::wrapping_sub(a, b); });
 }
 
 bool Variable::trainable() const { return impl_->trainable; }

@@ -220,8 +220,13 @@ TEST_CASE("hessian has shape x.shape ++ x.shape and matches second differences")
   const Tensor x = random_tensor({2, 3}, 44);
   for (const Case& c : op_family_cases()) {
     INFO(c.name);
-    require_close(hessian(c.f, x), {2, 3, 2, 3}, numerical_hessian(c.f, x), 2e-5);
+    // hessian needs a scalar function (TF): the Hessian of the sum of f.
+    const UnaryFn f = c.f;
+    const UnaryFn total = [f](const Tensor& v) { return reduce_sum(f(v)); };
+    require_close(hessian(total, x), {2, 3, 2, 3}, numerical_hessian(c.f, x), 2e-5);
   }
+  // A non-scalar f is rejected rather than summed silently.
+  REQUIRE_THROWS_AS(hessian(op_family_cases()[0].f, x), InvalidArgument);
   // Linear in x: the gradient does not depend on x, so the Hessian is zeros.
   require_close(hessian([](const Tensor& v) { return reduce_sum(v * 3.0); }, constant({1.0, 2.0})),
                 {2, 2}, {0, 0, 0, 0});

@@ -31,4 +31,13 @@ class TapeError : public Error {
   using Error::Error;
 };
 
+/// A tensor too large to allocate: the memory request failed (TF: ResourceExhaustedError).
+/// The message names the op, the shape and the dtype. Shapes whose element count does not
+/// fit in int64, or whose bytes do not fit in ptrdiff_t, are InvalidArgument instead: they
+/// can never be allocated.
+class ResourceExhausted : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tapegrad

@@ -50,6 +50,8 @@ class TensorImpl {
 
   const std::uint64_t id;
   const DType dtype;
+  // False only for a Variable's handle: its shape is the variable's, its array holds nothing.
+  const bool holds_elements = true;
   Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
 
  private:
@@ -66,6 +68,7 @@ std::uint64_t next_tensor_id();
 
 [[noreturn]] void throw_undefined_tensor(const char* what);
 [[noreturn]] void throw_dtype_mismatch(DType actual, DType requested);
+[[noreturn]] void throw_variable_handle(const char* op, const TensorImpl& handle);
 
 template <class T>
 constexpr bool is_tensor_element_v =
@@ -96,12 +99,15 @@ class Tensor {
   /// Unique for the life of the process; the key the tape records.
   std::uint64_t id() const { return checked().id; }
 
-  /// The elements. Throws InvalidArgument when T is not this tensor's dtype.
+  /// The elements. Throws InvalidArgument when T is not this tensor's dtype, or when this is a
+  /// Variable's handle (which holds no elements).
   template <class T>
   const xt::xarray<T>& array() const {
     static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
-    const auto* a = std::get_if<xt::xarray<T>>(&checked().data);
-    if (a == nullptr) detail::throw_dtype_mismatch(impl_->dtype, dtype_of<T>::value);
+    const detail::TensorImpl& impl = checked();
+    const auto* a = std::get_if<xt::xarray<T>>(&impl.data);
+    if (a == nullptr) detail::throw_dtype_mismatch(impl.dtype, dtype_of<T>::value);
+    if (!impl.holds_elements) detail::throw_variable_handle("Tensor::array", impl);
     return *a;
   }
 
@@ -133,11 +139,14 @@ Tensor constant(std::initializer_list<double> values);
 /// A 2-D Float64 tensor; every row must have the same length (InvalidArgument otherwise).
 Tensor constant(std::initializer_list<std::initializer_list<double>> rows);
 /// A tensor of `shape` and `dtype` from row-major values, converted to the dtype
-/// (InvalidArgument when the count does not fill the shape).
+/// (InvalidArgument when the count does not fill the shape, or a value is not exactly
+/// representable in the dtype: 1.5 or NaN for an integer dtype, 2 for bool).
 Tensor from_values(const std::vector<double>& values, const Shape& shape,
                    DType dtype = DType::Float64);
 
 /// Tensors filled with 0, 1 or a value, of any dtype (TF: tf.zeros, tf.ones, tf.fill).
+/// InvalidArgument when the value is not exactly representable in the dtype or the shape has
+/// more than 2^63 - 1 elements; ResourceExhausted when it cannot be allocated.
 Tensor zeros(const Shape& shape, DType dtype = DType::Float64);
 Tensor ones(const Shape& shape, DType dtype = DType::Float64);
 Tensor fill(const Shape& shape, double value, DType dtype = DType::Float64);

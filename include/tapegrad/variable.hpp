@@ -43,7 +43,8 @@ class Variable {
   /// The current value without notifying any tape (for optimizers and printing).
   Tensor peek() const;
   /// The tensor that stands for the variable on a tape: gradients w.r.t. the variable are
-  /// gradients w.r.t. this handle (it holds no elements).
+  /// gradients w.r.t. this handle. It holds no elements: an op given it (or array() on it)
+  /// throws InvalidArgument saying it is a variable handle; pass the Variable or value().
   const Tensor& handle() const;
 
   bool operator==(const Variable& other) const { return impl_ == other.impl_; }

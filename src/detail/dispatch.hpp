@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "detail/shape_util.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/tensor.hpp"
 
@@ -33,6 +35,24 @@ decltype(auto) dispatch_numeric(const char* op, DType dtype, F&& f) {
     case DType::Int64: return f(std::int64_t{});
     default: throw_unsupported_dtype(op, dtype, "float32, float64, int32 or int64");
   }
+}
+
+// The same, dispatching on x's dtype: a rejection names op, x's shape and x's dtype.
+[[noreturn]] inline void throw_unsupported_dtype(const char* op, const Tensor& x, const char* allowed) {
+  throw InvalidArgument(describe(op, x) + ": dtype " + dtype_name(x.dtype()) +
+                        " is not supported (expected " + allowed + ")");
+}
+
+template <class F>
+decltype(auto) dispatch_floating(const char* op, const Tensor& x, F&& f) {
+  if (!is_floating(x.dtype())) throw_unsupported_dtype(op, x, "float32 or float64");
+  return dispatch_floating(op, x.dtype(), std::forward<F>(f));
+}
+
+template <class F>
+decltype(auto) dispatch_numeric(const char* op, const Tensor& x, F&& f) {
+  if (x.dtype() == DType::Bool) throw_unsupported_dtype(op, x, "float32, float64, int32 or int64");
+  return dispatch_numeric(op, x.dtype(), std::forward<F>(f));
 }
 
 template <class F>

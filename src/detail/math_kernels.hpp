@@ -14,14 +14,20 @@ namespace tapegrad::detail {
 template <class ScalarFn>
 Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
   require_same_dtype(op, x, y);
-  return dispatch_numeric(op, x.dtype(), [&](auto zero) {
+  if (x.dtype() == DType::Bool) {
+    throw InvalidArgument(describe(op, x, y) +
+                          ": dtype bool is not supported (expected float32, float64, int32 or int64)");
+  }
+  return dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     const auto& a = x.array<T>();
     const auto& b = y.array<T>();
     auto scalar_fn = [&](T u, T v) { return static_cast<T>(fn(u, v)); };
     // Equal shapes need no broadcast shape (and no allocation for one).
     if (a.shape() == b.shape()) return binary_tensor<T>(a, b, a.shape(), scalar_fn);
-    return binary_tensor<T>(a, b, broadcast_shapes(op, x, y), scalar_fn);
+    const Shape shape = broadcast_shapes(op, x, y);
+    return with_allocation_check(op, shape, x.dtype(),
+                                 [&] { return binary_tensor<T>(a, b, shape, scalar_fn); });
   });
 }
 
@@ -29,7 +35,7 @@ Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn
 template <class ScalarFn>
 Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
   require_defined(op, x);
-  return dispatch_floating(op, x.dtype(), [&](auto zero) {
+  return dispatch_floating(op, x, [&](auto zero) {
     using T = decltype(zero);
     return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
   });
@@ -39,7 +45,7 @@ Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
 template <class ScalarFn>
 Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
   require_defined(op, x);
-  return dispatch_numeric(op, x.dtype(), [&](auto zero) {
+  return dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
   });
@@ -54,6 +60,9 @@ Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);
 template <class ScalarFn>
 Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
   require_same_dtype(op, y, g);
+  if (!is_floating(y.dtype())) {
+    throw InvalidArgument(describe(op, y, g) + ": expected float32 or float64 operands");
+  }
   return dispatch_floating(op, y.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const auto& a = y.array<T>();

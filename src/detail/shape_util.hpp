@@ -1,8 +1,13 @@
 // Shape arithmetic shared by the op families: broadcasting and axis normalisation.
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <new>
 #include <string>
 #include <vector>
+
+#include <xtensor/xarray.hpp>
 
 #include "tapegrad/tensor.hpp"
 
@@ -12,12 +17,27 @@ namespace tapegrad::detail {
 Shape broadcast_shapes(const char* op, const Tensor& x, const Tensor& y);
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
-// Axis in [-rank, rank) -> [0, rank); InvalidArgument naming the op and shape otherwise.
+// Axis in [-rank, rank) -> [0, rank); InvalidArgument naming the op, x's shape and dtype
+// (describe) and the axis otherwise.
+std::size_t normalize_axis(const char* op, int axis, const Tensor& x);
+// Reduction axes of x: empty = all; sorted, unique-checked, each as normalize_axis.
+std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
+                                        const Tensor& x);
+// The same for callers that have only a shape (the message then names the shape alone).
 std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape);
-// Reduction axes: empty = all; sorted, unique-checked.
 std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
                                         const Shape& shape);
 
+// One named operand of an error message.
+struct Operand {
+  std::string name;
+  const Tensor& tensor;
+};
+
+// The one formatter of operands in error messages:
+// "op: labels has shape [2, 3] and dtype float64, logits has shape [3] and dtype float32".
+// An undefined operand reads "x is undefined".
+std::string describe(const char* op, const std::vector<Operand>& operands);
 // "op: x has shape [2, 3] and dtype float64, y has shape [4] and dtype float32"
 std::string describe(const char* op, const Tensor& x, const Tensor& y);
 std::string describe(const char* op, const Tensor& x);
@@ -25,6 +45,49 @@ std::string describe(const char* op, const Tensor& x);
 // Same dtype for both operands (no implicit promotion); InvalidArgument otherwise.
 void require_same_dtype(const char* op, const Tensor& x, const Tensor& y);
 void require_defined(const char* op, const Tensor& x);
+
+// The largest element count of a tensor: TF's limit (int64), so every count, offset and
+// signed dimension fits in std::int64_t.
+constexpr std::size_t kMaxElements = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+
+// The element count of `shape`, checked: InvalidArgument naming `op` and the shape when the
+// product of its non-zero dimensions exceeds kMaxElements (instead of a wrapped count). The
+// non-zero product, not only the count, so that every sub-shape of a valid shape is valid.
+std::size_t checked_num_elements(const char* op, const Shape& shape);
+// The same, and the bytes of that product for a `dtype` tensor must fit in ptrdiff_t (what an
+// allocation can ever address): every op that builds a new shape calls this first.
+std::size_t check_new_shape(const char* op, const Shape& shape, DType dtype);
+
+// ResourceExhausted naming `op`, the shape, the dtype and the bytes requested.
+[[noreturn]] void throw_resource_exhausted(const char* op, const Shape& shape, DType dtype);
+
+// An uninitialised array of `shape` for `op`: the shape is checked and a failed allocation
+// is a ResourceExhausted naming the op instead of an untyped std::bad_alloc.
+template <class T>
+xt::xarray<T> allocate_array(const char* op, const Shape& shape) {
+  check_new_shape(op, shape, dtype_of<T>::value);
+  try {
+    return xt::xarray<T>::from_shape(shape);
+  } catch (const std::bad_alloc&) {
+    throw_resource_exhausted(op, shape, dtype_of<T>::value);
+  }
+}
+
+// Runs `make` (a kernel that allocates its output of `shape`): a std::bad_alloc from it
+// becomes a ResourceExhausted naming `op`, the shape and the dtype.
+template <class Make>
+decltype(auto) with_allocation_check(const char* op, const Shape& shape, DType dtype, Make&& make) {
+  check_new_shape(op, shape, dtype);
+  try {
+    return make();
+  } catch (const std::bad_alloc&) {
+    throw_resource_exhausted(op, shape, dtype);
+  }
+}
+
+// A rank-0 tensor of `value` in `dtype`; InvalidArgument naming `op` when the dtype cannot
+// hold the value exactly (0.5 or NaN for an integer dtype, 2 for bool).
+Tensor scalar_of(const char* op, double value, DType dtype);
 
 // Row-major strides (in elements) of a shape.
 std::vector<std::size_t> row_major_strides(const Shape& shape);

@@ -84,31 +84,43 @@ Tensor stop_gradient(const Tensor& x) {
 
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   detail::require_defined("reshape", x);
+  auto target_string = [&] {
+    std::string target = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
+    return target + "]";
+  };
+  auto fail = [&](const std::string& why) {
+    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
+                          " (" + std::to_string(x.size()) + " elements, dtype " +
+                          dtype_name(x.dtype()) + ") into shape " + target_string() + why);
+  };
+  // The product of the known entries, checked: a wrapped product could match x's size.
   std::size_t known = 1;
+  std::size_t nonzero_product = 1;
+  bool known_overflows = false;
   int inferred = -1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1 && inferred < 0) {
       inferred = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidArgument("reshape: target shape has an invalid entry " + std::to_string(shape[i]) +
-                            " (only one -1 is allowed); x has shape " + shape_to_string(x.shape()) +
-                            " and dtype " + dtype_name(x.dtype()));
+      throw InvalidArgument(detail::describe("reshape", x) + ": target shape " + target_string() +
+                            " has an invalid entry " + std::to_string(shape[i]) +
+                            " (only one -1 is allowed)");
     } else {
-      known *= static_cast<std::size_t>(shape[i]);
+      // Zero entries are skipped in the overflow check but make the count 0 (as in
+      // checked_num_elements: the non-zero dimensions' product must fit too).
+      const auto d = static_cast<std::size_t>(shape[i]);
+      if (d != 0 && nonzero_product > detail::kMaxElements / d) known_overflows = true;
+      if (d != 0) nonzero_product *= d;
+      known *= d;
     }
   }
-  auto fail = [&] {
-    std::string target = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
-    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
-                          " (" + std::to_string(x.size()) + " elements, dtype " +
-                          dtype_name(x.dtype()) + ") into shape " + target + "]");
-  };
+  if (known_overflows) fail(": its element count exceeds 2^63 - 1");
   if (inferred >= 0) {
-    if (known == 0 || x.size() % known != 0) fail();
+    if (known == 0 || x.size() % known != 0) fail("");
     shape[static_cast<std::size_t>(inferred)] = static_cast<std::int64_t>(x.size() / known);
   } else if (known != x.size()) {
-    fail();
+    fail("");
   }
   const Shape target(shape.begin(), shape.end());
   Tensor out = copy_with_shape(x, target);
@@ -130,8 +142,8 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
   if (!valid) {
     std::string p = "[";
     for (std::size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
-    throw InvalidArgument("transpose: perm " + p + "] is not a permutation of the axes of x with shape " +
-                          shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("transpose", x) + ": perm " + p +
+                          "] is not a permutation of x's axes");
   }
   const Shape& in_shape = x.shape();
   Shape out_shape(rank);
@@ -174,25 +186,30 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::require_defined("broadcast_to", x);
+  try {
+    detail::check_new_shape("broadcast_to", shape, x.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe("broadcast_to", x) + "; " + e.what());
+  }
   const Shape b = [&] {
     try {
       return detail::broadcast_shapes("broadcast_to", x.shape(), shape);
     } catch (const InvalidArgument&) {
-      throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
-                            " and dtype " + dtype_name(x.dtype()) +
-                            " cannot be broadcast to shape " + shape_to_string(shape));
+      throw InvalidArgument(detail::describe("broadcast_to", x) +
+                            ": x cannot be broadcast to shape " + shape_to_string(shape));
     }
   }();
   if (b != shape) {
-    throw InvalidArgument("broadcast_to: x with shape " + shape_to_string(x.shape()) +
-                          " and dtype " + dtype_name(x.dtype()) +
-                          " cannot be broadcast to shape " + shape_to_string(shape));
+    throw InvalidArgument(detail::describe("broadcast_to", x) +
+                          ": x cannot be broadcast to shape " + shape_to_string(shape));
   }
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
-    const xt::xarray<T> unit = xt::empty<T>(Shape{});
-    return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+  Tensor out = detail::with_allocation_check("broadcast_to", shape, x.dtype(), [&] {
+    return detail::dispatch_any(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
+      const xt::xarray<T> unit = xt::empty<T>(Shape{});
+      return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+    });
   });
   record_unary(broadcast_to_op(), x, out);
   return out;
@@ -230,10 +247,9 @@ Tensor expand_dims(const Tensor& x, int axis) {
   detail::require_defined("expand_dims", x);
   const int rank = static_cast<int>(x.rank());
   if (axis < -rank - 1 || axis > rank) {
-    throw InvalidArgument("expand_dims: axis " + std::to_string(axis) + " is out of range [" +
-                          std::to_string(-rank - 1) + ", " + std::to_string(rank) +
-                          "] for x of shape " + shape_to_string(x.shape()) + " and dtype " +
-                          dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("expand_dims", x) + ": axis " + std::to_string(axis) +
+                          " is out of range [" + std::to_string(-rank - 1) + ", " +
+                          std::to_string(rank) + "]");
   }
   const auto position = static_cast<std::size_t>(axis < 0 ? axis + rank + 1 : axis);
   auto target = signed_shape(x.shape());
@@ -249,11 +265,10 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
     for (std::size_t d = 0; d < shape.size(); ++d) drop[d] = shape[d] == 1;
   }
   for (int axis : axes) {
-    const std::size_t d = detail::normalize_axis("squeeze", axis, shape.size(), shape);
+    const std::size_t d = detail::normalize_axis("squeeze", axis, x);
     if (shape[d] != 1) {
-      throw InvalidArgument("squeeze: cannot squeeze axis " + std::to_string(axis) +
-                            " of x with shape " + shape_to_string(shape) + " and dtype " +
-                            dtype_name(x.dtype()) + ": its size is " + std::to_string(shape[d]) +
+      throw InvalidArgument(detail::describe("squeeze", x) + ": cannot squeeze axis " +
+                            std::to_string(axis) + ": its size is " + std::to_string(shape[d]) +
                             ", not 1");
     }
     drop[d] = true;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "detail/dispatch.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/op_helpers.hpp"
 #include "detail/vspace.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -22,8 +23,8 @@ std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
 
 void require_index_dtype(const char* op, const char* name, const Tensor& t) {
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {
-    throw InvalidArgument(std::string(op) + ": " + name + " must be int32 or int64, got dtype " +
-                          dtype_name(t.dtype()) + " with shape " + shape_to_string(t.shape()));
+    throw InvalidArgument(detail::describe(op, {{name, t}}) + ": " + name +
+                          " must be int32 or int64");
   }
 }
 
@@ -92,20 +93,19 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", indices);
   require_index_dtype("gather", "indices", indices);
   if (params.rank() == 0) {
-    throw InvalidArgument("gather: params must have rank >= 1, got shape [] and dtype " +
-                          std::string(dtype_name(params.dtype())));
+    throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                          ": params must have rank >= 1");
   }
   const Shape& shape = params.shape();
-  const std::size_t a = detail::normalize_axis("gather", axis, shape.size(), shape);
+  const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
   const std::vector<std::int64_t> index = index_values(indices);
   for (std::size_t k = 0; k < index.size(); ++k) {
     if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
-      throw InvalidArgument("gather: index " + std::to_string(index[k]) + " (indices[" +
+      throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                            ": index " + std::to_string(index[k]) + " (indices[" +
                             std::to_string(k) + "] in flat order) is out of range [0, " +
-                            std::to_string(limit) + ") along axis " + std::to_string(axis) +
-                            " of params with shape " + shape_to_string(shape) + " and dtype " +
-                            dtype_name(params.dtype()));
+                            std::to_string(limit) + ") along axis " + std::to_string(axis));
     }
   }
   Shape out_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
@@ -116,7 +116,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
       product(shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> gathered = xt::empty<T>(out_shape);
+    xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
     const T* src = params.array<T>().data();
     T* dst = gathered.data();
     for (std::size_t o = 0; o < outer; ++o) {
@@ -139,32 +139,37 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   detail::require_defined(op, segment_ids);
   require_index_dtype(op, "segment_ids", segment_ids);
   if (data.rank() == 0 || segment_ids.rank() != 1 || segment_ids.shape()[0] != data.shape()[0]) {
-    throw InvalidArgument(std::string(op) + ": segment_ids must be 1-D with one id per row of "
-                          "data; data has shape " + shape_to_string(data.shape()) + " and dtype " +
-                          dtype_name(data.dtype()) + ", segment_ids has shape " +
-                          shape_to_string(segment_ids.shape()));
+    throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
+                          ": segment_ids must be 1-D with one id per row of data");
   }
   const std::vector<std::int64_t> ids = index_values(segment_ids);
   for (std::size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || static_cast<std::size_t>(ids[k]) >= num_segments) {
-      throw InvalidArgument(std::string(op) + ": segment id " + std::to_string(ids[k]) +
-                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
-                            std::to_string(num_segments) + ") for data of shape " +
-                            shape_to_string(data.shape()));
+      throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
+                            ": segment id " + std::to_string(ids[k]) + " (segment_ids[" +
+                            std::to_string(k) + "]) is out of range [0, " +
+                            std::to_string(num_segments) + ")");
     }
   }
   Shape out_shape = data.shape();
   out_shape[0] = num_segments;
+  try {
+    detail::check_new_shape(op, out_shape, data.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe(op, data) + ", num_segments " +
+                          std::to_string(num_segments) + "; " + e.what());
+  }
   const std::size_t inner = product(data.shape().begin() + 1, data.shape().end());
-  Tensor out = detail::dispatch_numeric(op, data.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric(op, data, [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> sums = xt::zeros<T>(out_shape);
+    xt::xarray<T> sums = detail::allocate_array<T>(op, out_shape);
+    std::fill(sums.begin(), sums.end(), T(0));
     const T* src = data.array<T>().data();
     T* dst = sums.data();
     for (std::size_t k = 0; k < ids.size(); ++k) {
       T* row = dst + static_cast<std::size_t>(ids[k]) * inner;
       const T* from = src + k * inner;
-      for (std::size_t j = 0; j < inner; ++j) row[j] = static_cast<T>(row[j] + from[j]);
+      for (std::size_t j = 0; j < inner; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
     }
     return Tensor(std::move(sums));
   });

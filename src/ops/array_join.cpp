@@ -13,13 +13,14 @@ using Grads = std::vector<GradientValue>;
 
 namespace {
 
-std::string describe_list(const std::vector<Tensor>& values) {
-  std::string out;
+// "op: values[0] has shape [2] and dtype float64, values[1] has ..."
+std::string describe_list(const char* op, const std::vector<Tensor>& values) {
+  std::vector<detail::Operand> operands;
+  operands.reserve(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    out += (i ? ", " : "") + std::string("values[") + std::to_string(i) + "] has shape " +
-           shape_to_string(values[i].shape()) + " and dtype " + dtype_name(values[i].dtype());
+    operands.push_back({"values[" + std::to_string(i) + "]", values[i]});
   }
-  return out;
+  return detail::describe(op, operands);
 }
 
 // The gradient of each concatenated input is its slice of g along the axis.
@@ -57,7 +58,7 @@ const OpSlot& split_op() {
 Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis, const Shape& out_shape) {
   return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> out = xt::empty<T>(out_shape);
+    xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
     std::vector<std::size_t> dst_begin(out_shape.size(), 0);
     const std::vector<std::size_t> src_begin(out_shape.size(), 0);
     for (const auto& v : values) {
@@ -76,9 +77,9 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
   for (const auto& v : values) detail::require_defined("concat", v);
   const Tensor& first = values.front();
   if (first.rank() == 0) {
-    throw InvalidArgument("concat: cannot concatenate scalars (rank 0): " + describe_list(values));
+    throw InvalidArgument(describe_list("concat", values) + ": cannot concatenate scalars (rank 0)");
   }
-  const std::size_t a = detail::normalize_axis("concat", axis, first.rank(), first.shape());
+  const std::size_t a = detail::normalize_axis("concat", axis, first);
   Shape out_shape = first.shape();
   out_shape[a] = 0;
   for (const auto& v : values) {
@@ -87,11 +88,16 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
       compatible = d == a || v.shape()[d] == first.shape()[d];
     }
     if (!compatible) {
-      throw InvalidArgument("concat: along axis " + std::to_string(axis) +
-                            " every value needs the same dtype, rank and dimensions except that "
-                            "axis: " + describe_list(values));
+      throw InvalidArgument(describe_list("concat", values) + ": along axis " +
+                            std::to_string(axis) +
+                            " every value needs the same dtype, rank and dimensions except that axis");
     }
     out_shape[a] += v.shape()[a];
+  }
+  try {
+    detail::check_new_shape("concat", out_shape, first.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(describe_list("concat", values) + "; " + e.what());
   }
   Tensor out = concat_kernel(values, a, out_shape);
   if (detail::any_tape_active()) {
@@ -110,15 +116,15 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
   const Tensor& first = values.front();
   for (const auto& v : values) {
     if (v.shape() != first.shape() || v.dtype() != first.dtype()) {
-      throw InvalidArgument("stack: every value needs the same shape and dtype: " +
-                            describe_list(values));
+      throw InvalidArgument(describe_list("stack", values) +
+                            ": every value needs the same shape and dtype");
     }
   }
   const int rank = static_cast<int>(first.rank());
   if (axis < -rank - 1 || axis > rank) {
-    throw InvalidArgument("stack: axis " + std::to_string(axis) + " is out of range [" +
-                          std::to_string(-rank - 1) + ", " + std::to_string(rank) +
-                          "] for values of shape " + shape_to_string(first.shape()));
+    throw InvalidArgument(describe_list("stack", values) + ": axis " + std::to_string(axis) +
+                          " is out of range [" + std::to_string(-rank - 1) + ", " +
+                          std::to_string(rank) + "]");
   }
   // Recorded as expand_dims (Reshape) + ConcatV2, whose gradients are exactly the unstack.
   std::vector<Tensor> expanded;
@@ -132,13 +138,12 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   if (x.rank() == 0) {
     throw InvalidArgument("split: cannot split a scalar: " + detail::describe("split", x));
   }
-  const std::size_t a = detail::normalize_axis("split", axis, x.rank(), x.shape());
+  const std::size_t a = detail::normalize_axis("split", axis, x);
   const std::size_t dim = x.shape()[a];
   if (num <= 0 || dim % static_cast<std::size_t>(num) != 0) {
-    throw InvalidArgument("split: cannot split axis " + std::to_string(axis) + " of size " +
-                          std::to_string(dim) + " into " + std::to_string(num) +
-                          " equal parts; x has shape " + shape_to_string(x.shape()) +
-                          " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("split", x) + ": cannot split axis " +
+                          std::to_string(axis) + " of size " + std::to_string(dim) + " into " +
+                          std::to_string(num) + " equal parts");
   }
   const auto parts = static_cast<std::size_t>(num);
   Shape part_shape = x.shape();

@@ -78,9 +78,8 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
   detail::require_defined("slice", x);
   const Shape& shape = x.shape();
   auto fail = [&](const std::string& why) {
-    throw InvalidArgument("slice: begin " + detail::ints_to_string(begin) + " and size " +
-                          detail::ints_to_string(size) + " " + why + " for x of shape " +
-                          shape_to_string(shape) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("slice", x) + ": begin " + detail::ints_to_string(begin) +
+                          " and size " + detail::ints_to_string(size) + " " + why);
   };
   if (begin.size() != shape.size() || size.size() != shape.size()) {
     fail("need one entry per dimension");
@@ -90,7 +89,8 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
     const auto dim = static_cast<std::int64_t>(shape[d]);
     if (begin[d] < 0 || begin[d] > dim) fail("start outside the tensor");
     const std::int64_t extent = size[d] == -1 ? dim - begin[d] : size[d];
-    if (extent < 0 || begin[d] + extent > dim) fail("do not fit");
+    // extent > dim - begin, not begin + extent > dim: the sum can overflow int64.
+    if (extent < 0 || extent > dim - begin[d]) fail("do not fit");
     box[d] = static_cast<std::size_t>(extent);
   }
   const auto start = unsigned_ints(begin);
@@ -112,15 +112,28 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   const Shape& shape = x.shape();
   const std::size_t rank = shape.size();
   if (multiples.size() != rank) {
-    throw InvalidArgument("tile: multiples " + detail::ints_to_string(multiples) +
-                          " needs one entry per dimension of x with shape " +
-                          shape_to_string(shape) + " and dtype " + dtype_name(x.dtype()));
+    throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
+                          detail::ints_to_string(multiples) + " needs one entry per dimension");
   }
   Shape out_shape(rank);
-  for (std::size_t d = 0; d < rank; ++d) out_shape[d] = shape[d] * multiples[d];
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (multiples[d] > detail::kMaxElements ||
+        (shape[d] != 0 && multiples[d] > detail::kMaxElements / shape[d])) {
+      throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
+                            detail::ints_to_string(multiples) + ": dimension " +
+                            std::to_string(d) + " would exceed 2^63 - 1 elements");
+    }
+    out_shape[d] = shape[d] * multiples[d];
+  }
+  try {
+    detail::check_new_shape("tile", out_shape, x.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe("tile", x) + ", multiples " +
+                          detail::ints_to_string(multiples) + "; " + e.what());
+  }
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> tiled = xt::empty<T>(out_shape);
+    xt::xarray<T> tiled = detail::allocate_array<T>("tile", out_shape);
     const T* src = x.array<T>().data();
     T* dst = tiled.data();
     if (rank == 0) {

@@ -1,6 +1,7 @@
 // cast: dtype conversion, forward kernel and gradient side by side.
 #include "detail/dispatch.hpp"
 #include "detail/elementwise.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/op_helpers.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -22,13 +23,10 @@ const OpSlot& cast_op() {
   return op;
 }
 
+// Float -> integer saturates and maps NaN to 0 (no undefined behaviour); see int_arith.hpp.
 template <class To, class From>
 To convert(From value) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return value != From(0);
-  } else {
-    return static_cast<To>(value);
-  }
+  return detail::saturating_cast<To, From>(value);
 }
 
 }  // namespace

@@ -25,12 +25,18 @@ Tensor compare_arrays(const char* op, const Tensor& x, const Tensor& y, Predicat
   const auto& b = y.array<T>();
   auto fn = [&](T u, T v) { return static_cast<bool>(pred(u, v)); };
   if (a.shape() == b.shape()) return detail::binary_tensor<bool>(a, b, a.shape(), fn);
-  return detail::binary_tensor<bool>(a, b, detail::broadcast_shapes(op, x, y), fn);
+  const Shape shape = detail::broadcast_shapes(op, x, y);
+  return detail::with_allocation_check(op, shape, DType::Bool,
+                                       [&] { return detail::binary_tensor<bool>(a, b, shape, fn); });
 }
 
 template <class Predicate>
 Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
   detail::require_same_dtype(op, x, y);
+  if (x.dtype() == DType::Bool) {
+    throw InvalidArgument(detail::describe(op, x, y) +
+                          ": dtype bool is not supported (expected float32, float64, int32 or int64)");
+  }
   return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return compare_arrays<T>(op, x, y, pred);
@@ -49,14 +55,8 @@ Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate p
 
 // ---- where ------------------------------------------------------------------------------
 
-std::string describe_operand(const char* name, const Tensor& t) {
-  return std::string(name) + " has shape " + shape_to_string(t.shape()) + " and dtype " +
-         dtype_name(t.dtype());
-}
-
 std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return "where: " + describe_operand("cond", cond) + ", " + describe_operand("a", a) + ", " +
-         describe_operand("b", b);
+  return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
 }
 
 // Element strides of `operand` in the index space of `out` (0 where it is broadcast).
@@ -170,9 +170,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   } catch (const InvalidArgument&) {
     throw InvalidArgument(describe_where(cond, a, b) + ": the shapes cannot be broadcast together");
   }
-  Tensor out = detail::dispatch_any(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(select_kernel<T>(cond.array<bool>(), a.array<T>(), b.array<T>(), shape));
+  Tensor out = detail::with_allocation_check("where", shape, a.dtype(), [&] {
+    return detail::dispatch_any(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      return Tensor(select_kernel<T>(cond.array<bool>(), a.array<T>(), b.array<T>(), shape));
+    });
   });
   detail::maybe_record(where_op(), {&cond, &a, &b}, out);
   return out;

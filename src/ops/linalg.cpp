@@ -58,9 +58,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T
 }
 
 std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  return "matmul: a has shape " + shape_to_string(a.shape()) + " and dtype " +
-         dtype_name(a.dtype()) + ", b has shape " + shape_to_string(b.shape()) + " and dtype " +
-         dtype_name(b.dtype()) + " (transpose_a=" + (ta ? "true" : "false") +
+  return detail::describe("matmul", {{"a", a}, {"b", b}}) + " (transpose_a=" + (ta ? "true" : "false") +
          ", transpose_b=" + (tb ? "true" : "false") + ")";
 }
 
@@ -169,12 +167,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
+  try {
+    detail::check_new_shape("matmul", out_shape, a.dtype());
+  } catch (const InvalidArgument& e) {
+    fail(std::string("the product's shape is too large (") + e.what() + ")");
+  }
   const std::size_t count = num_elements(batch);
   const bool batched = !batch.empty();
 
   Tensor out = detail::dispatch_floating("matmul", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> c = xt::empty<T>(out_shape);
+    xt::xarray<T> c = detail::allocate_array<T>("matmul", out_shape);
     if (k == 0) {
       std::fill(c.begin(), c.end(), T(0));
     } else if (m != 0 && n != 0 && count != 0) {

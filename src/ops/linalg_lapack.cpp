@@ -62,8 +62,7 @@ blasint cholesky_factor(blasint n, double* a) {
 // ---- validation --------------------------------------------------------------------------
 
 std::string describe_operand(const char* op, const char* name, const Tensor& t) {
-  return std::string(op) + ": " + name + " has shape " + shape_to_string(t.shape()) +
-         " and dtype " + dtype_name(t.dtype());
+  return detail::describe(op, {{name, t}});
 }
 
 // Where in a batch a failure happened, for messages: "" for a single matrix.
@@ -184,8 +183,9 @@ Tensor matrix_inverse(const Tensor& a) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(a.shape());
     const std::size_t size = n * n;
-    std::vector<T> lu(size);
-    std::vector<blasint> pivots(n);
+    // An empty batch needs no workspace (its matrices may be nominally huge).
+    std::vector<T> lu(count == 0 ? 0 : size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* src = a.array<T>().data() + i * size;
       T* dst = result.data() + i * size;
@@ -214,8 +214,9 @@ Tensor matrix_determinant(const Tensor& a) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(batch);
     const std::size_t size = n * n;
-    std::vector<T> lu(size);
-    std::vector<blasint> pivots(n);
+    // An empty batch needs no workspace (its matrices may be nominally huge).
+    std::vector<T> lu(count == 0 ? 0 : size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* src = a.array<T>().data() + i * size;
       std::copy(src, src + size, lu.begin());
@@ -239,9 +240,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   const std::size_t n = require_square("solve", "a", a);
   detail::require_defined("solve", b);
   const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(describe_operand("solve", "a", a) + ", b has shape " +
-                          shape_to_string(b.shape()) + " and dtype " + dtype_name(b.dtype()) +
-                          ": " + why);
+    throw InvalidArgument(detail::describe("solve", {{"a", a}, {"b", b}}) + ": " + why);
   };
   if (a.dtype() != b.dtype()) fail("the dtypes differ");
   if (b.rank() != a.rank() || b.shape()[b.rank() - 2] != n) {
@@ -256,9 +255,10 @@ Tensor solve(const Tensor& a, const Tensor& b) {
     using T = decltype(zero);
     xt::xarray<T> result = xt::empty<T>(b.shape());
     const std::size_t a_size = n * n, b_size = n * k;
-    std::vector<T> lu(a_size);
-    std::vector<T> columns(b_size);  // b's batch matrix in column-major order, then the solution
-    std::vector<blasint> pivots(n);
+    std::vector<T> lu(count == 0 ? 0 : a_size);
+    // b's batch matrix in column-major order, then the solution.
+    std::vector<T> columns(count == 0 ? 0 : b_size);
+    std::vector<blasint> pivots(count == 0 ? 0 : n);
     for (std::size_t i = 0; i < count; ++i) {
       const T* a_src = a.array<T>().data() + i * a_size;
       std::copy(a_src, a_src + a_size, lu.begin());

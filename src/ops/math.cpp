@@ -12,6 +12,7 @@
 
 #include "detail/dispatch.hpp"
 #include "detail/elementwise.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/math_kernels.hpp"
 #include "detail/recording.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -201,12 +202,43 @@ const OpSlot& minimum_op() {
   return op;
 }
 
-template <class T>
-T checked_int_divide(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    if (b == 0) throw InvalidArgument("divide: integer division by zero");
+// Integer division by zero has no value (TF raises): rejected before the kernel runs.
+void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
+  auto any_zero = [](const auto& a) {
+    for (auto v : a) {
+      if (v == 0) return true;
+    }
+    return false;
+  };
+  bool zero = false;
+  if (y.dtype() == DType::Int32) zero = any_zero(y.array<std::int32_t>());
+  if (y.dtype() == DType::Int64) zero = any_zero(y.array<std::int64_t>());
+  if (zero) throw InvalidArgument(detail::describe(op, x, y) + ": integer division by zero");
+}
+
+// The scalar operand of `x (op) value`: it takes x's dtype, which must hold it exactly
+// (int32 * 0.5 is rejected, as TF rejects it, instead of silently multiplying by 0).
+Tensor scalar_operand(const char* op, const Tensor& x, double value) {
+  detail::require_defined(op, x);
+  const bool exact = detail::dispatch_any(x.dtype(), [&](auto zero) {
+    return detail::exactly_representable<decltype(zero)>(value);
+  });
+  if (!exact) {
+    throw InvalidArgument(detail::describe(op, x) + ": the scalar " + std::to_string(value) +
+                          " is not exactly representable in x's dtype " + dtype_name(x.dtype()) +
+                          " (no implicit promotion; cast x to a floating dtype first)");
   }
-  return a / b;
+  return scalar(value, x.dtype());
+}
+
+// NaN in either operand gives NaN (NumPy's and TF's maximum/minimum), whichever order.
+template <class T>
+T nan_or(T a, T b, T otherwise) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return a;
+    if (std::isnan(b)) return b;
+  }
+  return otherwise;
 }
 
 // Integer power by squaring; unsigned arithmetic so that overflow wraps (as TF's kernel)
@@ -249,25 +281,27 @@ bool has_negative_exponent(const Tensor& y) {
 // ---- forward ops ------------------------------------------------------------------------
 
 Tensor add(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("add", x, y, [](auto a, auto b) { return a + b; });
+  Tensor out = numeric_binary("add", x, y, [](auto a, auto b) { return detail::wrapping_add(a, b); });
   detail::maybe_record(add_op(), {&x, &y}, out);
   return out;
 }
 
 Tensor subtract(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("subtract", x, y, [](auto a, auto b) { return a - b; });
+  Tensor out = numeric_binary("subtract", x, y, [](auto a, auto b) { return detail::wrapping_sub(a, b); });
   detail::maybe_record(subtract_op(), {&x, &y}, out);
   return out;
 }
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("multiply", x, y, [](auto a, auto b) { return a * b; });
+  Tensor out = numeric_binary("multiply", x, y, [](auto a, auto b) { return detail::wrapping_mul(a, b); });
   detail::maybe_record(multiply_op(), {&x, &y}, out);
   return out;
 }
 
 Tensor divide(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("divide", x, y, [](auto a, auto b) { return checked_int_divide(a, b); });
+  detail::require_same_dtype("divide", x, y);
+  require_nonzero_integer_divisor("divide", x, y);
+  Tensor out = numeric_binary("divide", x, y, [](auto a, auto b) { return detail::wrapping_div(a, b); });
   detail::maybe_record(divide_op(), {&x, &y}, out);
   return out;
 }
@@ -289,26 +323,26 @@ Tensor pow(const Tensor& x, double y) {
     throw InvalidArgument(detail::describe("pow", x) + ": the exponent " + std::to_string(y) +
                           " is not an integer, so it cannot take x's integer dtype");
   }
-  return pow(x, scalar(y, x.dtype()));
+  return pow(x, scalar_operand("pow", x, y));
 }
 
 Tensor maximum(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("maximum", x, y, [](auto a, auto b) { return a >= b ? a : b; });
+  Tensor out = numeric_binary("maximum", x, y, [](auto a, auto b) { return nan_or(a, b, a >= b ? a : b); });
   detail::maybe_record(maximum_op(), {&x, &y}, out);
   return out;
 }
 
 Tensor minimum(const Tensor& x, const Tensor& y) {
-  Tensor out = numeric_binary("minimum", x, y, [](auto a, auto b) { return a <= b ? a : b; });
+  Tensor out = numeric_binary("minimum", x, y, [](auto a, auto b) { return nan_or(a, b, a <= b ? a : b); });
   detail::maybe_record(minimum_op(), {&x, &y}, out);
   return out;
 }
 
 Tensor negative(const Tensor& x) {
   detail::require_defined("negative", x);
-  Tensor out = detail::dispatch_numeric("negative", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric("negative", x, [&](auto zero) {
     using T = decltype(zero);
-    return detail::unary_tensor(x.array<T>(), [](T v) { return static_cast<T>(-v); });
+    return detail::unary_tensor(x.array<T>(), [](T v) { return detail::wrapping_neg(v); });
   });
   detail::maybe_record(negative_op(), {&x}, out);
   return out;
@@ -316,9 +350,9 @@ Tensor negative(const Tensor& x) {
 
 Tensor square(const Tensor& x) {
   detail::require_defined("square", x);
-  Tensor out = detail::dispatch_numeric("square", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric("square", x, [&](auto zero) {
     using T = decltype(zero);
-    return detail::unary_tensor(x.array<T>(), [](T v) { return static_cast<T>(v * v); });
+    return detail::unary_tensor(x.array<T>(), [](T v) { return detail::wrapping_mul(v, v); });
   });
   detail::maybe_record(square_op(), {&x}, out);
   return out;
@@ -332,7 +366,7 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   detail::require_defined("exp", x);
-  Tensor out = detail::dispatch_floating("exp", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_floating("exp", x, [&](auto zero) {
     using T = decltype(zero);
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::exp(v); }, [](const auto& a) { return xt::exp(a); });
@@ -343,7 +377,7 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   detail::require_defined("log", x);
-  Tensor out = detail::dispatch_floating("log", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_floating("log", x, [&](auto zero) {
     using T = decltype(zero);
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::log(v); }, [](const auto& a) { return xt::log(a); });
@@ -354,7 +388,7 @@ Tensor log(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   detail::require_defined("tanh", x);
-  Tensor out = detail::dispatch_floating("tanh", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_floating("tanh", x, [&](auto zero) {
     using T = decltype(zero);
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::tanh(v); }, [](const auto& a) { return xt::tanh(a); });
@@ -374,7 +408,7 @@ Tensor tanh_grad_op(const Tensor& y, const Tensor& g) {
 
 }  // namespace detail
 
-Tensor scalar(double value, DType dtype) { return fill({}, value, dtype); }
+Tensor scalar(double value, DType dtype) { return detail::scalar_of("scalar", value, dtype); }
 
 // ---- operators --------------------------------------------------------------------------
 
@@ -383,13 +417,13 @@ Tensor operator-(const Tensor& x, const Tensor& y) { return subtract(x, y); }
 Tensor operator*(const Tensor& x, const Tensor& y) { return multiply(x, y); }
 Tensor operator/(const Tensor& x, const Tensor& y) { return divide(x, y); }
 Tensor operator-(const Tensor& x) { return negative(x); }
-Tensor operator+(const Tensor& x, double y) { return add(x, scalar(y, x.dtype())); }
-Tensor operator-(const Tensor& x, double y) { return subtract(x, scalar(y, x.dtype())); }
-Tensor operator*(const Tensor& x, double y) { return multiply(x, scalar(y, x.dtype())); }
-Tensor operator/(const Tensor& x, double y) { return divide(x, scalar(y, x.dtype())); }
-Tensor operator+(double x, const Tensor& y) { return add(scalar(x, y.dtype()), y); }
-Tensor operator-(double x, const Tensor& y) { return subtract(scalar(x, y.dtype()), y); }
-Tensor operator*(double x, const Tensor& y) { return multiply(scalar(x, y.dtype()), y); }
-Tensor operator/(double x, const Tensor& y) { return divide(scalar(x, y.dtype()), y); }
+Tensor operator+(const Tensor& x, double y) { return add(x, scalar_operand("add", x, y)); }
+Tensor operator-(const Tensor& x, double y) { return subtract(x, scalar_operand("subtract", x, y)); }
+Tensor operator*(const Tensor& x, double y) { return multiply(x, scalar_operand("multiply", x, y)); }
+Tensor operator/(const Tensor& x, double y) { return divide(x, scalar_operand("divide", x, y)); }
+Tensor operator+(double x, const Tensor& y) { return add(scalar_operand("add", y, x), y); }
+Tensor operator-(double x, const Tensor& y) { return subtract(scalar_operand("subtract", y, x), y); }
+Tensor operator*(double x, const Tensor& y) { return multiply(scalar_operand("multiply", y, x), y); }
+Tensor operator/(double x, const Tensor& y) { return divide(scalar_operand("divide", y, x), y); }
 
 }  // namespace tapegrad

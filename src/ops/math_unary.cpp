@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "detail/int_arith.hpp"
 #include "detail/math_kernels.hpp"
 #include "detail/recording.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -27,7 +28,7 @@ T absolute(T v) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::fabs(v);
   } else {
-    return v < T(0) ? static_cast<T>(-v) : v;
+    return detail::wrapping_abs(v);
   }
 }
 

@@ -86,9 +86,7 @@ xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis, bool 
 // ---- validation -------------------------------------------------------------------------
 
 std::string describe_loss(const char* op, const Tensor& labels, const Tensor& logits) {
-  return std::string(op) + ": labels has shape " + shape_to_string(labels.shape()) +
-         " and dtype " + dtype_name(labels.dtype()) + ", logits has shape " +
-         shape_to_string(logits.shape()) + " and dtype " + dtype_name(logits.dtype());
+  return detail::describe(op, {{"labels", labels}, {"logits", logits}});
 }
 
 void require_loss_operands(const char* op, const Tensor& labels, const Tensor& logits) {
@@ -113,7 +111,7 @@ std::size_t softmax_axis(const char* op, const Tensor& x, int axis) {
   if (x.rank() == 0) {
     throw InvalidArgument(detail::describe(op, x) + ": expected a tensor of rank 1 or more");
   }
-  return detail::normalize_axis(op, axis, x.rank(), x.shape());
+  return detail::normalize_axis(op, axis, x);
 }
 
 int axis_attr(const OpContext& ctx) { return static_cast<int>(ctx.attrs().get_int("axis")); }
@@ -176,7 +174,12 @@ Grads softmax_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>
   const Tensor column = as_column(g[0]);
   Grads r(2);
   if (ctx.needs_gradient(0)) r[0] = multiply(negative(log_softmax(logits, -1)), column);
-  if (ctx.needs_gradient(1)) r[1] = multiply(subtract(softmax(logits, -1), labels), column);
+  // d/dlogits sum(z * (lse - x)) = softmax * sum(z) - z: exact also for label rows that do
+  // not sum to 1 (TF's kernel assumes they do).
+  if (ctx.needs_gradient(1)) {
+    const Tensor label_mass = reduce_sum(labels, {-1}, /*keepdims=*/true);
+    r[1] = multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), column);
+  }
   return r;
 }
 
@@ -238,7 +241,8 @@ void record_with_axis(const OpSlot& op, const Tensor& x, const Tensor& out, std:
 }  // namespace
 
 Tensor relu(const Tensor& x) {
-  Tensor out = detail::numeric_unary("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
+  Tensor out = detail::numeric_unary("relu", x, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
   detail::maybe_record(relu_op(), {&x}, out);
   return out;
 }
@@ -257,7 +261,7 @@ Tensor softplus(const Tensor& x) {
 
 Tensor softmax(const Tensor& x, int axis) {
   const std::size_t ax = softmax_axis("softmax", x, axis);
-  Tensor out = detail::dispatch_floating("softmax", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_floating("softmax", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/true));
   });
@@ -267,7 +271,7 @@ Tensor softmax(const Tensor& x, int axis) {
 
 Tensor log_softmax(const Tensor& x, int axis) {
   const std::size_t ax = softmax_axis("log_softmax", x, axis);
-  Tensor out = detail::dispatch_floating("log_softmax", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_floating("log_softmax", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/false));
   });

@@ -7,6 +7,7 @@
 
 #include "detail/dispatch.hpp"
 #include "detail/elementwise.hpp"
+#include "detail/int_arith.hpp"
 #include "detail/reduce_recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -122,11 +123,11 @@ const OpSlot& logsumexp_op() {
 
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_sum", x);
-  const auto ax = detail::normalize_axes("reduce_sum", axes, x.shape());
-  Tensor out = detail::dispatch_numeric("reduce_sum", x.dtype(), [&](auto zero) {
+  const auto ax = detail::normalize_axes("reduce_sum", axes, x);
+  Tensor out = detail::dispatch_numeric("reduce_sum", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
-                                         [](T acc, T v) { return static_cast<T>(acc + v); }));
+                                         [](T acc, T v) { return detail::wrapping_add(acc, v); }));
   });
   detail::record_reduction(sum_op(), x, out, ax, keepdims);
   return out;
@@ -134,19 +135,21 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_mean", x);
-  const auto ax = detail::normalize_axes("reduce_mean", axes, x.shape());
+  const auto ax = detail::normalize_axes("reduce_mean", axes, x);
   std::size_t count = 1;
   for (auto a : ax) count *= x.shape()[a];
-  Tensor out = detail::dispatch_numeric("reduce_mean", x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
     using T = decltype(zero);
     auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
-                                      [](T acc, T v) { return static_cast<T>(acc + v); });
-    // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers.
+                                      [](T acc, T v) { return detail::wrapping_add(acc, v); });
+    // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
+    // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
     for (auto& v : sum) {
       if constexpr (std::is_floating_point_v<T>) {
         v = static_cast<T>(v / static_cast<T>(count));
       } else {
-        v = count == 0 ? T(0) : static_cast<T>(v / static_cast<T>(count));
+        v = count == 0 ? T(0)
+                       : static_cast<T>(static_cast<std::int64_t>(v) / static_cast<std::int64_t>(count));
       }
     }
     return Tensor(std::move(sum));
@@ -157,11 +160,11 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_prod", x);
-  const auto ax = detail::normalize_axes("reduce_prod", axes, x.shape());
-  Tensor out = detail::dispatch_numeric("reduce_prod", x.dtype(), [&](auto zero) {
+  const auto ax = detail::normalize_axes("reduce_prod", axes, x);
+  Tensor out = detail::dispatch_numeric("reduce_prod", x, [&](auto zero) {
     using T = decltype(zero);
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(1),
-                                         [](T acc, T v) { return static_cast<T>(acc * v); }));
+                                         [](T acc, T v) { return detail::wrapping_mul(acc, v); }));
   });
   detail::record_reduction(prod_op(), x, out, ax, keepdims);
   return out;
@@ -169,8 +172,8 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::require_defined("reduce_logsumexp", x);
-  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x.shape());
-  Tensor out = detail::dispatch_floating("reduce_logsumexp", x.dtype(), [&](auto zero) {
+  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x);
+  Tensor out = detail::dispatch_floating("reduce_logsumexp", x, [&](auto zero) {
     using T = decltype(zero);
     const auto& a = x.array<T>();
     const Shape shape = x.shape();

@@ -65,16 +65,15 @@ struct Pick {
 Tensor reduce_extremum(const char* op, const OpSlot& slot, bool is_max, const Tensor& x,
                        const std::vector<int>& axes, bool keepdims) {
   detail::require_defined(op, x);
-  const auto ax = detail::normalize_axes(op, axes, x.shape());
+  const auto ax = detail::normalize_axes(op, axes, x);
   std::size_t count = 1;
   for (auto a : ax) count *= x.shape()[a];
   if (count == 0 && num_elements(detail::reduced_shape(x.shape(), ax)) != 0) {
-    throw InvalidArgument(std::string(op) + ": reduction over axes " + detail::ints_to_string(axes) +
-                          " of x with shape " + shape_to_string(x.shape()) + " and dtype " +
-                          dtype_name(x.dtype()) + " is empty, and an empty set has no " +
+    throw InvalidArgument(detail::describe(op, x) + ": the reduction over axes " +
+                          detail::ints_to_string(axes) + " is empty, and an empty set has no " +
                           (is_max ? "maximum" : "minimum"));
   }
-  Tensor out = detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
+  Tensor out = detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     const T init = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, init, Pick<T>{is_max}));

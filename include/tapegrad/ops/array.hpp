@@ -13,11 +13,13 @@ namespace tapegrad {
 Tensor identity(const Tensor& x);
 /// Same values, and no gradient flows back through it (TF: tf.stop_gradient).
 Tensor stop_gradient(const Tensor& x);
-/// Converts the dtype (TF: tf.cast): floats to integers truncate toward zero, nonzero to bool
-/// is true. Differentiable between float dtypes only; the same dtype returns x itself.
+/// Converts the dtype (TF: tf.cast): floats to integers truncate toward zero, saturate beyond
+/// the integer range and map NaN to 0 (no undefined behaviour); int64 -> int32 wraps; nonzero
+/// to bool is true. Differentiable between float dtypes only; the same dtype returns x itself.
 Tensor cast(const Tensor& x, DType dtype);
 
-/// TF: tf.reshape. One entry may be -1 (inferred). InvalidArgument when sizes disagree.
+/// TF: tf.reshape. One entry may be -1 (inferred). InvalidArgument when sizes disagree or the
+/// target's element count overflows (checked, never wrapped).
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);
 /// TF: tf.transpose. perm empty reverses the axes.
 Tensor transpose(const Tensor& x, std::vector<int> perm = {});
@@ -45,7 +47,8 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
 /// params.shape[:axis] ++ indices.shape ++ params.shape[axis+1:]. Out-of-range indices throw.
 /// The gradient for params is an IndexedSlices when axis is 0.
 Tensor gather(const Tensor& params, const Tensor& indices, int axis = 0);
-/// TF: tf.tile; one multiple per dimension of x.
+/// TF: tf.tile; one multiple per dimension of x. InvalidArgument when the result would have
+/// more than 2^63 - 1 elements; ResourceExhausted when it cannot be allocated.
 Tensor tile(const Tensor& x, std::vector<std::size_t> multiples);
 /// Sums rows of `data` into `num_segments` rows by `segment_ids` (Int32/Int64, shape [n])
 /// (TF: tf.math.unsorted_segment_sum, 1-D ids). Every id must be in [0, num_segments)

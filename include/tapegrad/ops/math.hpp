@@ -10,16 +10,20 @@
 namespace tapegrad {
 
 // Arithmetic (TF: tf.add, tf.subtract, tf.multiply, tf.divide, tf.negative, tf.pow,
-// tf.maximum, tf.minimum). Gradients are reduced back to each operand's shape.
+// tf.maximum, tf.minimum). Gradients are reduced back to each operand's shape. Integer
+// arithmetic wraps (two's complement, as TF and NumPy). InvalidArgument naming the op, both
+// shapes and dtypes for mismatched dtypes, shapes that do not broadcast, bool operands.
 Tensor add(const Tensor& x, const Tensor& y);
 Tensor subtract(const Tensor& x, const Tensor& y);
 Tensor multiply(const Tensor& x, const Tensor& y);
-/// Integer division truncates toward zero, as C++ does; division by an integer 0 throws.
+/// Integer division truncates toward zero, as C++ does; INT_MIN / -1 wraps to INT_MIN;
+/// division by an integer 0 throws InvalidArgument naming divide and the shapes.
 Tensor divide(const Tensor& x, const Tensor& y);
 Tensor negative(const Tensor& x);
 Tensor pow(const Tensor& x, const Tensor& y);
 Tensor pow(const Tensor& x, double y);
-/// Ties send the gradient to x (the first argument), as TF.
+/// NaN in either operand gives NaN (TF, NumPy). Ties send the gradient to x (the first
+/// argument), as TF.
 Tensor maximum(const Tensor& x, const Tensor& y);
 Tensor minimum(const Tensor& x, const Tensor& y);
 
@@ -48,7 +52,9 @@ Tensor greater_equal(const Tensor& x, const Tensor& y);
 /// Elementwise cond ? a : b; the three operands broadcast (TF2 tf.where). cond is Bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
-// Operators: Tensor (op) Tensor, Tensor (op) double, double (op) Tensor.
+// Operators: Tensor (op) Tensor, Tensor (op) double, double (op) Tensor. A double operand
+// takes the tensor's dtype and must be exactly representable in it: int32 * 2.0 is accepted,
+// int32 * 0.5 throws InvalidArgument naming the op, the tensor's shape and dtype and the value.
 Tensor operator+(const Tensor& x, const Tensor& y);
 Tensor operator-(const Tensor& x, const Tensor& y);
 Tensor operator*(const Tensor& x, const Tensor& y);
@@ -64,6 +70,8 @@ Tensor operator*(double x, const Tensor& y);
 Tensor operator/(double x, const Tensor& y);
 
 /// A rank-0 tensor holding `value` in `dtype` (the scalar operand of the operators).
+/// InvalidArgument when `dtype` cannot hold `value` exactly (0.5 or NaN for an integer dtype,
+/// 2 for bool); the operators say so naming the op and the tensor's shape and dtype.
 Tensor scalar(double value, DType dtype);
 
 }  // namespace tapegrad
