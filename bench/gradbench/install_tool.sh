@@ -22,5 +22,5 @@ bin/%: \$(TAPEGRAD_TOOL)
 	@mkdir -p bin
 	ln -sf \$(TAPEGRAD_TOOL) \$@
 MAKEFILE
-printf '%s\n' hello llsq lse ode kmeans gmm lstm det ba saddle particle > "$TOOL/evals.txt"
+printf '%s\n' hello llsq lse ode kmeans gmm lstm det ba ht saddle particle > "$TOOL/evals.txt"
 echo "installed the tapegrad tool in $TOOL"

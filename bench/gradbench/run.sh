@@ -10,7 +10,7 @@ GRADBENCH=$(cd "${1:?usage: run.sh GRADBENCH_DIR [EVALS...]}" && pwd)
 shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 RUNNER=${RUNNER:-$HERE/../../../shared/gradbench}
-EVALS=${*:-hello llsq lse ode kmeans gmm lstm det ba saddle particle}
+EVALS=${*:-hello llsq lse ode kmeans gmm lstm det ba ht saddle particle}
 LOGS=${LOGS:-$GRADBENCH/run-logs}
 "$HERE/install_tool.sh" "$GRADBENCH"
 

@@ -349,13 +349,16 @@ TEST_CASE("a communicator the caller owns: MPI_COMM_SELF, one rank", "[mpi]") {
   const Tensor x = from_values({1.5, -2.0}, {2}, DType::Float64);
   require_close(self.allreduce(x, Reduction::Mean), {2}, {1.5, -2.0}, 0.0);
   const Mlp model;
-  BucketedAllreduce reducer(self, model.vars);
-  GradientTape tape;
-  reducer.attach(tape);
-  const std::vector<Tensor> local = tape.gradient(model.loss(random_tensor({3, 5}, 5), 1.0), model.vars);
-  const std::vector<Tensor> reduced = reducer.finish(local);
-  for (std::size_t i = 0; i < local.size(); ++i) {
-    require_close(reduced[i], local[i].shape(), values(local[i]), 0.0);
+  {
+    // Its own scope: the misuse checks below require no tape alive on this thread.
+    BucketedAllreduce reducer(self, model.vars);
+    GradientTape tape;
+    reducer.attach(tape);
+    const std::vector<Tensor> local = tape.gradient(model.loss(random_tensor({3, 5}, 5), 1.0), model.vars);
+    const std::vector<Tensor> reduced = reducer.finish(local);
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      require_close(reduced[i], local[i].shape(), values(local[i]), 0.0);
+    }
   }
   expect_misuse<InvalidArgument>(
       "a non-positive timeout", [&] { self.set_timeout(std::chrono::milliseconds(0)); },
