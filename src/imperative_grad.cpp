@@ -7,6 +7,7 @@
 
 #include "detail/id_map.hpp"
 #include "detail/vspace.hpp"
+#include "tapegrad/ops/math.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -17,44 +18,61 @@ std::string shapes_message(const OpEntry& e, std::size_t input, const Tensor& gr
   return "the gradient of '" + e.op->name() + "' for input " + std::to_string(input) +
          " has shape " + shape_to_string(grad.shape()) + " and dtype " +
          dtype_name(grad.dtype()) + ", but the input has shape " +
-         shape_to_string(e.inputs[input].full_shape()) + " and dtype " +
-         dtype_name(e.inputs[input].dtype);
+         shape_to_string(e.inputs()[input].full_shape()) + " and dtype " +
+         dtype_name(e.inputs()[input].dtype());
 }
 
 void check_input_gradient(const OpEntry& e, std::size_t i, const GradientValue& g) {
   if (g.is_sparse()) {
-    if (g.sparse().dense_shape != e.inputs[i].full_shape()) {
+    if (g.sparse().dense_shape != e.inputs()[i].full_shape()) {
       throw InvalidArgument("imperative_grad: the sparse gradient of '" + e.op->name() +
                             "' for input " + std::to_string(i) + " has dense shape " +
                             shape_to_string(g.sparse().dense_shape) + ", but the input has shape " +
-                            shape_to_string(e.inputs[i].full_shape()));
+                            shape_to_string(e.inputs()[i].full_shape()));
     }
     return;
   }
   const Tensor& d = g.dense();
-  if (d.dtype() != e.inputs[i].dtype || !e.inputs[i].same_shape(d)) {
+  if (d.dtype() != e.inputs()[i].dtype() || !e.inputs()[i].same_shape(d)) {
     throw InvalidArgument("imperative_grad: " + shapes_message(e, i, d));
   }
 }
 
+// The entry's kept tensors, one per input (output), undefined where not kept: moved out of the
+// entry when it is used for the last time, so they die right after its gradient call.
+void gather_saved(OpEntry& e, bool take, std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  auto gather = [take](Tensor* saved, std::size_t n, std::vector<Tensor>& out) {
+    out.resize(n);
+    if (saved == nullptr) return;
+    for (std::size_t i = 0; i < n; ++i) out[i] = take ? std::move(saved[i]) : saved[i];
+  };
+  gather(e.saved_inputs(), e.n_inputs, inputs);
+  gather(e.saved_outputs(), e.n_outputs, outputs);
+}
+
 std::vector<GradientValue> call_gradient(const OpEntry& e, const GradientSpec* spec,
                                          const std::vector<bool>& needs,
+                                         const std::vector<Tensor>& saved_inputs,
+                                         const std::vector<Tensor>& saved_outputs,
                                          const std::vector<Tensor>& out_grads) {
-  OpContext ctx(e, needs);
-  if (e.custom_backward) return (*e.custom_backward)(ctx, out_grads);
+  OpContext ctx(e, needs, saved_inputs, saved_outputs);
+  if (const SparseGradientFunction* custom = e.custom_backward()) return (*custom)(ctx, out_grads);
   if (spec->sparse) return spec->sparse(ctx, out_grads);
   std::vector<Tensor> dense = spec->dense(ctx, out_grads);
   return std::vector<GradientValue>(dense.begin(), dense.end());
 }
 
-// The gradients that have reached one tensor. Most tensors get exactly one dense gradient,
-// kept inline (24 bytes a slot); a second one, or a sparse one, goes to a list.
+// The gradients that have reached one tensor. Dense ones are summed as they arrive, so a
+// tensor used 10^5 times holds one running sum, not 10^5 gradients; sparse ones (row slices)
+// wait in a list until the sum is asked for. Most tensors get exactly one dense gradient,
+// kept inline (24 bytes a slot).
 class GradientList {
  public:
   bool empty() const { return !dense_.defined() && !rest_; }
   void push(GradientValue g) {
-    if (!dense_.defined() && !rest_ && !g.is_sparse()) {
-      dense_ = g.dense();
+    if (!g.is_sparse()) {
+      // The same additions, in the same order, as summing the list at the end.
+      dense_ = dense_.defined() ? add(dense_, g.dense()) : g.dense();
       return;
     }
     if (!rest_) rest_ = std::make_unique<std::vector<GradientValue>>();
@@ -84,8 +102,8 @@ class GradientList {
   }
 
  private:
-  Tensor dense_;
-  std::unique_ptr<std::vector<GradientValue>> rest_;  // a tensor used twice, or sparse
+  Tensor dense_;                                       // the dense gradients' running sum
+  std::unique_ptr<std::vector<GradientValue>> rest_;  // sparse gradients
 };
 
 [[noreturn]] void throw_no_gradient(const OpEntry& e) {
@@ -118,12 +136,12 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     while (!stack.empty()) {
       const std::uint64_t id = stack.back();
       stack.pop_back();
-      const std::int64_t* producer = tape.producer(id);
+      const std::int32_t* producer = tape.producer(id);
       if (producer == nullptr || *producer == kWatched) continue;
       const auto op = static_cast<std::size_t>(*producer);
       if (op >= n_ops || step_of_op[op] != kUnreached) continue;
       step_of_op[op] = kReached;
-      for (const auto& in : tape.entry(*producer).inputs) stack.push_back(in.id);
+      for (const auto& in : tape.entry(*producer).inputs()) stack.push_back(in.id);
     }
   }
 
@@ -146,12 +164,12 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   }
   auto slot_of = [&](std::uint64_t id) -> Slot {
     if (const Slot* s = source_slot.find(id)) return *s;
-    const std::int64_t* producer = tape.producer(id);
+    const std::int32_t* producer = tape.producer(id);
     if (producer == nullptr || *producer == kWatched) return BackwardPlan::kNoSlot;
     const auto op = static_cast<std::size_t>(*producer);
     if (op >= n_ops || step_of_op[op] < 0) return BackwardPlan::kNoSlot;
     const BackwardPlan::Step& step = plan.steps[static_cast<std::size_t>(step_of_op[op])];
-    const RecordedTensors& outputs = tape.entry(*producer).outputs;
+    const RecordedTensors outputs = tape.entry(*producer).outputs();
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       if (outputs[j].id == id) return step.output_slots(plan)[j];
     }
@@ -167,8 +185,8 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
     const std::size_t first = plan.slots.size();
     bool relevant = false;
-    for (const auto& in : e.inputs) {
-      const Slot s = is_floating(in.dtype) ? slot_of(in.id) : BackwardPlan::kNoSlot;
+    for (const auto& in : e.inputs()) {
+      const Slot s = is_floating(in.dtype()) ? slot_of(in.id) : BackwardPlan::kNoSlot;
       plan.slots.push_back(s);
       relevant = relevant || s != BackwardPlan::kNoSlot;
     }
@@ -180,9 +198,9 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     for (std::size_t i = first; i < plan.slots.size(); ++i) {
       if (plan.slots[i] != BackwardPlan::kNoSlot) ++plan.uses[static_cast<std::size_t>(plan.slots[i])];
     }
-    for (const auto& out : e.outputs) {
+    for (const auto& out : e.outputs()) {
       Slot s = BackwardPlan::kNoSlot;
-      if (is_floating(out.dtype)) {
+      if (is_floating(out.dtype())) {
         const Slot* source = source_slot.find(out.id);
         s = source != nullptr ? *source : new_slot();
         plan.producer_step[static_cast<std::size_t>(s)] = step_index;
@@ -190,10 +208,9 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
       plan.slots.push_back(s);
     }
     step_of_op[op] = step_index;
-    plan.steps.push_back(BackwardPlan::Step{static_cast<std::int64_t>(op),
-                                            static_cast<std::uint32_t>(first),
-                                            static_cast<std::uint32_t>(e.inputs.size()),
-                                            static_cast<std::uint32_t>(e.outputs.size()), 0});
+    plan.steps.push_back(BackwardPlan::Step{static_cast<std::uint32_t>(op),
+                                            static_cast<std::uint32_t>(first), e.n_inputs,
+                                            e.n_outputs, 0});
   }
 
   // 3. A step may run once every output that a later step uses has all its gradients.
@@ -242,20 +259,25 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
   std::vector<Tensor> out_grads;
   std::vector<bool> needs;
   std::vector<GradientValue> in_grads;
+  std::vector<Tensor> saved_inputs;
+  std::vector<Tensor> saved_outputs;
   while (!ready.empty()) {
     const BackwardPlan::Step& step = plan.steps[ready.back()];
     ready.pop_back();
     OpEntry& e = tape.entry(step.op_id);  // a deque element: stable if the walk records new ops
+    const RecordedTensors inputs = e.inputs();
+    const RecordedTensors outputs = e.outputs();
     const BackwardPlan::Slot* input_slots = step.input_slots(plan);
     const BackwardPlan::Slot* output_slots = step.output_slots(plan);
-    const GradientSpec* spec = e.custom_backward ? nullptr : e.op->spec();
-    if (!e.custom_backward && spec == nullptr) throw_no_gradient(e);
+    const SparseGradientFunction* custom = e.custom_backward();
+    const GradientSpec* spec = custom != nullptr ? nullptr : e.op->spec();
+    if (custom == nullptr && spec == nullptr) throw_no_gradient(e);
 
     // The outputs' gradients, each summed; sources keep theirs for the caller.
-    out_grads.assign(e.outputs.size(), Tensor());
+    out_grads.assign(outputs.size(), Tensor());
     GradientValue passed_through;
     bool any_gradient = false;
-    for (std::size_t j = 0; j < e.outputs.size(); ++j) {
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
       const BackwardPlan::Slot s = output_slots[j];
       if (s == kNoSlot) continue;
       GradientList& list = grads[static_cast<std::size_t>(s)];
@@ -274,23 +296,30 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     if (passed_through.defined()) {
       in_grads.push_back(std::move(passed_through));
     } else if (any_gradient && (spec == nullptr || !spec->not_differentiable)) {
-      for (std::size_t j = 0; j < e.outputs.size(); ++j) {
-        if (!out_grads[j].defined() && is_floating(e.outputs[j].dtype)) {
-          out_grads[j] = vspace_zeros(e.outputs[j].full_shape(), e.outputs[j].dtype);
+      for (std::size_t j = 0; j < outputs.size(); ++j) {
+        if (!out_grads[j].defined() && is_floating(outputs[j].dtype())) {
+          out_grads[j] = vspace_zeros(outputs[j].full_shape(), outputs[j].dtype());
         }
       }
-      needs.assign(e.inputs.size(), false);
-      for (std::size_t i = 0; i < e.inputs.size(); ++i) needs[i] = input_slots[i] != kNoSlot;
-      in_grads = call_gradient(e, spec, needs, out_grads);
-      if (in_grads.size() != e.inputs.size()) {
+      needs.assign(inputs.size(), false);
+      for (std::size_t i = 0; i < inputs.size(); ++i) needs[i] = input_slots[i] != kNoSlot;
+      gather_saved(e, release_entries, saved_inputs, saved_outputs);
+      in_grads = call_gradient(e, spec, needs, saved_inputs, saved_outputs, out_grads);
+      if (in_grads.size() != inputs.size()) {
         throw InvalidArgument("imperative_grad: the gradient function of '" + e.op->name() +
                               "' returned " + std::to_string(in_grads.size()) +
-                              " gradients, expected " + std::to_string(e.inputs.size()) +
+                              " gradients, expected " + std::to_string(inputs.size()) +
                               " (one per input)");
       }
     }
+    // What the call read dies now, before the next step allocates: the kept tensors (when this
+    // was the entry's last use) and the output gradients.
+    saved_inputs.clear();
+    saved_outputs.clear();
+    out_grads.clear();
+    if (release_entries) tape.release(step.op_id);
 
-    for (std::size_t i = 0; i < e.inputs.size(); ++i) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
       const BackwardPlan::Slot s = input_slots[i];
       if (s == kNoSlot) continue;
       const auto slot = static_cast<std::size_t>(s);
@@ -304,7 +333,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
         ready.push_back(static_cast<std::size_t>(producer));
       }
     }
-    if (release_entries) tape.release(step.op_id);
+    in_grads.clear();
   }
 
   // The sources' gradients.

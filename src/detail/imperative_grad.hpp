@@ -27,11 +27,11 @@ struct BackwardPlan {
   static constexpr Slot kNoSlot = -1;
   // A step's input slots are slots[first, first + num_inputs) (kNoSlot where no gradient is
   // wanted), its output slots the num_outputs after them (kNoSlot where none can arrive).
-  struct Step {
-    std::int64_t op_id;
+  struct Step {  // 16 bytes: a plan has one per op on the path
+    std::uint32_t op_id;
     std::uint32_t first;
-    std::uint32_t num_inputs;
-    std::uint32_t num_outputs;
+    std::uint16_t num_inputs;
+    std::uint16_t num_outputs;
     std::uint32_t pending_outputs = 0;  // outputs some later step still uses
     const Slot* input_slots(const BackwardPlan& p) const { return p.slots.data() + first; }
     const Slot* output_slots(const BackwardPlan& p) const {
