@@ -3,6 +3,7 @@
 #include "detail/imperative_grad.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 
 #include "detail/id_map.hpp"
@@ -115,7 +116,7 @@ class GradientList {
 }  // namespace
 
 BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
-                           const std::vector<TensorMeta>& sources) {
+                           const std::vector<TensorMeta>& sources, bool forget_producers) {
   using Slot = BackwardPlan::Slot;
   BackwardPlan plan;
   plan.sources = sources;
@@ -123,32 +124,63 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   // never part of it.
   const std::size_t n_ops = tape.num_entries();
 
-  // Per op: kUnreached, kReached (reachable from a target, not a step), or its step index.
-  constexpr std::int32_t kUnreached = -2;
-  constexpr std::int32_t kReached = -1;
-  std::vector<std::int32_t> step_of_op(n_ops, kUnreached);
+  auto producer_op = [&](std::uint64_t id) -> std::int32_t {
+    const std::int32_t* producer = tape.producer(id);
+    if (producer == nullptr || *producer == kWatched) return -1;
+    return static_cast<std::size_t>(*producer) < n_ops ? *producer : -1;
+  };
 
-  // 1. The ops reachable backwards from the targets. A tensor id may be pushed more than once
-  //    (once per use); its producer is visited once.
+  // 1. The ops reachable backwards from the targets (a bit per op: this runs while the id map
+  //    still exists, so it must stay small). A tensor id may be pushed more than once (once
+  //    per use); its producer is visited once.
+  std::vector<bool> reached(n_ops, false);
+  std::size_t reached_ops = 0;
+  std::size_t reached_outputs = 0;
+  std::size_t reached_tensors = 0;
   {
     std::vector<std::uint64_t> stack;
     for (const auto& t : targets) stack.push_back(t.id());
     while (!stack.empty()) {
       const std::uint64_t id = stack.back();
       stack.pop_back();
-      const std::int32_t* producer = tape.producer(id);
-      if (producer == nullptr || *producer == kWatched) continue;
-      const auto op = static_cast<std::size_t>(*producer);
-      if (op >= n_ops || step_of_op[op] != kUnreached) continue;
-      step_of_op[op] = kReached;
-      for (const auto& in : tape.entry(*producer).inputs()) stack.push_back(in.id);
+      const std::int32_t op = producer_op(id);
+      if (op < 0 || reached[static_cast<std::size_t>(op)]) continue;
+      reached[static_cast<std::size_t>(op)] = true;
+      const OpEntry& e = tape.entry(op);
+      ++reached_ops;
+      reached_outputs += e.n_outputs;
+      reached_tensors += e.n_inputs + e.n_outputs;
+      for (const auto& in : e.inputs()) stack.push_back(in.id);
     }
   }
 
-  // 2. Of those, the steps: ops with an input that leads to a source. Op ids are a
-  //    topological order, so one ascending pass decides it. Every tensor that leads to a
-  //    source gets a slot, a dense index that runs use instead of ids: sources from a small
-  //    map, op outputs from their producing step's output slots (no per-tensor hashing).
+  // 2. The id lookups the plan needs, done now so that a non-persistent tape can free its id
+  //    map before the plan's other arrays exist (the backward pass then stays below the
+  //    forward's peak): each reached op's inputs' producers, written where their slots will
+  //    go (ascending op order, each op's inputs then its outputs), and the targets' producers.
+  plan.slots.reserve(reached_tensors);
+  for (std::size_t op = 0; op < n_ops; ++op) {
+    if (!reached[op]) continue;
+    const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
+    for (const auto& in : e.inputs()) plan.slots.push_back(producer_op(in.id));
+    plan.slots.resize(plan.slots.size() + e.n_outputs, BackwardPlan::kNoSlot);
+  }
+  std::vector<std::int32_t> target_producers;
+  for (const auto& t : targets) target_producers.push_back(producer_op(t.id()));
+  if (forget_producers) tape.forget_producers();
+
+  // Per op: its step index, or -1.
+  std::vector<std::int32_t> step_of_op(n_ops, -1);
+  plan.steps.reserve(reached_ops);
+  plan.uses.reserve(reached_outputs + sources.size());
+  plan.producer_step.reserve(reached_outputs + sources.size());
+  plan.is_source.reserve(reached_outputs + sources.size());
+
+  // 3. Of the reached ops, the steps: ops with an input that leads to a source. Op ids are a
+  //    topological order, so one ascending pass decides it, compacting steps and slots in
+  //    place (it writes no further than it has read). Every tensor that leads to a source gets
+  //    a slot, a dense index that runs use instead of ids: sources from a small map, op
+  //    outputs from their producing step's output slots.
   IdMap<Slot> source_slot;
   auto new_slot = [&]() {
     plan.uses.push_back(0);
@@ -162,98 +194,143 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     if (inserted) *slot = new_slot();
     plan.is_source[static_cast<std::size_t>(*slot)] = true;
   }
-  auto slot_of = [&](std::uint64_t id) -> Slot {
+  // The slot of tensor `id`, produced by op `producer` (or -1).
+  auto slot_of = [&](std::uint64_t id, std::int32_t producer) -> Slot {
     if (const Slot* s = source_slot.find(id)) return *s;
-    const std::int32_t* producer = tape.producer(id);
-    if (producer == nullptr || *producer == kWatched) return BackwardPlan::kNoSlot;
-    const auto op = static_cast<std::size_t>(*producer);
-    if (op >= n_ops || step_of_op[op] < 0) return BackwardPlan::kNoSlot;
-    const BackwardPlan::Step& step = plan.steps[static_cast<std::size_t>(step_of_op[op])];
-    const RecordedTensors outputs = tape.entry(*producer).outputs();
+    if (producer < 0) return BackwardPlan::kNoSlot;
+    const std::int32_t step = step_of_op[static_cast<std::size_t>(producer)];
+    if (step < 0) return BackwardPlan::kNoSlot;
+    const OpEntry& p = tape.entry(producer);
+    const RecordedTensors outputs = p.outputs();
     for (std::size_t j = 0; j < outputs.size(); ++j) {
-      if (outputs[j].id == id) return step.output_slots(plan)[j];
+      if (outputs[j].id == id) return plan.output_slots(plan.steps[static_cast<std::size_t>(step)], p)[j];
     }
     return BackwardPlan::kNoSlot;
   };
-  plan.steps.reserve(n_ops);
-  plan.slots.reserve(3 * n_ops);
-  plan.uses.reserve(n_ops + sources.size());
-  plan.producer_step.reserve(n_ops + sources.size());
-  plan.is_source.reserve(n_ops + sources.size());
+  std::size_t n_steps = 0;
+  std::size_t n_slots = 0;
+  std::size_t read_first = 0;
   for (std::size_t op = 0; op < n_ops; ++op) {
-    if (step_of_op[op] == kUnreached) continue;
+    if (!reached[op]) continue;
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
-    const std::size_t first = plan.slots.size();
+    const RecordedTensors inputs = e.inputs();
+    const RecordedTensors outputs = e.outputs();
+    const std::size_t read = read_first;
+    read_first += inputs.size() + outputs.size();
+    const std::size_t first = n_slots;
     bool relevant = false;
-    for (const auto& in : e.inputs()) {
-      const Slot s = is_floating(in.dtype()) ? slot_of(in.id) : BackwardPlan::kNoSlot;
-      plan.slots.push_back(s);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::int32_t producer = plan.slots[read + i];
+      const Slot s = is_floating(inputs[i].dtype()) ? slot_of(inputs[i].id, producer)
+                                                    : BackwardPlan::kNoSlot;
+      plan.slots[first + i] = s;
       relevant = relevant || s != BackwardPlan::kNoSlot;
     }
-    if (!relevant) {
-      plan.slots.resize(first);
-      continue;
+    if (!relevant) continue;
+    const auto step_index = static_cast<std::int32_t>(n_steps);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Slot s = plan.slots[first + i];
+      if (s != BackwardPlan::kNoSlot) ++plan.uses[static_cast<std::size_t>(s)];
     }
-    const auto step_index = static_cast<std::int32_t>(plan.steps.size());
-    for (std::size_t i = first; i < plan.slots.size(); ++i) {
-      if (plan.slots[i] != BackwardPlan::kNoSlot) ++plan.uses[static_cast<std::size_t>(plan.slots[i])];
-    }
-    for (const auto& out : e.outputs()) {
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
       Slot s = BackwardPlan::kNoSlot;
-      if (is_floating(out.dtype())) {
-        const Slot* source = source_slot.find(out.id);
+      if (is_floating(outputs[j].dtype())) {
+        const Slot* source = source_slot.find(outputs[j].id);
         s = source != nullptr ? *source : new_slot();
         plan.producer_step[static_cast<std::size_t>(s)] = step_index;
       }
-      plan.slots.push_back(s);
+      plan.slots[first + inputs.size() + j] = s;
     }
     step_of_op[op] = step_index;
     plan.steps.push_back(BackwardPlan::Step{static_cast<std::uint32_t>(op),
-                                            static_cast<std::uint32_t>(first), e.n_inputs,
-                                            e.n_outputs, 0});
+                                            static_cast<std::uint32_t>(first)});
+    ++n_steps;
+    n_slots = first + inputs.size() + outputs.size();
   }
+  plan.slots.resize(n_slots);
 
-  // 3. A step may run once every output that a later step uses has all its gradients.
-  for (auto& step : plan.steps) {
-    const Slot* outputs = step.output_slots(plan);
-    for (std::size_t j = 0; j < step.num_outputs; ++j) {
-      if (outputs[j] != BackwardPlan::kNoSlot && plan.uses[static_cast<std::size_t>(outputs[j])] != 0) {
-        ++step.pending_outputs;
-      }
-    }
-  }
-  for (const auto& t : targets) {
-    plan.target_slots.push_back(is_floating(t.dtype()) ? slot_of(t.id()) : BackwardPlan::kNoSlot);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const Tensor& t = targets[i];
+    plan.target_slots.push_back(is_floating(t.dtype()) ? slot_of(t.id(), target_producers[i])
+                                                       : BackwardPlan::kNoSlot);
   }
   for (const auto& s : sources) {
-    plan.source_slots.push_back(is_floating(s.dtype) ? slot_of(s.id) : BackwardPlan::kNoSlot);
+    const Slot* slot = is_floating(s.dtype) ? source_slot.find(s.id) : nullptr;
+    plan.source_slots.push_back(slot != nullptr ? *slot : BackwardPlan::kNoSlot);
   }
   return plan;
 }
 
-std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan,
-                                        const std::vector<Tensor>& targets,
-                                        const std::vector<Tensor>& output_gradients,
-                                        UnconnectedGradients unconnected, bool release_entries) {
-  std::vector<std::uint32_t> uses = plan.uses;
-  std::vector<std::uint32_t> pending(plan.steps.size());
-  for (std::size_t i = 0; i < plan.steps.size(); ++i) pending[i] = plan.steps[i].pending_outputs;
+namespace {
 
+// The gradient lists of the slots that have one now: a slot holds an index into a pool whose
+// freed lists are reused, so a long chain has a handful of lists, not one per tensor.
+class GradientSlots {
+ public:
+  explicit GradientSlots(std::size_t n_slots) : index_(n_slots, kNone) {}
+  GradientList* find(std::size_t slot) {
+    const std::int32_t i = index_[slot];
+    return i == kNone ? nullptr : &pool_[static_cast<std::size_t>(i)];
+  }
+  GradientList& get(std::size_t slot) {
+    if (index_[slot] == kNone) {
+      if (free_.empty()) {
+        index_[slot] = static_cast<std::int32_t>(pool_.size());
+        pool_.emplace_back();
+      } else {
+        index_[slot] = free_.back();
+        free_.pop_back();
+      }
+    }
+    return pool_[static_cast<std::size_t>(index_[slot])];
+  }
+  void drop(std::size_t slot) {
+    const std::int32_t i = index_[slot];
+    if (i == kNone) return;
+    pool_[static_cast<std::size_t>(i)].clear();
+    free_.push_back(i);
+    index_[slot] = kNone;
+  }
+
+ private:
+  static constexpr std::int32_t kNone = -1;
+  std::vector<std::int32_t> index_;
+  std::deque<GradientList> pool_;  // stable addresses while it grows
+  std::vector<std::int32_t> free_;
+};
+
+// A step may run once every output that a later step uses has all its gradients.
+bool outputs_complete(const BackwardPlan& plan, const BackwardPlan::Step& step, const OpEntry& e,
+                      const std::vector<std::uint32_t>& uses) {
+  const BackwardPlan::Slot* outputs = plan.output_slots(step, e);
+  for (std::size_t j = 0; j < e.n_outputs; ++j) {
+    if (outputs[j] != BackwardPlan::kNoSlot && uses[static_cast<std::size_t>(outputs[j])] != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan,
+                               std::vector<std::uint32_t> uses, const std::vector<Tensor>& targets,
+                               const std::vector<Tensor>& output_gradients,
+                               UnconnectedGradients unconnected, bool release_entries) {
   // Seed the targets (targets are summed; the default output gradient is ones).
-  std::vector<GradientList> grads(uses.size());
+  GradientSlots grads(uses.size());
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const BackwardPlan::Slot s = plan.target_slots[i];
     if (s == kNoSlot) continue;
     const Tensor& t = targets[i];
-    grads[static_cast<std::size_t>(s)].push(
-        i < output_gradients.size() && output_gradients[i].defined()
-            ? output_gradients[i]
-            : vspace_ones(t.shape(), t.dtype()));
+    grads.get(static_cast<std::size_t>(s))
+        .push(i < output_gradients.size() && output_gradients[i].defined()
+                  ? output_gradients[i]
+                  : vspace_ones(t.shape(), t.dtype()));
   }
 
   std::vector<std::size_t> ready;
   for (std::size_t i = plan.steps.size(); i-- > 0;) {
-    if (pending[i] == 0) ready.push_back(i);
+    const BackwardPlan::Step& step = plan.steps[i];
+    if (outputs_complete(plan, step, tape.entry(step.op_id), uses)) ready.push_back(i);
   }
 
   std::vector<Tensor> out_grads;
@@ -267,8 +344,8 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     OpEntry& e = tape.entry(step.op_id);  // a deque element: stable if the walk records new ops
     const RecordedTensors inputs = e.inputs();
     const RecordedTensors outputs = e.outputs();
-    const BackwardPlan::Slot* input_slots = step.input_slots(plan);
-    const BackwardPlan::Slot* output_slots = step.output_slots(plan);
+    const BackwardPlan::Slot* input_slots = plan.input_slots(step);
+    const BackwardPlan::Slot* output_slots = plan.output_slots(step, e);
     const SparseGradientFunction* custom = e.custom_backward();
     const GradientSpec* spec = custom != nullptr ? nullptr : e.op->spec();
     if (custom == nullptr && spec == nullptr) throw_no_gradient(e);
@@ -280,18 +357,17 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       const BackwardPlan::Slot s = output_slots[j];
       if (s == kNoSlot) continue;
-      GradientList& list = grads[static_cast<std::size_t>(s)];
-      if (list.empty()) continue;
+      GradientList* list = grads.find(static_cast<std::size_t>(s));
+      if (list == nullptr || list->empty()) continue;
       any_gradient = true;
-      const GradientValue sum = list.sum();
+      const GradientValue sum = list->sum();
       if (spec != nullptr && spec->identity_gradient && sum.is_sparse()) {
         passed_through = sum;  // keeps a row-sparse gradient sparse (variable reads)
       } else {
         out_grads[j] = sum.to_dense();
       }
-      if (!plan.is_source[static_cast<std::size_t>(s)]) list.clear();
+      if (!plan.is_source[static_cast<std::size_t>(s)]) grads.drop(static_cast<std::size_t>(s));
     }
-
     in_grads.clear();
     if (passed_through.defined()) {
       in_grads.push_back(std::move(passed_through));
@@ -325,11 +401,13 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
       const auto slot = static_cast<std::size_t>(s);
       if (i < in_grads.size() && in_grads[i].defined()) {
         check_input_gradient(e, i, in_grads[i]);
-        grads[slot].push(std::move(in_grads[i]));
+        grads.get(slot).push(std::move(in_grads[i]));
       }
       if (--uses[slot] != 0) continue;
       const std::int32_t producer = plan.producer_step[slot];
-      if (producer >= 0 && --pending[static_cast<std::size_t>(producer)] == 0) {
+      if (producer < 0) continue;
+      const BackwardPlan::Step& p = plan.steps[static_cast<std::size_t>(producer)];
+      if (outputs_complete(plan, p, tape.entry(p.op_id), uses)) {
         ready.push_back(static_cast<std::size_t>(producer));
       }
     }
@@ -341,8 +419,9 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
   result.reserve(plan.sources.size());
   for (std::size_t k = 0; k < plan.sources.size(); ++k) {
     const BackwardPlan::Slot s = plan.source_slots[k];
-    if (s != kNoSlot && !grads[static_cast<std::size_t>(s)].empty()) {
-      result.push_back(grads[static_cast<std::size_t>(s)].sum());
+    GradientList* list = s != kNoSlot ? grads.find(static_cast<std::size_t>(s)) : nullptr;
+    if (list != nullptr && !list->empty()) {
+      result.push_back(list->sum());
     } else if (unconnected == UnconnectedGradients::Zero) {
       result.emplace_back(zeros(plan.sources[k].shape, plan.sources[k].dtype));
     } else {
@@ -352,13 +431,24 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
   return result;
 }
 
+}  // namespace
+
+std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan,
+                                        const std::vector<Tensor>& targets,
+                                        const std::vector<Tensor>& output_gradients,
+                                        UnconnectedGradients unconnected, bool release_entries) {
+  return run(tape, plan, plan.uses, targets, output_gradients, unconnected, release_entries);
+}
+
 std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Tensor>& targets,
                                            const std::vector<TensorMeta>& sources,
                                            const std::vector<Tensor>& output_gradients,
                                            UnconnectedGradients unconnected) {
-  const BackwardPlan plan = plan_backward(tape, targets, sources);
-  if (!tape.persistent()) tape.forget_producers();
-  return run_backward(tape, plan, targets, output_gradients, unconnected, !tape.persistent());
+  const bool last_use = !tape.persistent();
+  BackwardPlan plan = plan_backward(tape, targets, sources, /*forget_producers=*/last_use);
+  // The plan runs once: its use counts are consumed in place rather than copied.
+  std::vector<std::uint32_t> uses = std::move(plan.uses);
+  return run(tape, plan, std::move(uses), targets, output_gradients, unconnected, last_use);
 }
 
 }  // namespace tapegrad::detail
