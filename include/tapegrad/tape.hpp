@@ -77,7 +77,10 @@ class GradientTape {
   bool persistent() const { return persistent_; }
   /// True while ops run on this thread are recorded on this tape.
   bool recording() const { return recording_; }
-  /// Bytes of tensor storage the tape currently keeps alive for its gradients.
+  /// Bytes the tape currently owns: its entries, their descriptions (arena chunks), its id
+  /// map, and, once each, the tensors it keeps alive for its gradients (elements, storage
+  /// block, allocator overhead, as glibc sizes them). Not counted: the heap behind an op's
+  /// attributes or a custom gradient's captures. Never 0 once something was recorded.
   std::size_t bytes_held() const;
 
   /// d(sum of target)/d(source). Targets are summed; the output gradient defaults to ones.
