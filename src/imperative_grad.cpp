@@ -177,7 +177,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   plan.is_source.reserve(reached_outputs + sources.size());
 
   // 3. Of the reached ops, the steps: ops with an input that leads to a source. Op ids are a
-  //    topological order, so one ascending pass decides it, compacting steps and slots in
+  //    topological order, so one ascending pass decides it, compacting the slots array in
   //    place (it writes no further than it has read). Every tensor that leads to a source gets
   //    a slot, a dense index that runs use instead of ids: sources from a small map, op
   //    outputs from their producing step's output slots.
