@@ -160,3 +160,22 @@ TEST_CASE("memory returns to the allocator when the tape dies", "[memory]") {
     }
   }
 }
+
+TEST_CASE("bytes_held() is what the tape adds to the heap, within 5 %", "[memory]") {
+  const Tensor x = testing::random_tensor({1000}, 7);
+  const Tensor c = testing::random_tensor({1000}, 8);
+  for (const bool persistent : {false, true}) {
+    INFO("persistent " << persistent);
+    const std::size_t before = heap_in_use();
+    GradientTape tape(persistent);
+    tape.watch(x);
+    Tensor y = x;
+    for (int i = 0; i < 3000 / kScale; ++i) y = tanh(y * c + c);
+    const std::size_t grown = heap_in_use() - before;
+    const std::size_t held = tape.bytes_held();
+    INFO("heap grew by " << grown << ", bytes_held " << held);
+    // Each tanh output is kept: 8000 bytes of elements and a storage block.
+    CHECK(held > static_cast<std::size_t>(3000 / kScale) * 8000);
+    CHECK(static_cast<double>(held) == Approx(static_cast<double>(grown)).epsilon(0.05));
+  }
+}
