@@ -27,7 +27,7 @@ using namespace tapegrad;
 namespace {
 
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
-constexpr std::int64_t kScale = 100;
+constexpr std::int64_t kScale = 10;
 #else
 constexpr std::int64_t kScale = 1;
 #endif

@@ -8,10 +8,11 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "support.hpp"
@@ -25,7 +26,9 @@
 #endif
 
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
-#include <sanitizer/allocator_interface.h>
+// From the sanitizer runtime (sanitizer/allocator_interface.h, not installed with every
+// compiler): the bytes its allocator has handed out and not taken back.
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 using namespace tapegrad;
