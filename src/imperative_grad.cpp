@@ -3,7 +3,6 @@
 #include "detail/imperative_grad.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 
 #include "detail/id_map.hpp"
@@ -295,7 +294,8 @@ class GradientSlots {
  private:
   static constexpr std::int32_t kNone = -1;
   std::vector<std::int32_t> index_;
-  std::deque<GradientList> pool_;  // stable addresses while it grows
+  // A reference into it is used only until the next get(): nothing in between adds lists.
+  std::vector<GradientList> pool_;
   std::vector<std::int32_t> free_;
 };
 
