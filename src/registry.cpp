@@ -70,31 +70,44 @@ bool Keep::keeps(std::size_t index) const {
 
 const std::string& OpContext::op_type() const { return entry_.op->name(); }
 const std::vector<Tensor>& OpContext::inputs() const {
-  if (!entry_.saved_inputs.empty() || entry_.inputs.empty()) return entry_.saved_inputs;
-  undefined_inputs_.resize(entry_.inputs.size());
+  if (inputs_ != nullptr) return *inputs_;
+  const Tensor* saved = entry_.saved_inputs();
+  if (saved != nullptr) {
+    undefined_inputs_.assign(saved, saved + entry_.n_inputs);
+  } else {
+    undefined_inputs_.resize(entry_.n_inputs);
+  }
+  inputs_ = &undefined_inputs_;
   return undefined_inputs_;
 }
 const std::vector<Tensor>& OpContext::outputs() const {
-  if (!entry_.saved_outputs.empty() || entry_.outputs.empty()) return entry_.saved_outputs;
-  undefined_outputs_.resize(entry_.outputs.size());
+  if (outputs_ != nullptr) return *outputs_;
+  const Tensor* saved = entry_.saved_outputs();
+  if (saved != nullptr) {
+    undefined_outputs_.assign(saved, saved + entry_.n_outputs);
+  } else {
+    undefined_outputs_.resize(entry_.n_outputs);
+  }
+  outputs_ = &undefined_outputs_;
   return undefined_outputs_;
 }
 const Attrs& OpContext::attrs() const {
   static const Attrs none;
-  return entry_.attrs ? *entry_.attrs : none;
+  const Attrs* attrs = entry_.attrs();
+  return attrs != nullptr ? *attrs : none;
 }
 bool OpContext::needs_gradient(std::size_t i) const {
   return i < needs_gradient_.size() && needs_gradient_[i];
 }
-std::size_t OpContext::num_inputs() const { return entry_.inputs.size(); }
-std::size_t OpContext::num_outputs() const { return entry_.outputs.size(); }
-Shape OpContext::input_shape(std::size_t i) const { return entry_.inputs.at(i).full_shape(); }
-DType OpContext::input_dtype(std::size_t i) const { return entry_.inputs.at(i).dtype; }
-Shape OpContext::output_shape(std::size_t i) const { return entry_.outputs.at(i).full_shape(); }
+std::size_t OpContext::num_inputs() const { return entry_.n_inputs; }
+std::size_t OpContext::num_outputs() const { return entry_.n_outputs; }
+Shape OpContext::input_shape(std::size_t i) const { return entry_.inputs().at(i).full_shape(); }
+DType OpContext::input_dtype(std::size_t i) const { return entry_.inputs().at(i).dtype(); }
+Shape OpContext::output_shape(std::size_t i) const { return entry_.outputs().at(i).full_shape(); }
 bool OpContext::input_shape_matches(std::size_t i, const Tensor& t) const {
-  return entry_.inputs.at(i).same_shape(t);
+  return entry_.inputs().at(i).same_shape(t);
 }
-DType OpContext::output_dtype(std::size_t i) const { return entry_.outputs.at(i).dtype; }
+DType OpContext::output_dtype(std::size_t i) const { return entry_.outputs().at(i).dtype(); }
 
 namespace detail {
 

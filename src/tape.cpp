@@ -3,7 +3,9 @@
 #include <new>
 #include <iostream>
 #include <mutex>
+#include <type_traits>
 #include <unordered_set>
+#include <variant>
 
 #include "detail/recording.hpp"
 #include "detail/tape_impl.hpp"
@@ -149,6 +151,12 @@ void TapeImpl::watch_variable(const Variable& v) {
 void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
                       const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
                       const SparseGradientFunction& custom_backward) {
+  if (n_inputs > UINT16_MAX || n_outputs > UINT16_MAX || ops_.size() >= INT32_MAX) {
+    throw InvalidArgument("GradientTape: cannot record '" + op.name() + "' with " +
+                          std::to_string(n_inputs) + " inputs and " + std::to_string(n_outputs) +
+                          " outputs on a tape of " + std::to_string(ops_.size()) +
+                          " ops (limits: 65535 inputs or outputs, 2^31 - 1 ops)");
+  }
   const GradientSpec* spec = op.spec();
   // A custom backward captures what it needs; an op without a spec yet keeps everything in
   // case its gradient is registered before gradient() runs.
@@ -161,51 +169,75 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
     return !keep_nothing && (spec == nullptr || spec->keep_outputs.keeps(i));
   };
 
-  OpEntry& e = ops_.emplace_back();
+  OpEntry e;
   e.op = &op;
-  if (!attrs.empty()) e.attrs = std::make_unique<const Attrs>(attrs);
-  if (custom_backward) {
-    e.custom_backward = std::make_unique<const SparseGradientFunction>(custom_backward);
+  e.n_inputs = static_cast<std::uint16_t>(n_inputs);
+  e.n_outputs = static_cast<std::uint16_t>(n_outputs);
+  auto* tensors = static_cast<RecordedTensor*>(
+      arena_.allocate((n_inputs + n_outputs) * sizeof(RecordedTensor), alignof(RecordedTensor)));
+  for (std::size_t i = 0; i < n_inputs; ++i) describe(inputs[i]->impl(), tensors + i);
+  for (std::size_t i = 0; i < n_outputs; ++i) describe(outputs[i].impl(), tensors + n_inputs + i);
+  e.tensors = tensors;
+
+  if (!attrs.empty() || custom_backward) e.flags |= OpEntry::kHasExtras;
+  for (std::size_t i = 0; i < n_inputs && (e.flags & OpEntry::kKeepsInputs) == 0; ++i) {
+    if (keeps_input(i)) e.flags |= OpEntry::kKeepsInputs;
   }
-  e.inputs = describe(n_inputs, [&](std::size_t i) -> const TensorImpl& { return inputs[i]->impl(); });
-  for (std::size_t i = 0; i < n_inputs; ++i) {
-    if (!keeps_input(i)) continue;
-    if (e.saved_inputs.empty()) e.saved_inputs.resize(n_inputs);
-    e.saved_inputs[i] = *inputs[i];
+  for (std::size_t i = 0; i < n_outputs && (e.flags & OpEntry::kKeepsOutputs) == 0; ++i) {
+    if (keeps_output(i)) e.flags |= OpEntry::kKeepsOutputs;
   }
-  e.outputs = describe(n_outputs, [&](std::size_t i) -> const TensorImpl& { return outputs[i].impl(); });
-  const auto op_id = static_cast<std::int64_t>(ops_.size() - 1);
-  for (std::size_t i = 0; i < n_outputs; ++i) {
-    if (keeps_output(i)) {
-      if (e.saved_outputs.empty()) e.saved_outputs.resize(n_outputs);
-      e.saved_outputs[i] = outputs[i];
+  if (e.flags != 0) {
+    // Trivially relocatable handles built in place: the entry destroys them (release_kept).
+    e.kept = static_cast<std::byte*>(arena_.allocate(e.kept_bytes(), alignof(EntryExtras)));
+    if ((e.flags & OpEntry::kHasExtras) != 0) {
+      auto* extras = new (e.kept) EntryExtras();
+      if (!attrs.empty()) extras->attrs = std::make_unique<const Attrs>(attrs);
+      if (custom_backward) {
+        extras->custom_backward = std::make_unique<const SparseGradientFunction>(custom_backward);
+      }
     }
-    tensor_tape_.assign(outputs[i].impl().id, op_id);
+    if (Tensor* saved = e.saved_inputs()) {
+      for (std::size_t i = 0; i < n_inputs; ++i) {
+        new (saved + i) Tensor(keeps_input(i) ? *inputs[i] : Tensor());
+      }
+    }
+    if (Tensor* saved = e.saved_outputs()) {
+      for (std::size_t i = 0; i < n_outputs; ++i) {
+        new (saved + i) Tensor(keeps_output(i) ? outputs[i] : Tensor());
+      }
+    }
   }
+  ops_.push_back(e);
+  const auto op_id = static_cast<std::int32_t>(ops_.size() - 1);
+  for (std::size_t i = 0; i < n_outputs; ++i) tensor_tape_.assign(outputs[i].impl().id, op_id);
 }
 
-template <class Get>
-RecordedTensors TapeImpl::describe(std::size_t n, Get get) {
-  std::size_t total_dims = 0;
-  for (std::size_t i = 0; i < n; ++i) total_dims += get(i).rank();
-  void* block = arena_.allocate(n * sizeof(RecordedTensor) + total_dims * sizeof(std::size_t),
-                                alignof(RecordedTensor));
-  auto* tensors = static_cast<RecordedTensor*>(block);
-  auto* dims = reinterpret_cast<std::size_t*>(tensors + n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const TensorImpl& impl = get(i);
-    const auto shape = impl.dims();
-    std::copy(shape.begin(), shape.end(), dims);
-    // Trivially destructible: the arena owns the bytes and frees them with the tape.
-    new (tensors + i) RecordedTensor{impl.id, impl.dtype, static_cast<std::uint32_t>(shape.size()), dims};
-    dims += shape.size();
+const TensorType* TapeImpl::intern_type(DType dtype, const xt::svector<std::size_t, 4>& dims) {
+  for (const TensorType* t : recent_types_) {
+    if (t != nullptr && t->dtype == dtype && t->rank == dims.size() &&
+        std::equal(dims.begin(), dims.end(), t->dims)) {
+      return t;
+    }
   }
-  return RecordedTensors(tensors, static_cast<std::uint32_t>(n));
+  void* block = arena_.allocate(sizeof(TensorType) + dims.size() * sizeof(std::size_t),
+                                alignof(TensorType));
+  auto* stored_dims = reinterpret_cast<std::size_t*>(static_cast<TensorType*>(block) + 1);
+  std::copy(dims.begin(), dims.end(), stored_dims);
+  // Trivially destructible: the arena owns the bytes and frees them with the tape.
+  const TensorType* t = new (block)
+      TensorType{dtype, static_cast<std::uint32_t>(dims.size()), stored_dims};
+  recent_types_[next_recent_type_] = t;
+  next_recent_type_ = (next_recent_type_ + 1) % kRecentTypes;
+  return t;
+}
+
+void TapeImpl::describe(const TensorImpl& impl, RecordedTensor* out) {
+  new (out) RecordedTensor{impl.id, intern_type(impl.dtype, impl.dims())};
 }
 
 bool RecordedTensor::same_shape(const Tensor& t) const {
   const auto actual = t.impl().dims();
-  return actual.size() == rank && std::equal(actual.begin(), actual.end(), dims);
+  return actual.size() == type->rank && std::equal(actual.begin(), actual.end(), type->dims);
 }
 
 const RecordedTensor& RecordedTensors::at(std::size_t i) const {
@@ -216,45 +248,89 @@ const RecordedTensor& RecordedTensors::at(std::size_t i) const {
   return data_[i];
 }
 
-void TapeImpl::release(std::int64_t op_id) {
-  OpEntry& e = entry(op_id);
-  e.saved_inputs.clear();
-  e.saved_inputs.shrink_to_fit();
-  e.saved_outputs.clear();
-  e.saved_outputs.shrink_to_fit();
-  e.custom_backward.reset();
+void OpEntry::release_kept() {
+  if (kept == nullptr) return;
+  if (Tensor* saved = saved_inputs()) {
+    for (std::size_t i = 0; i < n_inputs; ++i) saved[i].~Tensor();
+  }
+  if (Tensor* saved = saved_outputs()) {
+    for (std::size_t i = 0; i < n_outputs; ++i) saved[i].~Tensor();
+  }
+  if ((flags & kHasExtras) != 0) reinterpret_cast<EntryExtras*>(kept)->~EntryExtras();
+  kept = nullptr;
+  flags = 0;
+}
+
+void TapeImpl::release(std::int64_t op_id) { entry(op_id).release_kept(); }
+
+TapeImpl::~TapeImpl() {
+  for (auto& e : ops_) e.release_kept();
 }
 
 namespace {
-std::size_t element_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-  }
-  return 0;
+
+// What the allocator hands out for a request of n bytes (glibc: 8 bytes of header, rounded up
+// to 16, at least 32): close to what malloc_usable_size would say, without asking it.
+std::size_t malloc_footprint(std::size_t n) {
+  if (n == 0) return 0;
+  return std::max<std::size_t>(32, (n + 8 + 15) / 16 * 16);
 }
+
+// The heap bytes behind one tensor handle that the tape keeps: its storage block (the
+// TensorImpl with the shared_ptr's control block, built by make_shared), the elements, and the
+// array's and the cached Shape's dynamic dimensions.
+std::size_t tensor_footprint(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  std::size_t bytes = malloc_footprint(sizeof(TensorImpl) + 16);
+  std::visit(
+      [&](const auto& a) {
+        using T = typename std::decay_t<decltype(a)>::value_type;
+        // posix_memalign: an alignment above malloc's own 16 costs up to that much more.
+        constexpr std::size_t kExtra = XTENSOR_DEFAULT_ALIGNMENT > 16 ? XTENSOR_DEFAULT_ALIGNMENT : 0;
+        bytes += malloc_footprint(a.size() * sizeof(T) + (a.size() > 0 ? kExtra : 0));
+        if (a.dimension() > 4) bytes += 3 * malloc_footprint(a.dimension() * sizeof(std::size_t));
+      },
+      impl.data);
+  return bytes;
+}
+
 }  // namespace
 
+// Counted: the entries (the deque's blocks), the arena's chunks (tensor descriptions, extras,
+// kept handles), the id map's cells, the watched-variable list, and once each the tensors the
+// entries keep: their storage block, elements and dynamic dimensions, as the allocator sizes
+// them. Not counted: what a kept tensor's Attrs or closure allocates on the heap.
 std::size_t TapeImpl::bytes_held() const {
-  std::unordered_set<std::uint64_t> counted;
-  std::size_t bytes = 0;
+  std::size_t bytes = sizeof(TapeImpl);
+  constexpr std::size_t kDequeBlock = 512;  // libstdc++'s node size
+  bytes += (ops_.size() * sizeof(OpEntry) + kDequeBlock - 1) / kDequeBlock * kDequeBlock;
+  bytes += arena_.bytes_reserved();
+  bytes += tensor_tape_.bytes_reserved();
+  bytes += watched_variables_.capacity() * sizeof(Variable);
+  std::unordered_set<const TensorImpl*> counted;
   auto count = [&](const Tensor& t) {
-    if (t.defined() && counted.insert(t.id()).second) bytes += t.size() * element_bytes(t.dtype());
+    if (t.defined() && counted.insert(&t.impl()).second) bytes += tensor_footprint(t);
   };
   for (const auto& e : ops_) {
-    for (const auto& t : e.saved_inputs) count(t);
-    for (const auto& t : e.saved_outputs) count(t);
+    if (const Tensor* saved = e.saved_inputs()) {
+      for (std::size_t i = 0; i < e.n_inputs; ++i) count(saved[i]);
+    }
+    if (const Tensor* saved = e.saved_outputs()) {
+      for (std::size_t i = 0; i < e.n_outputs; ++i) count(saved[i]);
+    }
+    if (e.attrs() != nullptr) bytes += malloc_footprint(sizeof(Attrs));
+    if (e.custom_backward() != nullptr) bytes += malloc_footprint(sizeof(SparseGradientFunction));
   }
   return bytes;
 }
 
 void TapeImpl::clear() {
   tensor_tape_.clear();
+  for (auto& e : ops_) e.release_kept();
   ops_.clear();
   arena_.release();
+  for (auto& t : recent_types_) t = nullptr;
+  next_recent_type_ = 0;
   watched_variables_.clear();
 }
 

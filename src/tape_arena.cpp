@@ -43,6 +43,7 @@ void* TapeArena::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (next_ == nullptr || pad + bytes > left_) {
     if (bytes + alignment > kChunkBytes) {
       large_.emplace_back(allocate_bytes(bytes + alignment));
+      large_bytes_ += bytes + alignment;
       auto* p = large_.back().get();
       const std::size_t skip = reinterpret_cast<std::uintptr_t>(p) % alignment;
       return p + (skip == 0 ? 0 : alignment - skip);
@@ -67,6 +68,11 @@ void* TapeArena::do_allocate(std::size_t bytes, std::size_t alignment) {
   return p;
 }
 
+std::size_t TapeArena::bytes_reserved() const {
+  return chunks_.size() * kChunkBytes + large_bytes_ +
+         (chunks_.capacity() + large_.capacity()) * sizeof(Chunk);
+}
+
 void TapeArena::release() {
   ChunkCache* cache = chunk_cache();
   for (auto& chunk : chunks_) {
@@ -74,6 +80,7 @@ void TapeArena::release() {
   }
   chunks_.clear();
   large_.clear();
+  large_bytes_ = 0;
   next_ = nullptr;
   left_ = 0;
 }

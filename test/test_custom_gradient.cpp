@@ -205,12 +205,17 @@ TEST_CASE("the custom op is one entry: f's inner ops are not kept", "[custom_gra
   GradientTape plain_tape;
   plain_tape.watch(x);
   Tensor plain = exp(x) * 2.0;
-  CHECK(plain_tape.bytes_held() > 0);
+  // A tape with one entry that keeps no tensor: what the custom op's tape may hold, give or
+  // take its closure's few dozen bytes; one kept 64-element tensor is 512 bytes more.
+  GradientTape one_entry_tape;
+  one_entry_tape.watch(x);
+  Tensor sum = x + x;
+  CHECK(plain_tape.bytes_held() >= one_entry_tape.bytes_held() + 2 * 512);
   {
     GradientTape tape;
     tape.watch(x);
     Tensor y = f(x);
-    CHECK(tape.bytes_held() == 0);
+    CHECK(tape.bytes_held() < one_entry_tape.bytes_held() + 512);
     require_close(tape.gradient(y, x), {64}, values(y));
   }
 }

@@ -147,12 +147,22 @@ TEST_CASE("the tape keeps only the tensors a gradient declares it reads") {
   Tensor c = ones({1000});
   GradientTape tape(/*persistent=*/true);
   tape.watch(x);
+  // bytes_held() counts everything the tape owns. A first op takes the arena's first chunk;
+  // after it, an op that keeps nothing adds a few dozen bytes inside that chunk, and a kept
+  // 1000-element float64 tensor adds its 8000 bytes plus its storage block (< 1 KB).
+  Tensor warm = x + c;
+  const std::size_t base = tape.bytes_held();
   Tensor a = x + c;  // Add reads nothing
-  CHECK(tape.bytes_held() == 0);
+  const std::size_t after_add = tape.bytes_held();
+  CHECK(after_add - base < 1000);
   Tensor e = exp(a);  // Exp reads its output only
-  CHECK(tape.bytes_held() == 8000);
+  const std::size_t after_exp = tape.bytes_held();
+  CHECK(after_exp - after_add >= 8000);
+  CHECK(after_exp - after_add < 9000);
   Tensor m = e * c;  // Mul reads both inputs: e (already held) and c
-  CHECK(tape.bytes_held() == 16000);
+  const std::size_t after_mul = tape.bytes_held();
+  CHECK(after_mul - after_exp >= 8000);
+  CHECK(after_mul - after_exp < 9000);
 }
 
 TEST_CASE("a non-persistent tape releases each entry's tensors as soon as the walk used it") {
@@ -184,7 +194,14 @@ TEST_CASE("a non-persistent tape releases each entry's tensors as soon as the wa
     if (persistent) paused.emplace(tape.stop_recording());
     REQUIRE(tape.gradient(p2, x).size() == 1000);
     REQUIRE(seen.size() == 2);
-    CHECK(seen[0] == 16000);                           // nothing released yet
-    CHECK(seen[1] == (persistent ? 16000u : 8000u));  // exp and probe2 already released
+    // Between the calls exp and probe2 ran: a non-persistent tape has released e, and has
+    // handed probe1's kept x to the running gradient function (8000 bytes each, plus their
+    // storage blocks); a persistent one keeps everything.
+    if (persistent) {
+      CHECK(seen[1] == seen[0]);
+    } else {
+      CHECK(seen[0] - seen[1] >= 16000);
+      CHECK(seen[0] - seen[1] < 18000);
+    }
   }
 }

@@ -57,6 +57,11 @@ class OpContext {
  public:
   explicit OpContext(const detail::OpEntry& entry, const std::vector<bool>& needs_gradient)
       : entry_(entry), needs_gradient_(needs_gradient) {}
+  /// For the runtime: the entry's kept tensors, already gathered by the caller (one per
+  /// input and output, undefined where not kept).
+  OpContext(const detail::OpEntry& entry, const std::vector<bool>& needs_gradient,
+            const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)
+      : entry_(entry), needs_gradient_(needs_gradient), inputs_(&inputs), outputs_(&outputs) {}
 
   const std::string& op_type() const;
   /// One per input; undefined where the registration did not ask to keep that input.
@@ -81,8 +86,10 @@ class OpContext {
  private:
   const detail::OpEntry& entry_;
   const std::vector<bool>& needs_gradient_;
-  // Built on demand for an entry that kept no inputs (outputs): all undefined.
-  mutable std::vector<Tensor> undefined_inputs_;
+  mutable const std::vector<Tensor>* inputs_ = nullptr;  // given by the runtime, or built
+  mutable const std::vector<Tensor>* outputs_ = nullptr; // on demand
+
+  mutable std::vector<Tensor> undefined_inputs_;  // the on-demand copies
   mutable std::vector<Tensor> undefined_outputs_;
 };
 

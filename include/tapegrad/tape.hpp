@@ -93,7 +93,10 @@ class GradientTape {
   /// or the gradient call of a non-persistent tape. Inside a custom_gradient or recompute_grad
   /// forward the tape is additionally paused whatever this says. Any thread may ask.
   bool recording() const;
-  /// Bytes of tensor storage the tape currently keeps alive for its gradients.
+  /// Bytes the tape currently owns: its entries, their descriptions (arena chunks), its id
+  /// map, and, once each, the tensors it keeps alive for its gradients (elements, storage
+  /// block, allocator overhead, as glibc sizes them). Not counted: the heap behind an op's
+  /// attributes or a custom gradient's captures. Never 0 once something was recorded.
   std::size_t bytes_held() const;
 
   /// Calls `hook` with the summed gradient of `t` once the backward walk of this tape has

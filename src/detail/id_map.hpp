@@ -46,6 +46,10 @@ class IdMap {
   }
 
   std::size_t size() const { return size_; }
+  // Heap bytes of the cells.
+  std::size_t bytes_reserved() const {
+    return keys_.capacity() * sizeof(std::uint64_t) + values_.capacity() * sizeof(Value);
+  }
   void clear() {
     keys_.clear();
     values_.clear();

@@ -25,19 +25,17 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
 struct BackwardPlan {
   using Slot = std::int32_t;
   static constexpr Slot kNoSlot = -1;
-  // A step's input slots are slots[first, first + num_inputs) (kNoSlot where no gradient is
-  // wanted), its output slots the num_outputs after them (kNoSlot where none can arrive).
-  struct Step {
-    std::int64_t op_id;
+  // A step's input slots are slots[first, first + its entry's n_inputs) (kNoSlot where no
+  // gradient is wanted), its output slots the n_outputs after them (kNoSlot where none can
+  // arrive).
+  struct Step {  // 8 bytes: a plan has one per op on the path
+    std::uint32_t op_id;
     std::uint32_t first;
-    std::uint32_t num_inputs;
-    std::uint32_t num_outputs;
-    std::uint32_t pending_outputs = 0;  // outputs some later step still uses
-    const Slot* input_slots(const BackwardPlan& p) const { return p.slots.data() + first; }
-    const Slot* output_slots(const BackwardPlan& p) const {
-      return p.slots.data() + first + num_inputs;
-    }
   };
+  const Slot* input_slots(const Step& s) const { return slots.data() + s.first; }
+  const Slot* output_slots(const Step& s, const OpEntry& e) const {
+    return slots.data() + s.first + e.n_inputs;
+  }
   std::vector<Step> steps;                 // ascending op id (recording order)
   std::vector<Slot> slots;                 // every step's input then output slots
   std::vector<std::uint32_t> uses;         // per slot: uses by steps
@@ -48,8 +46,10 @@ struct BackwardPlan {
   std::vector<TensorMeta> sources;
 };
 
+// `forget_producers`: free the tape's id map as soon as the plan has done its lookups (for
+// the only walk of a non-persistent tape).
 BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
-                           const std::vector<TensorMeta>& sources);
+                           const std::vector<TensorMeta>& sources, bool forget_producers = false);
 
 // Runs a plan made on this tape for these targets. `release_entries`: drop each entry's
 // saved tensors once used (only for the last run on a non-persistent tape).

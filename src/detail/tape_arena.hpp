@@ -22,6 +22,8 @@ class TapeArena final : public std::pmr::memory_resource {
 
   // Gives every chunk back (to the per-thread cache, or to the system past its bound).
   void release();
+  // Bytes of the chunks and large blocks this arena holds.
+  std::size_t bytes_reserved() const;
 
  private:
   struct FreeChunk {
@@ -37,6 +39,7 @@ class TapeArena final : public std::pmr::memory_resource {
 
   std::vector<Chunk> chunks_;         // standard-size chunks, the last one being filled
   std::vector<Chunk> large_;          // single allocations bigger than a chunk
+  std::size_t large_bytes_ = 0;
   std::byte* next_ = nullptr;
   std::size_t left_ = 0;
 };

@@ -25,15 +25,22 @@ struct TensorMeta {
   Shape shape;
 };
 
-// An input or output of a recorded op, without its elements. Its dimensions live in the
-// tape's arena: 24 bytes plus 8 per dimension.
-struct RecordedTensor {
-  std::uint64_t id;
+// The dtype and dimensions of recorded tensors, shared by every RecordedTensor of that type
+// (most ops of a program repeat a few shapes). Lives in the tape's arena.
+struct TensorType {
   DType dtype;
   std::uint32_t rank;
-  const std::size_t* dims;
+  const std::size_t* dims;  // rank of them, right after this record
+};
 
-  Shape full_shape() const { return Shape(dims, dims + rank); }
+// An input or output of a recorded op, without its elements: 16 bytes in the tape's arena.
+struct RecordedTensor {
+  std::uint64_t id;
+  const TensorType* type;
+
+  DType dtype() const { return type->dtype; }
+  std::size_t rank() const { return type->rank; }
+  Shape full_shape() const { return Shape(type->dims, type->dims + type->rank); }
   bool same_shape(const Tensor& t) const;
 };
 
@@ -41,7 +48,7 @@ struct RecordedTensor {
 class RecordedTensors {
  public:
   RecordedTensors() = default;
-  RecordedTensors(RecordedTensor* data, std::uint32_t size) : data_(data), size_(size) {}
+  RecordedTensors(const RecordedTensor* data, std::uint32_t size) : data_(data), size_(size) {}
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const RecordedTensor& operator[](std::size_t i) const { return data_[i]; }
@@ -50,25 +57,65 @@ class RecordedTensors {
   const RecordedTensor* end() const { return data_ + size_; }
 
  private:
-  RecordedTensor* data_ = nullptr;
+  const RecordedTensor* data_ = nullptr;
   std::uint32_t size_ = 0;
 };
 
-// One recorded op. Shapes and dtypes are always kept; tensors only where the gradient reads
-// them (GradientSpec::keep_*), and they are dropped as soon as a non-persistent tape has
-// used the entry. Kept small: a long chain of small ops is mostly entries.
-struct OpEntry {
-  const OpSlot* op = nullptr;
-  RecordedTensors inputs;
-  RecordedTensors outputs;
-  // Empty when nothing is kept; otherwise one per input (output), undefined where not kept.
-  std::vector<Tensor> saved_inputs;
-  std::vector<Tensor> saved_outputs;
-  std::unique_ptr<const Attrs> attrs;  // null when the op has none
+// What few entries have: attributes, a custom backward (custom_gradient, recompute_grad).
+struct EntryExtras {
+  std::unique_ptr<const Attrs> attrs;                             // null when none
   std::unique_ptr<const SparseGradientFunction> custom_backward;  // overrides the registry
 };
 
-constexpr std::int64_t kWatched = -1;
+// One recorded op: 32 bytes, plus its tensors' descriptions (16 bytes each) and, when it keeps
+// anything, one block in the arena holding its extras and one Tensor per kept-side slot.
+// Shapes and dtypes are always kept; tensors only where the gradient reads them
+// (GradientSpec::keep_*), and they are dropped as soon as a non-persistent tape has used the
+// entry. A long chain of small ops is mostly entries, hence the packing.
+struct OpEntry {
+  enum Flags : std::uint8_t { kHasExtras = 1, kKeepsInputs = 2, kKeepsOutputs = 4 };
+
+  const OpSlot* op = nullptr;
+  const RecordedTensor* tensors = nullptr;  // the inputs, then the outputs
+  // [EntryExtras if kHasExtras][n_inputs Tensors if kKeepsInputs][n_outputs if kKeepsOutputs];
+  // the Tensors are undefined where not kept. Null when the entry owns nothing.
+  std::byte* kept = nullptr;
+  std::uint16_t n_inputs = 0;
+  std::uint16_t n_outputs = 0;
+  std::uint8_t flags = 0;
+
+  RecordedTensors inputs() const { return RecordedTensors(tensors, n_inputs); }
+  RecordedTensors outputs() const { return RecordedTensors(tensors + n_inputs, n_outputs); }
+  const EntryExtras* extras() const {
+    return (flags & kHasExtras) != 0 ? reinterpret_cast<const EntryExtras*>(kept) : nullptr;
+  }
+  const Attrs* attrs() const {
+    const EntryExtras* x = extras();
+    return x != nullptr ? x->attrs.get() : nullptr;
+  }
+  const SparseGradientFunction* custom_backward() const {
+    const EntryExtras* x = extras();
+    return x != nullptr ? x->custom_backward.get() : nullptr;
+  }
+  // The kept tensors, one per input (output), or null when that side keeps nothing.
+  Tensor* saved_inputs() const {
+    return (flags & kKeepsInputs) != 0 ? reinterpret_cast<Tensor*>(kept + extras_bytes()) : nullptr;
+  }
+  Tensor* saved_outputs() const {
+    if ((flags & kKeepsOutputs) == 0) return nullptr;
+    return reinterpret_cast<Tensor*>(kept + extras_bytes()) +
+           ((flags & kKeepsInputs) != 0 ? n_inputs : 0);
+  }
+  std::size_t extras_bytes() const { return (flags & kHasExtras) != 0 ? sizeof(EntryExtras) : 0; }
+  std::size_t kept_bytes() const {
+    return extras_bytes() + sizeof(Tensor) * (((flags & kKeepsInputs) != 0 ? n_inputs : 0) +
+                                              ((flags & kKeepsOutputs) != 0 ? n_outputs : 0));
+  }
+  // Destroys what `kept` holds (the arena keeps the bytes until the tape is cleared).
+  void release_kept();
+};
+
+constexpr std::int32_t kWatched = -1;
 
 class TapeImpl {
  public:
@@ -90,13 +137,14 @@ class TapeImpl {
               const SparseGradientFunction& custom_backward);
 
   // The producing entry of a tensor id, kWatched for a watched tensor, or nullptr.
-  const std::int64_t* producer(std::uint64_t id) const { return tensor_tape_.find(id); }
+  const std::int32_t* producer(std::uint64_t id) const { return tensor_tape_.find(id); }
   OpEntry& entry(std::int64_t op_id) { return ops_[static_cast<std::size_t>(op_id)]; }
   std::size_t num_entries() const { return ops_.size(); }
   void release(std::int64_t op_id);
   // After a non-persistent tape's walk is planned nothing looks tensors up again: its id map
   // is freed before the walk allocates, so the backward pass starts below the forward's peak.
-  void forget_producers() { tensor_tape_ = IdMap<std::int64_t>(); }
+  void forget_producers() { tensor_tape_ = IdMap<std::int32_t>(); }
+  // Everything the tape owns, in bytes: see the definition for what is counted.
   std::size_t bytes_held() const;
   void clear();
 
@@ -109,18 +157,25 @@ class TapeImpl {
   }
   const GradientHooks& hooks() const { return *hooks_; }  // only when has_hooks()
   bool has_hooks() const noexcept { return hooks_ && !hooks_->empty(); }
+  TapeImpl(const TapeImpl&) = delete;
+  TapeImpl& operator=(const TapeImpl&) = delete;
+  ~TapeImpl();
 
  private:
   // Describes n tensors (id, dtype, dimensions) in the arena; get(i) gives the i-th TensorImpl.
-  template <class Get>
-  RecordedTensors describe(std::size_t n, Get get);
+  void describe(const TensorImpl& impl, RecordedTensor* out);
+  const TensorType* intern_type(DType dtype, const xt::svector<std::size_t, 4>& dims);
 
   bool persistent_;
   bool watch_accessed_variables_;
-  IdMap<std::int64_t> tensor_tape_;
+  IdMap<std::int32_t> tensor_tape_;  // op ids fit 31 bits: 12 bytes a cell, not 16
   // Declared before ops_, so destroyed after the entries that point into it.
   TapeArena arena_;
   std::deque<OpEntry> ops_;  // op id = index; a deque keeps references stable while it grows
+  // The types most recently described, so that a repeated shape is stored once.
+  static constexpr std::size_t kRecentTypes = 4;
+  const TensorType* recent_types_[kRecentTypes] = {};
+  std::size_t next_recent_type_ = 0;
   std::vector<Variable> watched_variables_;
   std::shared_ptr<GradientHooks> hooks_;
 };
