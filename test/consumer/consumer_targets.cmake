@@ -1,5 +1,7 @@
 # The consumer programs, given a target tapegrad::tapegrad (found installed, or from
 # add_subdirectory). Included by test/consumer/ and test/consumer_subdirectory/.
+# Found here too: imported targets of an add_subdirectory()d tapegrad are not visible here.
+find_package(xtensor REQUIRED)
 find_package(xsimd REQUIRED)  # own_xsimd.cpp turns xsimd on by itself
 
 set(TAPEGRAD_CONSUMER_DIR ${CMAKE_CURRENT_LIST_DIR})
