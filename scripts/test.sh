@@ -123,10 +123,11 @@ if [ ${#THREAD_TESTS[@]} -eq 0 ]; then
 else
   cmake -S . -B "$BUILD_DIR/tsan" "${SANITIZER_BUILD[@]}" -DTAPEGRAD_SANITIZE=thread > /dev/null
   # OPENBLAS_NUM_THREADS=1 (here and for the build, whose test discovery runs the programs):
-  # OpenBLAS's pthread build hands work to its own worker threads through spin-waits on plain
-  # variables that TSan cannot see as synchronisation (OpenBLAS is not instrumented); with one
-  # thread it runs BLAS calls on the caller's thread, so what TSan checks is tapegrad's own
-  # threading.
+  # OpenBLAS is not instrumented, and its pthread build hands large products to its own worker
+  # threads through spin-waits on plain variables, which TSan cannot see as synchronisation
+  # (a possible source of reports in its frames, and accesses it does not check anyway). With
+  # one thread every BLAS call runs on the calling thread, so TSan checks tapegrad's threading
+  # and nothing of OpenBLAS's. (test_ops_linalg, whose products are small, ran clean either way.)
   export OPENBLAS_NUM_THREADS=1
   cmake --build "$BUILD_DIR/tsan" -j "$JOBS" --target "${THREAD_TESTS[@]}" > /dev/null
   for t in "${THREAD_TESTS[@]}"; do
