@@ -4,6 +4,7 @@
 #include <atomic>
 #include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include <xtensor/xio.hpp>
 
@@ -11,6 +12,17 @@
 #include "detail/shape_util.hpp"
 
 namespace tapegrad {
+
+// The library's own xt::xarray<T> must be the pinned storage type, or every op would copy its
+// result (and kernels reading std::get<xt::xarray<T>> would not compile). CMakeLists.txt
+// pins XTENSOR_DEFAULT_ALLOCATOR for the library's sources; this catches a build that does not.
+static_assert(std::is_same_v<xt::xarray<float>, storage_array<float>> &&
+                  std::is_same_v<xt::xarray<double>, storage_array<double>> &&
+                  std::is_same_v<xt::xarray<std::int32_t>, storage_array<std::int32_t>> &&
+                  std::is_same_v<xt::xarray<std::int64_t>, storage_array<std::int64_t>> &&
+                  std::is_same_v<xt::xarray<bool>, storage_array<bool>>,
+              "tapegrad: the library's xt::xarray<T> is not storage_array<T>; build it through "
+              "CMakeLists.txt, which pins XTENSOR_DEFAULT_ALLOCATOR");
 
 bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 
@@ -63,9 +75,9 @@ std::uint64_t next_tensor_id() {
 namespace {
 
 template <class T>
-std::shared_ptr<const TensorImpl> make_impl(xt::xarray<T>&& a) {
+std::shared_ptr<const TensorImpl> make_impl(storage_array<T>&& a) {
   return std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
-                                      std::in_place_type<xt::xarray<T>>, std::move(a));
+                                      std::in_place_type<storage_array<T>>, std::move(a));
 }
 
 }  // namespace
@@ -107,11 +119,11 @@ std::size_t TensorImpl::size() const {
   return std::visit([](const auto& a) { return a.size(); }, data);
 }
 
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<double>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int32_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int64_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<bool>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<float>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<double>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int32_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int64_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<bool>&& a) { return make_impl(std::move(a)); }
 
 void throw_undefined_tensor(const char* what) {
   throw InvalidArgument(std::string(what) +

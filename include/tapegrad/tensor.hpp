@@ -14,6 +14,7 @@
 
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/storage.hpp"
 
 namespace tapegrad {
 
@@ -24,8 +25,9 @@ namespace detail {
 // without copying and without version counters.
 class TensorImpl {
  public:
-  using Storage = std::variant<xt::xarray<float>, xt::xarray<double>, xt::xarray<std::int32_t>,
-                               xt::xarray<std::int64_t>, xt::xarray<bool>>;
+  using Storage = std::variant<storage_array<float>, storage_array<double>,
+                               storage_array<std::int32_t>, storage_array<std::int64_t>,
+                               storage_array<bool>>;
 
   // Builds the array in place (moving an xt::xarray costs more than a tiny op).
   template <class Array, class... Args>
@@ -59,11 +61,13 @@ class TensorImpl {
   mutable std::atomic<const Shape*> shape_{nullptr};  // owned
 };
 
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<float>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<double>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int32_t>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<std::int64_t>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(xt::xarray<bool>&& a);
+// Exported, non-template: they name only the pinned storage_array<T>, never a consumer's
+// xt::xarray<T>, so they link whatever -march or XTENSOR_USE_XSIMD the caller compiled with.
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<float>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<double>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int32_t>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int64_t>&& a);
+std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<bool>&& a);
 std::uint64_t next_tensor_id();
 
 [[noreturn]] void throw_undefined_tensor(const char* what);
@@ -84,10 +88,21 @@ class Tensor {
   /// An undefined tensor: what `gradient()` returns for an unconnected source.
   Tensor() = default;
 
-  /// Takes the array without copying it (pass an rvalue or std::move).
+  /// From an xt::xarray<T>: takes the array without copying it when it is the storage type
+  /// (a default build's xt::xarray<T>: pass an rvalue or std::move).
   template <class T, std::enable_if_t<detail::is_tensor_element_v<T>, int> = 0>
-  Tensor(xt::xarray<T> a)  // NOLINT(google-explicit-constructor): arrays convert like values
+  Tensor(storage_array<T> a)  // NOLINT(google-explicit-constructor): arrays convert like values
       : impl_(detail::make_tensor_impl(std::move(a))) {}
+
+  /// From an xt::xarray<T> of any other allocator or layout (e.g. a consumer built with
+  /// -mavx2, whose xt::xarray<T> aligns to 32 bytes): the elements are copied, in row-major
+  /// order, into the storage type.
+  template <class A, class T = detail::xarray_element_t<A>,
+            std::enable_if_t<detail::is_tensor_element_v<T> &&
+                                 !std::is_same_v<std::decay_t<A>, storage_array<T>>,
+                             int> = 0>
+  Tensor(A&& a)  // NOLINT(google-explicit-constructor, bugprone-forwarding-reference-overload)
+      : impl_(detail::make_tensor_impl(storage_array<T>(a))) {}
 
   bool defined() const noexcept { return impl_ != nullptr; }
   explicit operator bool() const noexcept { return defined(); }
@@ -100,12 +115,14 @@ class Tensor {
   std::uint64_t id() const { return checked().id; }
 
   /// The elements. Throws InvalidArgument when T is not this tensor's dtype, or when this is a
-  /// Variable's handle (which holds no elements).
+  /// Variable's handle (which holds no elements). The storage type is a consumer's
+  /// xt::xarray<T> in a default build; with other flags
+  /// `const xt::xarray<T>& a = t.array<T>();` binds a converted copy, `const auto&` does not.
   template <class T>
-  const xt::xarray<T>& array() const {
+  const storage_array<T>& array() const {
     static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
     const detail::TensorImpl& impl = checked();
-    const auto* a = std::get_if<xt::xarray<T>>(&impl.data);
+    const auto* a = std::get_if<storage_array<T>>(&impl.data);
     if (a == nullptr) detail::throw_dtype_mismatch(impl.dtype, dtype_of<T>::value);
     if (!impl.holds_elements) detail::throw_variable_handle("Tensor::array", impl);
     return *a;
