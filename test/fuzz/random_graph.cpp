@@ -718,14 +718,17 @@ class GraphBuilder {
       default: {  // cross-entropies: labels from a node of the same shape
         std::size_t j;
         if (!pick_node([&](const Tensor& t) { return t.shape() == s; }, j)) return false;
-        // Softmax labels are softmax(b): TF's gradient for the logits, softmax - labels, is
-        // the derivative only when each row of labels sums to 1. Sigmoid labels are any values.
-        if (coin())
-          return commit(
-              "softmax_cross_entropy_with_logits(labels=softmax(b), logits=a)", {i, j},
-              [](const std::vector<Tensor>& a) {
-                return std::vector<Tensor>{softmax_cross_entropy_with_logits(softmax(a[1]), a[0])};
-              });
+        // Labels are softmax(b) (rows summing to 1, the usual use) or b itself (any rows: the
+        // logits gradient is softmax * sum(labels) - labels, exact for both).
+        if (coin()) {
+          const bool normalised = coin();
+          return commit(std::string("softmax_cross_entropy_with_logits(labels=") +
+                            (normalised ? "softmax(b)" : "b") + ", logits=a)",
+                        {i, j}, [normalised](const std::vector<Tensor>& a) {
+                          return std::vector<Tensor>{softmax_cross_entropy_with_logits(
+                              normalised ? softmax(a[1]) : a[1], a[0])};
+                        });
+        }
         const bool squash = coin();
         return commit(std::string("sigmoid_cross_entropy_with_logits(labels=") +
                           (squash ? "sigmoid(b)" : "b") + ", logits=a)",
