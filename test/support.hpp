@@ -9,6 +9,16 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+// Defined in a build with AddressSanitizer (GCC says so with __SANITIZE_ADDRESS__, clang with
+// __has_feature): the heaviest tests scale their sizes down there and say so.
+#if defined(__SANITIZE_ADDRESS__)
+#define TAPEGRAD_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TAPEGRAD_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tapegrad::testing {
 
 // Row-major values of any tensor, as doubles.

@@ -14,13 +14,6 @@
 
 #include "support.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TAPEGRAD_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TAPEGRAD_TEST_UNDER_ASAN 1
-#endif
-#endif
 
 using namespace tapegrad;
 

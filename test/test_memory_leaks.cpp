@@ -17,13 +17,6 @@
 
 #include "support.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TAPEGRAD_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TAPEGRAD_TEST_UNDER_ASAN 1
-#endif
-#endif
 
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
 // From the sanitizer runtime (sanitizer/allocator_interface.h, not installed with every

@@ -16,12 +16,7 @@
 
 namespace {
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TAPEGRAD_FUZZ_UNDER_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(TAPEGRAD_FUZZ_UNDER_ASAN)
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
 // ASan+UBSan at -O1 runs ~10x slower: fewer graphs, still every op family.
 constexpr std::uint64_t kDefaultGraphs = 250;
 #else
