@@ -277,13 +277,14 @@ TEST_CASE("gradbench det: expansion by minors equals the LU determinant, gradien
 }
 
 TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian blocks against central differences") {
-  const json input = {{"n", 2}, {"m", 3}, {"p", 5},
+  // p = 20: the CSR row pointers (3p + 1) outnumber the 31 entries GradBench compares.
+  const json input = {{"n", 2}, {"m", 3}, {"p", 20},
                       {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
                       {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
                       {"min_runs", 1}, {"min_seconds", 0}};
   const BaProblem problem(input);
   const Tensor inputs = problem.observation_inputs();
-  REQUIRE(inputs.shape() == Shape{5, 15});
+  REQUIRE(inputs.shape() == Shape{20, 15});
   // The projection on plain doubles, from the formula.
   const auto z = values(inputs);
   const auto r = values(ba_residuals(inputs, problem.features));
@@ -318,9 +319,11 @@ TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian bloc
   // The tool's CSR head: rows 0, 15, ..., cols of observation 0, values of its block, −2w last.
   const json jacobian = run("ba", "jacobian", input);
   CHECK(jacobian["rows"][1].get<int>() == 15);
-  CHECK(jacobian["rows"][30].get<int>() == 31 * 5);
+  REQUIRE(jacobian["rows"].size() == 31);
+  CHECK(jacobian["rows"][29].get<int>() == 29 * 15);
+  CHECK(jacobian["rows"][30].get<int>() == 31 * 20);
   CHECK(jacobian["cols"][11].get<int>() == 11 * 2 + 0);
-  CHECK(jacobian["cols"][30].get<int>() == 11 * 2 + 3 * 3 + 4);
+  CHECK(jacobian["cols"][30].get<int>() == 11 * 2 + 3 * 3 + 19);
   CHECK(jacobian["vals"][30].get<double>() == Approx(-1.6));
 }
 

@@ -1,6 +1,8 @@
 // ba: bundle adjustment's reprojection residuals for every observation at once, each row of
 // the [p, 15] inputs (11 camera, 3 point, 1 weight) giving its own 2 residuals, so the
 // Jacobian is a batch Jacobian: two backward passes over the whole batch.
+#include <algorithm>
+
 #include "evals/evals.hpp"
 
 namespace tapegrad::gradbench {
@@ -126,7 +128,8 @@ EvalFunctions ba_functions() {
              // GradBench compares the first 30 entries of each array and the last.
              const auto v = to_vector(values);
              const auto head = [](const auto& all) {
-               std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + 30);
+               const auto count = static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
+               std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + count);
                out.push_back(all.back());
                return out;
              };
