@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The training curve's plot (train_digits writes a PNG when gnuplot is there).
+if ! command -v gnuplot > /dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox
+fi
 BUILD_DIR=${BUILD_DIR:-build/release}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_EXAMPLES=ON
 cmake --build "$BUILD_DIR" -j "$(nproc)"
