@@ -45,13 +45,13 @@ bool GradientHooks::contains(std::uint64_t hook_id) const {
   return tensor_of_hook_.count(hook_id) != 0;
 }
 
-GradientValue GradientHooks::run(std::uint64_t tensor_id, GradientValue grad) const {
+bool GradientHooks::run(std::uint64_t tensor_id, GradientValue& grad) const {
   // The hooks are copied out first: a hook may register or remove hooks while it runs.
   std::vector<std::shared_ptr<const Hook>> hooks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = by_tensor_.find(tensor_id);
-    if (it == by_tensor_.end()) return grad;
+    if (it == by_tensor_.end()) return false;
     for (const auto& e : it->second) hooks.push_back(e.hook);
   }
   Tensor g = grad.to_dense();
@@ -69,7 +69,8 @@ GradientValue GradientHooks::run(std::uint64_t tensor_id, GradientValue grad) co
     }
     g = std::move(next);
   }
-  return GradientValue(std::move(g));
+  grad = GradientValue(std::move(g));
+  return true;
 }
 
 }  // namespace detail

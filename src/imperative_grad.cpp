@@ -108,11 +108,13 @@ class GradientList {
 };
 
 // The sum of a complete gradient list after the tape's hooks on `id` ran on it; the list
-// keeps that result.
+// keeps that result (sum() already leaves it holding the sum when no hook is on `id`).
 GradientValue hooked_sum(const TapeImpl& tape, std::uint64_t id, GradientList& list) {
-  GradientValue g = tape.hooks().run(id, list.sum());
-  list.clear();
-  list.push(g);
+  GradientValue g = list.sum();
+  if (tape.hooks().run(id, g)) {
+    list.clear();
+    list.push(g);
+  }
   return g;
 }
 

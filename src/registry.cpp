@@ -69,27 +69,31 @@ bool Keep::keeps(std::size_t index) const {
 // ---- OpContext -------------------------------------------------------------------------
 
 const std::string& OpContext::op_type() const { return entry_.op->name(); }
-const std::vector<Tensor>& OpContext::inputs() const {
-  if (inputs_ != nullptr) return *inputs_;
-  const Tensor* saved = entry_.saved_inputs();
+namespace {
+// An entry's kept handles as a vector, undefined where nothing was kept. Built on first use
+// only: the walk passes its own vectors when it has them (the runtime constructor).
+const std::vector<Tensor>& kept_as_vector(const Tensor* saved, std::size_t n,
+                                          std::vector<Tensor>& storage) {
   if (saved != nullptr) {
-    undefined_inputs_.assign(saved, saved + entry_.n_inputs);
+    storage.assign(saved, saved + n);
   } else {
-    undefined_inputs_.resize(entry_.n_inputs);
+    storage.resize(n);
   }
-  inputs_ = &undefined_inputs_;
-  return undefined_inputs_;
+  return storage;
+}
+}  // namespace
+
+const std::vector<Tensor>& OpContext::inputs() const {
+  if (inputs_ == nullptr) {
+    inputs_ = &kept_as_vector(entry_.saved_inputs(), entry_.n_inputs, undefined_inputs_);
+  }
+  return *inputs_;
 }
 const std::vector<Tensor>& OpContext::outputs() const {
-  if (outputs_ != nullptr) return *outputs_;
-  const Tensor* saved = entry_.saved_outputs();
-  if (saved != nullptr) {
-    undefined_outputs_.assign(saved, saved + entry_.n_outputs);
-  } else {
-    undefined_outputs_.resize(entry_.n_outputs);
+  if (outputs_ == nullptr) {
+    outputs_ = &kept_as_vector(entry_.saved_outputs(), entry_.n_outputs, undefined_outputs_);
   }
-  outputs_ = &undefined_outputs_;
-  return undefined_outputs_;
+  return *outputs_;
 }
 const Attrs& OpContext::attrs() const {
   static const Attrs none;

@@ -166,32 +166,6 @@ std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& 
   return out;
 }
 
-std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape) {
-  const auto r = static_cast<int>(rank);
-  if (axis < -r || axis >= r) {
-    throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                          " is out of range [" + std::to_string(-r) + ", " + std::to_string(r) +
-                          ") for shape " + shape_to_string(shape));
-  }
-  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
-}
-
-std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
-                                        const Shape& shape) {
-  std::vector<std::size_t> out;
-  if (axes.empty()) {
-    for (std::size_t i = 0; i < shape.size(); ++i) out.push_back(i);
-    return out;
-  }
-  for (int a : axes) out.push_back(normalize_axis(op, a, shape.size(), shape));
-  std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw InvalidArgument(std::string(op) + ": an axis is repeated in the axes for shape " +
-                          shape_to_string(shape));
-  }
-  return out;
-}
-
 std::vector<std::size_t> row_major_strides(const Shape& shape) {
   std::vector<std::size_t> s(shape.size(), 1);
   for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];

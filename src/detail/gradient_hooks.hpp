@@ -26,8 +26,9 @@ class GradientHooks {
 
   // Passes `grad` through the hooks of `tensor_id`, in registration order. A row-sparse
   // gradient reaches a hook densified. InvalidArgument when a hook returns an undefined
-  // tensor or one whose shape or dtype is not the gradient's.
-  GradientValue run(std::uint64_t tensor_id, GradientValue grad) const;
+  // tensor or one whose shape or dtype is not the gradient's. False (grad untouched) when
+  // no hook is on tensor_id.
+  bool run(std::uint64_t tensor_id, GradientValue& grad) const;
 
  private:
   struct Entry {

@@ -23,10 +23,6 @@ std::size_t normalize_axis(const char* op, int axis, const Tensor& x);
 // Reduction axes of x: empty = all; sorted, unique-checked, each as normalize_axis.
 std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
                                         const Tensor& x);
-// The same for callers that have only a shape (the message then names the shape alone).
-std::size_t normalize_axis(const char* op, int axis, std::size_t rank, const Shape& shape);
-std::vector<std::size_t> normalize_axes(const char* op, const std::vector<int>& axes,
-                                        const Shape& shape);
 
 // One named operand of an error message.
 struct Operand {
