@@ -66,6 +66,16 @@ json nested(const std::vector<double>& flat, const Shape& shape, std::size_t axi
 }
 }  // namespace
 
+Output number_output(const Tensor& t) {
+  return [t] { return json(t.item<double>()); };
+}
+Output list_output(const Tensor& t) {
+  return [t] { return json(to_vector(t)); };
+}
+Output nested_output(const Tensor& t) {
+  return [t] { return to_json(t); };
+}
+
 json to_json(const Tensor& t) {
   const auto flat = to_vector(t);
   std::size_t position = 0;

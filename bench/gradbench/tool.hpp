@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,22 @@ struct RunResult {
   long long prepare_nanoseconds = 0;
 };
 RunResult run_function(const Prepare& prepare, const json& input);
+
+// The usual answers, written after the timed work: a number, a flat list, nested lists.
+Output number_output(const Tensor& t);
+Output list_output(const Tensor& t);
+Output nested_output(const Tensor& t);
+
+// A GradBench function from `parse` (the JSON input -> the inputs, not timed) and `run` (the
+// inputs -> an Output, timed).
+template <class Parse, class Run>
+Prepare make_function(Parse parse, Run run) {
+  return [parse, run](const json& input) -> Compute {
+    using Inputs = std::decay_t<decltype(parse(input))>;
+    auto inputs = std::make_shared<const Inputs>(parse(input));
+    return [inputs, run]() -> Output { return run(*inputs); };
+  };
+}
 
 // JSON <-> tensors (float64).
 Tensor vector_from_json(const json& values);   // [n] -> shape [n]

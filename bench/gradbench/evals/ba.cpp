@@ -81,33 +81,28 @@ Tensor BaProblem::observation_inputs() const {
 }
 
 EvalFunctions ba_functions() {
+  const auto parse = [](const json& input) { return BaProblem(input); };
   return {
-      {"objective",
-       [](const json& input) -> Compute {
-         const auto problem = std::make_shared<BaProblem>(input);
-         return [problem]() -> Output {
-           const Tensor residuals = ba_residuals(problem->observation_inputs(), problem->features);
-           const Tensor weight_error = 1.0 - square(problem->weights);
-           return [problem, residuals, weight_error] {
-             const auto r = to_vector(residuals);
-             return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", problem->observations}}},
-                         {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", problem->observations}}}};
-           };
+      {"objective", make_function(parse, [](const BaProblem& problem) -> Output {
+         const Tensor residuals = ba_residuals(problem.observation_inputs(), problem.features);
+         const Tensor weight_error = 1.0 - square(problem.weights);
+         const std::int64_t p = problem.observations;
+         return [p, residuals, weight_error] {
+           const auto r = to_vector(residuals);
+           return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
+                       {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
          };
-       }},
-      {"jacobian",
-       [](const json& input) -> Compute {
-         const auto problem = std::make_shared<BaProblem>(input);
-         return [problem]() -> Output {
-           const Tensor inputs = problem->observation_inputs();
+       })},
+      {"jacobian", make_function(parse, [](const BaProblem& problem) -> Output {
+           const Tensor inputs = problem.observation_inputs();
            GradientTape tape;
            tape.watch(inputs);
-           const Tensor residuals = ba_residuals(inputs, problem->features);
+           const Tensor residuals = ba_residuals(inputs, problem.features);
            // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
            const Tensor blocks = tape.batch_jacobian(residuals, inputs);
-           const Tensor values = concat({reshape(blocks, {-1}), reshape(-2.0 * problem->weights, {-1})}, 0);
+           const Tensor values = concat({reshape(blocks, {-1}), reshape(-2.0 * problem.weights, {-1})}, 0);
            // The CSR structure: 15 entries in each residual row, one in each weight row.
-           const std::int64_t p = problem->observations, n = problem->cameras, m = problem->points;
+           const std::int64_t p = problem.observations, n = problem.cameras, m = problem.points;
            std::vector<std::int64_t> rows{0}, columns;
            rows.reserve(static_cast<std::size_t>(3 * p + 1));
            columns.reserve(static_cast<std::size_t>(31 * p));
@@ -135,8 +130,7 @@ EvalFunctions ba_functions() {
              };
              return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
            };
-         };
-       }},
+       })},
   };
 }
 

@@ -50,28 +50,16 @@ EvalFunctions det_functions() {
   const auto parse = [](const json& input) {
     const std::size_t ell = input["ell"].get<std::size_t>();
     const auto values = input["A"].get<std::vector<double>>();
-    return std::make_pair(from_values(values, {ell, ell}, DType::Float64), std::make_shared<DeterminantPlan>(ell));
+    return std::make_pair(from_values(values, {ell, ell}, DType::Float64), DeterminantPlan(ell));
   };
   return {
-      {"primal",
-       [parse](const json& input) -> Compute {
-         const auto [a, plan] = parse(input);
-         return [a = a, plan = plan]() -> Output {
-           const Tensor value = det_by_minors(a, *plan);
-           return [value] { return json(value.item<double>()); };
-         };
-       }},
-      {"gradient",
-       [parse](const json& input) -> Compute {
-         const auto [a, plan] = parse(input);
-         return [a = a, plan = plan]() -> Output {
-           GradientTape tape;
-           tape.watch(a);
-           const Tensor value = det_by_minors(a, *plan);
-           const Tensor gradient = tape.gradient(value, a);
-           return [gradient] { return json(to_vector(gradient)); };
-         };
-       }},
+      {"primal", make_function(parse, [](const auto& in) { return number_output(det_by_minors(in.first, in.second)); })},
+      {"gradient", make_function(parse, [](const auto& in) {
+         GradientTape tape;
+         tape.watch(in.first);
+         const Tensor value = det_by_minors(in.first, in.second);
+         return list_output(tape.gradient(value, in.first));
+       })},
   };
 }
 

@@ -80,28 +80,17 @@ EvalFunctions gmm_functions() {
     return std::make_pair(p, data);
   };
   return {
-      {"objective",
-       [parse](const json& input) -> Compute {
-         const auto [p, data] = parse(input);
-         return [p = p, data = data]() -> Output {
-           const Tensor value = gmm_objective(p, data);
-           return [value] { return json(value.item<double>()); };
+      {"objective", make_function(parse, [](const auto& in) { return number_output(gmm_objective(in.first, in.second)); })},
+      {"jacobian", make_function(parse, [](const auto& in) -> Output {
+         const GmmParameters& p = in.first;
+         GradientTape tape;
+         tape.watch({p.alpha, p.mu, p.q, p.l});
+         const Tensor value = gmm_objective(p, in.second);
+         const std::vector<Tensor> g = tape.gradient(value, {p.alpha, p.mu, p.q, p.l});
+         return [g] {
+           return json{{"alpha", to_json(g[0])}, {"mu", to_json(g[1])}, {"q", to_json(g[2])}, {"l", to_json(g[3])}};
          };
-       }},
-      {"jacobian",
-       [parse](const json& input) -> Compute {
-         const auto [p, data] = parse(input);
-         return [p = p, data = data]() -> Output {
-           GradientTape tape;
-           tape.watch({p.alpha, p.mu, p.q, p.l});
-           const Tensor value = gmm_objective(p, data);
-           const std::vector<Tensor> g = tape.gradient(value, {p.alpha, p.mu, p.q, p.l});
-           return [g] {
-             return json{{"alpha", to_json(g[0])}, {"mu", to_json(g[1])}, {"q", to_json(g[2])},
-                         {"l", to_json(g[3])}};
-           };
-         };
-       }},
+       })},
   };
 }
 

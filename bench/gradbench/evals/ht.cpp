@@ -162,22 +162,10 @@ EvalFunctions ht_functions() {
     return std::make_pair(std::make_shared<HandModel>(input), vector_from_json(input["theta"]));
   };
   return {
-      {"objective",
-       [parse](const json& input) -> Compute {
-         const auto [model, theta] = parse(input);
-         return [model = model, theta = theta]() -> Output {
-           const Tensor r = model->residuals(theta, model->us);
-           return [r] { return json(to_vector(r)); };
-         };
-       }},
-      {"jacobian",
-       [parse](const json& input) -> Compute {
-         const auto [model, theta] = parse(input);
-         return [model = model, theta = theta]() -> Output {
-           const Tensor j = model->jacobian(theta);
-           return [j] { return to_json(j); };
-         };
-       }},
+      {"objective", make_function(parse, [](const auto& in) {
+         return list_output(in.first->residuals(in.second, in.first->us));
+       })},
+      {"jacobian", make_function(parse, [](const auto& in) { return nested_output(in.first->jacobian(in.second)); })},
   };
 }
 

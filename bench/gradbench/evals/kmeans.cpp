@@ -34,22 +34,8 @@ EvalFunctions kmeans_functions() {
     return std::make_pair(matrix_from_json(input["points"]), matrix_from_json(input["centroids"]));
   };
   return {
-      {"cost",
-       [parse](const json& input) -> Compute {
-         const auto [points, centroids] = parse(input);
-         return [points = points, centroids = centroids]() -> Output {
-           const Tensor cost = kmeans_cost(points, centroids);
-           return [cost] { return json(cost.item<double>()); };
-         };
-       }},
-      {"dir",
-       [parse](const json& input) -> Compute {
-         const auto [points, centroids] = parse(input);
-         return [points = points, centroids = centroids]() -> Output {
-           const Tensor dir = kmeans_dir(points, centroids);
-           return [dir] { return to_json(dir); };
-         };
-       }},
+      {"cost", make_function(parse, [](const auto& in) { return number_output(kmeans_cost(in.first, in.second)); })},
+      {"dir", make_function(parse, [](const auto& in) { return nested_output(kmeans_dir(in.first, in.second)); })},
   };
 }
 

@@ -53,30 +53,23 @@ EvalFunctions lstm_functions() {
                            LstmData{matrix_from_json(input["state"]), matrix_from_json(input["sequence"])});
   };
   return {
-      {"objective",
-       [parse](const json& input) -> Compute {
-         const auto [main_params, extra_params, data] = parse(input);
-         return [main_params = main_params, extra_params = extra_params, data = data]() -> Output {
-           const Tensor value = lstm_objective(main_params, extra_params, data);
-           return [value] { return json(value.item<double>()); };
+      {"objective", make_function(parse, [](const auto& in) {
+         return number_output(lstm_objective(std::get<0>(in), std::get<1>(in), std::get<2>(in)));
+       })},
+      {"jacobian", make_function(parse, [](const auto& in) -> Output {
+         const Tensor& main_params = std::get<0>(in);
+         const Tensor& extra_params = std::get<1>(in);
+         GradientTape tape;
+         tape.watch({main_params, extra_params});
+         const Tensor value = lstm_objective(main_params, extra_params, std::get<2>(in));
+         const std::vector<Tensor> g = tape.gradient(value, {main_params, extra_params});
+         return [g] {
+           std::vector<double> flat = to_vector(g[0]);
+           const std::vector<double> extra = to_vector(g[1]);
+           flat.insert(flat.end(), extra.begin(), extra.end());
+           return json(flat);
          };
-       }},
-      {"jacobian",
-       [parse](const json& input) -> Compute {
-         const auto [main_params, extra_params, data] = parse(input);
-         return [main_params = main_params, extra_params = extra_params, data = data]() -> Output {
-           GradientTape tape;
-           tape.watch({main_params, extra_params});
-           const Tensor value = lstm_objective(main_params, extra_params, data);
-           const std::vector<Tensor> g = tape.gradient(value, {main_params, extra_params});
-           return [g] {
-             std::vector<double> flat = to_vector(g[0]);
-             const std::vector<double> extra = to_vector(g[1]);
-             flat.insert(flat.end(), extra.begin(), extra.end());
-             return json(flat);
-           };
-         };
-       }},
+       })},
   };
 }
 

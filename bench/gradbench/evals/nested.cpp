@@ -103,37 +103,36 @@ Tensor particle_final_x_squared(const Tensor& w) {
   return reduce_sum(square(x_final));
 }
 
-Compute unsupported_mode(const std::string& eval, const std::string& mode) {
-  throw std::runtime_error(eval + " " + mode +
-                           ": forward mode is not in tapegrad yet; only rr (reverse over reverse) runs");
+// The table of an eval that has only `rr`: the forward mode pairs answer with an error.
+EvalFunctions reverse_over_reverse_only(const std::string& eval, Prepare rr) {
+  EvalFunctions functions{{"rr", std::move(rr)}};
+  for (const std::string mode : {"ff", "fr", "rf"}) {
+    functions[mode] = [eval, mode](const json&) -> Compute {
+      throw std::runtime_error(eval + " " + mode +
+                               ": forward mode is not in tapegrad yet; only rr (reverse over reverse) runs");
+    };
+  }
+  return functions;
 }
 
 }  // namespace
 
 EvalFunctions saddle_functions() {
-  EvalFunctions functions{{"rr", [](const json& input) -> Compute {
-                             const Tensor start = vector_from_json(input["start"]);
-                             return [start]() -> Output {
-                               const auto result = saddle_rr(start);
-                               return [result] { return json(result); };
-                             };
-                           }}};
-  for (const char* mode : {"ff", "fr", "rf"})
-    functions[mode] = [mode = std::string(mode)](const json&) { return unsupported_mode("saddle", mode); };
-  return functions;
+  return reverse_over_reverse_only(
+      "saddle", make_function([](const json& input) { return vector_from_json(input["start"]); },
+                              [](const Tensor& start) -> Output {
+                                const auto result = saddle_rr(start);
+                                return [result] { return json(result); };
+                              }));
 }
 
 EvalFunctions particle_functions() {
-  EvalFunctions functions{{"rr", [](const json& input) -> Compute {
-                             const Tensor w0 = constant({input["w"].get<double>()});
-                             return [w0]() -> Output {
-                               const Tensor w = argmin(particle_final_x_squared, w0);
-                               return [w] { return json(to_vector(w)[0]); };
-                             };
-                           }}};
-  for (const char* mode : {"ff", "fr", "rf"})
-    functions[mode] = [mode = std::string(mode)](const json&) { return unsupported_mode("particle", mode); };
-  return functions;
+  return reverse_over_reverse_only(
+      "particle", make_function([](const json& input) { return constant({input["w"].get<double>()}); },
+                                [](const Tensor& w0) -> Output {
+                                  const Tensor w = argmin(particle_final_x_squared, w0);
+                                  return [w] { return json(to_vector(w)[0]); };
+                                }));
 }
 
 }  // namespace tapegrad::gradbench

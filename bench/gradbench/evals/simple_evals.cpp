@@ -16,28 +16,15 @@ Tensor gradient_of(const std::function<Tensor(const Tensor&)>& f, const Tensor& 
   return tape.gradient(y, x);
 }
 
-Output number_output(const Tensor& t) {
-  return [t] { return json(t.item<double>()); };
-}
-
-Output list_output(const Tensor& t) {
-  return [t] { return json(to_vector(t)); };
-}
-
 }  // namespace
 
 EvalFunctions hello_functions() {
+  const auto parse = [](const json& input) { return constant(input.get<double>()); };
   return {
-      {"square",
-       [](const json& input) -> Compute {
-         const Tensor x = constant(input.get<double>());
-         return [x] { return number_output(x * x); };
-       }},
-      {"double",
-       [](const json& input) -> Compute {
-         const Tensor x = constant(input.get<double>());
-         return [x] { return number_output(gradient_of([](const Tensor& v) { return v * v; }, x)); };
-       }},
+      {"square", make_function(parse, [](const Tensor& x) { return number_output(x * x); })},
+      {"double", make_function(parse, [](const Tensor& x) {
+         return number_output(gradient_of([](const Tensor& v) { return v * v; }, x));
+       })},
   };
 }
 
@@ -62,18 +49,11 @@ EvalFunctions llsq_functions() {
     return std::make_pair(vector_from_json(input["x"]), input["n"].get<std::size_t>());
   };
   return {
-      {"primal",
-       [parse](const json& input) -> Compute {
-         const auto [x, n] = parse(input);
-         return [x = x, n = n] { return number_output(llsq_primal(x, n)); };
-       }},
-      {"gradient",
-       [parse](const json& input) -> Compute {
-         const auto [x, n] = parse(input);
-         return [x = x, n = n] {
-           return list_output(gradient_of([n](const Tensor& v) { return llsq_primal(v, n); }, x));
-         };
-       }},
+      {"primal", make_function(parse, [](const auto& in) { return number_output(llsq_primal(in.first, in.second)); })},
+      {"gradient", make_function(parse, [](const auto& in) {
+         const std::size_t n = in.second;
+         return list_output(gradient_of([n](const Tensor& v) { return llsq_primal(v, n); }, in.first));
+       })},
   };
 }
 
@@ -83,17 +63,10 @@ Tensor lse_primal(const Tensor& x) {
 }
 
 EvalFunctions lse_functions() {
+  const auto parse = [](const json& input) { return vector_from_json(input["x"]); };
   return {
-      {"primal",
-       [](const json& input) -> Compute {
-         const Tensor x = vector_from_json(input["x"]);
-         return [x] { return number_output(lse_primal(x)); };
-       }},
-      {"gradient",
-       [](const json& input) -> Compute {
-         const Tensor x = vector_from_json(input["x"]);
-         return [x] { return list_output(gradient_of(lse_primal, x)); };
-       }},
+      {"primal", make_function(parse, [](const Tensor& x) { return number_output(lse_primal(x)); })},
+      {"gradient", make_function(parse, [](const Tensor& x) { return list_output(gradient_of(lse_primal, x)); })},
   };
 }
 
@@ -124,23 +97,16 @@ EvalFunctions ode_functions() {
     return std::make_pair(vector_from_json(input["x"]), input["s"].get<std::size_t>());
   };
   return {
-      {"primal",
-       [parse](const json& input) -> Compute {
-         const auto [x, s] = parse(input);
-         return [x = x, s = s] { return list_output(ode_primal(x, s)); };
-       }},
-      {"gradient",
-       [parse](const json& input) -> Compute {
-         const auto [x, s] = parse(input);
-         return [x = x, s = s] {
-           return list_output(gradient_of(
-               [s](const Tensor& v) {
-                 const Tensor y = ode_primal(v, s);
-                 return slice(y, {static_cast<std::int64_t>(y.size()) - 1}, {1});
-               },
-               x));
-         };
-       }},
+      {"primal", make_function(parse, [](const auto& in) { return list_output(ode_primal(in.first, in.second)); })},
+      {"gradient", make_function(parse, [](const auto& in) {
+         const std::size_t s = in.second;
+         return list_output(gradient_of(
+             [s](const Tensor& v) {
+               const Tensor y = ode_primal(v, s);
+               return slice(y, {static_cast<std::int64_t>(y.size()) - 1}, {1});
+             },
+             in.first));
+       })},
   };
 }
 
