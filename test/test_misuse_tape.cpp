@@ -324,30 +324,30 @@ TEST_CASE("misuse: a RecordingGuard outliving its tape", "[misuse][tape]") {
 }
 
 TEST_CASE("misuse: reset inside the tape's own gradient computation", "[misuse][tape]") {
-  expect_misuse<TapeError>("reset from a custom_gradient backward", [] {
-    Tensor x = constant({1.0, 2.0, 3.0});
-    GradientTape tape(/*persistent=*/true);
-    tape.watch(x);
-    GradientTape* self = &tape;
-    Tensor y = custom_op(x, [self](const Tensor& dy) {
-      self->reset();
-      return dy * 2.0;
-    }, "ResetsItsTape");
-    auto paused = tape.stop_recording();
-    tape.gradient(y, x);
-  }, {"gradient of ResetsItsTape", "GradientTape::reset", "own gradient computation"});
-  expect_misuse<TapeError>("reset from a jacobian's custom backward", [] {
-    Tensor x = constant({1.0, 2.0, 3.0});
-    GradientTape tape(/*persistent=*/true);
-    tape.watch(x);
-    GradientTape* self = &tape;
-    Tensor y = custom_op(x, [self](const Tensor& dy) {
-      self->reset();
-      return dy * 2.0;
-    }, "ResetsItsTapeInJacobian");
-    auto paused = tape.stop_recording();
-    tape.jacobian(y, x);
-  }, {"gradient of ResetsItsTapeInJacobian", "reset() inside this tape's own gradient"});
+  // The same misuse through gradient() and through jacobian().
+  for (const bool through_jacobian : {false, true}) {
+    const std::string name = through_jacobian ? "ResetsItsTapeInJacobian" : "ResetsItsTape";
+    expect_misuse<TapeError>(
+        through_jacobian ? "reset from a jacobian's custom backward" : "reset from a custom_gradient backward",
+        [&] {
+          Tensor x = constant({1.0, 2.0, 3.0});
+          GradientTape tape(/*persistent=*/true);
+          tape.watch(x);
+          GradientTape* self = &tape;
+          Tensor y = custom_op(x, [self](const Tensor& dy) {
+            self->reset();
+            return dy * 2.0;
+          }, name);
+          auto paused = tape.stop_recording();
+          if (through_jacobian) {
+            tape.jacobian(y, x);
+          } else {
+            tape.gradient(y, x);
+          }
+        },
+        {"gradient of " + name, "GradientTape::reset",
+         "reset() inside this tape's own gradient computation"});
+  }
   expect_defined("reset of another tape from a backward is fine", [] {
     Tensor x = constant({1.0, 2.0, 3.0});
     GradientTape other(/*persistent=*/true);
