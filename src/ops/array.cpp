@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/recording.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad {

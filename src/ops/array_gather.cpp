@@ -2,10 +2,10 @@
 // forward kernels and gradients side by side. gather's gradient for axis 0 is row-sparse.
 #include <algorithm>
 
-#include "detail/dispatch.hpp"
-#include "detail/int_arith.hpp"
-#include "detail/op_helpers.hpp"
-#include "detail/vspace.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/int_arith.hpp"
+#include "ops/op_support.hpp"
+#include "runtime/vspace.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

@@ -1,9 +1,9 @@
 // concat, stack and split: forward kernels and gradients side by side.
 #include <numeric>
 
-#include "detail/box_copy.hpp"
-#include "detail/dispatch.hpp"
-#include "detail/op_helpers.hpp"
+#include "kernels/box_copy.hpp"
+#include "kernels/dispatch.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

@@ -1,8 +1,8 @@
 // slice (with its gradient, padding into zeros) and tile: forward kernels and gradients side
 // by side.
-#include "detail/box_copy.hpp"
-#include "detail/dispatch.hpp"
-#include "detail/op_helpers.hpp"
+#include "kernels/box_copy.hpp"
+#include "kernels/dispatch.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/reduce.hpp"
 

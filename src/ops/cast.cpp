@@ -1,8 +1,8 @@
 // cast: dtype conversion, forward kernel and gradient side by side.
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/int_arith.hpp"
-#include "detail/op_helpers.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/int_arith.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

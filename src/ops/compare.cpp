@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/recording.hpp"
-#include "detail/shape_util.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "runtime/recording.hpp"
+#include "kernels/shape_util.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 

@@ -6,9 +6,9 @@
 
 #include <cblas.h>
 
-#include "detail/dispatch.hpp"
-#include "detail/recording.hpp"
-#include "detail/shape_util.hpp"
+#include "kernels/dispatch.hpp"
+#include "runtime/recording.hpp"
+#include "kernels/shape_util.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

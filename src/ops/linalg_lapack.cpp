@@ -10,9 +10,9 @@
 
 #include <f77blas.h>
 
-#include "detail/dispatch.hpp"
-#include "detail/recording.hpp"
-#include "detail/shape_util.hpp"
+#include "kernels/dispatch.hpp"
+#include "runtime/recording.hpp"
+#include "kernels/shape_util.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/linalg.hpp"
 #include "tapegrad/ops/math.hpp"

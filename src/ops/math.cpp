@@ -10,11 +10,11 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/int_arith.hpp"
-#include "detail/math_kernels.hpp"
-#include "detail/recording.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/int_arith.hpp"
+#include "kernels/math_kernels.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <type_traits>
 
-#include "detail/int_arith.hpp"
-#include "detail/math_kernels.hpp"
-#include "detail/recording.hpp"
+#include "kernels/int_arith.hpp"
+#include "kernels/math_kernels.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad {

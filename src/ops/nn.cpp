@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "detail/math_kernels.hpp"
-#include "detail/recording.hpp"
+#include "kernels/math_kernels.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/int_arith.hpp"
-#include "detail/reduce_recording.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/int_arith.hpp"
+#include "ops/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 

@@ -1,10 +1,10 @@
 // reduce_max and reduce_min: forward kernels and gradients side by side.
 #include <limits>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/op_helpers.hpp"
-#include "detail/reduce_recording.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "ops/op_support.hpp"
+#include "ops/reduce_support.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
 

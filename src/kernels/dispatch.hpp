@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "detail/shape_util.hpp"
+#include "kernels/shape_util.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/tensor.hpp"
 

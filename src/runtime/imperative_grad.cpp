@@ -1,13 +1,13 @@
 // The backward walk. Iterative throughout: a chain of a million ops must not touch the
 // call stack depth.
-#include "detail/imperative_grad.hpp"
+#include "runtime/imperative_grad.hpp"
 
 #include <algorithm>
 #include <memory>
 
-#include "detail/error_context.hpp"
-#include "detail/id_map.hpp"
-#include "detail/vspace.hpp"
+#include "runtime/error_context.hpp"
+#include "runtime/id_map.hpp"
+#include "runtime/vspace.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad::detail {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "detail/recording.hpp"
-#include "detail/shape_util.hpp"
+#include "runtime/recording.hpp"
+#include "kernels/shape_util.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tapegrad::detail {

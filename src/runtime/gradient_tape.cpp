@@ -1,11 +1,11 @@
 // The public GradientTape: scope, watch, and the gradient entry points.
 #include "tapegrad/tape.hpp"
 
-#include "detail/imperative_grad.hpp"
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
-#include "detail/unconnected_check.hpp"
-#include "detail/warn.hpp"
+#include "runtime/imperative_grad.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/unconnected_check.hpp"
+#include "runtime/warn.hpp"
 
 namespace tapegrad {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <initializer_list>
 
-#include "detail/op_registry.hpp"
+#include "runtime/op_registry.hpp"
 #include "tapegrad/registry.hpp"
 
 namespace tapegrad::detail {

@@ -1,4 +1,4 @@
-#include "detail/shape_util.hpp"
+#include "kernels/shape_util.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "detail/dispatch.hpp"
-#include "detail/warn.hpp"
+#include "kernels/dispatch.hpp"
+#include "runtime/warn.hpp"
 
 namespace tapegrad {
 namespace {

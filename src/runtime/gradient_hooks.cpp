@@ -1,6 +1,6 @@
 // Gradient hooks: storage and the call the backward walk makes once a tensor's gradient is
 // complete.
-#include "detail/gradient_hooks.hpp"
+#include "runtime/gradient_hooks.hpp"
 
 #include <string>
 

@@ -4,11 +4,11 @@
 #include <atomic>
 #include <mutex>
 
-#include "detail/dispatch.hpp"
-#include "detail/int_arith.hpp"
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
-#include "detail/variable_observer.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/int_arith.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/variable_observer.hpp"
 
 namespace tapegrad {
 namespace detail {

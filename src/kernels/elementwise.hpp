@@ -9,8 +9,8 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xnoalias.hpp>
 
-#include "detail/new_tensor.hpp"
-#include "detail/shape_util.hpp"
+#include "runtime/new_tensor.hpp"
+#include "kernels/shape_util.hpp"
 
 namespace tapegrad::detail {
 

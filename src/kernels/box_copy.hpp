@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "detail/shape_util.hpp"
+#include "kernels/shape_util.hpp"
 
 namespace tapegrad::detail {
 

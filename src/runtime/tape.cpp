@@ -7,9 +7,9 @@
 #include <unordered_set>
 #include <variant>
 
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
-#include "detail/warn.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/warn.hpp"
 
 namespace tapegrad::detail {
 

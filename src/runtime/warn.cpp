@@ -1,4 +1,4 @@
-#include "detail/warn.hpp"
+#include "runtime/warn.hpp"
 
 #include <iostream>
 #include <mutex>

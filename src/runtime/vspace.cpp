@@ -1,4 +1,4 @@
-#include "detail/vspace.hpp"
+#include "runtime/vspace.hpp"
 
 #include <map>
 #include <utility>

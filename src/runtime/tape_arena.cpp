@@ -1,4 +1,4 @@
-#include "detail/tape_arena.hpp"
+#include "runtime/tape_arena.hpp"
 
 #include <cstdint>
 #include <new>

@@ -8,8 +8,8 @@
 
 #include <xtensor/xio.hpp>
 
-#include "detail/int_arith.hpp"
-#include "detail/shape_util.hpp"
+#include "kernels/int_arith.hpp"
+#include "kernels/shape_util.hpp"
 
 namespace tapegrad {
 

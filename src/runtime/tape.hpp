@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "detail/gradient_hooks.hpp"
-#include "detail/id_map.hpp"
-#include "detail/op_registry.hpp"
-#include "detail/tape_arena.hpp"
+#include "runtime/gradient_hooks.hpp"
+#include "runtime/id_map.hpp"
+#include "runtime/op_registry.hpp"
+#include "runtime/tape_arena.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/variable.hpp"
 

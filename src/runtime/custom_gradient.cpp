@@ -5,9 +5,9 @@
 #include <memory>
 #include <unordered_set>
 
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
-#include "detail/variable_observer.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/variable_observer.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
 

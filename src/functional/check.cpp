@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "detail/dispatch.hpp"
+#include "kernels/dispatch.hpp"
 #include "tapegrad/tape.hpp"
 
 namespace tapegrad {

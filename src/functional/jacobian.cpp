@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "detail/dispatch.hpp"
-#include "detail/imperative_grad.hpp"
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
-#include "detail/unconnected_check.hpp"
+#include "kernels/dispatch.hpp"
+#include "runtime/imperative_grad.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/unconnected_check.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <xtensor/xarray.hpp>
 
-#include "detail/shape_util.hpp"
+#include "kernels/shape_util.hpp"
 
 namespace tapegrad::detail {
 

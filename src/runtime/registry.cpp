@@ -3,9 +3,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "detail/op_registry.hpp"
-#include "detail/recording.hpp"
-#include "detail/tape_impl.hpp"
+#include "runtime/op_registry.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
 
 namespace tapegrad {
 

@@ -4,9 +4,9 @@
 
 #include <type_traits>
 
-#include "detail/dispatch.hpp"
-#include "detail/elementwise.hpp"
-#include "detail/shape_util.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/shape_util.hpp"
 
 namespace tapegrad::detail {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "detail/tape_impl.hpp"
+#include "runtime/tape.hpp"
 #include "tapegrad/tape.hpp"
 
 namespace tapegrad::detail {

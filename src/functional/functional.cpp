@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "detail/imperative_grad.hpp"
-#include "detail/tape_impl.hpp"
+#include "runtime/imperative_grad.hpp"
+#include "runtime/tape.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "detail/recording.hpp"
-#include "detail/reduce_kernel.hpp"
+#include "runtime/recording.hpp"
+#include "kernels/reduce_kernel.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad::detail {
