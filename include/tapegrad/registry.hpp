@@ -91,6 +91,7 @@ class OpContext {
 
   mutable std::vector<Tensor> undefined_inputs_;  // the on-demand copies
   mutable std::vector<Tensor> undefined_outputs_;
+  mutable std::string op_type_;  // built on first use
 };
 
 /// (op context, one gradient per output: undefined or zeros where the output was unused)
@@ -103,7 +104,8 @@ using SparseGradientFunction = std::function<std::vector<GradientValue>(
 
 /// Registers the gradient of `op_type`. `keep_inputs` / `keep_outputs` say which tensors the
 /// function reads (the default keeps all of them). InvalidArgument when `op_type` already has
-/// a gradient or is marked not differentiable (TF: "Registering two gradient with name").
+/// a gradient, is marked not differentiable, or is a built-in op (TF: "Registering two
+/// gradient with name").
 void register_gradient(const std::string& op_type, GradientFunction fn,
                        Keep keep_inputs = Keep::all(), Keep keep_outputs = Keep::all());
 void register_sparse_gradient(const std::string& op_type, SparseGradientFunction fn,
@@ -111,8 +113,19 @@ void register_sparse_gradient(const std::string& op_type, SparseGradientFunction
 /// Marks `op_type` as having no gradient: its inputs receive undefined gradients
 /// (TF: ops.NotDifferentiable).
 void not_differentiable(const std::string& op_type);
-/// True when `op_type` has a gradient or is marked not differentiable.
+/// True when `op_type` has a gradient or is marked not differentiable; true for every
+/// built-in op from the start. A built-in op's gradient cannot be replaced: register_gradient
+/// with a built-in name throws InvalidArgument.
 bool is_registered(const std::string& op_type);
+
+/// A built-in op type as the registry holds it.
+struct RegisteredOpInfo {
+  std::string name;
+  bool differentiable;  // false: marked not differentiable (its inputs get no gradient)
+  bool has_gradient;    // a gradient rule, or the identity gradient
+};
+/// Every built-in op type, in registration order (for tools and docs).
+std::vector<RegisteredOpInfo> registered_ops();
 
 /// Records an op whose forward the caller computed: a no-op unless an active tape on this
 /// thread watches one of the floating-point inputs. The gradient is looked up by `op_type`

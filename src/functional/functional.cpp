@@ -4,7 +4,7 @@
 #include <string>
 
 #include "runtime/imperative_grad.hpp"
-#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"

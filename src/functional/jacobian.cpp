@@ -19,7 +19,8 @@
 namespace tapegrad {
 namespace {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape);
@@ -35,17 +36,11 @@ Grads unpack_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
 }
 
 // Internal op names: not TF's Pack/Unpack, which belong to the array family.
-const OpSlot& pack_op() {
-  static const OpSlot& op =
-      detail::define_op("JacobianPack", pack_grad, Keep::none(), Keep::none());
-  return op;
-}
+constexpr OpDefinition pack_op =
+    detail::differentiable_op("JacobianPack", pack_grad, KeepSet::none(), KeepSet::none());
 
-const OpSlot& unpack_op() {
-  static const OpSlot& op =
-      detail::define_op("JacobianUnpack", unpack_grad, Keep::none(), Keep::none());
-  return op;
-}
+constexpr OpDefinition unpack_op =
+    detail::differentiable_op("JacobianUnpack", unpack_grad, KeepSet::none(), KeepSet::none());
 
 // Rows of one shape and floating dtype, laid end to end as a tensor of `shape`.
 Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
@@ -61,12 +56,7 @@ Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
     }
     return Tensor(std::move(a));
   });
-  if (detail::any_tape_active()) {
-    std::vector<const Tensor*> inputs;
-    inputs.reserve(rows.size());
-    for (const Tensor& row : rows) inputs.push_back(&row);
-    detail::record_on_tapes(pack_op(), inputs.data(), inputs.size(), &out, 1);
-  }
+  detail::record(pack_op, rows, out);
   return out;
 }
 
@@ -85,10 +75,7 @@ std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape, st
     }
     return pieces;
   });
-  if (detail::any_tape_active()) {
-    const Tensor* input = &packed;
-    detail::record_on_tapes(unpack_op(), &input, 1, rows.data(), rows.size());
-  }
+  detail::record(unpack_op, {&packed}, rows);
   return rows;
 }
 
@@ -230,5 +217,11 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
   return reshape(transpose(stacked, {1, 0, 2}),
                  std::vector<std::int64_t>(result_shape.begin(), result_shape.end()));
 }
+
+namespace detail {
+
+void register_jacobian_ops(OpRegistrar& registry) { registry.add({&pack_op, &unpack_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

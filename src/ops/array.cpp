@@ -11,7 +11,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -44,36 +45,21 @@ Grads broadcast_to_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {unbroadcast(g[0], ctx.input_shape(0))};
 }
 
-const OpSlot& identity_op() {
-  static const OpSlot& op = detail::define_identity_op("Identity");
-  return op;
-}
-const OpSlot& reshape_op() {
-  static const OpSlot& op = detail::define_op("Reshape", reshape_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& transpose_op() {
-  static const OpSlot& op = detail::define_op("Transpose", transpose_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& broadcast_to_op() {
-  static const OpSlot& op =
-      detail::define_op("BroadcastTo", broadcast_to_grad, Keep::none(), Keep::none());
-  return op;
-}
-
-void record_unary(const OpSlot& op, const Tensor& x, const Tensor& out, const Attrs& attrs = Attrs()) {
-  if (!detail::any_tape_active()) return;
-  const Tensor* in = &x;
-  detail::record_on_tapes(op, &in, 1, &out, 1, attrs);
-}
+constexpr OpDefinition identity_op =
+    detail::identity_gradient_op("Identity");
+constexpr OpDefinition reshape_op =
+    detail::differentiable_op("Reshape", reshape_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition transpose_op =
+    detail::differentiable_op("Transpose", transpose_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition broadcast_to_op =
+    detail::differentiable_op("BroadcastTo", broadcast_to_grad, KeepSet::none(), KeepSet::none());
 
 }  // namespace
 
 Tensor identity(const Tensor& x) {
   detail::require_defined("identity", x);
   Tensor out = copy_with_shape(x, x.shape());
-  record_unary(identity_op(), x, out);
+  detail::record(identity_op, {&x}, out);
   return out;
 }
 
@@ -124,7 +110,7 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   }
   const Shape target(shape.begin(), shape.end());
   Tensor out = copy_with_shape(x, target);
-  record_unary(reshape_op(), x, out);
+  detail::record(reshape_op, {&x}, out);
   return out;
 }
 
@@ -177,10 +163,9 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
     }
     return Tensor(std::move(o));
   });
-  if (detail::any_tape_active()) {
-    record_unary(transpose_op(), x, out,
-                 Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end())));
-  }
+  detail::record(transpose_op, {&x}, out, [&] {
+    return Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end()));
+  });
   return out;
 }
 
@@ -211,7 +196,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
       return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
     });
   });
-  record_unary(broadcast_to_op(), x, out);
+  detail::record(broadcast_to_op, {&x}, out);
   return out;
 }
 
@@ -279,5 +264,11 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
   }
   return reshape(x, target);
 }
+
+namespace detail {
+
+void register_array_ops(OpRegistrar& registry) { registry.add({&identity_op, &reshape_op, &transpose_op, &broadcast_to_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -10,7 +10,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -68,23 +69,10 @@ Grads segment_sum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return result;
 }
 
-const OpSlot& gather_op() {
-  static const OpSlot& op =
-      detail::define_op("GatherV2", gather_grad, Keep::only({1}), Keep::none());
-  return op;
-}
-const OpSlot& segment_sum_op() {
-  static const OpSlot& op =
-      detail::define_op("UnsortedSegmentSum", segment_sum_grad, Keep::only({1}), Keep::none());
-  return op;
-}
-
-void record_binary(const OpSlot& op, const Tensor& a, const Tensor& b, const Tensor& out,
-                   const Attrs& attrs = Attrs()) {
-  if (!detail::any_tape_active()) return;
-  const Tensor* inputs[] = {&a, &b};
-  detail::record_on_tapes(op, inputs, 2, &out, 1, attrs);
-}
+constexpr OpDefinition gather_op =
+    detail::differentiable_op("GatherV2", gather_grad, KeepSet::only({1}), KeepSet::none());
+constexpr OpDefinition segment_sum_op =
+    detail::differentiable_op("UnsortedSegmentSum", segment_sum_grad, KeepSet::only({1}), KeepSet::none());
 
 }  // namespace
 
@@ -127,8 +115,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     }
     return Tensor(std::move(gathered));
   });
-  record_binary(gather_op(), params, indices, out,
-                Attrs().set("axis", static_cast<std::int64_t>(a)));
+  detail::record(gather_op, {&params, &indices}, out,
+                 [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return out;
 }
 
@@ -173,7 +161,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     }
     return Tensor(std::move(sums));
   });
-  record_binary(segment_sum_op(), data, segment_ids, out);
+  detail::record(segment_sum_op, {&data, &segment_ids}, out);
   return out;
 }
 
@@ -219,4 +207,10 @@ IndexedSlices concat_slices(const std::vector<IndexedSlices>& slices) {
 }
 
 }  // namespace detail
+namespace detail {
+
+void register_array_gather_ops(OpRegistrar& registry) { registry.add({&gather_op, &segment_sum_op}); }
+
+}  // namespace detail
+
 }  // namespace tapegrad

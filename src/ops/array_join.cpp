@@ -8,7 +8,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -45,14 +46,10 @@ Grads split_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {concat(g, static_cast<int>(ctx.attrs().get_int("axis")))};
 }
 
-const OpSlot& concat_op() {
-  static const OpSlot& op = detail::define_op("ConcatV2", concat_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& split_op() {
-  static const OpSlot& op = detail::define_op("Split", split_grad, Keep::none(), Keep::none());
-  return op;
-}
+constexpr OpDefinition concat_op =
+    detail::differentiable_op("ConcatV2", concat_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition split_op =
+    detail::differentiable_op("Split", split_grad, KeepSet::none(), KeepSet::none());
 
 // Fills `out` with the parts laid side by side along `axis`.
 Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis, const Shape& out_shape) {
@@ -100,13 +97,8 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
     throw InvalidArgument(describe_list("concat", values) + "; " + e.what());
   }
   Tensor out = concat_kernel(values, a, out_shape);
-  if (detail::any_tape_active()) {
-    std::vector<const Tensor*> inputs;
-    inputs.reserve(values.size());
-    for (const auto& v : values) inputs.push_back(&v);
-    detail::record_on_tapes(concat_op(), inputs.data(), inputs.size(), &out, 1,
-                            Attrs().set("axis", static_cast<std::int64_t>(a)));
-  }
+  detail::record(concat_op, values, out,
+                 [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return out;
 }
 
@@ -163,12 +155,15 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
     }
     return 0;
   });
-  if (detail::any_tape_active()) {
-    const Tensor* in = &x;
-    detail::record_on_tapes(split_op(), &in, 1, outputs.data(), outputs.size(),
-                            Attrs().set("axis", static_cast<std::int64_t>(a)));
-  }
+  detail::record(split_op, {&x}, outputs,
+                 [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return outputs;
 }
+
+namespace detail {
+
+void register_array_join_ops(OpRegistrar& registry) { registry.add({&concat_op, &split_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -8,7 +8,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -44,19 +45,12 @@ Grads tile_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {reduce_sum(reshape(g[0], interleaved), copy_axes, /*keepdims=*/false)};
 }
 
-const OpSlot& slice_op() {
-  static const OpSlot& op = detail::define_op("Slice", slice_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& slice_grad_op() {
-  static const OpSlot& op =
-      detail::define_op("SliceGrad", slice_grad_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& tile_op() {
-  static const OpSlot& op = detail::define_op("Tile", tile_grad, Keep::none(), Keep::none());
-  return op;
-}
+constexpr OpDefinition slice_op =
+    detail::differentiable_op("Slice", slice_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition slice_grad_op =
+    detail::differentiable_op("SliceGrad", slice_grad_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition tile_op =
+    detail::differentiable_op("Tile", tile_grad, KeepSet::none(), KeepSet::none());
 
 // g placed at `begin` inside zeros of `shape`: the gradient of slice (TF pads instead).
 Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& begin, const Shape& shape) {
@@ -67,8 +61,9 @@ Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& begin, co
     detail::copy_box(g.array<T>().data(), g.shape(), origin, padded.data(), shape, begin, g.shape());
     return Tensor(std::move(padded));
   });
-  detail::record_unary(slice_grad_op(), g, out,
-                       Attrs().set("begin", std::vector<std::int64_t>(begin.begin(), begin.end())));
+  detail::record(slice_grad_op, {&g}, out, [&] {
+    return Attrs().set("begin", std::vector<std::int64_t>(begin.begin(), begin.end()));
+  });
   return out;
 }
 
@@ -103,7 +98,7 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
     }
     return Tensor(std::move(part));
   });
-  if (detail::any_tape_active()) detail::record_unary(slice_op(), x, out, Attrs().set("begin", begin));
+  detail::record(slice_op, {&x}, out, [&] { return Attrs().set("begin", begin); });
   return out;
 }
 
@@ -159,12 +154,16 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
     }
     return Tensor(std::move(tiled));
   });
-  if (detail::any_tape_active()) {
-    detail::record_unary(tile_op(), x, out,
-                         Attrs().set("multiples",
-                                     std::vector<std::int64_t>(multiples.begin(), multiples.end())));
-  }
+  detail::record(tile_op, {&x}, out, [&] {
+    return Attrs().set("multiples", std::vector<std::int64_t>(multiples.begin(), multiples.end()));
+  });
   return out;
 }
+
+namespace detail {
+
+void register_array_slice_ops(OpRegistrar& registry) { registry.add({&slice_op, &slice_grad_op, &tile_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -7,7 +7,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -18,10 +19,8 @@ Grads cast_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {cast(g[0], ctx.input_dtype(0))};
 }
 
-const OpSlot& cast_op() {
-  static const OpSlot& op = detail::define_op("Cast", cast_grad, Keep::none(), Keep::none());
-  return op;
-}
+constexpr OpDefinition cast_op =
+    detail::differentiable_op("Cast", cast_grad, KeepSet::none(), KeepSet::none());
 
 // Float -> integer saturates and maps NaN to 0 (no undefined behaviour); see int_arith.hpp.
 template <class To, class From>
@@ -44,8 +43,14 @@ Tensor cast(const Tensor& x, DType dtype) {
   });
   // A cast to or from an integer or bool dtype has no gradient (TF): leave it unrecorded,
   // so its output is a constant for every tape.
-  if (is_floating(x.dtype()) && is_floating(dtype)) detail::record_unary(cast_op(), x, out);
+  if (is_floating(x.dtype()) && is_floating(dtype)) detail::record(cast_op, {&x}, out);
   return out;
 }
+
+namespace detail {
+
+void register_cast_ops(OpRegistrar& registry) { registry.add({&cast_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -12,7 +12,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -120,11 +121,8 @@ Grads where_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return r;
 }
 
-const OpSlot& where_op() {
-  static const OpSlot& op =
-      detail::define_op("SelectV2", where_grad, Keep::only({0}), Keep::none());
-  return op;
-}
+constexpr OpDefinition where_op =
+    detail::differentiable_op("SelectV2", where_grad, KeepSet::only({0}), KeepSet::none());
 
 }  // namespace
 
@@ -176,8 +174,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       return Tensor(select_kernel<T>(cond.array<bool>(), a.array<T>(), b.array<T>(), shape));
     });
   });
-  detail::maybe_record(where_op(), {&cond, &a, &b}, out);
+  detail::record(where_op, {&cond, &a, &b}, out);
   return out;
 }
+
+namespace detail {
+
+void register_compare_ops(OpRegistrar& registry) { registry.add({&where_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -13,7 +13,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -121,15 +122,10 @@ Grads matmul_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return r;
 }
 
-const OpSlot& matmul_op() {
-  static const OpSlot& op = detail::define_op("MatMul", matmul_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& batch_matmul_op() {
-  static const OpSlot& op =
-      detail::define_op("BatchMatMulV2", matmul_grad, Keep::all(), Keep::none());
-  return op;
-}
+constexpr OpDefinition matmul_op =
+    detail::differentiable_op("MatMul", matmul_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition batch_matmul_op =
+    detail::differentiable_op("BatchMatMulV2", matmul_grad, KeepSet::all(), KeepSet::none());
 
 }  // namespace
 
@@ -198,14 +194,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     }
     return Tensor(std::move(c));
   });
-  if (detail::any_tape_active()) {
-    Attrs attrs;
-    attrs.set("transpose_a", transpose_a).set("transpose_b", transpose_b);
-    const Tensor* in[] = {&a, &b};
-    const OpSlot& op = (a.rank() == 2 && b.rank() == 2) ? matmul_op() : batch_matmul_op();
-    detail::record_on_tapes(op, in, 2, &out, 1, attrs);
-  }
+  detail::record((a.rank() == 2 && b.rank() == 2) ? matmul_op : batch_matmul_op, {&a, &b}, out,
+                 [&] { return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b); });
   return out;
 }
+
+namespace detail {
+
+void register_linalg_ops(OpRegistrar& registry) { registry.add({&matmul_op, &batch_matmul_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

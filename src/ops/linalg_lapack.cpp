@@ -19,7 +19,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -148,31 +149,14 @@ Grads cholesky_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {multiply(add(grad, transpose_matrices(grad)), scalar(0.5, grad.dtype()))};
 }
 
-const OpSlot& inverse_op() {
-  static const OpSlot& op =
-      detail::define_op("MatrixInverse", inverse_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& determinant_op() {
-  static const OpSlot& op =
-      detail::define_op("MatrixDeterminant", determinant_grad, Keep::all(), Keep::all());
-  return op;
-}
-const OpSlot& solve_op() {
-  static const OpSlot& op =
-      detail::define_op("MatrixSolve", solve_grad, Keep::only({0}), Keep::all());
-  return op;
-}
-const OpSlot& cholesky_op() {
-  static const OpSlot& op = detail::define_op("Cholesky", cholesky_grad, Keep::none(), Keep::all());
-  return op;
-}
-
-void record_unary(const OpSlot& op, const Tensor& x, const Tensor& out) {
-  if (!detail::any_tape_active()) return;
-  const Tensor* in = &x;
-  detail::record_on_tapes(op, &in, 1, &out, 1);
-}
+constexpr OpDefinition inverse_op =
+    detail::differentiable_op("MatrixInverse", inverse_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition determinant_op =
+    detail::differentiable_op("MatrixDeterminant", determinant_grad, KeepSet::all(), KeepSet::all());
+constexpr OpDefinition solve_op =
+    detail::differentiable_op("MatrixSolve", solve_grad, KeepSet::only({0}), KeepSet::all());
+constexpr OpDefinition cholesky_op =
+    detail::differentiable_op("Cholesky", cholesky_grad, KeepSet::none(), KeepSet::all());
 
 }  // namespace
 
@@ -202,7 +186,7 @@ Tensor matrix_inverse(const Tensor& a) {
     }
     return Tensor(std::move(result));
   });
-  record_unary(inverse_op(), a, out);
+  detail::record(inverse_op, {&a}, out);
   return out;
 }
 
@@ -232,7 +216,7 @@ Tensor matrix_determinant(const Tensor& a) {
     }
     return Tensor(std::move(result));
   });
-  record_unary(determinant_op(), a, out);
+  detail::record(determinant_op, {&a}, out);
   return out;
 }
 
@@ -279,7 +263,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
     }
     return Tensor(std::move(result));
   });
-  detail::maybe_record(solve_op(), {&a, &b}, out);
+  detail::record(solve_op, {&a, &b}, out);
   return out;
 }
 
@@ -306,8 +290,14 @@ Tensor cholesky(const Tensor& a) {
     }
     return Tensor(std::move(result));
   });
-  record_unary(cholesky_op(), a, out);
+  detail::record(cholesky_op, {&a}, out);
   return out;
 }
+
+namespace detail {
+
+void register_linalg_lapack_ops(OpRegistrar& registry) { registry.add({&inverse_op, &determinant_op, &solve_op, &cholesky_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

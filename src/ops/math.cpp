@@ -19,7 +19,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -143,64 +144,36 @@ Grads minimum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
 
 // ---- op slots (defined once, on first use) ----------------------------------------------
 
-const OpSlot& add_op() {
-  static const OpSlot& op = detail::define_op("Add", add_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& subtract_op() {
-  static const OpSlot& op = detail::define_op("Sub", subtract_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& multiply_op() {
-  static const OpSlot& op = detail::define_op("Mul", multiply_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& divide_op() {
-  static const OpSlot& op = detail::define_op("RealDiv", divide_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& negative_op() {
-  static const OpSlot& op = detail::define_op("Neg", negative_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& square_op() {
-  static const OpSlot& op = detail::define_op("Square", square_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& sqrt_op() {
-  static const OpSlot& op = detail::define_op("Sqrt", sqrt_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& exp_op() {
-  static const OpSlot& op = detail::define_op("Exp", exp_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& log_op() {
-  static const OpSlot& op = detail::define_op("Log", log_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& tanh_op() {
-  static const OpSlot& op = detail::define_op("Tanh", tanh_grad, Keep::none(), Keep::all());
-  return op;
-}
+constexpr OpDefinition add_op =
+    detail::differentiable_op("Add", add_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition subtract_op =
+    detail::differentiable_op("Sub", subtract_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition multiply_op =
+    detail::differentiable_op("Mul", multiply_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition divide_op =
+    detail::differentiable_op("RealDiv", divide_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition negative_op =
+    detail::differentiable_op("Neg", negative_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition square_op =
+    detail::differentiable_op("Square", square_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition sqrt_op =
+    detail::differentiable_op("Sqrt", sqrt_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition exp_op =
+    detail::differentiable_op("Exp", exp_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition log_op =
+    detail::differentiable_op("Log", log_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition tanh_op =
+    detail::differentiable_op("Tanh", tanh_grad, KeepSet::none(), KeepSet::all());
 
-const OpSlot& tanh_grad_slot() {
-  static const OpSlot& op = detail::define_op("TanhGrad", tanh_grad_grad, Keep::all(), Keep::none());
-  return op;
-}
+constexpr OpDefinition tanh_grad_definition =
+    detail::differentiable_op("TanhGrad", tanh_grad_grad, KeepSet::all(), KeepSet::none());
 
-const OpSlot& pow_op() {
-  static const OpSlot& op = detail::define_op("Pow", pow_grad, Keep::all(), Keep::all());
-  return op;
-}
-const OpSlot& maximum_op() {
-  static const OpSlot& op = detail::define_op("Maximum", maximum_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& minimum_op() {
-  static const OpSlot& op = detail::define_op("Minimum", minimum_grad, Keep::all(), Keep::none());
-  return op;
-}
+constexpr OpDefinition pow_op =
+    detail::differentiable_op("Pow", pow_grad, KeepSet::all(), KeepSet::all());
+constexpr OpDefinition maximum_op =
+    detail::differentiable_op("Maximum", maximum_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition minimum_op =
+    detail::differentiable_op("Minimum", minimum_grad, KeepSet::all(), KeepSet::none());
 
 // Integer division by zero has no value (TF raises): rejected before the kernel runs.
 void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
@@ -282,19 +255,19 @@ bool has_negative_exponent(const Tensor& y) {
 
 Tensor add(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("add", x, y, [](auto a, auto b) { return detail::wrapping_add(a, b); });
-  detail::maybe_record(add_op(), {&x, &y}, out);
+  detail::record(add_op, {&x, &y}, out);
   return out;
 }
 
 Tensor subtract(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("subtract", x, y, [](auto a, auto b) { return detail::wrapping_sub(a, b); });
-  detail::maybe_record(subtract_op(), {&x, &y}, out);
+  detail::record(subtract_op, {&x, &y}, out);
   return out;
 }
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("multiply", x, y, [](auto a, auto b) { return detail::wrapping_mul(a, b); });
-  detail::maybe_record(multiply_op(), {&x, &y}, out);
+  detail::record(multiply_op, {&x, &y}, out);
   return out;
 }
 
@@ -302,7 +275,7 @@ Tensor divide(const Tensor& x, const Tensor& y) {
   detail::require_same_dtype("divide", x, y);
   require_nonzero_integer_divisor("divide", x, y);
   Tensor out = numeric_binary("divide", x, y, [](auto a, auto b) { return detail::wrapping_div(a, b); });
-  detail::maybe_record(divide_op(), {&x, &y}, out);
+  detail::record(divide_op, {&x, &y}, out);
   return out;
 }
 
@@ -313,7 +286,7 @@ Tensor pow(const Tensor& x, const Tensor& y) {
                           ": integers to negative integer powers are not allowed");
   }
   Tensor out = numeric_binary("pow", x, y, [](auto a, auto b) { return power(a, b); });
-  detail::maybe_record(pow_op(), {&x, &y}, out);
+  detail::record(pow_op, {&x, &y}, out);
   return out;
 }
 
@@ -328,13 +301,13 @@ Tensor pow(const Tensor& x, double y) {
 
 Tensor maximum(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("maximum", x, y, [](auto a, auto b) { return nan_or(a, b, a >= b ? a : b); });
-  detail::maybe_record(maximum_op(), {&x, &y}, out);
+  detail::record(maximum_op, {&x, &y}, out);
   return out;
 }
 
 Tensor minimum(const Tensor& x, const Tensor& y) {
   Tensor out = numeric_binary("minimum", x, y, [](auto a, auto b) { return nan_or(a, b, a <= b ? a : b); });
-  detail::maybe_record(minimum_op(), {&x, &y}, out);
+  detail::record(minimum_op, {&x, &y}, out);
   return out;
 }
 
@@ -344,7 +317,7 @@ Tensor negative(const Tensor& x) {
     using T = decltype(zero);
     return detail::unary_tensor(x.array<T>(), [](T v) { return detail::wrapping_neg(v); });
   });
-  detail::maybe_record(negative_op(), {&x}, out);
+  detail::record(negative_op, {&x}, out);
   return out;
 }
 
@@ -354,13 +327,13 @@ Tensor square(const Tensor& x) {
     using T = decltype(zero);
     return detail::unary_tensor(x.array<T>(), [](T v) { return detail::wrapping_mul(v, v); });
   });
-  detail::maybe_record(square_op(), {&x}, out);
+  detail::record(square_op, {&x}, out);
   return out;
 }
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = floating_unary("sqrt", x, [](auto v) { return std::sqrt(v); });
-  detail::maybe_record(sqrt_op(), {&x}, out);
+  detail::record(sqrt_op, {&x}, out);
   return out;
 }
 
@@ -371,7 +344,7 @@ Tensor exp(const Tensor& x) {
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::exp(v); }, [](const auto& a) { return xt::exp(a); });
   });
-  detail::maybe_record(exp_op(), {&x}, out);
+  detail::record(exp_op, {&x}, out);
   return out;
 }
 
@@ -382,7 +355,7 @@ Tensor log(const Tensor& x) {
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::log(v); }, [](const auto& a) { return xt::log(a); });
   });
-  detail::maybe_record(log_op(), {&x}, out);
+  detail::record(log_op, {&x}, out);
   return out;
 }
 
@@ -393,7 +366,7 @@ Tensor tanh(const Tensor& x) {
     return detail::unary_tensor_vectorised(
         x.array<T>(), [](T v) { return std::tanh(v); }, [](const auto& a) { return xt::tanh(a); });
   });
-  detail::maybe_record(tanh_op(), {&x}, out);
+  detail::record(tanh_op, {&x}, out);
   return out;
 }
 
@@ -402,7 +375,7 @@ namespace detail {
 Tensor tanh_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("TanhGrad", y, g,
                                       [](auto yv, auto gv) { return gv * (1 - yv * yv); });
-  maybe_record(tanh_grad_slot(), {&y, &g}, out);
+  record(tanh_grad_definition, {&y, &g}, out);
   return out;
 }
 
@@ -425,5 +398,11 @@ Tensor operator+(double x, const Tensor& y) { return add(scalar_operand("add", y
 Tensor operator-(double x, const Tensor& y) { return subtract(scalar_operand("subtract", y, x), y); }
 Tensor operator*(double x, const Tensor& y) { return multiply(scalar_operand("multiply", y, x), y); }
 Tensor operator/(double x, const Tensor& y) { return divide(scalar_operand("divide", y, x), y); }
+
+namespace detail {
+
+void register_math_ops(OpRegistrar& registry) { registry.add({&add_op, &subtract_op, &multiply_op, &divide_op, &negative_op, &square_op, &sqrt_op, &exp_op, &log_op, &tanh_op, &tanh_grad_definition, &pow_op, &maximum_op, &minimum_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

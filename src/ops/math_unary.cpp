@@ -10,7 +10,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -64,68 +65,61 @@ Grads reciprocal_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {negative(multiply(g[0], multiply(y, y)))};
 }
 
-const OpSlot& abs_op() {
-  static const OpSlot& op = detail::define_op("Abs", abs_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& sign_op() {
-  static const OpSlot& op = detail::define_op("Sign", sign_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& log1p_op() {
-  static const OpSlot& op = detail::define_op("Log1p", log1p_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& sin_op() {
-  static const OpSlot& op = detail::define_op("Sin", sin_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& cos_op() {
-  static const OpSlot& op = detail::define_op("Cos", cos_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& reciprocal_op() {
-  static const OpSlot& op =
-      detail::define_op("Reciprocal", reciprocal_grad, Keep::none(), Keep::all());
-  return op;
-}
+constexpr OpDefinition abs_op =
+    detail::differentiable_op("Abs", abs_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition sign_op =
+    detail::differentiable_op("Sign", sign_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition log1p_op =
+    detail::differentiable_op("Log1p", log1p_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition sin_op =
+    detail::differentiable_op("Sin", sin_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition cos_op =
+    detail::differentiable_op("Cos", cos_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition reciprocal_op =
+    detail::differentiable_op("Reciprocal", reciprocal_grad, KeepSet::none(), KeepSet::all());
 
 }  // namespace
 
 Tensor abs(const Tensor& x) {
   Tensor out = detail::numeric_unary("abs", x, [](auto v) { return absolute(v); });
-  detail::maybe_record(abs_op(), {&x}, out);
+  detail::record(abs_op, {&x}, out);
   return out;
 }
 
 Tensor sign(const Tensor& x) {
   Tensor out = detail::numeric_unary("sign", x, [](auto v) { return sign_of(v); });
-  detail::maybe_record(sign_op(), {&x}, out);
+  detail::record(sign_op, {&x}, out);
   return out;
 }
 
 Tensor log1p(const Tensor& x) {
   Tensor out = detail::floating_unary("log1p", x, [](auto v) { return std::log1p(v); });
-  detail::maybe_record(log1p_op(), {&x}, out);
+  detail::record(log1p_op, {&x}, out);
   return out;
 }
 
 Tensor sin(const Tensor& x) {
   Tensor out = detail::floating_unary("sin", x, [](auto v) { return std::sin(v); });
-  detail::maybe_record(sin_op(), {&x}, out);
+  detail::record(sin_op, {&x}, out);
   return out;
 }
 
 Tensor cos(const Tensor& x) {
   Tensor out = detail::floating_unary("cos", x, [](auto v) { return std::cos(v); });
-  detail::maybe_record(cos_op(), {&x}, out);
+  detail::record(cos_op, {&x}, out);
   return out;
 }
 
 Tensor reciprocal(const Tensor& x) {
   Tensor out = detail::floating_unary("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
-  detail::maybe_record(reciprocal_op(), {&x}, out);
+  detail::record(reciprocal_op, {&x}, out);
   return out;
 }
+
+namespace detail {
+
+void register_math_unary_ops(OpRegistrar& registry) { registry.add({&abs_op, &sign_op, &log1p_op, &sin_op, &cos_op, &reciprocal_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

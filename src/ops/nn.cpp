@@ -17,7 +17,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -193,69 +194,42 @@ Grads sigmoid_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>
   return r;
 }
 
-const OpSlot& relu_op() {
-  static const OpSlot& op = detail::define_op("Relu", relu_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& sigmoid_grad_slot() {
-  static const OpSlot& op =
-      detail::define_op("SigmoidGrad", sigmoid_grad_grad, Keep::all(), Keep::none());
-  return op;
-}
+constexpr OpDefinition relu_op =
+    detail::differentiable_op("Relu", relu_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition sigmoid_grad_definition =
+    detail::differentiable_op("SigmoidGrad", sigmoid_grad_grad, KeepSet::all(), KeepSet::none());
 
-const OpSlot& sigmoid_op() {
-  static const OpSlot& op = detail::define_op("Sigmoid", sigmoid_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& softplus_op() {
-  static const OpSlot& op = detail::define_op("Softplus", softplus_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& softmax_op() {
-  static const OpSlot& op = detail::define_op("Softmax", softmax_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& log_softmax_op() {
-  static const OpSlot& op =
-      detail::define_op("LogSoftmax", log_softmax_grad, Keep::none(), Keep::all());
-  return op;
-}
-const OpSlot& softmax_cross_entropy_op() {
-  static const OpSlot& op = detail::define_op("SoftmaxCrossEntropyWithLogits",
-                                              softmax_cross_entropy_grad, Keep::all(), Keep::none());
-  return op;
-}
-const OpSlot& sigmoid_cross_entropy_op() {
-  static const OpSlot& op = detail::define_op("SigmoidCrossEntropyWithLogits",
-                                              sigmoid_cross_entropy_grad, Keep::all(), Keep::none());
-  return op;
-}
-
-void record_with_axis(const OpSlot& op, const Tensor& x, const Tensor& out, std::size_t axis) {
-  if (!detail::any_tape_active()) return;
-  Attrs attrs;
-  attrs.set("axis", static_cast<std::int64_t>(axis));
-  detail::maybe_record(op, {&x}, out, attrs);
-}
+constexpr OpDefinition sigmoid_op =
+    detail::differentiable_op("Sigmoid", sigmoid_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition softplus_op =
+    detail::differentiable_op("Softplus", softplus_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition softmax_op =
+    detail::differentiable_op("Softmax", softmax_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition log_softmax_op =
+    detail::differentiable_op("LogSoftmax", log_softmax_grad, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition softmax_cross_entropy_op =
+    detail::differentiable_op("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_grad, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition sigmoid_cross_entropy_op =
+    detail::differentiable_op("SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_grad, KeepSet::all(), KeepSet::none());
 
 }  // namespace
 
 Tensor relu(const Tensor& x) {
   // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
   Tensor out = detail::numeric_unary("relu", x, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
-  detail::maybe_record(relu_op(), {&x}, out);
+  detail::record(relu_op, {&x}, out);
   return out;
 }
 
 Tensor sigmoid(const Tensor& x) {
   Tensor out = detail::floating_unary("sigmoid", x, [](auto v) { return stable_sigmoid(v); });
-  detail::maybe_record(sigmoid_op(), {&x}, out);
+  detail::record(sigmoid_op, {&x}, out);
   return out;
 }
 
 Tensor softplus(const Tensor& x) {
   Tensor out = detail::floating_unary("softplus", x, [](auto v) { return stable_softplus(v); });
-  detail::maybe_record(softplus_op(), {&x}, out);
+  detail::record(softplus_op, {&x}, out);
   return out;
 }
 
@@ -265,7 +239,7 @@ Tensor softmax(const Tensor& x, int axis) {
     using T = decltype(zero);
     return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/true));
   });
-  record_with_axis(softmax_op(), x, out, ax);
+  detail::record(softmax_op, {&x}, out, [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
   return out;
 }
 
@@ -275,7 +249,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
     using T = decltype(zero);
     return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/false));
   });
-  record_with_axis(log_softmax_op(), x, out, ax);
+  detail::record(log_softmax_op, {&x}, out, [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
   return out;
 }
 
@@ -307,7 +281,7 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
     }
     return Tensor(std::move(loss));
   });
-  detail::maybe_record(softmax_cross_entropy_op(), {&labels, &logits}, out);
+  detail::record(softmax_cross_entropy_op, {&labels, &logits}, out);
   return out;
 }
 
@@ -320,7 +294,7 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
         labels.array<T>(), logits.array<T>(), logits.shape(),
         [](T z, T x) { return std::max(x, T(0)) - x * z + std::log1p(std::exp(-std::fabs(x))); }));
   });
-  detail::maybe_record(sigmoid_cross_entropy_op(), {&labels, &logits}, out);
+  detail::record(sigmoid_cross_entropy_op, {&labels, &logits}, out);
   return out;
 }
 
@@ -329,9 +303,15 @@ namespace detail {
 Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
                                       [](auto yv, auto gv) { return gv * yv * (1 - yv); });
-  maybe_record(sigmoid_grad_slot(), {&y, &g}, out);
+  record(sigmoid_grad_definition, {&y, &g}, out);
   return out;
 }
+
+}  // namespace detail
+
+namespace detail {
+
+void register_nn_ops(OpRegistrar& registry) { registry.add({&relu_op, &sigmoid_grad_definition, &sigmoid_op, &softplus_op, &softmax_op, &log_softmax_op, &softmax_cross_entropy_op, &sigmoid_cross_entropy_op}); }
 
 }  // namespace detail
 

@@ -25,12 +25,4 @@ inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
   return std::vector<std::int64_t>(shape.begin(), shape.end());
 }
 
-// Records a one-input, one-output op when some tape is active.
-inline void record_unary(const OpSlot& op, const Tensor& x, const Tensor& out,
-                         const Attrs& attrs = Attrs()) {
-  if (!any_tape_active()) return;
-  const Tensor* in = &x;
-  record_on_tapes(op, &in, 1, &out, 1, attrs);
-}
-
 }  // namespace tapegrad::detail

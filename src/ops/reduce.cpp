@@ -14,7 +14,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -101,23 +102,14 @@ Grads logsumexp_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {multiply(detail::broadcast_to_input(ctx, g[0]), softmax)};
 }
 
-const OpSlot& sum_op() {
-  static const OpSlot& op = detail::define_op("Sum", sum_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& mean_op() {
-  static const OpSlot& op = detail::define_op("Mean", mean_grad, Keep::none(), Keep::none());
-  return op;
-}
-const OpSlot& prod_op() {
-  static const OpSlot& op = detail::define_op("Prod", prod_grad, Keep::all(), Keep::all());
-  return op;
-}
-const OpSlot& logsumexp_op() {
-  static const OpSlot& op =
-      detail::define_op("ReduceLogSumExp", logsumexp_grad, Keep::all(), Keep::all());
-  return op;
-}
+constexpr OpDefinition sum_op =
+    detail::differentiable_op("Sum", sum_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition mean_op =
+    detail::differentiable_op("Mean", mean_grad, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition prod_op =
+    detail::differentiable_op("Prod", prod_grad, KeepSet::all(), KeepSet::all());
+constexpr OpDefinition logsumexp_op =
+    detail::differentiable_op("ReduceLogSumExp", logsumexp_grad, KeepSet::all(), KeepSet::all());
 
 }  // namespace
 
@@ -129,7 +121,7 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
                                          [](T acc, T v) { return detail::wrapping_add(acc, v); }));
   });
-  detail::record_reduction(sum_op(), x, out, ax, keepdims);
+  detail::record(sum_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
 }
 
@@ -154,7 +146,7 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
     }
     return Tensor(std::move(sum));
   });
-  detail::record_reduction(mean_op(), x, out, ax, keepdims);
+  detail::record(mean_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
 }
 
@@ -166,7 +158,7 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(1),
                                          [](T acc, T v) { return detail::wrapping_mul(acc, v); }));
   });
-  detail::record_reduction(prod_op(), x, out, ax, keepdims);
+  detail::record(prod_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
 }
 
@@ -195,8 +187,14 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
     if (!keepdims) result.reshape(detail::reduced_shape(shape, ax));
     return Tensor(std::move(result));
   });
-  detail::record_reduction(logsumexp_op(), x, out, ax, keepdims);
+  detail::record(logsumexp_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
 }
+
+namespace detail {
+
+void register_reduce_ops(OpRegistrar& registry) { registry.add({&sum_op, &mean_op, &prod_op, &logsumexp_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

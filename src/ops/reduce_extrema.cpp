@@ -10,7 +10,8 @@
 
 namespace tapegrad {
 
-using detail::OpSlot;
+using detail::KeepSet;
+using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
 namespace {
@@ -40,14 +41,10 @@ Grads extremum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {multiply(detail::broadcast_to_input(ctx, g[0]), tie_weights(x, ctx.outputs()[0], ctx))};
 }
 
-const OpSlot& max_op() {
-  static const OpSlot& op = detail::define_op("Max", extremum_grad, Keep::all(), Keep::all());
-  return op;
-}
-const OpSlot& min_op() {
-  static const OpSlot& op = detail::define_op("Min", extremum_grad, Keep::all(), Keep::all());
-  return op;
-}
+constexpr OpDefinition max_op =
+    detail::differentiable_op("Max", extremum_grad, KeepSet::all(), KeepSet::all());
+constexpr OpDefinition min_op =
+    detail::differentiable_op("Min", extremum_grad, KeepSet::all(), KeepSet::all());
 
 // Takes the larger (is_max) or smaller element; a NaN wins and stays, as in TF.
 template <class T>
@@ -62,7 +59,7 @@ struct Pick {
   }
 };
 
-Tensor reduce_extremum(const char* op, const OpSlot& slot, bool is_max, const Tensor& x,
+Tensor reduce_extremum(const char* op, const OpDefinition& definition, bool is_max, const Tensor& x,
                        const std::vector<int>& axes, bool keepdims) {
   detail::require_defined(op, x);
   const auto ax = detail::normalize_axes(op, axes, x);
@@ -78,18 +75,24 @@ Tensor reduce_extremum(const char* op, const OpSlot& slot, bool is_max, const Te
     const T init = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, init, Pick<T>{is_max}));
   });
-  detail::record_reduction(slot, x, out, ax, keepdims);
+  detail::record(definition, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
 }
 
 }  // namespace
 
 Tensor reduce_max(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum("reduce_max", max_op(), true, x, axes, keepdims);
+  return reduce_extremum("reduce_max", max_op, true, x, axes, keepdims);
 }
 
 Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum("reduce_min", min_op(), false, x, axes, keepdims);
+  return reduce_extremum("reduce_min", min_op, false, x, axes, keepdims);
 }
+
+namespace detail {
+
+void register_reduce_extrema_ops(OpRegistrar& registry) { registry.add({&max_op, &min_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

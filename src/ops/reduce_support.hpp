@@ -11,14 +11,11 @@
 
 namespace tapegrad::detail {
 
-// Records a reduction of x with its normalised (sorted, non-negative) axes.
-inline void record_reduction(const OpSlot& op, const Tensor& x, const Tensor& out,
-                             const std::vector<std::size_t>& axes, bool keepdims) {
-  if (!any_tape_active()) return;
-  Attrs attrs;
-  attrs.set("axes", std::vector<std::int64_t>(axes.begin(), axes.end())).set("keepdims", keepdims);
-  const Tensor* in = &x;
-  record_on_tapes(op, &in, 1, &out, 1, attrs);
+// The attributes a reduction records: its normalised (sorted, non-negative) axes.
+inline Attrs reduction_attrs(const std::vector<std::size_t>& axes, bool keepdims) {
+  return Attrs()
+      .set("axes", std::vector<std::int64_t>(axes.begin(), axes.end()))
+      .set("keepdims", keepdims);
 }
 
 inline std::vector<std::size_t> reduction_axes(const OpContext& ctx) {

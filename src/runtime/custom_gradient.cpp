@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "runtime/recording.hpp"
-#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "runtime/variable_observer.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
@@ -112,8 +112,7 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
   recorded_inputs.reserve(inputs.size() + variables.size());
   for (const auto& x : inputs) recorded_inputs.push_back(&x);
   for (const auto& v : variables) recorded_inputs.push_back(&v.handle());
-  record_on_tapes(op_slot(op_type), recorded_inputs.data(), recorded_inputs.size(),
-                  forward.outputs.data(), forward.outputs.size(), Attrs(), backward);
+  record_on_tapes(op_named(op_type), recorded_inputs, forward.outputs, nullptr, &backward);
   return std::move(forward.outputs);
 }
 

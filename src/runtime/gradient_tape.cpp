@@ -3,7 +3,7 @@
 
 #include "runtime/imperative_grad.hpp"
 #include "runtime/recording.hpp"
-#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "runtime/unconnected_check.hpp"
 #include "runtime/warn.hpp"
 

@@ -16,7 +16,7 @@ namespace {
 constexpr BackwardPlan::Slot kNoSlot = BackwardPlan::kNoSlot;
 
 std::string shapes_message(const OpEntry& e, std::size_t input, const Tensor& grad) {
-  return "the gradient of '" + e.op->name() + "' for input " + std::to_string(input) +
+  return "the gradient of '" + std::string(e.op->name) + "' for input " + std::to_string(input) +
          " has shape " + shape_to_string(grad.shape()) + " and dtype " +
          dtype_name(grad.dtype()) + ", but the input has shape " +
          shape_to_string(e.inputs()[input].full_shape()) + " and dtype " +
@@ -26,7 +26,7 @@ std::string shapes_message(const OpEntry& e, std::size_t input, const Tensor& gr
 void check_input_gradient(const OpEntry& e, std::size_t i, const GradientValue& g) {
   if (g.is_sparse()) {
     if (g.sparse().dense_shape != e.inputs()[i].full_shape()) {
-      throw InvalidArgument("imperative_grad: the sparse gradient of '" + e.op->name() +
+      throw InvalidArgument("imperative_grad: the sparse gradient of '" + std::string(e.op->name) +
                             "' for input " + std::to_string(i) + " has dense shape " +
                             shape_to_string(g.sparse().dense_shape) + ", but the input has shape " +
                             shape_to_string(e.inputs()[i].full_shape()));
@@ -51,15 +51,36 @@ void gather_saved(OpEntry& e, bool take, std::vector<Tensor>& inputs, std::vecto
   gather(e.saved_outputs(), e.n_outputs, outputs);
 }
 
-std::vector<GradientValue> call_gradient(const OpEntry& e, const GradientSpec* spec,
+// How an entry is differentiated, resolved when the walk reaches it: its custom backward, its
+// definition's rule, or a user primitive's registered gradient (which may have been
+// registered after the op was recorded).
+struct Differentiation {
+  GradientKind kind;
+  const SparseGradientFunction* custom = nullptr;
+  const UserGradient* user = nullptr;
+};
+
+Differentiation differentiation_of(const OpEntry& e) {
+  if (const SparseGradientFunction* custom = e.custom_backward()) {
+    return {GradientKind::Rule, custom, nullptr};
+  }
+  if (e.op->kind != GradientKind::Registered) return {e.op->kind, nullptr, nullptr};
+  const UserGradient* user = registered_gradient(*e.op);
+  if (user == nullptr) return {GradientKind::Registered, nullptr, nullptr};  // none: an error
+  return {user->not_differentiable ? GradientKind::NotDifferentiable : GradientKind::Rule, nullptr,
+          user};
+}
+
+std::vector<GradientValue> call_gradient(const OpEntry& e, const Differentiation& how,
                                          const std::vector<bool>& needs,
                                          const std::vector<Tensor>& saved_inputs,
                                          const std::vector<Tensor>& saved_outputs,
                                          const std::vector<Tensor>& out_grads) {
   OpContext ctx(e, needs, saved_inputs, saved_outputs);
-  if (const SparseGradientFunction* custom = e.custom_backward()) return (*custom)(ctx, out_grads);
-  if (spec->sparse) return spec->sparse(ctx, out_grads);
-  std::vector<Tensor> dense = spec->dense(ctx, out_grads);
+  if (how.custom != nullptr) return (*how.custom)(ctx, out_grads);
+  if (how.user == nullptr) return e.op->gradient(ctx, out_grads);
+  if (how.user->sparse) return how.user->sparse(ctx, out_grads);
+  std::vector<Tensor> dense = how.user->dense(ctx, out_grads);
   return std::vector<GradientValue>(dense.begin(), dense.end());
 }
 
@@ -119,8 +140,8 @@ GradientValue hooked_sum(const TapeImpl& tape, std::uint64_t id, GradientList& l
 }
 
 [[noreturn]] void throw_no_gradient(const OpEntry& e) {
-  throw LookupError("No gradient defined for operation '" + e.op->name() + "' (op type: " +
-                    e.op->name() +
+  throw LookupError("No gradient defined for operation '" + std::string(e.op->name) + "' (op type: " +
+                    std::string(e.op->name) +
                     "): register one with register_gradient, or mark it with not_differentiable");
 }
 
@@ -358,9 +379,8 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan,
     const RecordedTensors outputs = e.outputs();
     const BackwardPlan::Slot* input_slots = plan.input_slots(step);
     const BackwardPlan::Slot* output_slots = plan.output_slots(step, e);
-    const SparseGradientFunction* custom = e.custom_backward();
-    const GradientSpec* spec = custom != nullptr ? nullptr : e.op->spec();
-    if (custom == nullptr && spec == nullptr) throw_no_gradient(e);
+    const Differentiation how = differentiation_of(e);
+    if (how.kind == GradientKind::Registered) throw_no_gradient(e);
 
     // The outputs' gradients, each summed; sources keep theirs for the caller.
     out_grads.assign(outputs.size(), Tensor());
@@ -374,7 +394,7 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan,
       any_gradient = true;
       const GradientValue sum =
           tape.has_hooks() ? hooked_sum(tape, outputs[j].id, *list) : list->sum();
-      if (spec != nullptr && spec->identity_gradient && sum.is_sparse()) {
+      if (how.kind == GradientKind::Identity && sum.is_sparse()) {
         passed_through = sum;  // keeps a row-sparse gradient sparse (variable reads)
       } else {
         out_grads[j] = sum.to_dense();
@@ -384,7 +404,9 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan,
     in_grads.clear();
     if (passed_through.defined()) {
       in_grads.push_back(std::move(passed_through));
-    } else if (any_gradient && (spec == nullptr || !spec->not_differentiable)) {
+    } else if (any_gradient && how.kind == GradientKind::Identity) {
+      in_grads.push_back(GradientValue(out_grads[0]));
+    } else if (any_gradient && how.kind == GradientKind::Rule) {
       for (std::size_t j = 0; j < outputs.size(); ++j) {
         if (!out_grads[j].defined() && is_floating(outputs[j].dtype())) {
           out_grads[j] = vspace_zeros(outputs[j].full_shape(), outputs[j].dtype());
@@ -394,14 +416,14 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan,
       for (std::size_t i = 0; i < inputs.size(); ++i) needs[i] = input_slots[i] != kNoSlot;
       gather_saved(e, release_entries, saved_inputs, saved_outputs);
       try {
-        in_grads = call_gradient(e, spec, needs, saved_inputs, saved_outputs, out_grads);
+        in_grads = call_gradient(e, how, needs, saved_inputs, saved_outputs, out_grads);
       } catch (...) {
         // An error deep inside names an inner op ("matrix_inverse: ..."): say which op's
         // gradient was being computed first.
-        rethrow_with_context("gradient of " + e.op->name() + ": ");
+        rethrow_with_context("gradient of " + std::string(e.op->name) + ": ");
       }
       if (in_grads.size() != inputs.size()) {
-        throw InvalidArgument("imperative_grad: the gradient function of '" + e.op->name() +
+        throw InvalidArgument("imperative_grad: the gradient function of '" + std::string(e.op->name) +
                               "' returned " + std::to_string(in_grads.size()) +
                               " gradients, expected " + std::to_string(inputs.size()) +
                               " (one per input)");

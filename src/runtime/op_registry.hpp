@@ -1,48 +1,59 @@
-// Internal side of the gradient registry: one stable slot per op type.
+// The registry of op types: every built-in op, registered by its family when the registry
+// starts, and the user primitives (register_gradient, not_differentiable, record_operation,
+// custom_gradient). Built-ins can be neither pre-empted nor replaced.
 #pragma once
 
 #include <atomic>
 #include <string>
+#include <vector>
 
-#include "tapegrad/registry.hpp"
+#include "runtime/op_definition.hpp"
 
 namespace tapegrad::detail {
 
-// How to differentiate one op type. Immutable once published.
-struct GradientSpec {
-  GradientFunction dense;         // set for register_gradient
-  SparseGradientFunction sparse;  // set for register_sparse_gradient and built-ins
-  Keep keep_inputs = Keep::all();
-  Keep keep_outputs = Keep::all();
+// A user primitive's gradient, published once (register_gradient and friends).
+struct UserGradient {
+  GradientFunction dense;         // register_gradient
+  SparseGradientFunction sparse;  // register_sparse_gradient
+  KeepSet keep_inputs = KeepSet::all();
+  KeepSet keep_outputs = KeepSet::all();
   bool not_differentiable = false;
-  // The gradient is the output's gradient, unchanged: a row-sparse one is passed on as is.
-  bool identity_gradient = false;
 };
 
-// A registry slot: created on first mention of an op type (recording or registering), never
-// moved or freed, so ops cache a reference to it and the hot path never hashes a string.
-class OpSlot {
- public:
-  explicit OpSlot(std::string name) : name_(std::move(name)) {}
-  const std::string& name() const { return name_; }
-  // nullptr until a gradient or not_differentiable is registered.
-  const GradientSpec* spec() const { return spec_.load(std::memory_order_acquire); }
-
- private:
-  friend class Registry;
-  std::string name_;
-  std::atomic<const GradientSpec*> spec_{nullptr};
+// A user op type: created on its first mention (recording or registering), never moved or
+// freed, so tape entries point at it. Its gradient may be registered after it is recorded:
+// the walk reads `gradient` when it runs.
+struct RegisteredOp : OpDefinition {
+  explicit RegisteredOp(std::string op_name);
+  std::string name_storage;
+  std::atomic<const UserGradient*> gradient{nullptr};
 };
 
-// The slot for `op_type`, created if new. Thread-safe.
-OpSlot& op_slot(const std::string& op_type);
+// The definition named `op_type`: the built-in one, or the user op (created if new).
+const OpDefinition& op_named(const std::string& op_type);
+// The registered gradient of a user op, or null (none yet). Only for kind == Registered.
+inline const UserGradient* registered_gradient(const OpDefinition& op) {
+  return static_cast<const RegisteredOp&>(op).gradient.load(std::memory_order_acquire);
+}
+// Every built-in op, in registration order.
+const std::vector<const OpDefinition*>& builtin_ops();
 
-// Built-in ops define their gradient once, from a function-local static:
-//   static const OpSlot& op = define_op("Mul", mul_grad, Keep::all(), Keep::none());
-const OpSlot& define_op(const std::string& op_type, SparseGradientFunction fn,
-                        Keep keep_inputs = Keep::all(), Keep keep_outputs = Keep::all());
-const OpSlot& define_not_differentiable_op(const std::string& op_type);
-// One input, one output, gradient = output gradient (Identity, ReadVariableOp).
-const OpSlot& define_identity_op(const std::string& op_type);
+// The registration function of each op file (src/ops/, and the runtime's own ops in
+// variable.cpp and jacobian.cpp), run once by the registry when it starts.
+void register_math_ops(OpRegistrar& registry);
+void register_math_unary_ops(OpRegistrar& registry);
+void register_cast_ops(OpRegistrar& registry);
+void register_compare_ops(OpRegistrar& registry);
+void register_reduce_ops(OpRegistrar& registry);
+void register_reduce_extrema_ops(OpRegistrar& registry);
+void register_array_ops(OpRegistrar& registry);
+void register_array_gather_ops(OpRegistrar& registry);
+void register_array_join_ops(OpRegistrar& registry);
+void register_array_slice_ops(OpRegistrar& registry);
+void register_linalg_ops(OpRegistrar& registry);
+void register_linalg_lapack_ops(OpRegistrar& registry);
+void register_nn_ops(OpRegistrar& registry);
+void register_variable_ops(OpRegistrar& registry);
+void register_jacobian_ops(OpRegistrar& registry);
 
 }  // namespace tapegrad::detail

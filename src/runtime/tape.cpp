@@ -1,4 +1,4 @@
-// The tape itself and this thread's stack of active tapes.
+// The tape: recording an op as a compact entry, releasing it, and accounting for its bytes.
 #include <algorithm>
 #include <new>
 #include <iostream>
@@ -8,127 +8,10 @@
 #include <variant>
 
 #include "runtime/recording.hpp"
-#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "runtime/warn.hpp"
 
 namespace tapegrad::detail {
-
-thread_local std::size_t active_tape_count = 0;
-
-namespace {
-
-// Every tape created on this thread and not yet destroyed, and which of them record. The
-// list is never swapped out: pausing moves a boundary, stop_recording flips a flag, and the
-// recording set is recomputed from the flags after every change (a handful of tapes).
-struct ThreadTapes {
-  std::vector<std::shared_ptr<TapeState>> live;  // creation order
-  std::vector<TapeImpl*> active;                 // capacity >= live.size(): refresh never allocates
-  std::uint64_t next_serial = 1;
-  // Tapes with serial <= this are paused (0: no pause). TF keeps one "stopped" flag per
-  // thread; a boundary does the same for the tapes that existed when the pause began and
-  // lets tapes created inside it record.
-  std::uint64_t paused_through = 0;
-  // Set by another thread that destroyed one of this thread's tapes.
-  std::shared_ptr<std::atomic<bool>> sweep = std::make_shared<std::atomic<bool>>(false);
-
-  void drop_destroyed() noexcept {
-    if (!sweep->exchange(false, std::memory_order_acquire)) return;
-    const auto destroyed = [](const std::shared_ptr<TapeState>& t) {
-      return t->destroyed.load(std::memory_order_acquire);
-    };
-    // The tape's records go back on the thread that made them.
-    for (const auto& t : live) {
-      if (destroyed(t)) t->impl.reset();
-    }
-    live.erase(std::remove_if(live.begin(), live.end(), destroyed), live.end());
-  }
-
-  void refresh() noexcept {
-    drop_destroyed();
-    active.clear();
-    for (const auto& t : live) {
-      if (t->impl && !t->consumed && t->serial > paused_through &&
-          t->recording.load(std::memory_order_relaxed)) {
-        active.push_back(t->impl.get());
-      }
-    }
-    active_tape_count = active.size();
-  }
-};
-
-ThreadTapes& thread_tapes() {
-  thread_local ThreadTapes tapes;
-  return tapes;
-}
-
-}  // namespace
-
-const std::vector<TapeImpl*>& tape_stack() {
-  ThreadTapes& tapes = thread_tapes();
-  if (tapes.sweep->load(std::memory_order_relaxed)) tapes.refresh();  // a tape died elsewhere
-  return tapes.active;
-}
-
-std::shared_ptr<TapeState> register_tape(std::shared_ptr<TapeImpl> tape) {
-  ThreadTapes& tapes = thread_tapes();
-  auto state = std::make_shared<TapeState>(std::move(tape), tapes.next_serial++, tapes.sweep);
-  tapes.live.push_back(state);
-  if (tapes.active.capacity() < tapes.live.size()) tapes.active.reserve(2 * tapes.live.size());
-  tapes.refresh();
-  return state;
-}
-
-void set_recording(TapeState& state, bool recording) noexcept {
-  state.recording.store(recording, std::memory_order_relaxed);
-  thread_tapes().refresh();
-}
-
-void unregister_tape(TapeState& state) noexcept {
-  ThreadTapes& tapes = thread_tapes();
-  state.destroyed.store(true, std::memory_order_release);
-  state.recording.store(false, std::memory_order_relaxed);
-  auto it = std::find_if(tapes.live.begin(), tapes.live.end(),
-                         [&](const std::shared_ptr<TapeState>& t) { return t.get() == &state; });
-  // Keep the records alive past the erase: a guard or a running walk may still hold `state`.
-  std::shared_ptr<TapeImpl> impl = std::move(state.impl);
-  if (it != tapes.live.end()) tapes.live.erase(it);
-  tapes.refresh();
-}
-
-void abandon_tape(TapeState& state) noexcept {
-  state.destroyed.store(true, std::memory_order_release);
-  state.recording.store(false, std::memory_order_relaxed);
-  state.sweep->store(true, std::memory_order_release);
-}
-
-void push_tape(TapeImpl* tape) {
-  // Not owned: the caller keeps the tape alive until pop_tape.
-  register_tape(std::shared_ptr<TapeImpl>(std::shared_ptr<TapeImpl>(), tape));
-}
-
-void pop_tape(TapeImpl* tape) noexcept {
-  ThreadTapes& tapes = thread_tapes();
-  auto it = std::find_if(tapes.live.rbegin(), tapes.live.rend(),
-                         [&](const std::shared_ptr<TapeState>& t) { return t->impl.get() == tape; });
-  if (it != tapes.live.rend()) {
-    (*it)->destroyed.store(true, std::memory_order_release);
-    tapes.live.erase(std::next(it).base());
-  }
-  tapes.refresh();
-}
-
-PauseAllTapes::PauseAllTapes() {
-  ThreadTapes& tapes = thread_tapes();
-  previous_boundary_ = tapes.paused_through;
-  tapes.paused_through = tapes.next_serial - 1;
-  tapes.refresh();
-}
-
-PauseAllTapes::~PauseAllTapes() {
-  ThreadTapes& tapes = thread_tapes();
-  tapes.paused_through = previous_boundary_;
-  tapes.refresh();
-}
 
 void TapeImpl::watch(const Tensor& t) {
   if (!is_floating(t.dtype())) {
@@ -148,26 +31,44 @@ void TapeImpl::watch_variable(const Variable& v) {
   if (is_floating(v.dtype())) tensor_tape_.try_emplace(v.handle().id(), kWatched);
 }
 
-void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
-                      const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
-                      const SparseGradientFunction& custom_backward) {
+namespace {
+
+// Which tensors an entry keeps, given the op's definition as registered now. A custom
+// backward captures what it needs; a user op without a gradient yet keeps everything, in case
+// one is registered before gradient() runs.
+void resolve_keeps(const OpDefinition& op, bool has_custom_backward, KeepSet& inputs,
+                   KeepSet& outputs) {
+  inputs = op.keep_inputs;
+  outputs = op.keep_outputs;
+  if (has_custom_backward || op.kind == GradientKind::NotDifferentiable) {
+    inputs = outputs = KeepSet::none();
+  } else if (op.kind == GradientKind::Registered) {
+    if (const UserGradient* g = registered_gradient(op)) {
+      inputs = g->keep_inputs;
+      outputs = g->keep_outputs;
+    }
+  }
+}
+
+}  // namespace
+
+void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
+                      const Attrs* attrs, const SparseGradientFunction* custom_backward) {
+  const std::size_t n_inputs = inputs.size();
+  const std::size_t n_outputs = outputs.size();
   if (n_inputs > UINT16_MAX || n_outputs > UINT16_MAX || ops_.size() >= INT32_MAX) {
-    throw InvalidArgument("GradientTape: cannot record '" + op.name() + "' with " +
+    throw InvalidArgument(std::string("GradientTape: cannot record '") + op.name + "' with " +
                           std::to_string(n_inputs) + " inputs and " + std::to_string(n_outputs) +
                           " outputs on a tape of " + std::to_string(ops_.size()) +
                           " ops (limits: 65535 inputs or outputs, 2^31 - 1 ops)");
   }
-  const GradientSpec* spec = op.spec();
-  // A custom backward captures what it needs; an op without a spec yet keeps everything in
-  // case its gradient is registered before gradient() runs.
-  const bool keep_nothing = static_cast<bool>(custom_backward) ||
-                            (spec != nullptr && spec->not_differentiable);
-  const auto keeps_input = [&](std::size_t i) {
-    return !keep_nothing && (spec == nullptr || spec->keep_inputs.keeps(i));
-  };
-  const auto keeps_output = [&](std::size_t i) {
-    return !keep_nothing && (spec == nullptr || spec->keep_outputs.keeps(i));
-  };
+  const bool has_custom_backward = custom_backward != nullptr && *custom_backward;
+  const bool has_attrs = attrs != nullptr && !attrs->empty();
+  KeepSet keep_inputs = KeepSet::none();
+  KeepSet keep_outputs = KeepSet::none();
+  resolve_keeps(op, has_custom_backward, keep_inputs, keep_outputs);
+  const auto keeps_input = [&](std::size_t i) { return keep_inputs.keeps(i); };
+  const auto keeps_output = [&](std::size_t i) { return keep_outputs.keeps(i); };
 
   OpEntry e;
   e.op = &op;
@@ -175,11 +76,11 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
   e.n_outputs = static_cast<std::uint16_t>(n_outputs);
   auto* tensors = static_cast<RecordedTensor*>(
       arena_.allocate((n_inputs + n_outputs) * sizeof(RecordedTensor), alignof(RecordedTensor)));
-  for (std::size_t i = 0; i < n_inputs; ++i) describe(inputs[i]->impl(), tensors + i);
+  for (std::size_t i = 0; i < n_inputs; ++i) describe(inputs[i].impl(), tensors + i);
   for (std::size_t i = 0; i < n_outputs; ++i) describe(outputs[i].impl(), tensors + n_inputs + i);
   e.tensors = tensors;
 
-  if (!attrs.empty() || custom_backward) e.flags |= OpEntry::kHasExtras;
+  if (has_attrs || has_custom_backward) e.flags |= OpEntry::kHasExtras;
   for (std::size_t i = 0; i < n_inputs && (e.flags & OpEntry::kKeepsInputs) == 0; ++i) {
     if (keeps_input(i)) e.flags |= OpEntry::kKeepsInputs;
   }
@@ -191,14 +92,14 @@ void TapeImpl::record(const OpSlot& op, const Tensor* const* inputs, std::size_t
     e.kept = static_cast<std::byte*>(arena_.allocate(e.kept_bytes(), alignof(EntryExtras)));
     if ((e.flags & OpEntry::kHasExtras) != 0) {
       auto* extras = new (e.kept) EntryExtras();
-      if (!attrs.empty()) extras->attrs = std::make_unique<const Attrs>(attrs);
-      if (custom_backward) {
-        extras->custom_backward = std::make_unique<const SparseGradientFunction>(custom_backward);
+      if (has_attrs) extras->attrs = std::make_unique<const Attrs>(*attrs);
+      if (has_custom_backward) {
+        extras->custom_backward = std::make_unique<const SparseGradientFunction>(*custom_backward);
       }
     }
     if (Tensor* saved = e.saved_inputs()) {
       for (std::size_t i = 0; i < n_inputs; ++i) {
-        new (saved + i) Tensor(keeps_input(i) ? *inputs[i] : Tensor());
+        new (saved + i) Tensor(keeps_input(i) ? inputs[i] : Tensor());
       }
     }
     if (Tensor* saved = e.saved_outputs()) {
@@ -334,45 +235,4 @@ void TapeImpl::clear() {
   watched_variables_.clear();
 }
 
-void record_on_tapes(const OpSlot& op, const Tensor* const* inputs, std::size_t n_inputs,
-                     const Tensor* outputs, std::size_t n_outputs, const Attrs& attrs,
-                     const SparseGradientFunction& custom_backward) {
-  bool any_floating_output = false;
-  for (std::size_t i = 0; i < n_outputs; ++i) {
-    any_floating_output = any_floating_output || is_floating(outputs[i].dtype());
-  }
-  if (!any_floating_output) return;  // nothing downstream could ever get a gradient
-  for (TapeImpl* tape : tape_stack()) {
-    for (std::size_t i = 0; i < n_inputs; ++i) {
-      const auto& impl = inputs[i]->impl();
-      if (is_floating(impl.dtype) && tape->is_watched(impl.id)) {
-        tape->record(op, inputs, n_inputs, outputs, n_outputs, attrs, custom_backward);
-        break;
-      }
-    }
-  }
-}
-
 }  // namespace tapegrad::detail
-
-namespace tapegrad {
-
-bool should_record(const std::vector<Tensor>& inputs) {
-  for (detail::TapeImpl* tape : detail::tape_stack()) {
-    for (const auto& t : inputs) {
-      if (t.defined() && is_floating(t.dtype()) && tape->is_watched(t.id())) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace tapegrad
-
-namespace tapegrad {
-
-std::size_t tapes_on_this_thread() {
-  detail::thread_tapes().refresh();
-  return detail::thread_tapes().live.size();
-}
-
-}  // namespace tapegrad

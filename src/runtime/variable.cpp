@@ -7,7 +7,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "runtime/recording.hpp"
-#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "runtime/variable_observer.hpp"
 
 namespace tapegrad {
@@ -52,20 +52,17 @@ Tensor make_handle(const Tensor& value) {
   });
 }
 
-const OpSlot& read_variable_op() {
-  static const OpSlot& op = define_identity_op("ReadVariableOp");
-  return op;
-}
+constexpr detail::OpDefinition read_variable_op =
+    detail::identity_gradient_op("ReadVariableOp");
 
 // Every tape that auto-watches reads watches this variable; every tape that watches the
 // variable learns that `value` came from it (once per value).
 void on_variable_read(const Variable& v, const Tensor& value) {
   const Tensor& handle = v.handle();
-  const Tensor* input = &handle;
   for (TapeImpl* tape : tape_stack()) {
     if (v.trainable() && tape->watch_accessed_variables()) tape->watch_variable(v);
     if (is_floating(value.dtype()) && tape->is_watched(handle.id()) && !tape->is_watched(value.id())) {
-      tape->record(read_variable_op(), &input, 1, &value, 1, Attrs(), {});
+      tape->record(read_variable_op, {&handle}, value, nullptr, nullptr);
     }
   }
 }
@@ -161,5 +158,11 @@ std::uint64_t Variable::id() const { return impl_->id; }
 DType Variable::dtype() const { return impl_->handle.dtype(); }
 Shape Variable::shape() const { return impl_->handle.shape(); }
 const Tensor& Variable::handle() const { return impl_->handle; }
+
+namespace detail {
+
+void register_variable_ops(OpRegistrar& registry) { registry.add({&read_variable_op}); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

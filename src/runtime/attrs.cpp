@@ -1,0 +1,63 @@
+// Attrs and Keep: the named attributes of a recorded op, and which tensors its gradient reads.
+#include <algorithm>
+
+#include "tapegrad/registry.hpp"
+
+namespace tapegrad {
+
+Attrs& Attrs::set(std::string name, Value value) {
+  for (auto& item : items_) {
+    if (item.first == name) {
+      item.second = std::move(value);
+      return *this;
+    }
+  }
+  items_.emplace_back(std::move(name), std::move(value));
+  return *this;
+}
+
+bool Attrs::has(const std::string& name) const {
+  return std::any_of(items_.begin(), items_.end(),
+                     [&](const auto& item) { return item.first == name; });
+}
+
+const Attrs::Value& Attrs::find(const std::string& name) const {
+  for (const auto& item : items_) {
+    if (item.first == name) return item.second;
+  }
+  throw InvalidArgument("Attrs: no attribute '" + name + "'");
+}
+
+namespace {
+template <class T>
+const T& get_as(const Attrs::Value& v, const std::string& name, const char* type) {
+  const T* p = std::get_if<T>(&v);
+  if (p == nullptr) throw InvalidArgument("Attrs: attribute '" + name + "' is not " + type);
+  return *p;
+}
+}  // namespace
+
+std::int64_t Attrs::get_int(const std::string& name) const {
+  return get_as<std::int64_t>(find(name), name, "an int");
+}
+double Attrs::get_double(const std::string& name) const {
+  return get_as<double>(find(name), name, "a double");
+}
+bool Attrs::get_bool(const std::string& name) const {
+  return get_as<bool>(find(name), name, "a bool");
+}
+DType Attrs::get_dtype(const std::string& name) const {
+  return get_as<DType>(find(name), name, "a dtype");
+}
+const std::vector<std::int64_t>& Attrs::get_ints(const std::string& name) const {
+  return get_as<std::vector<std::int64_t>>(find(name), name, "a list of ints");
+}
+const Shape& Attrs::get_shape(const std::string& name) const {
+  return get_as<Shape>(find(name), name, "a shape");
+}
+
+bool Keep::keeps(std::size_t index) const {
+  return every || std::find(indices.begin(), indices.end(), index) != indices.end();
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,59 @@
+// OpContext: what a gradient rule sees of the entry it differentiates.
+#include <string>
+
+#include "runtime/tape.hpp"
+#include "tapegrad/registry.hpp"
+
+namespace tapegrad {
+
+// Built on first use: most gradient rules never ask, and the entry holds only the definition.
+const std::string& OpContext::op_type() const {
+  if (op_type_.empty()) op_type_ = entry_.op->name;
+  return op_type_;
+}
+
+namespace {
+// An entry's kept handles as a vector, undefined where nothing was kept. Built on first use
+// only: the walk passes its own vectors when it has them (the runtime constructor).
+const std::vector<Tensor>& kept_as_vector(const Tensor* saved, std::size_t n,
+                                          std::vector<Tensor>& storage) {
+  if (saved != nullptr) {
+    storage.assign(saved, saved + n);
+  } else {
+    storage.resize(n);
+  }
+  return storage;
+}
+}  // namespace
+
+const std::vector<Tensor>& OpContext::inputs() const {
+  if (inputs_ == nullptr) {
+    inputs_ = &kept_as_vector(entry_.saved_inputs(), entry_.n_inputs, undefined_inputs_);
+  }
+  return *inputs_;
+}
+const std::vector<Tensor>& OpContext::outputs() const {
+  if (outputs_ == nullptr) {
+    outputs_ = &kept_as_vector(entry_.saved_outputs(), entry_.n_outputs, undefined_outputs_);
+  }
+  return *outputs_;
+}
+const Attrs& OpContext::attrs() const {
+  static const Attrs none;
+  const Attrs* attrs = entry_.attrs();
+  return attrs != nullptr ? *attrs : none;
+}
+bool OpContext::needs_gradient(std::size_t i) const {
+  return i < needs_gradient_.size() && needs_gradient_[i];
+}
+std::size_t OpContext::num_inputs() const { return entry_.n_inputs; }
+std::size_t OpContext::num_outputs() const { return entry_.n_outputs; }
+Shape OpContext::input_shape(std::size_t i) const { return entry_.inputs().at(i).full_shape(); }
+DType OpContext::input_dtype(std::size_t i) const { return entry_.inputs().at(i).dtype(); }
+Shape OpContext::output_shape(std::size_t i) const { return entry_.outputs().at(i).full_shape(); }
+bool OpContext::input_shape_matches(std::size_t i, const Tensor& t) const {
+  return entry_.inputs().at(i).same_shape(t);
+}
+DType OpContext::output_dtype(std::size_t i) const { return entry_.outputs().at(i).dtype(); }
+
+}  // namespace tapegrad

@@ -1,0 +1,95 @@
+// What the runtime knows of one op type: its name, its gradient rule, and which of its inputs
+// and outputs that rule reads. Built-in ops declare theirs as `constexpr` constants beside the
+// op's forward, in their family file (src/ops/), and the family's register_<family>_ops()
+// lists them; user primitives get one from the registry (register_gradient, record_operation,
+// custom_gradient).
+//
+// A built-in definition is constant-initialised data: no static-initialisation order, no lazy
+// slot, no lock on the recording path. The tape stores a pointer to it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "tapegrad/indexed_slices.hpp"
+#include "tapegrad/registry.hpp"
+
+namespace tapegrad::detail {
+
+// Which inputs (or outputs) a gradient rule reads: all, none, or those whose bit is set
+// (indices up to 63; a rule that reads a higher one keeps all).
+class KeepSet {
+ public:
+  static constexpr KeepSet all() { return KeepSet(true, 0); }
+  static constexpr KeepSet none() { return KeepSet(false, 0); }
+  static constexpr KeepSet only(std::initializer_list<std::size_t> indices) {
+    std::uint64_t mask = 0;
+    for (std::size_t i : indices) {
+      if (i >= 64) return all();
+      mask |= std::uint64_t{1} << i;
+    }
+    return KeepSet(false, mask);
+  }
+  // The public Keep of register_gradient.
+  static KeepSet from(const Keep& keep);
+
+  constexpr bool keeps(std::size_t index) const {
+    return every_ || (index < 64 && ((mask_ >> index) & 1U) != 0);
+  }
+  constexpr bool keeps_any() const { return every_ || mask_ != 0; }
+
+ private:
+  constexpr KeepSet(bool every, std::uint64_t mask) : every_(every), mask_(mask) {}
+  bool every_;
+  std::uint64_t mask_;
+};
+
+// (the op as recorded, one gradient per output) -> one gradient per input, each undefined
+// where there is none. Written with tapegrad's differentiable ops only, so that an outer tape
+// records it (higher-order derivatives).
+using GradientRule = std::vector<GradientValue> (*)(const OpContext& op,
+                                                    const std::vector<Tensor>& output_gradients);
+
+enum class GradientKind : std::uint8_t {
+  Rule,               // `gradient` below
+  NotDifferentiable,  // inputs get undefined gradients (TF: ops.NotDifferentiable)
+  Identity,           // one input, one output, gradient = output gradient (sparse passed on)
+  Registered,         // a user primitive: looked up in the registry when gradient() runs
+};
+
+struct OpDefinition {
+  const char* name;
+  GradientKind kind;
+  GradientRule gradient;  // set when kind == Rule
+  KeepSet keep_inputs;
+  KeepSet keep_outputs;
+  // The forward-mode rule and the batching rule join here (forward-mode and vectorization
+  // issues); the registry test then checks every built-in op has them too.
+};
+
+// The three shapes a built-in definition takes.
+constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
+                                         KeepSet keep_inputs, KeepSet keep_outputs) {
+  return OpDefinition{name, GradientKind::Rule, gradient, keep_inputs, keep_outputs};
+}
+constexpr OpDefinition not_differentiable_op(const char* name) {
+  return OpDefinition{name, GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
+                      KeepSet::none()};
+}
+constexpr OpDefinition identity_gradient_op(const char* name) {
+  return OpDefinition{name, GradientKind::Identity, nullptr, KeepSet::none(), KeepSet::none()};
+}
+
+// The registry's side of a family file: each family's register_<family>_ops() hands its
+// definitions to the registry once, when the registry starts.
+class OpRegistrar {
+ public:
+  virtual void add(std::initializer_list<const OpDefinition*> definitions) = 0;
+
+ protected:
+  ~OpRegistrar() = default;
+};
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,185 @@
+// The op registry: the built-in families, registered once when it starts, and the user
+// primitives. Built-in definitions are constants; user ones live here for the whole process,
+// since a tape may point at one at any time and the walk reads a published gradient without
+// a lock.
+#include "runtime/op_registry.hpp"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/recording.hpp"
+
+namespace tapegrad::detail {
+
+RegisteredOp::RegisteredOp(std::string op_name)
+    : OpDefinition{nullptr, GradientKind::Registered, nullptr, KeepSet::all(), KeepSet::all()},
+      name_storage(std::move(op_name)) {
+  name = name_storage.c_str();
+}
+
+KeepSet KeepSet::from(const Keep& keep) {
+  if (keep.every) return all();
+  KeepSet set = none();
+  for (std::size_t i : keep.indices) {
+    if (i >= 64) return all();
+    set.mask_ |= std::uint64_t{1} << i;
+  }
+  return set;
+}
+
+namespace {
+
+class Registry final : public OpRegistrar {
+ public:
+  static Registry& instance() {
+    static Registry registry;
+    return registry;
+  }
+
+  // Never changes after the constructor: read without the lock.
+  const OpDefinition* builtin(const std::string& name) const {
+    auto it = builtins_.find(name);
+    return it == builtins_.end() ? nullptr : it->second;
+  }
+  const std::vector<const OpDefinition*>& builtin_list() const { return builtin_list_; }
+
+  RegisteredOp& user_op(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& op = user_ops_[name];
+    if (!op) op = std::make_unique<RegisteredOp>(name);
+    return *op;
+  }
+
+  void publish(const std::string& name, std::unique_ptr<UserGradient> gradient) {
+    if (builtin(name) != nullptr) {
+      throw InvalidArgument("register_gradient: '" + name +
+                            "' is a built-in op; its gradient cannot be replaced");
+    }
+    RegisteredOp& op = user_op(name);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (op.gradient.load(std::memory_order_relaxed) != nullptr) {
+      throw InvalidArgument("register_gradient: op type '" + name +
+                            "' already has a gradient or is marked not differentiable");
+    }
+    op.gradient.store(gradient.get(), std::memory_order_release);
+    gradients_.push_back(std::move(gradient));
+  }
+
+  void add(std::initializer_list<const OpDefinition*> definitions) override {
+    for (const OpDefinition* d : definitions) {
+      if (!builtins_.emplace(d->name, d).second) {
+        throw std::logic_error(std::string("tapegrad: two built-in ops are named '") + d->name + "'");
+      }
+      builtin_list_.push_back(d);
+    }
+  }
+
+ private:
+  Registry() {
+    register_math_ops(*this);
+    register_math_unary_ops(*this);
+    register_cast_ops(*this);
+    register_compare_ops(*this);
+    register_reduce_ops(*this);
+    register_reduce_extrema_ops(*this);
+    register_array_ops(*this);
+    register_array_gather_ops(*this);
+    register_array_join_ops(*this);
+    register_array_slice_ops(*this);
+    register_linalg_ops(*this);
+    register_linalg_lapack_ops(*this);
+    register_nn_ops(*this);
+    register_variable_ops(*this);
+    register_jacobian_ops(*this);
+  }
+
+  std::unordered_map<std::string, const OpDefinition*> builtins_;
+  std::vector<const OpDefinition*> builtin_list_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<RegisteredOp>> user_ops_;
+  std::vector<std::unique_ptr<UserGradient>> gradients_;
+};
+
+void publish(const std::string& op_type, std::unique_ptr<UserGradient> gradient) {
+  Registry::instance().publish(op_type, std::move(gradient));
+}
+
+}  // namespace
+
+const OpDefinition& op_named(const std::string& op_type) {
+  Registry& registry = Registry::instance();
+  if (const OpDefinition* d = registry.builtin(op_type)) return *d;
+  return registry.user_op(op_type);
+}
+
+const std::vector<const OpDefinition*>& builtin_ops() {
+  return Registry::instance().builtin_list();
+}
+
+}  // namespace tapegrad::detail
+
+namespace tapegrad {
+
+void register_gradient(const std::string& op_type, GradientFunction fn, Keep keep_inputs,
+                       Keep keep_outputs) {
+  if (!fn) throw InvalidArgument("register_gradient: empty gradient function for '" + op_type + "'");
+  auto gradient = std::make_unique<detail::UserGradient>();
+  gradient->dense = std::move(fn);
+  gradient->keep_inputs = detail::KeepSet::from(keep_inputs);
+  gradient->keep_outputs = detail::KeepSet::from(keep_outputs);
+  detail::publish(op_type, std::move(gradient));
+}
+
+void register_sparse_gradient(const std::string& op_type, SparseGradientFunction fn,
+                              Keep keep_inputs, Keep keep_outputs) {
+  if (!fn) throw InvalidArgument("register_sparse_gradient: empty gradient function for '" + op_type + "'");
+  auto gradient = std::make_unique<detail::UserGradient>();
+  gradient->sparse = std::move(fn);
+  gradient->keep_inputs = detail::KeepSet::from(keep_inputs);
+  gradient->keep_outputs = detail::KeepSet::from(keep_outputs);
+  detail::publish(op_type, std::move(gradient));
+}
+
+void not_differentiable(const std::string& op_type) {
+  auto gradient = std::make_unique<detail::UserGradient>();
+  gradient->not_differentiable = true;
+  gradient->keep_inputs = detail::KeepSet::none();
+  gradient->keep_outputs = detail::KeepSet::none();
+  detail::publish(op_type, std::move(gradient));
+}
+
+bool is_registered(const std::string& op_type) {
+  const detail::OpDefinition& op = detail::op_named(op_type);
+  return op.kind != detail::GradientKind::Registered || detail::registered_gradient(op) != nullptr;
+}
+
+std::vector<RegisteredOpInfo> registered_ops() {
+  std::vector<RegisteredOpInfo> ops;
+  for (const detail::OpDefinition* d : detail::builtin_ops()) {
+    const bool has_gradient = (d->kind == detail::GradientKind::Rule && d->gradient != nullptr) ||
+                              d->kind == detail::GradientKind::Identity;
+    ops.push_back(RegisteredOpInfo{d->name, d->kind != detail::GradientKind::NotDifferentiable,
+                                   has_gradient});
+  }
+  return ops;
+}
+
+void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
+                      const std::vector<Tensor>& outputs) {
+  record_operation(op_type, inputs, outputs, Attrs());
+}
+
+void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
+                      const std::vector<Tensor>& outputs, Attrs attrs) {
+  if (!detail::any_tape_active()) return;
+  for (const auto& t : inputs) {
+    if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an input is undefined");
+  }
+  for (const auto& t : outputs) {
+    if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an output is undefined");
+  }
+  detail::record_on_tapes(detail::op_named(op_type), inputs, outputs, &attrs, nullptr);
+}
+
+}  // namespace tapegrad

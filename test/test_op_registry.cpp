@@ -1,0 +1,104 @@
+// The registry of built-in ops: every op defined in the sources is registered from the start,
+// has a gradient unless it is marked not differentiable, and cannot be replaced by a user.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "support.hpp"
+#include "tapegrad/tapegrad.hpp"
+
+using namespace tapegrad;
+using tapegrad::testing::message_of;
+using tapegrad::testing::values;
+
+namespace {
+
+// Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file.
+std::map<std::string, std::string> op_definitions_in_sources() {
+  std::map<std::string, std::string> found;
+  const std::regex definition(R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*[\w:]+\(\s*"(\w+)")re");
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(TAPEGRAD_SOURCE_DIR)) {
+    if (entry.path().extension() != ".cpp" && entry.path().extension() != ".hpp") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string source = text.str();
+    for (std::sregex_iterator it(source.begin(), source.end(), definition), end; it != end; ++it) {
+      found.emplace((*it)[1].str(), entry.path().filename().string());
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+// First in the file, so that it runs before this process has run any op.
+TEST_CASE("built-in ops are registered before any of them runs", "[registry]") {
+  CHECK(is_registered("Mul"));
+  CHECK(is_registered("MatMul"));
+  CHECK(is_registered("ReadVariableOp"));
+  CHECK_FALSE(is_registered("NoSuchOpAnywhere"));
+}
+
+TEST_CASE("every op defined in the sources is registered, and nothing else", "[registry]") {
+  const auto defined = op_definitions_in_sources();
+  REQUIRE(defined.size() >= 50);  // the scan found the op files
+  std::set<std::string> registered;
+  for (const auto& op : registered_ops()) {
+    CHECK(registered.insert(op.name).second);  // names are unique
+  }
+  for (const auto& [name, file] : defined) {
+    INFO(name << " is defined in " << file);
+    CHECK(registered.count(name) == 1);
+  }
+  for (const auto& name : registered) {
+    INFO(name << " is registered");
+    CHECK(defined.count(name) == 1);
+  }
+}
+
+TEST_CASE("every built-in op has a gradient or is marked not differentiable", "[registry]") {
+  for (const auto& op : registered_ops()) {
+    INFO(op.name);
+    CHECK(is_registered(op.name));
+    CHECK(op.has_gradient == op.differentiable);
+  }
+}
+
+TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {
+  const auto identity_gradient = [](const OpContext&, const std::vector<Tensor>& g) { return g; };
+  const std::string message = message_of<InvalidArgument>([&] {
+    register_gradient("Mul", identity_gradient);
+  });
+  CHECK(message == "register_gradient: 'Mul' is a built-in op; its gradient cannot be replaced");
+  CHECK_THROWS_AS(not_differentiable("MatMul"), InvalidArgument);
+  CHECK_THROWS_AS(register_sparse_gradient(
+                      "GatherV2", [](const OpContext&, const std::vector<Tensor>& g) {
+                        return std::vector<GradientValue>(g.begin(), g.end());
+                      }),
+                  InvalidArgument);
+
+  // Mul still differentiates as Mul: d(x*y)/dx = y.
+  const Tensor x = constant({2.0, 3.0});
+  const Tensor y = constant({5.0, 7.0});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor z = multiply(x, y);
+  CHECK(values(tape.gradient(z, x)) == std::vector<double>{5.0, 7.0});
+}
+
+TEST_CASE("record_operation with a built-in name uses the built-in gradient", "[registry]") {
+  const Tensor x = constant({1.5, -2.0});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = constant({2.25, 4.0});  // computed outside: x squared
+  record_operation("Square", {x}, {y});
+  CHECK(values(tape.gradient(y, x)) == std::vector<double>{3.0, -4.0});
+}
