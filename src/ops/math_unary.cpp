@@ -1,11 +1,11 @@
 // Unary math beyond the basics in math.cpp: abs, sign, log1p, sin, cos, reciprocal.
-// Forward kernels and gradients side by side.
+// Each op reads top to bottom: its definition, its forward, its gradient. Everything but the
+// public functions has internal linkage (static, constexpr).
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/int_arith.hpp"
-#include "kernels/math_kernels.hpp"
-#include "runtime/recording.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad {
@@ -14,111 +14,116 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
+// ---- Abs --------------------------------------------------------------------------------
+
+static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition abs_op =
+    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none());
 
 template <class T>
-T sign_of(T v) {
+static T absolute(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fabs(v);
+  } else {
+    return detail::wrapping_abs(v);  // |INT_MIN| wraps, as in TF
+  }
+}
+
+Tensor abs(const Tensor& x) {
+  return detail::numeric_unary_op(abs_op, "abs", x, [](auto v) { return absolute(v); });
+}
+
+// sign(0) = 0 gives abs a zero gradient at 0, as TF.
+static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {multiply(g[0], sign(op.inputs()[0]))};
+}
+
+// ---- Sign -------------------------------------------------------------------------------
+
+static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition sign_op =
+    detail::differentiable_op("Sign", sign_gradient, KeepSet::none(), KeepSet::none());
+
+template <class T>
+static T sign_of(T v) {
   if constexpr (std::is_floating_point_v<T>) {
     if (std::isnan(v)) return v;
   }
   return static_cast<T>((v > T(0)) - (v < T(0)));
 }
 
-template <class T>
-T absolute(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::fabs(v);
-  } else {
-    return detail::wrapping_abs(v);
-  }
-}
-
-// ---- gradients --------------------------------------------------------------------------
-
-// sign(0) = 0 gives abs a zero gradient at 0, as TF.
-Grads abs_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {multiply(g[0], sign(ctx.inputs()[0]))};
+Tensor sign(const Tensor& x) {
+  return detail::numeric_unary_op(sign_op, "sign", x, [](auto v) { return sign_of(v); });
 }
 
 // sign is piecewise constant: TF registers a zero gradient rather than none, so a sign in a
 // loss does not make the sources look unconnected.
-Grads sign_grad(const OpContext& ctx, const std::vector<Tensor>&) {
-  return {zeros(ctx.input_shape(0), ctx.input_dtype(0))};
+static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>&) {
+  return {zeros(op.input_shape(0), op.input_dtype(0))};
 }
 
-Grads log1p_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& x = ctx.inputs()[0];
+// ---- Log1p ------------------------------------------------------------------------------
+
+static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition log1p_op =
+    detail::differentiable_op("Log1p", log1p_gradient, KeepSet::all(), KeepSet::none());
+
+Tensor log1p(const Tensor& x) {
+  return detail::floating_unary_op(log1p_op, "log1p", x, [](auto v) { return std::log1p(v); });
+}
+
+static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& x = op.inputs()[0];
   return {divide(g[0], add(scalar(1.0, x.dtype()), x))};
 }
 
-Grads sin_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {multiply(g[0], cos(ctx.inputs()[0]))};
-}
+// ---- Sin, Cos ---------------------------------------------------------------------------
 
-Grads cos_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {negative(multiply(g[0], sin(ctx.inputs()[0])))};
-}
-
-// d(1/x) = -1/x^2 = -y^2, from the kept output as TF's ReciprocalGrad.
-Grads reciprocal_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  return {negative(multiply(g[0], multiply(y, y)))};
-}
-
-constexpr OpDefinition abs_op =
-    detail::differentiable_op("Abs", abs_grad, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition sign_op =
-    detail::differentiable_op("Sign", sign_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition log1p_op =
-    detail::differentiable_op("Log1p", log1p_grad, KeepSet::all(), KeepSet::none());
+static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g);
 constexpr OpDefinition sin_op =
-    detail::differentiable_op("Sin", sin_grad, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none());
 constexpr OpDefinition cos_op =
-    detail::differentiable_op("Cos", cos_grad, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition reciprocal_op =
-    detail::differentiable_op("Reciprocal", reciprocal_grad, KeepSet::none(), KeepSet::all());
-
-}  // namespace
-
-Tensor abs(const Tensor& x) {
-  Tensor out = detail::numeric_unary("abs", x, [](auto v) { return absolute(v); });
-  detail::record(abs_op, {&x}, out);
-  return out;
-}
-
-Tensor sign(const Tensor& x) {
-  Tensor out = detail::numeric_unary("sign", x, [](auto v) { return sign_of(v); });
-  detail::record(sign_op, {&x}, out);
-  return out;
-}
-
-Tensor log1p(const Tensor& x) {
-  Tensor out = detail::floating_unary("log1p", x, [](auto v) { return std::log1p(v); });
-  detail::record(log1p_op, {&x}, out);
-  return out;
-}
+    detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none());
 
 Tensor sin(const Tensor& x) {
-  Tensor out = detail::floating_unary("sin", x, [](auto v) { return std::sin(v); });
-  detail::record(sin_op, {&x}, out);
-  return out;
+  return detail::floating_unary_op(sin_op, "sin", x, [](auto v) { return std::sin(v); });
 }
 
 Tensor cos(const Tensor& x) {
-  Tensor out = detail::floating_unary("cos", x, [](auto v) { return std::cos(v); });
-  detail::record(cos_op, {&x}, out);
-  return out;
+  return detail::floating_unary_op(cos_op, "cos", x, [](auto v) { return std::cos(v); });
 }
 
+static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {multiply(g[0], cos(op.inputs()[0]))};
+}
+
+static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {negative(multiply(g[0], sin(op.inputs()[0])))};
+}
+
+// ---- Reciprocal -------------------------------------------------------------------------
+
+static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition reciprocal_op =
+    detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all());
+
 Tensor reciprocal(const Tensor& x) {
-  Tensor out = detail::floating_unary("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
-  detail::record(reciprocal_op, {&x}, out);
-  return out;
+  return detail::floating_unary_op(reciprocal_op, "reciprocal", x,
+                                   [](auto v) { return decltype(v)(1) / v; });
+}
+
+// d(1/x) = -1/x^2 = -y^2, from the kept output as TF's ReciprocalGrad.
+static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& y = op.outputs()[0];
+  return {negative(multiply(g[0], multiply(y, y)))};
 }
 
 namespace detail {
 
-void register_math_unary_ops(OpRegistrar& registry) { registry.add({&abs_op, &sign_op, &log1p_op, &sin_op, &cos_op, &reciprocal_op}); }
+void register_math_unary_ops(OpRegistrar& registry) {
+  registry.add({&abs_op, &sign_op, &log1p_op, &sin_op, &cos_op, &reciprocal_op});
+}
 
 }  // namespace detail
 
