@@ -40,4 +40,11 @@ class ResourceExhausted : public Error {
   using Error::Error;
 };
 
+/// verify_gradients found a derivative that disagrees with central differences. The message
+/// names the argument, the element, the analytic and the numeric value.
+class GradientCheckError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tapegrad
