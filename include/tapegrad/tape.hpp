@@ -138,6 +138,16 @@ class GradientTape {
       const std::vector<Tensor>& output_gradients = {},
       UnconnectedGradients unconnected = UnconnectedGradients::None);
 
+  /// Why gradient(target, source) is or is not defined, in a few readable lines: the source
+  /// never watched, an integer or bool dtype, a path cut by a not-differentiable op (named) or
+  /// by an op with no registered gradient, a target the tape never recorded (computed before
+  /// the watch, while paused, or from unwatched values), a value that left the tape (a Tensor
+  /// rebuilt from array(): a leaf no recorded op produced); or, when a gradient flows, the
+  /// ops on one path from the target back to the source. Reads the tape, records nothing.
+  /// InvalidArgument for an undefined tensor; TapeError on another thread or a used
+  /// non-persistent tape.
+  std::string explain(const Tensor& target, const Tensor& source) const;
+
   /// d target[i...] / d source[j...], shape target.shape ++ source.shape (TF: jacobian).
   Tensor jacobian(const Tensor& target, const Tensor& source,
                   UnconnectedGradients unconnected = UnconnectedGradients::None);

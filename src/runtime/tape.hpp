@@ -139,6 +139,7 @@ class TapeImpl {
   // The producing entry of a tensor id, kWatched for a watched tensor, or nullptr.
   const std::int32_t* producer(std::uint64_t id) const { return tensor_tape_.find(id); }
   OpEntry& entry(std::int64_t op_id) { return ops_[static_cast<std::size_t>(op_id)]; }
+  const OpEntry& entry(std::int64_t op_id) const { return ops_[static_cast<std::size_t>(op_id)]; }
   std::size_t num_entries() const { return ops_.size(); }
   void release(std::int64_t op_id);
   // After a non-persistent tape's walk is planned nothing looks tensors up again: its id map
