@@ -258,11 +258,40 @@ void mlp(bool persistent) {
       weight_bytes / 1e6, first);
 }
 
+// One 1000-element tensor read by 10,000 ops: its gradient gets 10,000 contributions of 8,000
+// bytes. Summed as they arrive (issue 14), the backward holds one running sum, not the list.
+void fan_in(bool persistent) {
+  constexpr std::size_t kUses = 10000;
+  constexpr std::size_t kWidth = 1000;
+  const tg::Tensor x = tg::fill({kWidth}, 0.3, tg::DType::Float64);
+  const tg::Tensor c = tg::fill({kWidth}, 0.5, tg::DType::Float64);
+  double gradient = 0;
+  const Measured m = measure(
+      persistent,
+      [&](tg::GradientTape& tape) {
+        tape.watch(x);
+        tg::Tensor total = tg::scalar(0.0, tg::DType::Float64);
+        for (std::size_t i = 0; i < kUses; ++i) total = total + tg::reduce_sum(x * c);
+        return total;
+      },
+      [&](tg::GradientTape& tape, const tg::Tensor& loss) {
+        gradient = tape.gradient(loss, x).array<double>()(0);
+      });
+  std::printf(
+      "fan-in, 1 tensor x 10,000 uses, %-14s | heap after forward %6.2f MB | forward peak %6.2f MB "
+      "| backward peak %6.2f MB (%+6.1f %%; one contribution is %.3f MB) | gradient[0] %.6g\n",
+      persistent ? "persistent" : "non-persistent", m.after_forward / 1e6, m.forward_peak / 1e6,
+      m.backward_peak / 1e6,
+      100.0 * (static_cast<double>(m.backward_peak) / static_cast<double>(m.forward_peak) - 1.0),
+      kWidth * 8 / 1e6, gradient);
+}
+
 }  // namespace
 
 int main() {
   for (bool persistent : {false, true}) big_chain(persistent);
   for (bool persistent : {false, true}) tiny_chain(persistent);
   for (bool persistent : {false, true}) mlp(persistent);
+  for (bool persistent : {false, true}) fan_in(persistent);
   return 0;
 }
