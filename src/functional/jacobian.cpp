@@ -3,12 +3,12 @@
 // Both loop over target elements: one backward run per row, seeded with a one-hot output
 // gradient. The walk is planned once (detail::plan_backward) and re-run per row, so the
 // pruning, the use counts and the validation are not redone for every row. The rows are
-// stacked by an internal op whose gradient unstacks, so a Jacobian computed under an outer
-// tape is itself differentiable.
+// stacked by an internal op whose gradient unstacks (detail::pack_rows, src/ops/array_rows.cpp),
+// so a Jacobian computed under an outer tape is itself differentiable.
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/dispatch.hpp"
+#include "ops/internal_ops.hpp"
 #include "runtime/imperative_grad.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape.hpp"
@@ -18,66 +18,6 @@
 
 namespace tapegrad {
 namespace {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
-Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape);
-std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape, std::size_t count);
-
-Grads pack_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  std::vector<Tensor> rows = unpack_rows(g[0], ctx.input_shape(0), ctx.num_inputs());
-  return Grads(rows.begin(), rows.end());
-}
-
-Grads unpack_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {pack_rows(g, ctx.input_shape(0))};
-}
-
-// Internal op names: not TF's Pack/Unpack, which belong to the array family.
-constexpr OpDefinition pack_op =
-    detail::differentiable_op("JacobianPack", pack_grad, KeepSet::none(), KeepSet::none());
-
-constexpr OpDefinition unpack_op =
-    detail::differentiable_op("JacobianUnpack", unpack_grad, KeepSet::none(), KeepSet::none());
-
-// Rows of one shape and floating dtype, laid end to end as a tensor of `shape`.
-Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
-  const DType dtype = rows.front().dtype();
-  Tensor out = detail::dispatch_floating("jacobian", dtype, [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> a = xt::empty<T>(shape);
-    T* dst = a.data();
-    for (const Tensor& row : rows) {
-      const auto& r = row.array<T>();
-      if (r.size() != 0) std::memcpy(dst, r.data(), r.size() * sizeof(T));
-      dst += r.size();
-    }
-    return Tensor(std::move(a));
-  });
-  detail::record(pack_op, rows, out);
-  return out;
-}
-
-// The inverse of pack_rows: `count` consecutive pieces of `row_shape`.
-std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape, std::size_t count) {
-  std::vector<Tensor> rows = detail::dispatch_floating("jacobian", packed.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<Tensor> pieces;
-    pieces.reserve(count);
-    const T* src = packed.array<T>().data();
-    for (std::size_t r = 0; r < count; ++r) {
-      xt::xarray<T> a = xt::empty<T>(row_shape);
-      if (a.size() != 0) std::memcpy(a.data(), src, a.size() * sizeof(T));
-      src += a.size();
-      pieces.emplace_back(std::move(a));
-    }
-    return pieces;
-  });
-  detail::record(unpack_op, {&packed}, rows);
-  return rows;
-}
 
 // Row r's output gradient: ones at flat positions r + k * stride, k < count, else zeros.
 Tensor row_seed(const Tensor& target, std::size_t r, std::size_t count, std::size_t stride) {
@@ -125,7 +65,7 @@ Tensor assemble(std::vector<Tensor>& rows, const Shape& shape, const detail::Ten
   for (Tensor& row : rows) {
     if (!row.defined()) row = zeros(source.shape, source.dtype);
   }
-  return pack_rows(rows, shape);
+  return detail::pack_rows(rows, shape);
 }
 
 detail::TensorMeta meta_of(const Tensor& t, const char* op, const char* what) {
@@ -213,15 +153,9 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
   }
   // [row, b, x...] -> [b, row, x...] -> [b, y..., x...], with differentiable ops.
   const std::size_t source_row = source.size() / batch;
-  Tensor stacked = pack_rows(rows, Shape{row_size, batch, source_row});
+  Tensor stacked = detail::pack_rows(rows, Shape{row_size, batch, source_row});
   return reshape(transpose(stacked, {1, 0, 2}),
                  std::vector<std::int64_t>(result_shape.begin(), result_shape.end()));
 }
-
-namespace detail {
-
-void register_jacobian_ops(OpRegistrar& registry) { registry.add({&pack_op, &unpack_op}); }
-
-}  // namespace detail
 
 }  // namespace tapegrad

@@ -1,14 +1,18 @@
-// Matrix products (2-D and batched with broadcast batch dimensions): forward kernels through
-// OpenBLAS gemm and gradients side by side. The LAPACK ops live in linalg_lapack.cpp.
+// Matrix products (2-D, and batched with broadcast batch dimensions) through OpenBLAS gemm.
+// MatMul and BatchMatMulV2 share one forward and one gradient; the LAPACK ops live in
+// linalg_lapack.cpp. Everything but the public function has internal linkage.
 #include "tapegrad/ops/linalg.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <cblas.h>
 
 #include "kernels/dispatch.hpp"
-#include "runtime/recording.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/linalg_support.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {
@@ -17,26 +21,33 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
+// ---- MatMul, BatchMatMulV2 --------------------------------------------------------------
+
+static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition matmul_op =
+    detail::differentiable_op("MatMul", matmul_gradient, KeepSet::all(), KeepSet::none());
+constexpr OpDefinition batch_matmul_op =
+    detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none());
 
 // y = op(M) x with M stored row-major as rows x cols.
-void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x, float* y) {
+static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x,
+                 float* y) {
   cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0f, m, static_cast<int>(cols), x, 1, 0.0f, y, 1);
 }
-void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m, const double* x,
-          double* y) {
+static void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m,
+                 const double* x, double* y) {
   cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0, m, static_cast<int>(cols), x, 1, 0.0, y, 1);
 }
 
-void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
-               int ldb, float* c) {
+static void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda,
+                      const float* b, int ldb, float* c) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
 }
-void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b,
-               int ldb, double* c) {
+static void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda,
+                      const double* b, int ldb, double* c) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, 1.0, a, lda, b, ldb, 0.0, c, n);
 }
@@ -46,8 +57,8 @@ void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, 
 // (a 256x256 matrix-vector product costs ~4x more as gemm), and a Jacobian or a gradient of a
 // matrix-vector product is made of exactly those.
 template <class T>
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b,
-          T* c) {
+static void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a,
+                 const T* b, T* c) {
   if (n == 1) {  // op(B) is a k-vector, contiguous either way
     gemv(ta, ta ? k : m, ta ? m : k, a, b, c);
   } else if (m == 1) {  // c^T = op(B)^T op(A)^T, and op(A) is a contiguous k-vector
@@ -58,16 +69,15 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T
   }
 }
 
-std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  return detail::describe("matmul", {{"a", a}, {"b", b}}) + " (transpose_a=" + (ta ? "true" : "false") +
-         ", transpose_b=" + (tb ? "true" : "false") + ")";
+static std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  return detail::describe("matmul", {{"a", a}, {"b", b}}) + " (transpose_a=" +
+         (ta ? "true" : "false") + ", transpose_b=" + (tb ? "true" : "false") + ")";
 }
-
-Shape batch_shape_of(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
 
 // For every matrix of the broadcast batch `out_batch` (row-major order), the index of the
 // matrix of an operand whose batch shape is `in_batch` (NumPy broadcasting, leading 1s implied).
-std::vector<std::size_t> broadcast_matrix_indices(const Shape& in_batch, const Shape& out_batch) {
+static std::vector<std::size_t> broadcast_matrix_indices(const Shape& in_batch,
+                                                         const Shape& out_batch) {
   const std::size_t rank = out_batch.size();
   const std::size_t lead = rank - in_batch.size();
   const auto in_strides = detail::row_major_strides(in_batch);
@@ -92,43 +102,6 @@ std::vector<std::size_t> broadcast_matrix_indices(const Shape& in_batch, const S
   return indices;
 }
 
-// The gradient rules of TF's _MatMulGrad / _BatchMatMulV2Grad: the 2-D rule applied per batch
-// matrix, then summed back over the batch dimensions each operand was broadcast along.
-Grads matmul_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& a = ctx.inputs()[0];
-  const Tensor& b = ctx.inputs()[1];
-  const bool ta = ctx.attrs().get_bool("transpose_a");
-  const bool tb = ctx.attrs().get_bool("transpose_b");
-  const Tensor& dy = g[0];
-  Grads r(2);
-  const bool need_a = ctx.needs_gradient(0);
-  const bool need_b = ctx.needs_gradient(1);
-  Tensor grad_a, grad_b;
-  if (!ta && !tb) {
-    if (need_a) grad_a = matmul(dy, b, false, true);
-    if (need_b) grad_b = matmul(a, dy, true, false);
-  } else if (!ta && tb) {
-    if (need_a) grad_a = matmul(dy, b, false, false);
-    if (need_b) grad_b = matmul(dy, a, true, false);
-  } else if (ta && !tb) {
-    if (need_a) grad_a = matmul(b, dy, false, true);
-    if (need_b) grad_b = matmul(a, dy, false, false);
-  } else {
-    if (need_a) grad_a = matmul(b, dy, true, true);
-    if (need_b) grad_b = matmul(dy, a, true, true);
-  }
-  if (need_a) r[0] = unbroadcast(grad_a, ctx.input_shape(0));
-  if (need_b) r[1] = unbroadcast(grad_b, ctx.input_shape(1));
-  return r;
-}
-
-constexpr OpDefinition matmul_op =
-    detail::differentiable_op("MatMul", matmul_grad, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition batch_matmul_op =
-    detail::differentiable_op("BatchMatMulV2", matmul_grad, KeepSet::all(), KeepSet::none());
-
-}  // namespace
-
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   detail::require_defined("matmul", a);
   detail::require_defined("matmul", b);
@@ -151,8 +124,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   if (k != kb) {
     fail("the inner dimensions differ (" + std::to_string(k) + " vs " + std::to_string(kb) + ")");
   }
-  const Shape batch_a = batch_shape_of(sa);
-  const Shape batch_b = batch_shape_of(sb);
+  const Shape batch_a = detail::matrix_batch_shape(sa);
+  const Shape batch_b = detail::matrix_batch_shape(sb);
   Shape batch;
   try {
     batch = detail::broadcast_shapes("matmul", batch_a, batch_b);
@@ -195,8 +168,40 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     return Tensor(std::move(c));
   });
   detail::record((a.rank() == 2 && b.rank() == 2) ? matmul_op : batch_matmul_op, {&a, &b}, out,
-                 [&] { return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b); });
+                 [&] {
+                   return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b);
+                 });
   return out;
+}
+
+// The gradient rules of TF's _MatMulGrad / _BatchMatMulV2Grad: the 2-D rule applied per batch
+// matrix, then summed back over the batch dimensions each operand was broadcast along.
+static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& a = op.inputs()[0];
+  const Tensor& b = op.inputs()[1];
+  const bool ta = op.attrs().get_bool("transpose_a");
+  const bool tb = op.attrs().get_bool("transpose_b");
+  const Tensor& dy = g[0];
+  Grads r(2);
+  const bool need_a = op.needs_gradient(0);
+  const bool need_b = op.needs_gradient(1);
+  Tensor grad_a, grad_b;
+  if (!ta && !tb) {
+    if (need_a) grad_a = matmul(dy, b, false, true);
+    if (need_b) grad_b = matmul(a, dy, true, false);
+  } else if (!ta && tb) {
+    if (need_a) grad_a = matmul(dy, b, false, false);
+    if (need_b) grad_b = matmul(dy, a, true, false);
+  } else if (ta && !tb) {
+    if (need_a) grad_a = matmul(b, dy, false, true);
+    if (need_b) grad_b = matmul(a, dy, false, false);
+  } else {
+    if (need_a) grad_a = matmul(b, dy, true, true);
+    if (need_b) grad_b = matmul(dy, a, true, true);
+  }
+  if (need_a) r[0] = unbroadcast(grad_a, op.input_shape(0));
+  if (need_b) r[1] = unbroadcast(grad_b, op.input_shape(1));
+  return r;
 }
 
 namespace detail {

@@ -1,4 +1,6 @@
-// Neural-network activations and losses: forward kernels and gradients side by side.
+// Neural-network activations and losses. Each op reads top to bottom: its definition, its
+// forward, its gradient. Everything but the public functions has internal linkage.
+//
 // Every kernel that exponentiates subtracts the maximum first (log-sum-exp), so logits of
 // +-1000 give finite values and finite gradients.
 #include "tapegrad/ops/nn.hpp"
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "kernels/math_kernels.hpp"
-#include "runtime/recording.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -21,40 +23,109 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
+// ---- Relu -------------------------------------------------------------------------------
 
-// ---- scalar kernels ---------------------------------------------------------------------
+static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition relu_op =
+    detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all());
+
+Tensor relu(const Tensor& x) {
+  // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
+  return detail::numeric_unary_op(relu_op, "relu", x,
+                                  [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
+}
+
+// TF ReluGrad: the gradient passes where the output is positive (0 at 0).
+static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& y = op.outputs()[0];
+  const Tensor zero = scalar(0.0, g[0].dtype());
+  return {where(greater(y, scalar(0.0, y.dtype())), g[0], zero)};
+}
+
+// ---- Sigmoid ----------------------------------------------------------------------------
+
+static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition sigmoid_op =
+    detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all());
 
 // Never exponentiates a positive number, so it neither overflows nor loses 1 - tiny.
 template <class T>
-T stable_sigmoid(T v) {
+static T stable_sigmoid(T v) {
   if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
   const T e = std::exp(v);
   return e / (T(1) + e);
 }
 
+Tensor sigmoid(const Tensor& x) {
+  return detail::floating_unary_op(sigmoid_op, "sigmoid", x,
+                                   [](auto v) { return stable_sigmoid(v); });
+}
+
+// One fused op (TF's SigmoidGrad) from the kept output instead of three.
+static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {detail::sigmoid_grad_op(op.outputs()[0], g[0])};
+}
+
+// ---- SigmoidGrad: Sigmoid's fused gradient g y (1 - y), itself differentiable ----------
+
+static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+constexpr OpDefinition sigmoid_grad_definition = detail::differentiable_op(
+    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none());
+
+Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
+                                      [](auto yv, auto gv) { return gv * yv * (1 - yv); });
+  record(sigmoid_grad_definition, {&y, &g}, out);
+  return out;
+}
+
+// With h the gradient of SigmoidGrad(y, g): y gets h g (1 - 2y), g gets SigmoidGrad(y, h).
+static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  const Tensor& y = op.inputs()[0];
+  Grads r(2);
+  if (op.needs_gradient(0)) {
+    const Tensor& g = op.inputs()[1];
+    const Tensor one_minus_2y =
+        subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y));
+    r[0] = multiply(h[0], multiply(g, one_minus_2y));
+  }
+  if (op.needs_gradient(1)) r[1] = detail::sigmoid_grad_op(y, h[0]);
+  return r;
+}
+
+// ---- Softplus ---------------------------------------------------------------------------
+
+static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition softplus_op =
+    detail::differentiable_op("Softplus", softplus_gradient, KeepSet::all(), KeepSet::none());
+
 // log(1 + exp(v)) = max(v, 0) + log1p(exp(-|v|)).
 template <class T>
-T stable_softplus(T v) {
+static T stable_softplus(T v) {
   return std::max(v, T(0)) + std::log1p(std::exp(-std::fabs(v)));
 }
 
-// A tensor viewed as [outer, n, inner] around `axis`, row-major.
-struct AxisLayout {
-  std::size_t outer = 1, n = 1, inner = 1;
-};
-
-AxisLayout layout_around(const Shape& shape, std::size_t axis) {
-  AxisLayout l;
-  for (std::size_t d = 0; d < axis; ++d) l.outer *= shape[d];
-  l.n = shape[axis];
-  for (std::size_t d = axis + 1; d < shape.size(); ++d) l.inner *= shape[d];
-  return l;
+Tensor softplus(const Tensor& x) {
+  return detail::floating_unary_op(softplus_op, "softplus", x,
+                                   [](auto v) { return stable_softplus(v); });
 }
+
+static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {multiply(g[0], sigmoid(op.inputs()[0]))};
+}
+
+// ---- Softmax, LogSoftmax ----------------------------------------------------------------
+
+static Grads softmax_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads log_softmax_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition softmax_op =
+    detail::differentiable_op("Softmax", softmax_gradient, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition log_softmax_op = detail::differentiable_op(
+    "LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all());
 
 // log(sum(exp(x[k]))) over the n entries x[0], x[stride], ... computed stably.
 template <class T>
-T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
+static T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
   T m = -std::numeric_limits<T>::infinity();
   for (std::size_t k = 0; k < n; ++k) m = std::max(m, x[k * stride]);
   if (!std::isfinite(m)) return m;  // empty row (-inf), an +inf logit, or NaN
@@ -63,34 +134,83 @@ T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
   return m + std::log(sum);
 }
 
-// out = x - logsumexp(x) along the axis (log_softmax); softmax exponentiates it.
+// out = x - logsumexp(x) along `axis` (log_softmax); softmax exponentiates it. The tensor is
+// walked as [outer, n, inner] around the axis.
 template <class T>
-xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis, bool exponentiate) {
+static xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis,
+                                        bool exponentiate) {
   const Shape shape(x.shape().begin(), x.shape().end());
-  const AxisLayout l = layout_around(shape, axis);
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const std::size_t n = shape[axis];
   xt::xarray<T> out = xt::empty<T>(shape);
   const T* in = x.data();
   T* o = out.data();
-  for (std::size_t a = 0; a < l.outer; ++a) {
-    for (std::size_t c = 0; c < l.inner; ++c) {
-      const std::size_t base = a * l.n * l.inner + c;
-      const T lse = log_sum_exp(in + base, l.n, l.inner);
-      for (std::size_t k = 0; k < l.n; ++k) {
-        const T v = in[base + k * l.inner] - lse;
-        o[base + k * l.inner] = exponentiate ? std::exp(v) : v;
+  for (std::size_t a = 0; a < outer; ++a) {
+    for (std::size_t c = 0; c < inner; ++c) {
+      const std::size_t base = a * n * inner + c;
+      const T lse = log_sum_exp(in + base, n, inner);
+      for (std::size_t k = 0; k < n; ++k) {
+        const T v = in[base + k * inner] - lse;
+        o[base + k * inner] = exponentiate ? std::exp(v) : v;
       }
     }
   }
   return out;
 }
 
-// ---- validation -------------------------------------------------------------------------
+// The forward of both: `function` is the public name (for errors); the normalised axis is
+// recorded as the attribute "axis".
+static Tensor softmax_forward(const OpDefinition& op, const char* function, const Tensor& x,
+                              int axis, bool exponentiate) {
+  detail::require_defined(function, x);
+  if (x.rank() == 0) {
+    throw InvalidArgument(detail::describe(function, x) + ": expected a tensor of rank 1 or more");
+  }
+  const std::size_t ax = detail::normalize_axis(function, axis, x);
+  Tensor out = detail::dispatch_floating(function, x, [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(log_softmax_kernel(x.array<T>(), ax, exponentiate));
+  });
+  detail::record(op, {&x}, out,
+                 [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
+  return out;
+}
 
-std::string describe_loss(const char* op, const Tensor& labels, const Tensor& logits) {
+Tensor softmax(const Tensor& x, int axis) {
+  return softmax_forward(softmax_op, "softmax", x, axis, /*exponentiate=*/true);
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  return softmax_forward(log_softmax_op, "log_softmax", x, axis, /*exponentiate=*/false);
+}
+
+static int axis_attr(const OpContext& op) {
+  return static_cast<int>(op.attrs().get_int("axis"));
+}
+
+// dx = y * (g - sum(g * y)) along the axis.
+static Grads softmax_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& y = op.outputs()[0];
+  const Tensor dot = reduce_sum(multiply(g[0], y), {axis_attr(op)}, /*keepdims=*/true);
+  return {multiply(y, subtract(g[0], dot))};
+}
+
+// dx = g - softmax * sum(g) along the axis; softmax = exp(log_softmax).
+static Grads log_softmax_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& y = op.outputs()[0];
+  const Tensor total = reduce_sum(g[0], {axis_attr(op)}, /*keepdims=*/true);
+  return {subtract(g[0], multiply(exp(y), total))};
+}
+
+// ---- The losses' shared validation ------------------------------------------------------
+
+static std::string describe_loss(const char* op, const Tensor& labels, const Tensor& logits) {
   return detail::describe(op, {{"labels", labels}, {"logits", logits}});
 }
 
-void require_loss_operands(const char* op, const Tensor& labels, const Tensor& logits) {
+static void require_loss_operands(const char* op, const Tensor& labels, const Tensor& logits) {
   detail::require_defined(op, labels);
   detail::require_defined(op, logits);
   if (labels.dtype() != logits.dtype()) {
@@ -107,151 +227,12 @@ void require_loss_operands(const char* op, const Tensor& labels, const Tensor& l
   }
 }
 
-std::size_t softmax_axis(const char* op, const Tensor& x, int axis) {
-  detail::require_defined(op, x);
-  if (x.rank() == 0) {
-    throw InvalidArgument(detail::describe(op, x) + ": expected a tensor of rank 1 or more");
-  }
-  return detail::normalize_axis(op, axis, x);
-}
+// ---- SoftmaxCrossEntropyWithLogits ------------------------------------------------------
 
-int axis_attr(const OpContext& ctx) { return static_cast<int>(ctx.attrs().get_int("axis")); }
-
-// The per-row gradient of a loss over the last axis, as a column that broadcasts over it.
-Tensor as_column(const Tensor& g) {
-  std::vector<std::int64_t> shape(g.shape().begin(), g.shape().end());
-  shape.push_back(1);
-  return reshape(g, shape);
-}
-
-// ---- gradients --------------------------------------------------------------------------
-
-// TF ReluGrad: the gradient passes where the output is positive (0 at 0).
-Grads relu_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  const Tensor zero = scalar(0.0, g[0].dtype());
-  return {where(greater(y, scalar(0.0, y.dtype())), g[0], zero)};
-}
-
-Grads sigmoid_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {detail::sigmoid_grad_op(ctx.outputs()[0], g[0])};
-}
-
-// SigmoidGrad(y, g) = g y (1 - y): d/dy = g (1 - 2y) h, d/dg = SigmoidGrad(y, h).
-Grads sigmoid_grad_grad(const OpContext& ctx, const std::vector<Tensor>& h) {
-  const Tensor& y = ctx.inputs()[0];
-  const Tensor& g = ctx.inputs()[1];
-  Grads r(2);
-  if (ctx.needs_gradient(0)) {
-    r[0] = multiply(h[0], multiply(g, subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y))));
-  }
-  if (ctx.needs_gradient(1)) r[1] = detail::sigmoid_grad_op(y, h[0]);
-  return r;
-}
-
-Grads softplus_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {multiply(g[0], sigmoid(ctx.inputs()[0]))};
-}
-
-// dx = y * (g - sum(g * y)) along the axis.
-Grads softmax_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  const Tensor dot = reduce_sum(multiply(g[0], y), {axis_attr(ctx)}, /*keepdims=*/true);
-  return {multiply(y, subtract(g[0], dot))};
-}
-
-// dx = g - softmax * sum(g) along the axis; softmax = exp(log_softmax).
-Grads log_softmax_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& y = ctx.outputs()[0];
-  const Tensor total = reduce_sum(g[0], {axis_attr(ctx)}, /*keepdims=*/true);
-  return {subtract(g[0], multiply(exp(y), total))};
-}
-
-// TF2: logits get (softmax - labels) * g, labels get -log_softmax * g. Written with
-// differentiable ops (not the forward's saved backprop) so second derivatives work.
-Grads softmax_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& labels = ctx.inputs()[0];
-  const Tensor& logits = ctx.inputs()[1];
-  const Tensor column = as_column(g[0]);
-  Grads r(2);
-  if (ctx.needs_gradient(0)) r[0] = multiply(negative(log_softmax(logits, -1)), column);
-  // d/dlogits sum(z * (lse - x)) = softmax * sum(z) - z: exact also for label rows that do
-  // not sum to 1 (TF's kernel assumes they do).
-  if (ctx.needs_gradient(1)) {
-    const Tensor label_mass = reduce_sum(labels, {-1}, /*keepdims=*/true);
-    r[1] = multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), column);
-  }
-  return r;
-}
-
-// loss = max(x, 0) - x z + log1p(exp(-|x|)): dx = sigmoid(x) - z, dz = -x.
-Grads sigmoid_cross_entropy_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& labels = ctx.inputs()[0];
-  const Tensor& logits = ctx.inputs()[1];
-  Grads r(2);
-  if (ctx.needs_gradient(0)) r[0] = negative(multiply(g[0], logits));
-  if (ctx.needs_gradient(1)) r[1] = multiply(g[0], subtract(sigmoid(logits), labels));
-  return r;
-}
-
-constexpr OpDefinition relu_op =
-    detail::differentiable_op("Relu", relu_grad, KeepSet::none(), KeepSet::all());
-constexpr OpDefinition sigmoid_grad_definition =
-    detail::differentiable_op("SigmoidGrad", sigmoid_grad_grad, KeepSet::all(), KeepSet::none());
-
-constexpr OpDefinition sigmoid_op =
-    detail::differentiable_op("Sigmoid", sigmoid_grad, KeepSet::none(), KeepSet::all());
-constexpr OpDefinition softplus_op =
-    detail::differentiable_op("Softplus", softplus_grad, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition softmax_op =
-    detail::differentiable_op("Softmax", softmax_grad, KeepSet::none(), KeepSet::all());
-constexpr OpDefinition log_softmax_op =
-    detail::differentiable_op("LogSoftmax", log_softmax_grad, KeepSet::none(), KeepSet::all());
+static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
 constexpr OpDefinition softmax_cross_entropy_op =
-    detail::differentiable_op("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_grad, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition sigmoid_cross_entropy_op =
-    detail::differentiable_op("SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_grad, KeepSet::all(), KeepSet::none());
-
-}  // namespace
-
-Tensor relu(const Tensor& x) {
-  // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
-  Tensor out = detail::numeric_unary("relu", x, [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
-  detail::record(relu_op, {&x}, out);
-  return out;
-}
-
-Tensor sigmoid(const Tensor& x) {
-  Tensor out = detail::floating_unary("sigmoid", x, [](auto v) { return stable_sigmoid(v); });
-  detail::record(sigmoid_op, {&x}, out);
-  return out;
-}
-
-Tensor softplus(const Tensor& x) {
-  Tensor out = detail::floating_unary("softplus", x, [](auto v) { return stable_softplus(v); });
-  detail::record(softplus_op, {&x}, out);
-  return out;
-}
-
-Tensor softmax(const Tensor& x, int axis) {
-  const std::size_t ax = softmax_axis("softmax", x, axis);
-  Tensor out = detail::dispatch_floating("softmax", x, [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/true));
-  });
-  detail::record(softmax_op, {&x}, out, [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
-  return out;
-}
-
-Tensor log_softmax(const Tensor& x, int axis) {
-  const std::size_t ax = softmax_axis("log_softmax", x, axis);
-  Tensor out = detail::dispatch_floating("log_softmax", x, [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(log_softmax_kernel(x.array<T>(), ax, /*exponentiate=*/false));
-  });
-  detail::record(log_softmax_op, {&x}, out, [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
-  return out;
-}
+    detail::differentiable_op("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_gradient,
+                              KeepSet::all(), KeepSet::none());
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "softmax_cross_entropy_with_logits";
@@ -285,6 +266,33 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   return out;
 }
 
+// TF2: logits get (softmax - labels) * g, labels get -log_softmax * g. Written with
+// differentiable ops (not the forward's saved backprop) so second derivatives work.
+static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& labels = op.inputs()[0];
+  const Tensor& logits = op.inputs()[1];
+  // The per-row gradient as a column that broadcasts over the classes.
+  std::vector<std::int64_t> column_shape = detail::signed_shape(g[0].shape());
+  column_shape.push_back(1);
+  const Tensor column = reshape(g[0], column_shape);
+  Grads r(2);
+  if (op.needs_gradient(0)) r[0] = multiply(negative(log_softmax(logits, -1)), column);
+  // d/dlogits sum(z * (lse - x)) = softmax * sum(z) - z: exact also for label rows that do
+  // not sum to 1 (TF's kernel assumes they do).
+  if (op.needs_gradient(1)) {
+    const Tensor label_mass = reduce_sum(labels, {-1}, /*keepdims=*/true);
+    r[1] = multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), column);
+  }
+  return r;
+}
+
+// ---- SigmoidCrossEntropyWithLogits ------------------------------------------------------
+
+static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition sigmoid_cross_entropy_op =
+    detail::differentiable_op("SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_gradient,
+                              KeepSet::all(), KeepSet::none());
+
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "sigmoid_cross_entropy_with_logits";
   require_loss_operands(op, labels, logits);
@@ -298,20 +306,22 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   return out;
 }
 
-namespace detail {
-
-Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g) {
-  Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
-                                      [](auto yv, auto gv) { return gv * yv * (1 - yv); });
-  record(sigmoid_grad_definition, {&y, &g}, out);
-  return out;
+// loss = max(x, 0) - x z + log1p(exp(-|x|)): dx = sigmoid(x) - z, dz = -x.
+static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& labels = op.inputs()[0];
+  const Tensor& logits = op.inputs()[1];
+  Grads r(2);
+  if (op.needs_gradient(0)) r[0] = negative(multiply(g[0], logits));
+  if (op.needs_gradient(1)) r[1] = multiply(g[0], subtract(sigmoid(logits), labels));
+  return r;
 }
 
-}  // namespace detail
-
 namespace detail {
 
-void register_nn_ops(OpRegistrar& registry) { registry.add({&relu_op, &sigmoid_grad_definition, &sigmoid_op, &softplus_op, &softmax_op, &log_softmax_op, &softmax_cross_entropy_op, &sigmoid_cross_entropy_op}); }
+void register_nn_ops(OpRegistrar& registry) {
+  registry.add({&relu_op, &sigmoid_op, &sigmoid_grad_definition, &softplus_op, &softmax_op,
+                &log_softmax_op, &softmax_cross_entropy_op, &sigmoid_cross_entropy_op});
+}
 
 }  // namespace detail
 

@@ -90,8 +90,8 @@ class Registry final : public OpRegistrar {
     register_linalg_ops(*this);
     register_linalg_lapack_ops(*this);
     register_nn_ops(*this);
-    register_variable_ops(*this);
-    register_jacobian_ops(*this);
+    register_variable_read_ops(*this);
+    register_array_rows_ops(*this);
   }
 
   std::unordered_map<std::string, const OpDefinition*> builtins_;

@@ -38,8 +38,8 @@ inline const UserGradient* registered_gradient(const OpDefinition& op) {
 // Every built-in op, in registration order.
 const std::vector<const OpDefinition*>& builtin_ops();
 
-// The registration function of each op file (src/ops/, and the runtime's own ops in
-// variable.cpp and jacobian.cpp), run once by the registry when it starts.
+// The registration function of each op file in src/ops/, run once by the registry when it
+// starts.
 void register_math_ops(OpRegistrar& registry);
 void register_math_unary_ops(OpRegistrar& registry);
 void register_cast_ops(OpRegistrar& registry);
@@ -53,7 +53,7 @@ void register_array_slice_ops(OpRegistrar& registry);
 void register_linalg_ops(OpRegistrar& registry);
 void register_linalg_lapack_ops(OpRegistrar& registry);
 void register_nn_ops(OpRegistrar& registry);
-void register_variable_ops(OpRegistrar& registry);
-void register_jacobian_ops(OpRegistrar& registry);
+void register_variable_read_ops(OpRegistrar& registry);
+void register_array_rows_ops(OpRegistrar& registry);
 
 }  // namespace tapegrad::detail

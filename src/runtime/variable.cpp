@@ -6,8 +6,8 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/internal_ops.hpp"
 #include "runtime/recording.hpp"
-#include "runtime/tape_stack.hpp"
 #include "runtime/variable_observer.hpp"
 
 namespace tapegrad {
@@ -50,21 +50,6 @@ Tensor make_handle(const Tensor& value) {
         value.shape());
     return Tensor(std::move(impl));
   });
-}
-
-constexpr detail::OpDefinition read_variable_op =
-    detail::identity_gradient_op("ReadVariableOp");
-
-// Every tape that auto-watches reads watches this variable; every tape that watches the
-// variable learns that `value` came from it (once per value).
-void on_variable_read(const Variable& v, const Tensor& value) {
-  const Tensor& handle = v.handle();
-  for (TapeImpl* tape : tape_stack()) {
-    if (v.trainable() && tape->watch_accessed_variables()) tape->watch_variable(v);
-    if (is_floating(value.dtype()) && tape->is_watched(handle.id()) && !tape->is_watched(value.id())) {
-      tape->record(read_variable_op, {&handle}, value, nullptr, nullptr);
-    }
-  }
 }
 
 void check_compatible(const char* op, const Variable& v, const Tensor& t) {
@@ -124,7 +109,7 @@ Tensor Variable::peek() const {
 
 Tensor Variable::value() const {
   Tensor v = peek();
-  if (detail::any_tape_active()) detail::on_variable_read(*this, v);
+  if (detail::any_tape_active()) detail::read_variable(*this, v);
   if (trainable()) {
     for (detail::VariableReadObserver* observer : detail::observer_stack()) observer->notify(*this);
   }
@@ -158,11 +143,5 @@ std::uint64_t Variable::id() const { return impl_->id; }
 DType Variable::dtype() const { return impl_->handle.dtype(); }
 Shape Variable::shape() const { return impl_->handle.shape(); }
 const Tensor& Variable::handle() const { return impl_->handle; }
-
-namespace detail {
-
-void register_variable_ops(OpRegistrar& registry) { registry.add({&read_variable_op}); }
-
-}  // namespace detail
 
 }  // namespace tapegrad

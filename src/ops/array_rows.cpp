@@ -1,0 +1,78 @@
+// JacobianPack and JacobianUnpack: rows of one shape stacked end to end, and split back.
+// GradientTape::jacobian and batch_jacobian stack their gradient rows with them, so that a
+// Jacobian computed under an outer tape is itself differentiable. Internal op names: TF's
+// Pack/Unpack belong to the array family.
+#include <cstring>
+
+#include "kernels/dispatch.hpp"
+#include "ops/internal_ops.hpp"
+#include "runtime/recording.hpp"
+
+namespace tapegrad {
+
+using detail::KeepSet;
+using detail::OpDefinition;
+using Grads = std::vector<GradientValue>;
+
+// ---- JacobianPack, JacobianUnpack (each the other's gradient) --------------------------
+
+static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition pack_op =
+    detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition unpack_op = detail::differentiable_op("JacobianUnpack", unpack_gradient,
+                                                             KeepSet::none(), KeepSet::none());
+
+Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
+  const DType dtype = rows.front().dtype();
+  Tensor out = dispatch_floating("jacobian", dtype, [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> a = xt::empty<T>(shape);
+    T* dst = a.data();
+    for (const Tensor& row : rows) {
+      const auto& r = row.array<T>();
+      if (r.size() != 0) std::memcpy(dst, r.data(), r.size() * sizeof(T));
+      dst += r.size();
+    }
+    return Tensor(std::move(a));
+  });
+  record(pack_op, rows, out);
+  return out;
+}
+
+// The inverse of pack_rows: `count` consecutive pieces of `row_shape`.
+static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape,
+                                       std::size_t count) {
+  std::vector<Tensor> rows = detail::dispatch_floating("jacobian", packed.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<Tensor> pieces;
+    pieces.reserve(count);
+    const T* src = packed.array<T>().data();
+    for (std::size_t r = 0; r < count; ++r) {
+      xt::xarray<T> a = xt::empty<T>(row_shape);
+      if (a.size() != 0) std::memcpy(a.data(), src, a.size() * sizeof(T));
+      src += a.size();
+      pieces.emplace_back(std::move(a));
+    }
+    return pieces;
+  });
+  detail::record(unpack_op, {&packed}, rows);
+  return rows;
+}
+
+static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  std::vector<Tensor> rows = unpack_rows(g[0], op.input_shape(0), op.num_inputs());
+  return Grads(rows.begin(), rows.end());
+}
+
+static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {detail::pack_rows(g, op.input_shape(0))};
+}
+
+namespace detail {
+
+void register_array_rows_ops(OpRegistrar& registry) { registry.add({&pack_op, &unpack_op}); }
+
+}  // namespace detail
+
+}  // namespace tapegrad
