@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
 
 namespace tapegrad::detail {
 
@@ -34,18 +35,10 @@ void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_
   }
   const std::size_t run = box[rank - 1];
   const std::size_t rows = num_elements(box) / run;
-  std::vector<std::size_t> index(rank, 0);  // position in the box, innermost dim unused
-  for (std::size_t row = 0; row < rows; ++row) {
-    std::copy(src + src_offset, src + src_offset + run, dst + dst_offset);
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      ++index[d];
-      src_offset += src_strides[d];
-      dst_offset += dst_strides[d];
-      if (index[d] < box[d]) break;
-      src_offset -= src_strides[d] * box[d];
-      dst_offset -= dst_strides[d] * box[d];
-      index[d] = 0;
-    }
+  StridedCursor row(box, rank - 1, src_strides, dst_strides);
+  for (std::size_t r = 0; r < rows; ++r, row.next()) {
+    const T* from = src + src_offset + row.offset(0);
+    std::copy(from, from + run, dst + dst_offset + row.offset(1));
   }
 }
 
