@@ -251,8 +251,8 @@ Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
   }
   const Shape& g = grad.shape();
   auto fail = [&] {
-    throw InvalidArgument("unbroadcast: a gradient of shape " + shape_to_string(g) +
-                          " cannot be reduced to shape " + shape_to_string(shape));
+    throw InvalidArgument(detail::describe("unbroadcast", {{"grad", grad}}) +
+                          ": it cannot be summed to shape " + shape_to_string(shape));
   };
   if (shape.size() > g.size()) fail();
   const std::size_t lead = g.size() - shape.size();
