@@ -60,6 +60,32 @@ TEST_CASE("the cursor's offsets are index . strides for every operand, in row-ma
   CHECK(cursor.offset(2) == 0);
 }
 
+TEST_CASE("for_each visits the same offsets as next(), in the same order", "[kernels]") {
+  const Shape shape{3, 1, 2, 4};
+  const std::vector<std::size_t> a{1, 0, 12, 3};
+  const std::vector<std::size_t> b{8, 8, 4, 1};
+  std::vector<std::pair<std::size_t, std::size_t>> stepped, visited;
+  detail::StridedCursor cursor(shape, shape.size(), a, b);
+  for (std::size_t flat = 0; flat < count(shape); ++flat, cursor.next()) {
+    stepped.emplace_back(cursor.offset(0), cursor.offset(1));
+  }
+  cursor.for_each([&](std::size_t x, std::size_t y) { visited.emplace_back(x, y); });
+  CHECK(visited == stepped);
+  // It ends back at the start: a second walk visits the same.
+  visited.clear();
+  cursor.for_each([&](std::size_t x, std::size_t y) { visited.emplace_back(x, y); });
+  CHECK(visited == stepped);
+
+  std::size_t calls = 0;
+  detail::StridedCursor(Shape{2, 0, 3}, 3, a).for_each([&](std::size_t) { ++calls; });
+  CHECK(calls == 0);  // an empty extent: nothing to visit
+  detail::StridedCursor(Shape{}, 0, a).for_each([&](std::size_t offset) {
+    ++calls;
+    CHECK(offset == 0);
+  });
+  CHECK(calls == 1);  // rank 0: one position
+}
+
 TEST_CASE("the cursor walks only the leading axes it is given", "[kernels]") {
   const Shape shape{3, 2, 5};
   const std::vector<std::size_t> strides{10, 5, 1};

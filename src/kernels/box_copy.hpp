@@ -27,19 +27,16 @@ void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_
   if (num_elements(box) == 0) return;
   const auto src_strides = row_major_strides(src_shape);
   const auto dst_strides = row_major_strides(dst_shape);
-  std::size_t src_offset = 0;
-  std::size_t dst_offset = 0;
+  // The box's first element in each buffer.
   for (std::size_t d = 0; d < rank; ++d) {
-    src_offset += src_begin[d] * src_strides[d];
-    dst_offset += dst_begin[d] * dst_strides[d];
+    src += src_begin[d] * src_strides[d];
+    dst += dst_begin[d] * dst_strides[d];
   }
   const std::size_t run = box[rank - 1];
-  const std::size_t rows = num_elements(box) / run;
-  StridedCursor row(box, rank - 1, src_strides, dst_strides);
-  for (std::size_t r = 0; r < rows; ++r, row.next()) {
-    const T* from = src + src_offset + row.offset(0);
-    std::copy(from, from + run, dst + dst_offset + row.offset(1));
-  }
+  StridedCursor(box, rank - 1, src_strides, dst_strides)
+      .for_each([&](std::size_t from, std::size_t to) {
+        std::copy(src + from, src + from + run, dst + to);
+      });
 }
 
 }  // namespace tapegrad::detail

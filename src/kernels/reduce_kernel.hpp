@@ -80,18 +80,18 @@ xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>
     for (auto ax : axes) out_strides[ax] = 0;
     const std::size_t run = in_shape[rank - 1];
     const bool run_reduced = out_strides[rank - 1] == 0;
-    StridedCursor row(in_shape, rank - 1, out_strides);
-    for (std::size_t i = 0; i < n; i += run, row.next()) {
-      const T* r = in + i;
-      R* cell = o + row.offset(0);
-      if (run_reduced) {
-        R acc = cell[0];
-        for (std::size_t j = 0; j < run; ++j) acc = combine(acc, r[j]);
-        cell[0] = acc;
-      } else {
-        for (std::size_t j = 0; j < run; ++j) cell[j] = combine(cell[j], r[j]);
-      }
-    }
+    StridedCursor(in_shape, rank - 1, row_major_strides(in_shape), out_strides)
+        .for_each([&](std::size_t row, std::size_t cell_offset) {
+          const T* r = in + row;
+          R* cell = o + cell_offset;
+          if (run_reduced) {
+            R acc = cell[0];
+            for (std::size_t j = 0; j < run; ++j) acc = combine(acc, r[j]);
+            cell[0] = acc;
+          } else {
+            for (std::size_t j = 0; j < run; ++j) cell[j] = combine(cell[j], r[j]);
+          }
+        });
   }
   if (!keepdims) out.reshape(reduced_shape(in_shape, axes));
   return out;

@@ -159,15 +159,15 @@ static xt::xarray<T> permute_axes(const xt::xarray<T>& x, const Shape& x_shape,
   for (std::size_t d = 0; d < rank; ++d) step[d] = x_strides[static_cast<std::size_t>(perm[d])];
   const std::size_t run = out_shape[rank - 1];
   const std::size_t run_step = step[rank - 1];
-  detail::StridedCursor row(out_shape, rank - 1, step);
-  for (std::size_t k = 0; k < n; k += run, row.next()) {
-    const T* from = in + row.offset(0);
-    if (run_step == 1) {
-      std::copy(from, from + run, dst + k);
-    } else {
-      for (std::size_t j = 0; j < run; ++j) dst[k + j] = from[j * run_step];
-    }
-  }
+  detail::StridedCursor(out_shape, rank - 1, detail::row_major_strides(out_shape), step)
+      .for_each([&](std::size_t to, std::size_t from_offset) {
+        const T* from = in + from_offset;
+        if (run_step == 1) {
+          std::copy(from, from + run, dst + to);
+        } else {
+          for (std::size_t j = 0; j < run; ++j) dst[to + j] = from[j * run_step];
+        }
+      });
   return out;
 }
 

@@ -120,24 +120,27 @@ static Shape tiled_shape(const Tensor& x, const std::vector<std::size_t>& multip
 
 // Along each axis, output index k * size + j is copy k of element j: the output's rows (every
 // axis but the last) in row-major order are the index space [multiple, size] per axis, where
-// the copy index moves nothing in x. Each row is its source row repeated.
+// the copy index moves nothing in x. Each output row is its source row repeated.
 template <class T>
 static void tile_rows(const T* src, const Shape& shape, const std::vector<std::size_t>& multiples,
-                      std::size_t rows, T* dst) {
+                      T* dst, const Shape& out_shape) {
   const std::size_t rank = shape.size();
   const auto strides = detail::row_major_strides(shape);
+  const auto out_strides = detail::row_major_strides(out_shape);
   Shape copies_and_elements;
-  std::vector<std::size_t> source_strides;
+  std::vector<std::size_t> from_strides, to_strides;
   for (std::size_t d = 0; d + 1 < rank; ++d) {
     copies_and_elements.insert(copies_and_elements.end(), {multiples[d], shape[d]});
-    source_strides.insert(source_strides.end(), {0, strides[d]});
+    from_strides.insert(from_strides.end(), {0, strides[d]});
+    to_strides.insert(to_strides.end(), {shape[d] * out_strides[d], out_strides[d]});
   }
   const std::size_t run = shape[rank - 1];
-  detail::StridedCursor row(copies_and_elements, copies_and_elements.size(), source_strides);
-  for (std::size_t r = 0; r < rows; ++r, row.next()) {
-    const T* from = src + row.offset(0);
-    for (std::size_t m = 0; m < multiples[rank - 1]; ++m) dst = std::copy(from, from + run, dst);
-  }
+  const std::size_t copies = multiples[rank - 1];
+  detail::StridedCursor(copies_and_elements, copies_and_elements.size(), from_strides, to_strides)
+      .for_each([=](std::size_t from, std::size_t to) {
+        T* row = dst + to;
+        for (std::size_t m = 0; m < copies; ++m) row = std::copy(src + from, src + from + run, row);
+      });
 }
 
 Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
@@ -150,7 +153,7 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
     if (out_shape.empty()) {
       tiled.data()[0] = src[0];
     } else if (tiled.size() != 0) {
-      tile_rows(src, x.shape(), multiples, tiled.size() / out_shape.back(), tiled.data());
+      tile_rows(src, x.shape(), multiples, tiled.data(), out_shape);
     }
     return Tensor(std::move(tiled));
   });
