@@ -73,11 +73,10 @@ xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>
       o[k] = acc;
     }
   } else if (n != 0) {
-    // Any other axes: walk the input row by row; the output offset follows the kept shape's
-    // strides, 0 along the reduced axes. Each cell still folds its elements in input order.
+    // Any other axes: walk the input row by row; the output is the kept shape broadcast to
+    // the input's (stride 0 along the reduced axes). Each cell folds its elements in input order.
     const std::size_t rank = in_shape.size();
-    std::vector<std::size_t> out_strides = row_major_strides(kept);
-    for (auto ax : axes) out_strides[ax] = 0;
+    const auto out_strides = broadcast_strides(kept, in_shape);
     const std::size_t run = in_shape[rank - 1];
     const bool run_reduced = out_strides[rank - 1] == 0;
     StridedCursor(in_shape, rank - 1, row_major_strides(in_shape), out_strides)
