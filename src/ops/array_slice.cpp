@@ -127,8 +127,8 @@ static void tile_rows(const T* src, const Shape& shape, const std::vector<std::s
   const std::size_t rank = shape.size();
   const auto strides = detail::row_major_strides(shape);
   const auto out_strides = detail::row_major_strides(out_shape);
-  Shape copies_and_elements;
-  std::vector<std::size_t> from_strides, to_strides;
+  using Axes = xt::svector<std::size_t, 8>;  // no allocation up to rank 5
+  Axes copies_and_elements, from_strides, to_strides;
   for (std::size_t d = 0; d + 1 < rank; ++d) {
     copies_and_elements.insert(copies_and_elements.end(), {multiples[d], shape[d]});
     from_strides.insert(from_strides.end(), {0, strides[d]});
