@@ -519,6 +519,10 @@ Table array_cases() {
   misuse(t, "broadcast_to: [2, 3] to [3, 3]", [m] { broadcast_to(m, {3, 3}); }, {"broadcast_to", "[2, 3]", "[3, 3]"});
   misuse(t, "broadcast_to: a shape of 2^80 elements", [] { broadcast_to(f64({1}), {std::size_t{1} << 40, std::size_t{1} << 40}); },
          {"broadcast_to", "[1]", "[1099511627776, 1099511627776]"});
+  misuse(t, "unbroadcast: [2, 3] to [4]", [m] { unbroadcast(m, {4}); },
+         {"unbroadcast", "grad has shape [2, 3] and dtype float64", "[4]"});
+  misuse(t, "unbroadcast: [2, 3] to a higher rank", [m] { unbroadcast(m, {1, 2, 3}); },
+         {"unbroadcast", "[2, 3]", "[1, 2, 3]"});
   misuse(t, "unsorted_segment_sum: id out of range", [x4] { unsorted_segment_sum(x4, i32({0, 1, 2, 3}), 3); },
          {"unsorted_segment_sum", "segment id 3", "[4]"});
   misuse(t, "unsorted_segment_sum: one id too few", [x4] { unsorted_segment_sum(x4, i32({0, 1, 2}), 3); },

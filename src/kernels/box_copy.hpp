@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
 
 namespace tapegrad::detail {
 
@@ -26,27 +27,16 @@ void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_
   if (num_elements(box) == 0) return;
   const auto src_strides = row_major_strides(src_shape);
   const auto dst_strides = row_major_strides(dst_shape);
-  std::size_t src_offset = 0;
-  std::size_t dst_offset = 0;
+  // The box's first element in each buffer.
   for (std::size_t d = 0; d < rank; ++d) {
-    src_offset += src_begin[d] * src_strides[d];
-    dst_offset += dst_begin[d] * dst_strides[d];
+    src += src_begin[d] * src_strides[d];
+    dst += dst_begin[d] * dst_strides[d];
   }
   const std::size_t run = box[rank - 1];
-  const std::size_t rows = num_elements(box) / run;
-  std::vector<std::size_t> index(rank, 0);  // position in the box, innermost dim unused
-  for (std::size_t row = 0; row < rows; ++row) {
-    std::copy(src + src_offset, src + src_offset + run, dst + dst_offset);
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      ++index[d];
-      src_offset += src_strides[d];
-      dst_offset += dst_strides[d];
-      if (index[d] < box[d]) break;
-      src_offset -= src_strides[d] * box[d];
-      dst_offset -= dst_strides[d] * box[d];
-      index[d] = 0;
-    }
-  }
+  StridedCursor(box, rank - 1, src_strides, dst_strides)
+      .for_each([&](std::size_t from, std::size_t to) {
+        std::copy(src + from, src + from + run, dst + to);
+      });
 }
 
 }  // namespace tapegrad::detail

@@ -1,4 +1,4 @@
-// The reduction loop shared by the reduce ops.
+// The reduction loop shared by the reduce ops (and the shapes of their results).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
 
 namespace tapegrad::detail {
 
@@ -24,6 +25,13 @@ inline Shape reduced_shape(const Shape& shape, const std::vector<std::size_t>& a
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) out.push_back(shape[d]);
   }
   return out;
+}
+
+// The number of elements each output cell of the reduction summarises.
+inline std::size_t reduced_count(const Shape& shape, const std::vector<std::size_t>& axes) {
+  std::size_t n = 1;
+  for (auto a : axes) n *= shape[a];
+  return n;
 }
 
 // Folds every element of `a` into its output cell: out = combine(out, a[i]) starting from
@@ -65,21 +73,24 @@ xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>
       o[k] = acc;
     }
   } else if (n != 0) {
+    // Any other axes: walk the input row by row; the output is the kept shape broadcast to
+    // the input's (stride 0 along the reduced axes). Each cell folds its elements in input order.
     const std::size_t rank = in_shape.size();
-    std::vector<std::size_t> ostride = row_major_strides(kept);
-    for (auto ax : axes) ostride[ax] = 0;
-    std::vector<std::size_t> idx(rank, 0);
-    std::size_t oi = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      o[oi] = combine(o[oi], in[i]);
-      for (std::size_t d = rank; d-- > 0;) {
-        ++idx[d];
-        oi += ostride[d];
-        if (idx[d] < in_shape[d]) break;
-        oi -= ostride[d] * in_shape[d];
-        idx[d] = 0;
-      }
-    }
+    const auto out_strides = broadcast_strides(kept, in_shape);
+    const std::size_t run = in_shape[rank - 1];
+    const bool run_reduced = out_strides[rank - 1] == 0;
+    StridedCursor(in_shape, rank - 1, row_major_strides(in_shape), out_strides)
+        .for_each([&](std::size_t row, std::size_t cell_offset) {
+          const T* r = in + row;
+          R* cell = o + cell_offset;
+          if (run_reduced) {
+            R acc = cell[0];
+            for (std::size_t j = 0; j < run; ++j) acc = combine(acc, r[j]);
+            cell[0] = acc;
+          } else {
+            for (std::size_t j = 0; j < run; ++j) cell[j] = combine(cell[j], r[j]);
+          }
+        });
   }
   if (!keepdims) out.reshape(reduced_shape(in_shape, axes));
   return out;

@@ -172,4 +172,23 @@ std::vector<std::size_t> row_major_strides(const Shape& shape) {
   return s;
 }
 
+std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out) {
+  const std::vector<std::size_t> own = row_major_strides(operand);
+  const std::size_t lead = out.size() - operand.size();
+  std::vector<std::size_t> strides(out.size(), 0);
+  for (std::size_t d = lead; d < out.size(); ++d) {
+    if (operand[d - lead] != 1) strides[d] = own[d - lead];
+  }
+  return strides;
+}
+
+std::vector<std::int64_t> index_values(const Tensor& indices) {
+  if (indices.dtype() == DType::Int32) {
+    const auto& a = indices.array<std::int32_t>();
+    return std::vector<std::int64_t>(a.begin(), a.end());
+  }
+  const auto& a = indices.array<std::int64_t>();
+  return std::vector<std::int64_t>(a.begin(), a.end());
+}
+
 }  // namespace tapegrad::detail

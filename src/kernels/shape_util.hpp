@@ -1,4 +1,5 @@
-// Shape arithmetic shared by the op families: broadcasting and axis normalisation.
+// Shape arithmetic shared by the op families: broadcasting, strides, axis normalisation,
+// size checks, and the one formatter of operands in error messages.
 #pragma once
 
 #include <cstdint>
@@ -87,5 +88,12 @@ Tensor scalar_of(const char* op, double value, DType dtype);
 
 // Row-major strides (in elements) of a shape.
 std::vector<std::size_t> row_major_strides(const Shape& shape);
+// The element strides of an operand of shape `operand` in the index space of `out`, the shape
+// it broadcasts to (NumPy rules, leading 1s implied): 0 along every broadcast axis.
+std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out);
+
+// The values of an int32 or int64 tensor (indices, segment ids) as int64, in flat order. The
+// caller has checked the dtype.
+std::vector<std::int64_t> index_values(const Tensor& indices);
 
 }  // namespace tapegrad::detail

@@ -1,12 +1,15 @@
-// Shape manipulation and copying ops: forward kernels and gradients side by side.
+// Shape manipulation and copying ops: identity, reshape (and expand_dims, squeeze), transpose,
+// broadcast_to (and unbroadcast, the sum that undoes a broadcast). Each op reads top to bottom:
+// its definition, its forward, its gradient. Everything but the public functions has internal
+// linkage (static, constexpr).
 #include "tapegrad/ops/array.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
-#include "runtime/recording.hpp"
+#include "kernels/strided_cursor.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad {
@@ -15,13 +18,9 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
-
-std::vector<std::int64_t> signed_shape(const Shape& s) {
-  return std::vector<std::int64_t>(s.begin(), s.end());
-}
-
-Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
+// x's elements, in order, in a new tensor of `shape` (same element count): identity,
+// stop_gradient and reshape.
+static Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
   return detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = xt::empty<T>(shape);
@@ -30,31 +29,9 @@ Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
   });
 }
 
-Grads reshape_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {reshape(g[0], signed_shape(ctx.input_shape(0)))};
-}
+// ---- Identity (and stop_gradient, which records nothing) --------------------------------
 
-Grads transpose_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const auto& perm = ctx.attrs().get_ints("perm");
-  std::vector<int> inverse(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
-  return {transpose(g[0], inverse)};
-}
-
-Grads broadcast_to_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {unbroadcast(g[0], ctx.input_shape(0))};
-}
-
-constexpr OpDefinition identity_op =
-    detail::identity_gradient_op("Identity");
-constexpr OpDefinition reshape_op =
-    detail::differentiable_op("Reshape", reshape_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition transpose_op =
-    detail::differentiable_op("Transpose", transpose_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition broadcast_to_op =
-    detail::differentiable_op("BroadcastTo", broadcast_to_grad, KeepSet::none(), KeepSet::none());
-
-}  // namespace
+constexpr OpDefinition identity_op = detail::identity_gradient_op("Identity");
 
 Tensor identity(const Tensor& x) {
   detail::require_defined("identity", x);
@@ -68,17 +45,18 @@ Tensor stop_gradient(const Tensor& x) {
   return copy_with_shape(x, x.shape());  // a new tensor no tape knows: nothing flows back
 }
 
+// ---- Reshape (and expand_dims, squeeze, recorded as Reshape) ----------------------------
+
+static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition reshape_op =
+    detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none());
+
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   detail::require_defined("reshape", x);
-  auto target_string = [&] {
-    std::string target = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) target += (i ? ", " : "") + std::to_string(shape[i]);
-    return target + "]";
-  };
   auto fail = [&](const std::string& why) {
-    throw InvalidArgument("reshape: cannot reshape x of shape " + shape_to_string(x.shape()) +
-                          " (" + std::to_string(x.size()) + " elements, dtype " +
-                          dtype_name(x.dtype()) + ") into shape " + target_string() + why);
+    throw InvalidArgument(detail::describe("reshape", x) + ": cannot reshape its " +
+                          std::to_string(x.size()) + " elements into shape " +
+                          detail::ints_to_string(shape) + why);
   };
   // The product of the known entries, checked: a wrapped product could match x's size.
   std::size_t known = 1;
@@ -89,9 +67,9 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
     if (shape[i] == -1 && inferred < 0) {
       inferred = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidArgument(detail::describe("reshape", x) + ": target shape " + target_string() +
-                            " has an invalid entry " + std::to_string(shape[i]) +
-                            " (only one -1 is allowed)");
+      throw InvalidArgument(detail::describe("reshape", x) + ": target shape " +
+                            detail::ints_to_string(shape) + " has an invalid entry " +
+                            std::to_string(shape[i]) + " (only one -1 is allowed)");
     } else {
       // Zero entries are skipped in the overflow check but make the count 0 (as in
       // checked_num_elements: the non-zero dimensions' product must fit too).
@@ -114,120 +92,6 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   return out;
 }
 
-Tensor transpose(const Tensor& x, std::vector<int> perm) {
-  detail::require_defined("transpose", x);
-  const std::size_t rank = x.rank();
-  if (perm.empty()) {
-    perm.resize(rank);
-    for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(rank - 1 - i);
-  }
-  std::vector<int> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  bool valid = perm.size() == rank;
-  for (std::size_t i = 0; valid && i < rank; ++i) valid = sorted[i] == static_cast<int>(i);
-  if (!valid) {
-    std::string p = "[";
-    for (std::size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
-    throw InvalidArgument(detail::describe("transpose", x) + ": perm " + p +
-                          "] is not a permutation of x's axes");
-  }
-  const Shape& in_shape = x.shape();
-  Shape out_shape(rank);
-  for (std::size_t i = 0; i < rank; ++i) out_shape[i] = in_shape[static_cast<std::size_t>(perm[i])];
-  const auto in_strides = detail::row_major_strides(in_shape);
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> o = xt::empty<T>(out_shape);
-    const T* in = x.array<T>().data();
-    T* dst = o.data();
-    const std::size_t n = o.size();
-    if (n == 0) return Tensor(std::move(o));
-    if (rank == 0) {
-      dst[0] = in[0];
-      return Tensor(std::move(o));
-    }
-    // Walk the output in order; the input offset follows the permuted strides.
-    std::vector<std::size_t> step(rank);
-    for (std::size_t i = 0; i < rank; ++i) step[i] = in_strides[static_cast<std::size_t>(perm[i])];
-    std::vector<std::size_t> idx(rank, 0);
-    std::size_t offset = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      dst[k] = in[offset];
-      for (std::size_t d = rank; d-- > 0;) {
-        ++idx[d];
-        offset += step[d];
-        if (idx[d] < out_shape[d]) break;
-        offset -= step[d] * out_shape[d];
-        idx[d] = 0;
-      }
-    }
-    return Tensor(std::move(o));
-  });
-  detail::record(transpose_op, {&x}, out, [&] {
-    return Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end()));
-  });
-  return out;
-}
-
-Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  detail::require_defined("broadcast_to", x);
-  try {
-    detail::check_new_shape("broadcast_to", shape, x.dtype());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(detail::describe("broadcast_to", x) + "; " + e.what());
-  }
-  const Shape b = [&] {
-    try {
-      return detail::broadcast_shapes("broadcast_to", x.shape(), shape);
-    } catch (const InvalidArgument&) {
-      throw InvalidArgument(detail::describe("broadcast_to", x) +
-                            ": x cannot be broadcast to shape " + shape_to_string(shape));
-    }
-  }();
-  if (b != shape) {
-    throw InvalidArgument(detail::describe("broadcast_to", x) +
-                          ": x cannot be broadcast to shape " + shape_to_string(shape));
-  }
-  Tensor out = detail::with_allocation_check("broadcast_to", shape, x.dtype(), [&] {
-    return detail::dispatch_any(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
-      const xt::xarray<T> unit = xt::empty<T>(Shape{});
-      return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
-    });
-  });
-  detail::record(broadcast_to_op, {&x}, out);
-  return out;
-}
-
-Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
-  detail::require_defined("unbroadcast", grad);
-  const auto dims = grad.impl().dims();  // compared without building grad's Shape
-  if (dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin())) {
-    return grad;
-  }
-  const Shape& g = grad.shape();
-  if (shape.size() > g.size()) {
-    throw InvalidArgument("unbroadcast: a gradient of shape " + shape_to_string(g) +
-                          " cannot be reduced to shape " + shape_to_string(shape));
-  }
-  const std::size_t lead = g.size() - shape.size();
-  std::vector<int> axes;
-  for (std::size_t d = 0; d < g.size(); ++d) {
-    if (d < lead) {
-      axes.push_back(static_cast<int>(d));
-    } else if (shape[d - lead] != g[d]) {
-      if (shape[d - lead] != 1) {
-        throw InvalidArgument("unbroadcast: a gradient of shape " + shape_to_string(g) +
-                              " cannot be reduced to shape " + shape_to_string(shape));
-      }
-      axes.push_back(static_cast<int>(d));
-    }
-  }
-  Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/false);
-  return reshape(summed, signed_shape(shape));
-}
-
 Tensor expand_dims(const Tensor& x, int axis) {
   detail::require_defined("expand_dims", x);
   const int rank = static_cast<int>(x.rank());
@@ -237,9 +101,9 @@ Tensor expand_dims(const Tensor& x, int axis) {
                           std::to_string(rank) + "]");
   }
   const auto position = static_cast<std::size_t>(axis < 0 ? axis + rank + 1 : axis);
-  auto target = signed_shape(x.shape());
+  auto target = detail::signed_shape(x.shape());
   target.insert(target.begin() + static_cast<std::ptrdiff_t>(position), 1);
-  return reshape(x, target);  // recorded as Reshape: its gradient reshapes back
+  return reshape(x, target);
 }
 
 Tensor squeeze(const Tensor& x, std::vector<int> axes) {
@@ -265,9 +129,155 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
   return reshape(x, target);
 }
 
+static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {reshape(g[0], detail::signed_shape(op.input_shape(0)))};
+}
+
+// ---- Transpose --------------------------------------------------------------------------
+
+static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition transpose_op =
+    detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none());
+
+// x with its axes permuted: walks the output row by row, the input offset following x's
+// strides in permuted order.
+template <class T>
+static xt::xarray<T> permute_axes(const xt::xarray<T>& x, const Shape& x_shape,
+                                  const std::vector<int>& perm, const Shape& out_shape) {
+  xt::xarray<T> out = xt::empty<T>(out_shape);
+  const std::size_t n = out.size();
+  const std::size_t rank = out_shape.size();
+  const T* in = x.data();
+  T* dst = out.data();
+  if (n == 0) return out;
+  if (rank == 0) {
+    dst[0] = in[0];
+    return out;
+  }
+  const auto x_strides = detail::row_major_strides(x_shape);
+  std::vector<std::size_t> step(rank);
+  for (std::size_t d = 0; d < rank; ++d) step[d] = x_strides[static_cast<std::size_t>(perm[d])];
+  const std::size_t run = out_shape[rank - 1];
+  const std::size_t run_step = step[rank - 1];
+  detail::StridedCursor(out_shape, rank - 1, detail::row_major_strides(out_shape), step)
+      .for_each([&](std::size_t to, std::size_t from_offset) {
+        const T* from = in + from_offset;
+        if (run_step == 1) {
+          std::copy(from, from + run, dst + to);
+        } else {
+          for (std::size_t j = 0; j < run; ++j) dst[to + j] = from[j * run_step];
+        }
+      });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, std::vector<int> perm) {
+  detail::require_defined("transpose", x);
+  const std::size_t rank = x.rank();
+  if (perm.empty()) {
+    perm.resize(rank);
+    for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(rank - 1 - i);
+  }
+  std::vector<int> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = perm.size() == rank;
+  for (std::size_t i = 0; valid && i < rank; ++i) valid = sorted[i] == static_cast<int>(i);
+  if (!valid) {
+    throw InvalidArgument(detail::describe("transpose", x) + ": perm " +
+                          detail::ints_to_string(perm) + " is not a permutation of x's axes");
+  }
+  const Shape& in_shape = x.shape();
+  Shape out_shape(rank);
+  for (std::size_t i = 0; i < rank; ++i) out_shape[i] = in_shape[static_cast<std::size_t>(perm[i])];
+  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor(permute_axes(x.array<T>(), in_shape, perm, out_shape));
+  });
+  detail::record(transpose_op, {&x}, out, [&] {
+    return Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end()));
+  });
+  return out;
+}
+
+static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const auto& perm = op.attrs().get_ints("perm");
+  std::vector<int> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  }
+  return {transpose(g[0], inverse)};
+}
+
+// ---- BroadcastTo (and unbroadcast, its gradient) ----------------------------------------
+
+static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition broadcast_to_op =
+    detail::differentiable_op("BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none());
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  detail::require_defined("broadcast_to", x);
+  try {
+    detail::check_new_shape("broadcast_to", shape, x.dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe("broadcast_to", x) + "; " + e.what());
+  }
+  bool fits = false;
+  try {
+    fits = detail::broadcast_shapes("broadcast_to", x.shape(), shape) == shape;
+  } catch (const InvalidArgument&) {
+    // the shapes do not broadcast at all: reported below with x's own description
+  }
+  if (!fits) {
+    throw InvalidArgument(detail::describe("broadcast_to", x) +
+                          ": x cannot be broadcast to shape " + shape_to_string(shape));
+  }
+  Tensor out = detail::with_allocation_check("broadcast_to", shape, x.dtype(), [&] {
+    return detail::dispatch_any(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
+      const xt::xarray<T> unit = xt::empty<T>(Shape{});
+      return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+    });
+  });
+  detail::record(broadcast_to_op, {&x}, out);
+  return out;
+}
+
+Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
+  detail::require_defined("unbroadcast", grad);
+  const auto dims = grad.impl().dims();  // compared without building grad's Shape
+  if (dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin())) {
+    return grad;
+  }
+  const Shape& g = grad.shape();
+  auto fail = [&] {
+    throw InvalidArgument(detail::describe("unbroadcast", {{"grad", grad}}) +
+                          ": it cannot be summed to shape " + shape_to_string(shape));
+  };
+  if (shape.size() > g.size()) fail();
+  const std::size_t lead = g.size() - shape.size();
+  std::vector<int> axes;
+  for (std::size_t d = 0; d < g.size(); ++d) {
+    if (d < lead) {
+      axes.push_back(static_cast<int>(d));
+    } else if (shape[d - lead] != g[d]) {
+      if (shape[d - lead] != 1) fail();
+      axes.push_back(static_cast<int>(d));
+    }
+  }
+  Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/false);
+  return reshape(summed, detail::signed_shape(shape));
+}
+
+static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {unbroadcast(g[0], op.input_shape(0))};
+}
+
 namespace detail {
 
-void register_array_ops(OpRegistrar& registry) { registry.add({&identity_op, &reshape_op, &transpose_op, &broadcast_to_op}); }
+void register_array_ops(OpRegistrar& registry) {
+  registry.add({&identity_op, &reshape_op, &transpose_op, &broadcast_to_op});
+}
 
 }  // namespace detail
 

@@ -1,5 +1,6 @@
-// gather, unsorted_segment_sum and the IndexedSlices helpers (to_dense, concat_slices):
-// forward kernels and gradients side by side. gather's gradient for axis 0 is row-sparse.
+// gather, unsorted_segment_sum and the IndexedSlices helpers (to_dense, concat_slices). Each
+// op reads top to bottom: its definition, its forward, its gradient. Everything but the public
+// functions has internal linkage (static, constexpr).
 #include <algorithm>
 
 #include "kernels/dispatch.hpp"
@@ -14,94 +15,50 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
-
-std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
+static std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
   std::size_t n = 1;
   for (; first != last; ++first) n *= *first;
   return n;
 }
 
-void require_index_dtype(const char* op, const char* name, const Tensor& t) {
+static void require_index_dtype(const char* op, const char* name, const Tensor& t) {
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {
     throw InvalidArgument(detail::describe(op, {{name, t}}) + ": " + name +
                           " must be int32 or int64");
   }
 }
 
-std::vector<std::int64_t> index_values(const Tensor& t) {
-  if (t.dtype() == DType::Int32) {
-    const auto& a = t.array<std::int32_t>();
-    return std::vector<std::int64_t>(a.begin(), a.end());
-  }
-  const auto& a = t.array<std::int64_t>();
-  return std::vector<std::int64_t>(a.begin(), a.end());
-}
+// ---- GatherV2 ---------------------------------------------------------------------------
 
-Grads gather_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  Grads result(2);
-  if (!ctx.needs_gradient(0)) return result;
-  const Shape& params_shape = ctx.input_shape(0);
-  const Tensor& indices = ctx.inputs()[1];
-  const auto axis = static_cast<std::size_t>(ctx.attrs().get_int("axis"));
-  const auto n = static_cast<std::int64_t>(indices.size());
-  const Tensor flat_indices = reshape(indices, {n});
-  if (axis == 0) {
-    std::vector<std::int64_t> values_shape = detail::signed_shape(params_shape);
-    values_shape[0] = n;
-    result[0] = IndexedSlices{reshape(g[0], values_shape), flat_indices, params_shape};
-    return result;
-  }
-  // Move the gathered axis to the front, sum rows by index, move it back.
-  const auto outer = static_cast<std::int64_t>(
-      product(params_shape.begin(), params_shape.begin() + static_cast<std::ptrdiff_t>(axis)));
-  const auto inner = static_cast<std::int64_t>(
-      product(params_shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, params_shape.end()));
-  const Tensor rows = transpose(reshape(g[0], {outer, n, inner}), {1, 0, 2});
-  const Tensor summed = unsorted_segment_sum(rows, flat_indices, params_shape[axis]);
-  result[0] = reshape(transpose(summed, {1, 0, 2}), detail::signed_shape(params_shape));
-  return result;
-}
-
-Grads segment_sum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  Grads result(2);
-  if (ctx.needs_gradient(0)) result[0] = gather(g[0], ctx.inputs()[1], 0);
-  return result;
-}
-
+static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 constexpr OpDefinition gather_op =
-    detail::differentiable_op("GatherV2", gather_grad, KeepSet::only({1}), KeepSet::none());
-constexpr OpDefinition segment_sum_op =
-    detail::differentiable_op("UnsortedSegmentSum", segment_sum_grad, KeepSet::only({1}), KeepSet::none());
-
-}  // namespace
+    detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}), KeepSet::none());
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", params);
   detail::require_defined("gather", indices);
   require_index_dtype("gather", "indices", indices);
-  if (params.rank() == 0) {
-    throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
-                          ": params must have rank >= 1");
-  }
+  auto described = [&] {
+    return detail::describe("gather", {{"params", params}, {"indices", indices}});
+  };
+  if (params.rank() == 0) throw InvalidArgument(described() + ": params must have rank >= 1");
   const Shape& shape = params.shape();
   const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
-  const std::vector<std::int64_t> index = index_values(indices);
+  const std::vector<std::int64_t> index = detail::index_values(indices);
   for (std::size_t k = 0; k < index.size(); ++k) {
     if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
-      throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
-                            ": index " + std::to_string(index[k]) + " (indices[" +
+      throw InvalidArgument(described() + ": index " + std::to_string(index[k]) + " (indices[" +
                             std::to_string(k) + "] in flat order) is out of range [0, " +
                             std::to_string(limit) + ") along axis " + std::to_string(axis));
     }
   }
-  Shape out_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
+  const auto axis_position = shape.begin() + static_cast<std::ptrdiff_t>(a);
+  Shape out_shape(shape.begin(), axis_position);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
-  out_shape.insert(out_shape.end(), shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
-  const std::size_t outer = product(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a));
-  const std::size_t inner =
-      product(shape.begin() + static_cast<std::ptrdiff_t>(a) + 1, shape.end());
+  out_shape.insert(out_shape.end(), axis_position + 1, shape.end());
+  const std::size_t outer = product(shape.begin(), axis_position);
+  const std::size_t inner = product(axis_position + 1, shape.end());
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
@@ -120,22 +77,55 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   return out;
 }
 
+// Along axis 0 the gradient is row-sparse: the incoming rows, indexed by the flat indices.
+// Along another axis, the gathered axis moves to the front, its rows are summed by index and
+// moved back.
+static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  Grads result(2);
+  if (!op.needs_gradient(0)) return result;
+  const Shape& params_shape = op.input_shape(0);
+  const Tensor& indices = op.inputs()[1];
+  const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
+  const auto n = static_cast<std::int64_t>(indices.size());
+  const Tensor flat_indices = reshape(indices, {n});
+  if (axis == 0) {
+    std::vector<std::int64_t> values_shape = detail::signed_shape(params_shape);
+    values_shape[0] = n;
+    result[0] = IndexedSlices{reshape(g[0], values_shape), flat_indices, params_shape};
+    return result;
+  }
+  const auto axis_position = params_shape.begin() + static_cast<std::ptrdiff_t>(axis);
+  const auto outer = static_cast<std::int64_t>(product(params_shape.begin(), axis_position));
+  const auto inner = static_cast<std::int64_t>(product(axis_position + 1, params_shape.end()));
+  const Tensor rows = transpose(reshape(g[0], {outer, n, inner}), {1, 0, 2});
+  const Tensor summed = unsorted_segment_sum(rows, flat_indices, params_shape[axis]);
+  result[0] = reshape(transpose(summed, {1, 0, 2}), detail::signed_shape(params_shape));
+  return result;
+}
+
+// ---- UnsortedSegmentSum -----------------------------------------------------------------
+
+static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition segment_sum_op = detail::differentiable_op(
+    "UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}), KeepSet::none());
+
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
                             std::size_t num_segments) {
   const char* op = "unsorted_segment_sum";
   detail::require_defined(op, data);
   detail::require_defined(op, segment_ids);
   require_index_dtype(op, "segment_ids", segment_ids);
+  auto described = [&] {
+    return detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}});
+  };
   if (data.rank() == 0 || segment_ids.rank() != 1 || segment_ids.shape()[0] != data.shape()[0]) {
-    throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
-                          ": segment_ids must be 1-D with one id per row of data");
+    throw InvalidArgument(described() + ": segment_ids must be 1-D with one id per row of data");
   }
-  const std::vector<std::int64_t> ids = index_values(segment_ids);
+  const std::vector<std::int64_t> ids = detail::index_values(segment_ids);
   for (std::size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || static_cast<std::size_t>(ids[k]) >= num_segments) {
-      throw InvalidArgument(detail::describe(op, {{"data", data}, {"segment_ids", segment_ids}}) +
-                            ": segment id " + std::to_string(ids[k]) + " (segment_ids[" +
-                            std::to_string(k) + "]) is out of range [0, " +
+      throw InvalidArgument(described() + ": segment id " + std::to_string(ids[k]) +
+                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
                             std::to_string(num_segments) + ")");
     }
   }
@@ -163,6 +153,12 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   });
   detail::record(segment_sum_op, {&data, &segment_ids}, out);
   return out;
+}
+
+static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  Grads result(2);
+  if (op.needs_gradient(0)) result[0] = gather(g[0], op.inputs()[1], 0);
+  return result;
 }
 
 Tensor to_dense(const IndexedSlices& slices) {
@@ -209,7 +205,9 @@ IndexedSlices concat_slices(const std::vector<IndexedSlices>& slices) {
 }  // namespace detail
 namespace detail {
 
-void register_array_gather_ops(OpRegistrar& registry) { registry.add({&gather_op, &segment_sum_op}); }
+void register_array_gather_ops(OpRegistrar& registry) {
+  registry.add({&gather_op, &segment_sum_op});
+}
 
 }  // namespace detail
 

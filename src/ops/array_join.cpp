@@ -1,6 +1,6 @@
-// concat, stack and split: forward kernels and gradients side by side.
-#include <numeric>
-
+// concat (and stack, recorded as Reshape + ConcatV2) and split. Each op reads top to bottom:
+// its definition, its forward, its gradient. Everything but the public functions has internal
+// linkage (static, constexpr).
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
 #include "ops/op_support.hpp"
@@ -12,10 +12,8 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
-
 // "op: values[0] has shape [2] and dtype float64, values[1] has ..."
-std::string describe_list(const char* op, const std::vector<Tensor>& values) {
+static std::string describe_list(const char* op, const std::vector<Tensor>& values) {
   std::vector<detail::Operand> operands;
   operands.reserve(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -24,59 +22,22 @@ std::string describe_list(const char* op, const std::vector<Tensor>& values) {
   return detail::describe(op, operands);
 }
 
-// The gradient of each concatenated input is its slice of g along the axis.
-Grads concat_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const auto axis = static_cast<std::size_t>(ctx.attrs().get_int("axis"));
-  Grads result(ctx.num_inputs());
-  std::int64_t offset = 0;
-  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const Shape& shape = ctx.input_shape(i);
-    if (ctx.needs_gradient(i)) {
-      std::vector<std::int64_t> begin(shape.size(), 0);
-      begin[axis] = offset;
-      result[i] = slice(g[0], begin, detail::signed_shape(shape));
-    }
-    offset += static_cast<std::int64_t>(shape[axis]);
+static void require_values(const char* op, const std::vector<Tensor>& values) {
+  if (values.empty()) {
+    throw InvalidArgument(std::string(op) + ": values is empty (need at least one tensor)");
   }
-  return result;
+  for (const auto& v : values) detail::require_defined(op, v);
 }
 
-Grads split_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  // The runtime passes zeros for outputs nobody used, so every part is defined here.
-  return {concat(g, static_cast<int>(ctx.attrs().get_int("axis")))};
-}
+// ---- ConcatV2 (and stack) ---------------------------------------------------------------
 
+static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
 constexpr OpDefinition concat_op =
-    detail::differentiable_op("ConcatV2", concat_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition split_op =
-    detail::differentiable_op("Split", split_grad, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none());
 
-// Fills `out` with the parts laid side by side along `axis`.
-Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis, const Shape& out_shape) {
-  return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
-    std::vector<std::size_t> dst_begin(out_shape.size(), 0);
-    const std::vector<std::size_t> src_begin(out_shape.size(), 0);
-    for (const auto& v : values) {
-      detail::copy_box(v.array<T>().data(), v.shape(), src_begin, out.data(), out_shape, dst_begin,
-                       v.shape());
-      dst_begin[axis] += v.shape()[axis];
-    }
-    return Tensor(std::move(out));
-  });
-}
-
-}  // namespace
-
-Tensor concat(const std::vector<Tensor>& values, int axis) {
-  if (values.empty()) throw InvalidArgument("concat: values is empty (need at least one tensor)");
-  for (const auto& v : values) detail::require_defined("concat", v);
+// The concatenated shape, checked: InvalidArgument naming concat and every value otherwise.
+static Shape concat_shape(const std::vector<Tensor>& values, int axis, std::size_t a) {
   const Tensor& first = values.front();
-  if (first.rank() == 0) {
-    throw InvalidArgument(describe_list("concat", values) + ": cannot concatenate scalars (rank 0)");
-  }
-  const std::size_t a = detail::normalize_axis("concat", axis, first);
   Shape out_shape = first.shape();
   out_shape[a] = 0;
   for (const auto& v : values) {
@@ -96,15 +57,40 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(describe_list("concat", values) + "; " + e.what());
   }
-  Tensor out = concat_kernel(values, a, out_shape);
+  return out_shape;
+}
+
+// The parts laid side by side along `axis`.
+static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
+                            const Shape& out_shape) {
+  return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
+    std::vector<std::size_t> dst_begin(out_shape.size(), 0);
+    const std::vector<std::size_t> src_begin(out_shape.size(), 0);
+    for (const auto& v : values) {
+      detail::copy_box(v.array<T>().data(), v.shape(), src_begin, out.data(), out_shape, dst_begin,
+                       v.shape());
+      dst_begin[axis] += v.shape()[axis];
+    }
+    return Tensor(std::move(out));
+  });
+}
+
+Tensor concat(const std::vector<Tensor>& values, int axis) {
+  require_values("concat", values);
+  if (values.front().rank() == 0) {
+    throw InvalidArgument(describe_list("concat", values) + ": cannot concatenate scalars (rank 0)");
+  }
+  const std::size_t a = detail::normalize_axis("concat", axis, values.front());
+  Tensor out = concat_kernel(values, a, concat_shape(values, axis, a));
   detail::record(concat_op, values, out,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return out;
 }
 
 Tensor stack(const std::vector<Tensor>& values, int axis) {
-  if (values.empty()) throw InvalidArgument("stack: values is empty (need at least one tensor)");
-  for (const auto& v : values) detail::require_defined("stack", v);
+  require_values("stack", values);
   const Tensor& first = values.front();
   for (const auto& v : values) {
     if (v.shape() != first.shape() || v.dtype() != first.dtype()) {
@@ -124,6 +110,29 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
   for (const auto& v : values) expanded.push_back(expand_dims(v, axis));
   return concat(expanded, axis);
 }
+
+// The gradient of each concatenated input is its slice of g along the axis.
+static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
+  Grads result(op.num_inputs());
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < op.num_inputs(); ++i) {
+    const Shape& shape = op.input_shape(i);
+    if (op.needs_gradient(i)) {
+      std::vector<std::int64_t> begin(shape.size(), 0);
+      begin[axis] = offset;
+      result[i] = slice(g[0], begin, detail::signed_shape(shape));
+    }
+    offset += static_cast<std::int64_t>(shape[axis]);
+  }
+  return result;
+}
+
+// ---- Split ------------------------------------------------------------------------------
+
+static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition split_op =
+    detail::differentiable_op("Split", split_gradient, KeepSet::none(), KeepSet::none());
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);
@@ -158,6 +167,11 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::record(split_op, {&x}, outputs,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return outputs;
+}
+
+// The runtime passes zeros for outputs nobody used, so every part is defined here.
+static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {concat(g, static_cast<int>(op.attrs().get_int("axis")))};
 }
 
 namespace detail {

@@ -1,7 +1,9 @@
-// slice (with its gradient, padding into zeros) and tile: forward kernels and gradients side
-// by side.
+// slice (with its gradient, padding into zeros) and tile. Each op reads top to bottom: its
+// definition, its forward, its gradient. Everything but the public functions has internal
+// linkage (static, constexpr).
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/strided_cursor.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -12,62 +14,18 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
-
-std::vector<std::size_t> unsigned_ints(const std::vector<std::int64_t>& v) {
+static std::vector<std::size_t> unsigned_ints(const std::vector<std::int64_t>& v) {
   return std::vector<std::size_t>(v.begin(), v.end());
 }
 
-Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& begin, const Shape& shape);
+// ---- Slice, SliceGrad (its gradient: g padded into zeros) -------------------------------
 
-Grads slice_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {pad_into_zeros(g[0], unsigned_ints(ctx.attrs().get_ints("begin")), ctx.input_shape(0))};
-}
-
-// Padding is linear: its gradient takes the same window back out.
-Grads slice_grad_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {slice(g[0], ctx.attrs().get_ints("begin"), detail::signed_shape(ctx.input_shape(0)))};
-}
-
-Grads tile_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Shape& shape = ctx.input_shape(0);
-  const auto& multiples = ctx.attrs().get_ints("multiples");
-  if (shape.empty()) return {g[0]};
-  // Output index k*d + j along a dimension is copy k of element j: split each dimension in
-  // [multiple, size] and sum over the copies.
-  std::vector<std::int64_t> interleaved;
-  std::vector<int> copy_axes;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    copy_axes.push_back(static_cast<int>(interleaved.size()));
-    interleaved.push_back(multiples[d]);
-    interleaved.push_back(static_cast<std::int64_t>(shape[d]));
-  }
-  return {reduce_sum(reshape(g[0], interleaved), copy_axes, /*keepdims=*/false)};
-}
-
+static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
 constexpr OpDefinition slice_op =
-    detail::differentiable_op("Slice", slice_grad, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Slice", slice_gradient, KeepSet::none(), KeepSet::none());
 constexpr OpDefinition slice_grad_op =
-    detail::differentiable_op("SliceGrad", slice_grad_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition tile_op =
-    detail::differentiable_op("Tile", tile_grad, KeepSet::none(), KeepSet::none());
-
-// g placed at `begin` inside zeros of `shape`: the gradient of slice (TF pads instead).
-Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& begin, const Shape& shape) {
-  Tensor out = detail::dispatch_any(g.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> padded = xt::zeros<T>(shape);
-    const std::vector<std::size_t> origin(shape.size(), 0);
-    detail::copy_box(g.array<T>().data(), g.shape(), origin, padded.data(), shape, begin, g.shape());
-    return Tensor(std::move(padded));
-  });
-  detail::record(slice_grad_op, {&g}, out, [&] {
-    return Attrs().set("begin", std::vector<std::int64_t>(begin.begin(), begin.end()));
-  });
-  return out;
-}
-
-}  // namespace
+    detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none());
 
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size) {
   detail::require_defined("slice", x);
@@ -102,16 +60,47 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
   return out;
 }
 
-Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
-  detail::require_defined("tile", x);
+// g placed at `begin` inside zeros of `shape`: the gradient of slice (TF pads instead).
+static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& begin,
+                             const Shape& shape) {
+  Tensor out = detail::dispatch_any(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> padded = xt::zeros<T>(shape);
+    const std::vector<std::size_t> origin(shape.size(), 0);
+    detail::copy_box(g.array<T>().data(), g.shape(), origin, padded.data(), shape, begin, g.shape());
+    return Tensor(std::move(padded));
+  });
+  detail::record(slice_grad_op, {&g}, out, [&] {
+    return Attrs().set("begin", std::vector<std::int64_t>(begin.begin(), begin.end()));
+  });
+  return out;
+}
+
+static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {pad_into_zeros(g[0], unsigned_ints(op.attrs().get_ints("begin")), op.input_shape(0))};
+}
+
+// Padding is linear: its gradient takes the same window back out.
+static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {slice(g[0], op.attrs().get_ints("begin"), detail::signed_shape(op.input_shape(0)))};
+}
+
+// ---- Tile -------------------------------------------------------------------------------
+
+static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition tile_op =
+    detail::differentiable_op("Tile", tile_gradient, KeepSet::none(), KeepSet::none());
+
+// The tiled shape, checked: InvalidArgument naming tile, x and the multiples when a dimension
+// or the whole would exceed what a tensor can hold.
+static Shape tiled_shape(const Tensor& x, const std::vector<std::size_t>& multiples) {
   const Shape& shape = x.shape();
-  const std::size_t rank = shape.size();
-  if (multiples.size() != rank) {
+  if (multiples.size() != shape.size()) {
     throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
                           detail::ints_to_string(multiples) + " needs one entry per dimension");
   }
-  Shape out_shape(rank);
-  for (std::size_t d = 0; d < rank; ++d) {
+  Shape out_shape(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) {
     if (multiples[d] > detail::kMaxElements ||
         (shape[d] != 0 && multiples[d] > detail::kMaxElements / shape[d])) {
       throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
@@ -126,31 +115,45 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
     throw InvalidArgument(detail::describe("tile", x) + ", multiples " +
                           detail::ints_to_string(multiples) + "; " + e.what());
   }
+  return out_shape;
+}
+
+// Along each axis, output index k * size + j is copy k of element j: the output's rows (every
+// axis but the last) in row-major order are the index space [multiple, size] per axis, where
+// the copy index moves nothing in x. Each output row is its source row repeated.
+template <class T>
+static void tile_rows(const T* src, const Shape& shape, const std::vector<std::size_t>& multiples,
+                      T* dst, const Shape& out_shape) {
+  const std::size_t rank = shape.size();
+  const auto strides = detail::row_major_strides(shape);
+  const auto out_strides = detail::row_major_strides(out_shape);
+  using Axes = xt::svector<std::size_t, 8>;  // no allocation up to rank 5
+  Axes copies_and_elements, from_strides, to_strides;
+  for (std::size_t d = 0; d + 1 < rank; ++d) {
+    copies_and_elements.insert(copies_and_elements.end(), {multiples[d], shape[d]});
+    from_strides.insert(from_strides.end(), {0, strides[d]});
+    to_strides.insert(to_strides.end(), {shape[d] * out_strides[d], out_strides[d]});
+  }
+  const std::size_t run = shape[rank - 1];
+  const std::size_t copies = multiples[rank - 1];
+  detail::StridedCursor(copies_and_elements, copies_and_elements.size(), from_strides, to_strides)
+      .for_each([=](std::size_t from, std::size_t to) {
+        T* row = dst + to;
+        for (std::size_t m = 0; m < copies; ++m) row = std::copy(src + from, src + from + run, row);
+      });
+}
+
+Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
+  detail::require_defined("tile", x);
+  const Shape out_shape = tiled_shape(x, multiples);
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> tiled = detail::allocate_array<T>("tile", out_shape);
     const T* src = x.array<T>().data();
-    T* dst = tiled.data();
-    if (rank == 0) {
-      dst[0] = src[0];
-      return Tensor(std::move(tiled));
-    }
-    if (tiled.size() == 0) return Tensor(std::move(tiled));
-    // Each output row (all dimensions but the last) is its source row repeated.
-    const auto src_strides = detail::row_major_strides(shape);
-    const std::size_t run = shape[rank - 1];
-    const std::size_t rows = tiled.size() / out_shape[rank - 1];
-    std::vector<std::size_t> index(rank, 0);
-    for (std::size_t row = 0; row < rows; ++row) {
-      std::size_t src_offset = 0;
-      for (std::size_t d = 0; d + 1 < rank; ++d) src_offset += (index[d] % shape[d]) * src_strides[d];
-      for (std::size_t m = 0; m < multiples[rank - 1]; ++m) {
-        dst = std::copy(src + src_offset, src + src_offset + run, dst);
-      }
-      for (std::size_t d = rank - 1; d-- > 0;) {
-        if (++index[d] < out_shape[d]) break;
-        index[d] = 0;
-      }
+    if (out_shape.empty()) {
+      tiled.data()[0] = src[0];
+    } else if (tiled.size() != 0) {
+      tile_rows(src, x.shape(), multiples, tiled.data(), out_shape);
     }
     return Tensor(std::move(tiled));
   });
@@ -160,9 +163,26 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   return out;
 }
 
+// Split each axis into [multiple, size] and sum over the copies.
+static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Shape& shape = op.input_shape(0);
+  const auto& multiples = op.attrs().get_ints("multiples");
+  if (shape.empty()) return {g[0]};
+  std::vector<std::int64_t> interleaved;
+  std::vector<int> copy_axes;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    copy_axes.push_back(static_cast<int>(interleaved.size()));
+    interleaved.push_back(multiples[d]);
+    interleaved.push_back(static_cast<std::int64_t>(shape[d]));
+  }
+  return {reduce_sum(reshape(g[0], interleaved), copy_axes, /*keepdims=*/false)};
+}
+
 namespace detail {
 
-void register_array_slice_ops(OpRegistrar& registry) { registry.add({&slice_op, &slice_grad_op, &tile_op}); }
+void register_array_slice_ops(OpRegistrar& registry) {
+  registry.add({&slice_op, &slice_grad_op, &tile_op});
+}
 
 }  // namespace detail
 

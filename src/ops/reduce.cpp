@@ -1,11 +1,13 @@
-// Reductions: forward kernels and gradients side by side.
+// Reductions: reduce_sum, reduce_mean, reduce_prod, reduce_logsumexp (reduce_max and
+// reduce_min are in reduce_extrema.cpp). Each op reads top to bottom: its definition, its
+// forward, its gradient. Everything but the public functions has internal linkage (static,
+// constexpr).
 #include "tapegrad/ops/reduce.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
 #include "ops/reduce_support.hpp"
@@ -18,26 +20,77 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
+// ---- Sum --------------------------------------------------------------------------------
 
-// The number of elements each output cell summarises.
-std::size_t reduced_count(const Shape& shape, const std::vector<std::size_t>& axes) {
-  std::size_t n = 1;
-  for (auto a : axes) n *= shape[a];
-  return n;
+static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition sum_op =
+    detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none());
+
+Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  const auto ax = detail::checked_reduction_axes("reduce_sum", x, axes);
+  return detail::folding_reduction(sum_op, "reduce_sum", x, ax, keepdims, [](auto zero) {
+    using T = decltype(zero);
+    return detail::Fold{T(0), [](T acc, T v) { return detail::wrapping_add(acc, v); }};
+  });
 }
 
-Grads sum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {detail::broadcast_to_input(ctx, g[0])};
+static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {detail::broadcast_to_input(op, g[0])};
 }
 
-Grads mean_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const double n = static_cast<double>(reduced_count(ctx.input_shape(0), detail::reduction_axes(ctx)));
-  return {divide(detail::broadcast_to_input(ctx, g[0]), scalar(n, g[0].dtype()))};
+// ---- Mean -------------------------------------------------------------------------------
+
+static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition mean_op =
+    detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none());
+
+Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  const auto ax = detail::checked_reduction_axes("reduce_mean", x, axes);
+  const std::size_t count = detail::reduced_count(x.shape(), ax);
+  Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
+    using T = decltype(zero);
+    auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
+                                      [](T acc, T v) { return detail::wrapping_add(acc, v); });
+    // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
+    // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
+    for (auto& v : sum) {
+      if constexpr (std::is_floating_point_v<T>) {
+        v = static_cast<T>(v / static_cast<T>(count));
+      } else {
+        v = count == 0 ? T(0)
+                       : static_cast<T>(static_cast<std::int64_t>(v) / static_cast<std::int64_t>(count));
+      }
+    }
+    return Tensor(std::move(sum));
+  });
+  detail::record(mean_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
+  return out;
+}
+
+static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const double n =
+      static_cast<double>(detail::reduced_count(op.input_shape(0), detail::reduction_axes(op)));
+  return {divide(detail::broadcast_to_input(op, g[0]), scalar(n, g[0].dtype()))};
+}
+
+// ---- Prod -------------------------------------------------------------------------------
+
+static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition prod_op =
+    detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all());
+
+Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  const auto ax = detail::checked_reduction_axes("reduce_prod", x, axes);
+  return detail::folding_reduction(prod_op, "reduce_prod", x, ax, keepdims, [](auto zero) {
+    using T = decltype(zero);
+    return detail::Fold{T(1), [](T acc, T v) { return detail::wrapping_mul(acc, v); }};
+  });
 }
 
 // Constants describing where x is zero, per reduced group. They are piecewise constant in x,
 // so they are computed outside the tape: the gradient is differentiable through the rest.
+// (A type cannot be static: the unnamed namespace keeps it to this file.)
+namespace {
 struct ZeroPattern {
   bool any_zero = false;
   Tensor is_zero;       // x's shape: 1 where x == 0
@@ -45,8 +98,9 @@ struct ZeroPattern {
   Tensor no_zero;       // kept shape: 1 where the group has no zero
   Tensor single_zero;   // kept shape: 1 where the group has exactly one zero
 };
+}  // namespace
 
-ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>& axes) {
+static ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>& axes) {
   return detail::dispatch_floating("reduce_prod", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     ZeroPattern p;
@@ -70,19 +124,19 @@ ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>& axes) 
 // respect to z. In a group with two or more zeros every element gets 0. Nothing divides by
 // zero, and with one zero per group the gradient is exact to second order (with more it is
 // exact to first order only).
-Grads prod_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& x = ctx.inputs()[0];
-  const auto axes = detail::reduction_axes(ctx);
+static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& x = op.inputs()[0];
+  const auto axes = detail::reduction_axes(op);
   const ZeroPattern zeros = zero_pattern(x, axes);
   if (!zeros.any_zero) {
-    return {divide(detail::broadcast_to_input(ctx, multiply(g[0], ctx.outputs()[0])), x)};
+    return {divide(detail::broadcast_to_input(op, multiply(g[0], op.outputs()[0])), x)};
   }
   const std::vector<int> int_axes(axes.begin(), axes.end());
   const Tensor nonzero_x = add(multiply(x, zeros.is_nonzero), zeros.is_zero);
   const Tensor others = reduce_prod(nonzero_x, int_axes, /*keepdims=*/true);
   const Tensor the_zero = reduce_sum(multiply(x, zeros.is_zero), int_axes, /*keepdims=*/true);
   const Shape& shape = x.shape();
-  const Shape kept = detail::reduction_kept_shape(ctx);
+  const Shape kept = detail::reduction_kept_shape(op);
   const Tensor scale = broadcast_to(
       multiply(reshape(g[0], std::vector<std::int64_t>(kept.begin(), kept.end())), others), shape);
   const Tensor single_zero_coefficient =
@@ -94,77 +148,14 @@ Grads prod_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
   return {multiply(scale, coefficient)};
 }
 
-// d lse / d x = exp(x - lse): a softmax over the reduced axes. Reading lse from the output
-// keeps it differentiable for higher orders.
-Grads logsumexp_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& x = ctx.inputs()[0];
-  const Tensor softmax = exp(subtract(x, detail::broadcast_to_input(ctx, ctx.outputs()[0])));
-  return {multiply(detail::broadcast_to_input(ctx, g[0]), softmax)};
-}
+// ---- ReduceLogSumExp --------------------------------------------------------------------
 
-constexpr OpDefinition sum_op =
-    detail::differentiable_op("Sum", sum_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition mean_op =
-    detail::differentiable_op("Mean", mean_grad, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition prod_op =
-    detail::differentiable_op("Prod", prod_grad, KeepSet::all(), KeepSet::all());
-constexpr OpDefinition logsumexp_op =
-    detail::differentiable_op("ReduceLogSumExp", logsumexp_grad, KeepSet::all(), KeepSet::all());
-
-}  // namespace
-
-Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  detail::require_defined("reduce_sum", x);
-  const auto ax = detail::normalize_axes("reduce_sum", axes, x);
-  Tensor out = detail::dispatch_numeric("reduce_sum", x, [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
-                                         [](T acc, T v) { return detail::wrapping_add(acc, v); }));
-  });
-  detail::record(sum_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
-  return out;
-}
-
-Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  detail::require_defined("reduce_mean", x);
-  const auto ax = detail::normalize_axes("reduce_mean", axes, x);
-  std::size_t count = 1;
-  for (auto a : ax) count *= x.shape()[a];
-  Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
-    using T = decltype(zero);
-    auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
-                                      [](T acc, T v) { return detail::wrapping_add(acc, v); });
-    // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
-    // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
-    for (auto& v : sum) {
-      if constexpr (std::is_floating_point_v<T>) {
-        v = static_cast<T>(v / static_cast<T>(count));
-      } else {
-        v = count == 0 ? T(0)
-                       : static_cast<T>(static_cast<std::int64_t>(v) / static_cast<std::int64_t>(count));
-      }
-    }
-    return Tensor(std::move(sum));
-  });
-  detail::record(mean_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
-  return out;
-}
-
-Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  detail::require_defined("reduce_prod", x);
-  const auto ax = detail::normalize_axes("reduce_prod", axes, x);
-  Tensor out = detail::dispatch_numeric("reduce_prod", x, [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(1),
-                                         [](T acc, T v) { return detail::wrapping_mul(acc, v); }));
-  });
-  detail::record(prod_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
-  return out;
-}
+static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition logsumexp_op = detail::differentiable_op(
+    "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all());
 
 Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  detail::require_defined("reduce_logsumexp", x);
-  const auto ax = detail::normalize_axes("reduce_logsumexp", axes, x);
+  const auto ax = detail::checked_reduction_axes("reduce_logsumexp", x, axes);
   Tensor out = detail::dispatch_floating("reduce_logsumexp", x, [&](auto zero) {
     using T = decltype(zero);
     const auto& a = x.array<T>();
@@ -191,9 +182,19 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   return out;
 }
 
+// d lse / d x = exp(x - lse): a softmax over the reduced axes. Reading lse from the output
+// keeps it differentiable for higher orders.
+static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& x = op.inputs()[0];
+  const Tensor softmax = exp(subtract(x, detail::broadcast_to_input(op, op.outputs()[0])));
+  return {multiply(detail::broadcast_to_input(op, g[0]), softmax)};
+}
+
 namespace detail {
 
-void register_reduce_ops(OpRegistrar& registry) { registry.add({&sum_op, &mean_op, &prod_op, &logsumexp_op}); }
+void register_reduce_ops(OpRegistrar& registry) {
+  registry.add({&sum_op, &mean_op, &prod_op, &logsumexp_op});
+}
 
 }  // namespace detail
 

@@ -1,7 +1,7 @@
-// reduce_max and reduce_min: forward kernels and gradients side by side.
+// reduce_max and reduce_min: one section, one gradient rule. Everything but the public
+// functions has internal linkage (static, constexpr).
 #include <limits>
 
-#include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
@@ -14,16 +14,56 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
+// ---- Max, Min ---------------------------------------------------------------------------
+
+static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition max_op =
+    detail::differentiable_op("Max", extremum_gradient, KeepSet::all(), KeepSet::all());
+constexpr OpDefinition min_op =
+    detail::differentiable_op("Min", extremum_gradient, KeepSet::all(), KeepSet::all());
+
+// The larger (is_max) or smaller of acc and v; a NaN wins and stays, as in TF.
+template <class T>
+static T pick(bool is_max, T acc, T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (acc != acc) return acc;
+    if (v != v) return v;
+  }
+  return (is_max ? v > acc : v < acc) ? v : acc;
+}
+
+static Tensor reduce_extremum(const char* function, const OpDefinition& op, bool is_max,
+                              const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  const auto ax = detail::checked_reduction_axes(function, x, axes);
+  if (detail::reduced_count(x.shape(), ax) == 0 &&
+      num_elements(detail::reduced_shape(x.shape(), ax)) != 0) {
+    throw InvalidArgument(detail::describe(function, x) + ": the reduction over axes " +
+                          detail::ints_to_string(axes) + " is empty, and an empty set has no " +
+                          (is_max ? "maximum" : "minimum"));
+  }
+  return detail::folding_reduction(op, function, x, ax, keepdims, [is_max](auto zero) {
+    using T = decltype(zero);
+    const T init = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    return detail::Fold{init, [is_max](T acc, T v) { return pick(is_max, acc, v); }};
+  });
+}
+
+Tensor reduce_max(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  return reduce_extremum("reduce_max", max_op, true, x, axes, keepdims);
+}
+
+Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  return reduce_extremum("reduce_min", min_op, false, x, axes, keepdims);
+}
 
 // 1 / (number of ties) where x equals its group's extremum, 0 elsewhere. The pattern of
 // extrema is piecewise constant in x, so it is computed outside the tape: a constant for
 // every gradient, which keeps the gradient linear in the incoming gradient and exact to any
 // order away from ties.
-Tensor tie_weights(const Tensor& x, const Tensor& extremum, const OpContext& ctx) {
-  const auto axes = detail::reduction_axes(ctx);
-  const Shape kept = detail::reduction_kept_shape(ctx);
-  return detail::dispatch_floating(ctx.op_type().c_str(), x.dtype(), [&](auto zero) {
+static Tensor tie_weights(const Tensor& x, const Tensor& extremum, const OpContext& op) {
+  const auto axes = detail::reduction_axes(op);
+  const Shape kept = detail::reduction_kept_shape(op);
+  return detail::dispatch_floating(op.op_type().c_str(), x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> target = extremum.array<T>();
     target.reshape(kept);
@@ -36,57 +76,9 @@ Tensor tie_weights(const Tensor& x, const Tensor& extremum, const OpContext& ctx
   });
 }
 
-Grads extremum_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& x = ctx.inputs()[0];
-  return {multiply(detail::broadcast_to_input(ctx, g[0]), tie_weights(x, ctx.outputs()[0], ctx))};
-}
-
-constexpr OpDefinition max_op =
-    detail::differentiable_op("Max", extremum_grad, KeepSet::all(), KeepSet::all());
-constexpr OpDefinition min_op =
-    detail::differentiable_op("Min", extremum_grad, KeepSet::all(), KeepSet::all());
-
-// Takes the larger (is_max) or smaller element; a NaN wins and stays, as in TF.
-template <class T>
-struct Pick {
-  bool is_max;
-  T operator()(T acc, T v) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (acc != acc) return acc;
-      if (v != v) return v;
-    }
-    return (is_max ? v > acc : v < acc) ? v : acc;
-  }
-};
-
-Tensor reduce_extremum(const char* op, const OpDefinition& definition, bool is_max, const Tensor& x,
-                       const std::vector<int>& axes, bool keepdims) {
-  detail::require_defined(op, x);
-  const auto ax = detail::normalize_axes(op, axes, x);
-  std::size_t count = 1;
-  for (auto a : ax) count *= x.shape()[a];
-  if (count == 0 && num_elements(detail::reduced_shape(x.shape(), ax)) != 0) {
-    throw InvalidArgument(detail::describe(op, x) + ": the reduction over axes " +
-                          detail::ints_to_string(axes) + " is empty, and an empty set has no " +
-                          (is_max ? "maximum" : "minimum"));
-  }
-  Tensor out = detail::dispatch_numeric(op, x, [&](auto zero) {
-    using T = decltype(zero);
-    const T init = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-    return Tensor(detail::reduce_axes<T>(x.array<T>(), ax, keepdims, init, Pick<T>{is_max}));
-  });
-  detail::record(definition, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
-  return out;
-}
-
-}  // namespace
-
-Tensor reduce_max(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum("reduce_max", max_op, true, x, axes, keepdims);
-}
-
-Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum("reduce_min", min_op, false, x, axes, keepdims);
+static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& x = op.inputs()[0];
+  return {multiply(detail::broadcast_to_input(op, g[0]), tie_weights(x, op.outputs()[0], op))};
 }
 
 namespace detail {

@@ -1,15 +1,25 @@
-// What the reduce ops share around their kernels: recording with the normalised axes, and
-// reading them back in a gradient.
+// What the reduce ops share around their kernel: checking and normalising the axes, the forward
+// of a reduction that folds each group, recording with the normalised axes, and reading them
+// back in a gradient.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "runtime/recording.hpp"
+#include "kernels/dispatch.hpp"
 #include "kernels/reduce_kernel.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad::detail {
+
+// x's reduction axes for `function`: empty = all; sorted and non-negative. InvalidArgument
+// naming the function when x is undefined or an axis is out of range or repeated.
+inline std::vector<std::size_t> checked_reduction_axes(const char* function, const Tensor& x,
+                                                       const std::vector<int>& axes) {
+  require_defined(function, x);
+  return normalize_axes(function, axes, x);
+}
 
 // The attributes a reduction records: its normalised (sorted, non-negative) axes.
 inline Attrs reduction_attrs(const std::vector<std::size_t>& axes, bool keepdims) {
@@ -18,22 +28,46 @@ inline Attrs reduction_attrs(const std::vector<std::size_t>& axes, bool keepdims
       .set("keepdims", keepdims);
 }
 
-inline std::vector<std::size_t> reduction_axes(const OpContext& ctx) {
-  const auto& a = ctx.attrs().get_ints("axes");
+// How a reduction folds a group: out = combine(out, v) from `init`.
+template <class T, class Combine>
+struct Fold {
+  T init;
+  Combine combine;
+};
+template <class T, class Combine>
+Fold(T, Combine) -> Fold<T, Combine>;
+
+// The forward of a reduction over the normalised `axes` of x (numeric dtypes), recorded as
+// `op`: `make_fold(T{})` gives the Fold for element type T.
+template <class MakeFold>
+Tensor folding_reduction(const OpDefinition& op, const char* function, const Tensor& x,
+                         const std::vector<std::size_t>& axes, bool keepdims, MakeFold make_fold) {
+  Tensor out = dispatch_numeric(function, x, [&](auto zero) {
+    using T = decltype(zero);
+    const auto fold = make_fold(zero);
+    return Tensor(reduce_axes<T>(x.array<T>(), axes, keepdims, fold.init, fold.combine));
+  });
+  record(op, {&x}, out, [&] { return reduction_attrs(axes, keepdims); });
+  return out;
+}
+
+// In a gradient rule: the axes the reduction recorded.
+inline std::vector<std::size_t> reduction_axes(const OpContext& op) {
+  const auto& a = op.attrs().get_ints("axes");
   return std::vector<std::size_t>(a.begin(), a.end());
 }
 
 // The input's shape with the reduced axes kept as 1.
-inline Shape reduction_kept_shape(const OpContext& ctx) {
-  return keepdims_shape(ctx.input_shape(0), reduction_axes(ctx));
+inline Shape reduction_kept_shape(const OpContext& op) {
+  return keepdims_shape(op.input_shape(0), reduction_axes(op));
 }
 
 // A tensor of the reduction's output shape (keepdims or not), reshaped to the kept shape and
 // broadcast over the reduced axes to the input's shape. Differentiable.
-inline Tensor broadcast_to_input(const OpContext& ctx, const Tensor& reduced) {
-  const Shape kept = reduction_kept_shape(ctx);
+inline Tensor broadcast_to_input(const OpContext& op, const Tensor& reduced) {
+  const Shape kept = reduction_kept_shape(op);
   return broadcast_to(reshape(reduced, std::vector<std::int64_t>(kept.begin(), kept.end())),
-                      ctx.input_shape(0));
+                      op.input_shape(0));
 }
 
 }  // namespace tapegrad::detail
