@@ -94,22 +94,21 @@ static Tensor draw(const char* op, const Shape& shape, DType dtype, Generator& g
 // the generator moves.
 static void check_uniform_bounds(const Shape& shape, DType dtype, double lo, double hi) {
   constexpr const char* op = "random_uniform";
-  const std::string bounds = "lo " + value_text(lo) + ", hi " + value_text(hi);
+  // Built only for a message: a valid draw allocates no text.
+  const auto bounds = [&] { return " (lo " + value_text(lo) + ", hi " + value_text(hi) + ")"; };
   if (!std::isfinite(lo) || !std::isfinite(hi)) {
-    reject_draw(op, shape, dtype, "the bounds must be finite numbers (" + bounds + ")");
+    reject_draw(op, shape, dtype, "the bounds must be finite numbers" + bounds());
   }
-  if (!(lo < hi)) reject_draw(op, shape, dtype, "hi must be greater than lo (" + bounds + ")");
-  if (!std::isfinite(hi - lo)) {
-    reject_draw(op, shape, dtype, "hi - lo overflows float64 (" + bounds + ")");
-  }
+  if (!(lo < hi)) reject_draw(op, shape, dtype, "hi must be greater than lo" + bounds());
+  if (!std::isfinite(hi - lo)) reject_draw(op, shape, dtype, "hi - lo overflows float64" + bounds());
   if (dtype == DType::Float32) {
     const float low = static_cast<float>(lo);
     const float high = static_cast<float>(hi);
     if (!std::isfinite(low) || !std::isfinite(high)) {
-      reject_draw(op, shape, dtype, "a bound is not finite in float32 (" + bounds + ")");
+      reject_draw(op, shape, dtype, "a bound is not finite in float32" + bounds());
     }
     if (!(low < high)) {
-      reject_draw(op, shape, dtype, "lo and hi are equal in float32 (" + bounds + ")");
+      reject_draw(op, shape, dtype, "lo and hi are equal in float32" + bounds());
     }
   }
 }
@@ -132,11 +131,13 @@ Tensor random_normal(const Shape& shape, Generator& generator, double mean, doub
                      DType dtype) {
   constexpr const char* op = "random_normal";
   require_floating_draw(op, shape, dtype);
-  const std::string moments = "mean " + value_text(mean) + ", stddev " + value_text(stddev);
+  const auto moments = [&] {
+    return " (mean " + value_text(mean) + ", stddev " + value_text(stddev) + ")";
+  };
   if (!std::isfinite(mean) || !std::isfinite(stddev)) {
-    reject_draw(op, shape, dtype, "mean and stddev must be finite numbers (" + moments + ")");
+    reject_draw(op, shape, dtype, "mean and stddev must be finite numbers" + moments());
   }
-  if (stddev < 0) reject_draw(op, shape, dtype, "stddev must be >= 0 (" + moments + ")");
+  if (stddev < 0) reject_draw(op, shape, dtype, "stddev must be >= 0" + moments());
   return draw(op, shape, dtype, generator, [&](auto* data, std::size_t n, std::uint64_t seed,
                                                std::uint64_t start) {
     using T = std::remove_pointer_t<decltype(data)>;
