@@ -290,9 +290,10 @@ TEST_CASE("dropout: float32, NaN dropped to 0, determinism") {
     }
     CHECK((std::isnan(av.data()[i]) ? std::isnan(bv.data()[i]) : av.data()[i] == bv.data()[i]));
   }
-  // The mask is the unit uniforms >= rate: rebuild it from a generator at the same counter.
+  // The mask is x's dtype's unit uniforms >= rate (TF): rebuild it from a generator at the
+  // same counter.
   Generator g3(4);
-  const auto u = values(random_uniform({8}, g3));
+  const auto u = values(random_uniform({8}, g3, 0.0, 1.0, DType::Float32));
   for (std::size_t i = 0; i < 8; ++i) {
     INFO("element " << i);
     const bool kept = u[i] >= 0.5;

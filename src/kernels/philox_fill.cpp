@@ -27,8 +27,8 @@ static std::uint64_t join_words(std::uint32_t low, std::uint32_t high) {
   return (std::uint64_t{high} << 32) | low;
 }
 
-// Runs `emit(values, count)` once per block with the block's `per_block` values (fewer in the
-// last), and copies them to out: the one loop every fill shares.
+// Runs `make_values(words, values)` once per block for its `per_block` values and copies them
+// to out (fewer from the last block): the one loop every fill shares.
 template <class T, std::size_t per_block, class MakeValues>
 static void fill_blocks(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start,
                         MakeValues make_values) {
@@ -41,6 +41,19 @@ static void fill_blocks(T* out, std::size_t n, std::uint64_t seed, std::uint64_t
   }
 }
 
+// The block's uniforms in (0, 1) of T's precision: Random123's u01fixedpt of each word (float)
+// or of each pair of words, low word first (double).
+template <class T>
+static std::array<T, uniform_values_per_block<T>> unit_uniforms(const std::array<std::uint32_t, 4>& w) {
+  if constexpr (uniform_values_per_block<T> == 4) {
+    return {r123::u01fixedpt<float>(w[0]), r123::u01fixedpt<float>(w[1]),
+            r123::u01fixedpt<float>(w[2]), r123::u01fixedpt<float>(w[3])};
+  } else {
+    return {r123::u01fixedpt<double>(join_words(w[0], w[1])),
+            r123::u01fixedpt<double>(join_words(w[2], w[3]))};
+  }
+}
+
 template <class T>
 void fill_uniform(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start, double lo,
                   double hi) {
@@ -48,17 +61,11 @@ void fill_uniform(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start
   const T top = static_cast<T>(hi);
   // The largest T below hi: what a value that rounds up to hi becomes, so hi is never drawn.
   const T below_top = std::nextafter(top, -std::numeric_limits<T>::infinity());
-  auto scale = [&](auto u) {
-    const T v = static_cast<T>(lo + width * static_cast<double>(u));
-    return v < top ? v : below_top;
-  };
-  constexpr std::size_t per_block = uniform_values_per_block<T>;
-  fill_blocks<T, per_block>(out, n, seed, start, [&](const auto& w, auto& values) {
-    if constexpr (per_block == 4) {
-      for (std::size_t k = 0; k < 4; ++k) values[k] = scale(r123::u01fixedpt<float>(w[k]));
-    } else {
-      values[0] = scale(r123::u01fixedpt<double>(join_words(w[0], w[1])));
-      values[1] = scale(r123::u01fixedpt<double>(join_words(w[2], w[3])));
+  fill_blocks<T, uniform_values_per_block<T>>(out, n, seed, start, [&](const auto& w, auto& values) {
+    values = unit_uniforms<T>(w);
+    for (T& u : values) {
+      const T v = static_cast<T>(lo + width * static_cast<double>(u));
+      u = v < top ? v : below_top;
     }
   });
 }
@@ -81,10 +88,12 @@ void fill_normal(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start,
   });
 }
 
-void fill_unit_uniform(double* out, std::size_t n, std::uint64_t seed, std::uint64_t start) {
-  fill_blocks<double, unit_values_per_block>(out, n, seed, start, [](const auto& w, auto& values) {
-    values = {r123::u01fixedpt<double>(join_words(w[0], w[1])),
-              r123::u01fixedpt<double>(join_words(w[2], w[3]))};
+template <class T>
+void fill_keep_mask(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start, double rate,
+                    T kept) {
+  fill_blocks<T, uniform_values_per_block<T>>(out, n, seed, start, [&](const auto& w, auto& values) {
+    values = unit_uniforms<T>(w);
+    for (T& u : values) u = keep_or_zero(static_cast<double>(u) >= rate, kept);
   });
 }
 
@@ -92,5 +101,7 @@ template void fill_uniform<float>(float*, std::size_t, std::uint64_t, std::uint6
 template void fill_uniform<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
 template void fill_normal<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double, double);
 template void fill_normal<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
+template void fill_keep_mask<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double, float);
+template void fill_keep_mask<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
 
 }  // namespace tapegrad::detail

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace tapegrad::detail {
 
@@ -17,12 +19,11 @@ namespace tapegrad::detail {
 std::array<std::uint32_t, 4> philox_block(std::uint64_t seed, std::uint64_t start,
                                           std::uint64_t block);
 
-// How many values one block gives to each fill below.
+// How many values one block gives to each fill below (fill_keep_mask: as fill_uniform).
 template <class T>
 constexpr std::size_t uniform_values_per_block = sizeof(T) == 4 ? 4 : 2;
 template <class T>
 constexpr std::size_t normal_values_per_block = sizeof(T) == 4 ? 4 : 2;
-constexpr std::size_t unit_values_per_block = 2;
 
 // Uniform in [lo, hi) for T = float or double: lo + (hi - lo) * u with u Random123's
 // u01fixedpt of one word (float) or two words (double), strictly inside (0, 1); a value that
@@ -37,7 +38,22 @@ template <class T>
 void fill_normal(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start, double mean,
                  double stddev);
 
-// Uniform doubles strictly inside (0, 1) with 53 random bits each (two words per value).
-void fill_unit_uniform(double* out, std::size_t n, std::uint64_t seed, std::uint64_t start);
+// Dropout's scaled keep mask: `kept` where the uniform u in (0, 1) that fill_uniform<T> with
+// lo 0, hi 1 would give is >= rate, else 0 (TF: random_uniform(x.dtype) >= rate).
+template <class T>
+void fill_keep_mask(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start, double rate,
+                    T kept);
+
+// `value` where keep, else +0, without a branch (one would mispredict on about half the
+// elements at dropout rate 0.5) and without a multiply (0 * NaN is NaN): a bit mask.
+template <class T>
+inline T keep_or_zero(bool keep, T value) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  Bits bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  bits &= Bits{0} - static_cast<Bits>(keep);
+  std::memcpy(&value, &bits, sizeof bits);
+  return value;
+}
 
 }  // namespace tapegrad::detail

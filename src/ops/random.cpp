@@ -151,9 +151,9 @@ static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g)
 constexpr OpDefinition dropout_op =
     detail::differentiable_op("Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none());
 
-// The scaled keep mask (0 or 1/(1 - rate) in T, from one unit uniform u per element, kept
-// where u >= rate as TF) and x * mask, where a dropped element is 0 even when x is NaN or
-// infinite (TF selects rather than multiplies).
+// The scaled keep mask (0 or 1/(1 - rate) in T, kept where a unit uniform is >= rate, as TF)
+// and x * mask, where a dropped element is 0 even when x is NaN or infinite (TF selects rather
+// than multiplies).
 template <class T>
 static std::vector<Tensor> dropout_kernel(const Tensor& x, double rate, Generator& generator) {
   constexpr const char* op = "dropout";
@@ -161,18 +161,13 @@ static std::vector<Tensor> dropout_kernel(const Tensor& x, double rate, Generato
   auto mask = detail::allocate_array<T>(op, x.shape());
   auto out = detail::allocate_array<T>(op, x.shape());
   const std::size_t n = in.size();
-  std::vector<double> unit(n);
-  const std::uint64_t start = detail::GeneratorAccess::reserve(op, generator, n);
-  detail::fill_unit_uniform(unit.data(), n, generator.seed(), start);
   const T scale = static_cast<T>(1.0 / (1.0 - rate));
+  const std::uint64_t start = detail::GeneratorAccess::reserve(op, generator, n);
+  detail::fill_keep_mask<T>(mask.data(), n, generator.seed(), start, rate, scale);
   const T* src = in.data();
-  T* m = mask.data();
+  const T* m = mask.data();
   T* dst = out.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    const bool keep = unit[i] >= rate;
-    m[i] = keep ? scale : T(0);
-    dst[i] = keep ? src[i] * scale : T(0);
-  }
+  for (std::size_t i = 0; i < n; ++i) dst[i] = detail::keep_or_zero(m[i] != T(0), src[i] * scale);
   return {Tensor(std::move(out)), Tensor(std::move(mask))};
 }
 

@@ -27,7 +27,7 @@ struct GeneratorAccess;
 /// so draws that start at different counters never share a Philox block, and the first k
 /// values of a draw do not depend on how many more it takes. How many values one block gives:
 /// uniform float64 2, uniform float32 4, normal float64 2, normal float32 4 (Box-Muller on
-/// pairs of words), dropout 2 (one float64 uniform per element).
+/// pairs of words), dropout as uniform in x's dtype.
 ///
 /// Thread safety: one Generator may be used from several threads at once; each draw reserves
 /// its range of the counter atomically, so concurrent draws never overlap (which thread gets
