@@ -399,6 +399,8 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
   normal_case("random_normal: NaN mean", kNaN, 1, DType::Float32,
               {"random_normal", "float32", "mean nan"});
   normal_case("random_normal: infinite stddev", 0, kInf, DType::Float64, {"random_normal", "inf"});
+  normal_case("random_normal: mean beyond float32", 1e39, 1, DType::Float32,
+              {"random_normal", "float32", "mean 1e+39"});
   normal_case("random_normal: int64", 0, 1, DType::Int64, {"random_normal", "[4]", "int64"});
 
   expect_misuse<ResourceExhausted>("random_normal: 2^60 bytes cannot be allocated", [&] {
@@ -445,5 +447,5 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
 
   const int run = misuse_cases_run() - before;
   std::cout << "random misuse cases: " << run << " run\n";
-  REQUIRE(run == 26);
+  REQUIRE(run == 27);
 }

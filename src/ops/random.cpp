@@ -138,6 +138,10 @@ Tensor random_normal(const Shape& shape, Generator& generator, double mean, doub
     reject_draw(op, shape, dtype, "mean and stddev must be finite numbers" + moments());
   }
   if (stddev < 0) reject_draw(op, shape, dtype, "stddev must be >= 0" + moments());
+  if (dtype == DType::Float32 &&
+      (!std::isfinite(static_cast<float>(mean)) || !std::isfinite(static_cast<float>(stddev)))) {
+    reject_draw(op, shape, dtype, "mean or stddev is not finite in float32" + moments());
+  }
   return draw(op, shape, dtype, generator, [&](auto* data, std::size_t n, std::uint64_t seed,
                                                std::uint64_t start) {
     using T = std::remove_pointer_t<decltype(data)>;

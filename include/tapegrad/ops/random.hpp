@@ -66,8 +66,8 @@ Tensor random_uniform(const Shape& shape, Generator& generator, double lo = 0.0,
 /// A tensor of `shape` with values normal(mean, stddev) (TF: tf.random.normal), by
 /// Box-Muller on the Philox words. dtype Float32 or Float64; stddev 0 gives `mean` everywhere.
 /// A constant: not recorded, no gradient. InvalidArgument naming "random_normal", the shape,
-/// the dtype and the value when stddev < 0, mean or stddev is NaN or infinite, or the dtype
-/// is not floating.
+/// the dtype and the value when stddev < 0, mean or stddev is NaN or infinite (or beyond
+/// float32 for a float32 draw), or the dtype is not floating.
 Tensor random_normal(const Shape& shape, Generator& generator, double mean = 0.0,
                      double stddev = 1.0, DType dtype = DType::Float64);
 
