@@ -7,6 +7,8 @@ TAPEGRAD_PACKAGES=(
   build-essential cmake pkg-config ccache
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev
   catch2 zlib1g-dev python3
+  # Philox4x32-10 for the random ops (header-only, needed to build tapegrad only)
+  librandom123-dev
   # the GradBench tool's evals, which the test suite builds
   nlohmann-json3-dev
   # tapegrad::distributed and its tests under mpiexec (optional: the rest builds without)

@@ -12,6 +12,7 @@
 #include "tapegrad/ops/linalg.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/nn.hpp"
+#include "tapegrad/ops/random.hpp"
 #include "tapegrad/ops/reduce.hpp"
 #include "tapegrad/optim.hpp"
 #include "tapegrad/registry.hpp"

@@ -90,6 +90,7 @@ class Registry final : public OpRegistrar {
     register_linalg_ops(*this);
     register_linalg_lapack_ops(*this);
     register_nn_ops(*this);
+    register_random_ops(*this);
     register_variable_read_ops(*this);
     register_array_rows_ops(*this);
   }

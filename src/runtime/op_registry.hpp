@@ -53,6 +53,7 @@ void register_array_slice_ops(OpRegistrar& registry);
 void register_linalg_ops(OpRegistrar& registry);
 void register_linalg_lapack_ops(OpRegistrar& registry);
 void register_nn_ops(OpRegistrar& registry);
+void register_random_ops(OpRegistrar& registry);
 void register_variable_read_ops(OpRegistrar& registry);
 void register_array_rows_ops(OpRegistrar& registry);
 
