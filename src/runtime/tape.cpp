@@ -76,8 +76,8 @@ void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs
   e.n_outputs = static_cast<std::uint16_t>(n_outputs);
   auto* tensors = static_cast<RecordedTensor*>(
       arena_.allocate((n_inputs + n_outputs) * sizeof(RecordedTensor), alignof(RecordedTensor)));
-  for (std::size_t i = 0; i < n_inputs; ++i) describe(inputs[i].impl(), tensors + i);
-  for (std::size_t i = 0; i < n_outputs; ++i) describe(outputs[i].impl(), tensors + n_inputs + i);
+  for (std::size_t i = 0; i < n_inputs; ++i) describe(impl_of(inputs[i]), tensors + i);
+  for (std::size_t i = 0; i < n_outputs; ++i) describe(impl_of(outputs[i]), tensors + n_inputs + i);
   e.tensors = tensors;
 
   if (has_attrs || has_custom_backward) e.flags |= OpEntry::kHasExtras;
@@ -110,7 +110,7 @@ void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs
   }
   ops_.push_back(e);
   const auto op_id = static_cast<std::int32_t>(ops_.size() - 1);
-  for (std::size_t i = 0; i < n_outputs; ++i) tensor_tape_.assign(outputs[i].impl().id, op_id);
+  for (std::size_t i = 0; i < n_outputs; ++i) tensor_tape_.assign(impl_of(outputs[i]).id, op_id);
 }
 
 const TensorType* TapeImpl::intern_type(DType dtype, const xt::svector<std::size_t, 4>& dims) {
@@ -137,7 +137,7 @@ void TapeImpl::describe(const TensorImpl& impl, RecordedTensor* out) {
 }
 
 bool RecordedTensor::same_shape(const Tensor& t) const {
-  const auto actual = t.impl().dims();
+  const auto actual = impl_of(t).dims();
   return actual.size() == type->rank && std::equal(actual.begin(), actual.end(), type->dims);
 }
 
@@ -181,7 +181,7 @@ std::size_t malloc_footprint(std::size_t n) {
 // TensorImpl with the shared_ptr's control block, built by make_shared), the elements, and the
 // array's and the cached Shape's dynamic dimensions.
 std::size_t tensor_footprint(const Tensor& t) {
-  const TensorImpl& impl = t.impl();
+  const TensorImpl& impl = impl_of(t);
   std::size_t bytes = malloc_footprint(sizeof(TensorImpl) + 16);
   std::visit(
       [&](const auto& a) {
@@ -210,7 +210,7 @@ std::size_t TapeImpl::bytes_held() const {
   bytes += watched_variables_.capacity() * sizeof(Variable);
   std::unordered_set<const TensorImpl*> counted;
   auto count = [&](const Tensor& t) {
-    if (t.defined() && counted.insert(&t.impl()).second) bytes += tensor_footprint(t);
+    if (t.defined() && counted.insert(&impl_of(t)).second) bytes += tensor_footprint(t);
   };
   for (const auto& e : ops_) {
     if (const Tensor* saved = e.saved_inputs()) {

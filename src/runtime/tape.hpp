@@ -14,6 +14,7 @@
 #include "runtime/op_registry.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_arena.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/variable.hpp"
 
