@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <memory>
+#include <thread>
 
 using namespace tapegrad;
 using namespace tapegrad::testing;
@@ -351,6 +352,54 @@ TEST_CASE("f may return its input unchanged", "[custom_gradient]") {
   CHECK(y.id() != x.id());
   require_close(y, {2}, {1.0, 2.0});
   require_close(tape.gradient(y, x), {2}, {2.0, 2.0});
+}
+
+TEST_CASE("f returning a tensor made earlier on another thread gets a fresh output",
+          "[custom_gradient][thread]") {
+  // Ids come in per-thread blocks: w, made on a thread that starts after this thread took its
+  // block, has a larger id than anything this thread has made, yet f did not create it.
+  Tensor x = constant({1.0, 2.0});
+  Tensor w;
+  std::thread([&w] { w = constant({3.0, 4.0}); }).join();
+  auto returns_w = custom_gradient([&w](const Tensor&) {
+    auto grad = [](const Tensor& dy) { return dy * 5.0; };
+    return std::make_pair(w, grad);
+  });
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  tape.watch(w);
+  Tensor y = returns_w(x);
+  // w is still a watched source of its own: the custom op did not become its producer.
+  Tensor z = w * 3.0;
+  auto stopped = tape.stop_recording();
+  CHECK(y.id() != w.id());
+  CHECK(y.id() != x.id());
+  require_close(y, {2}, {3.0, 4.0});
+  require_close(tape.gradient(y, x), {2}, {5.0, 5.0});
+  CHECK_FALSE(tape.gradient(z, x).defined());
+  require_close(tape.gradient(z, w), {2}, {3.0, 3.0});
+}
+
+TEST_CASE("f's own tensors from a later id block stay its outputs", "[custom_gradient]") {
+  // 70,000 tensors inside f cross at least one of this thread's id blocks (65,536 ids): the
+  // output, made after the crossing, is still f's own and is returned as is, not wrapped in
+  // an identity.
+  std::uint64_t made = 0;
+  auto many = custom_gradient([&made](const Tensor& x) {
+    Tensor acc = x;
+    for (int i = 0; i < 70000; ++i) acc = acc + 0.0;
+    Tensor out = acc * 2.0;
+    made = out.id();
+    auto grad = [](const Tensor& dy) { return dy * 7.0; };
+    return std::make_pair(out, grad);
+  });
+  Tensor x = constant({1.0});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = many(x);
+  CHECK(y.id() == made);
+  require_close(y, {1}, {2.0});
+  require_close(tape.gradient(y, x), {1}, {7.0});
 }
 
 TEST_CASE("custom_gradient inside a larger computation, on two tapes", "[custom_gradient]") {

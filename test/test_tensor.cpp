@@ -1,8 +1,10 @@
 // Tensor, the factories and Variable basics.
 #include "support.hpp"
 
+#include <memory>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 using namespace tapegrad;
 using tapegrad::testing::message_of;
@@ -52,6 +54,31 @@ TEST_CASE("ids stay unique across threads") {
   all.insert(all.end(), ids_b.begin(), ids_b.end());
   std::sort(all.begin(), all.end());
   CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
+}
+
+// Only the runtime wraps storage in a handle: a user cannot build a Tensor around a header of
+// their choosing (and so cannot pick its id), nor build or copy a header.
+static_assert(!std::is_constructible_v<Tensor, std::shared_ptr<const detail::TensorHeader>>);
+static_assert(!std::is_constructible_v<Tensor, const detail::TensorHeader*>);
+static_assert(!std::is_default_constructible_v<detail::TensorHeader> &&
+              !std::is_copy_constructible_v<detail::TensorHeader>);
+
+TEST_CASE("a handle reads its storage's id and dtype; array<T> checks both ways") {
+  Tensor t = Tensor(xt::xarray<float>{1.0f, 2.0f});
+  Tensor u = t;
+  CHECK(t.dtype() == DType::Float32);
+  CHECK(u.id() == t.id());
+  CHECK(&u.array<float>() == &t.array<float>());
+  const std::string wrong = message_of<InvalidArgument>([&] { (void)t.array<double>(); });
+  CHECK(wrong.find("Tensor::array") != std::string::npos);
+  CHECK(wrong.find("float32") != std::string::npos);
+  CHECK(wrong.find("float64") != std::string::npos);
+  Variable v(constant({1.0, 2.0}));
+  const std::string handle =
+      message_of<InvalidArgument>([&] { (void)v.handle().array<double>(); });
+  CHECK(handle.find("variable handle") != std::string::npos);
+  CHECK(handle.find("[2]") != std::string::npos);
+  CHECK_THROWS_AS(Tensor().dtype(), InvalidArgument);
 }
 
 TEST_CASE("item reads the single element; other sizes and wrong types throw") {

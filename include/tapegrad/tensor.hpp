@@ -4,11 +4,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
-#include <atomic>
 #include <memory>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include <xtensor/xarray.hpp>
 
@@ -18,61 +16,46 @@
 
 namespace tapegrad {
 
+class Tensor;
+
 namespace detail {
 
-// The storage behind a Tensor handle. Never mutated after construction (the lazily built
-// Shape is a cache of the array's own shape), so tapes can keep handles to inputs and outputs
-// without copying and without version counters.
-class TensorImpl {
+class TensorImpl;    // the storage (the array, its shape): internal to the library
+struct TensorAccess;  // the runtime's way in and out of a handle
+
+// The few fields of a tensor's storage that a handle reads inline, so that dtype(), id() and
+// array<T>() cost no call on an op's path. Every TensorImpl begins with one; only the
+// runtime builds them.
+class TensorHeader {
  public:
-  using Storage = std::variant<storage_array<float>, storage_array<double>,
-                               storage_array<std::int32_t>, storage_array<std::int64_t>,
-                               storage_array<bool>>;
-
-  // Builds the array in place (moving an xt::xarray costs more than a tiny op).
-  template <class Array, class... Args>
-  TensorImpl(std::uint64_t id, DType dtype, std::in_place_type_t<Array> type, Args&&... args)
-      : id(id), dtype(dtype), data(type, std::forward<Args>(args)...) {}
-  // For tensors whose shape is not their array's (a Variable's handle holds no elements).
-  TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape);
-  TensorImpl(const TensorImpl&) = delete;
-  TensorImpl& operator=(const TensorImpl&) = delete;
-  ~TensorImpl();
-
-  // Built on first use: ops work on the array's inline shape, so the common path never
-  // allocates a std::vector for it. Thread-safe.
-  const Shape& shape() const {
-    const Shape* s = shape_.load(std::memory_order_acquire);
-    return s != nullptr ? *s : build_shape();
-  }
-  std::size_t rank() const;
-  std::size_t size() const;
-  // The dimensions without building the Shape: inline up to rank 4.
-  xt::svector<std::size_t, 4> dims() const;
-
   const std::uint64_t id;
   const DType dtype;
-  // False only for a Variable's handle: its shape is the variable's, its array holds nothing.
-  const bool holds_elements = true;
-  Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
+  const bool holds_elements;  // false only for a Variable's handle (its array holds nothing)
+
+ protected:
+  TensorHeader(std::uint64_t id, DType dtype, bool holds_elements)
+      : id(id), dtype(dtype), holds_elements(holds_elements) {}
+  TensorHeader(const TensorHeader&) = delete;
+  TensorHeader& operator=(const TensorHeader&) = delete;
+  ~TensorHeader() = default;
+  // The storage_array<T> of `dtype`, inside the TensorImpl: set by its constructor.
+  const void* elements_ = nullptr;
 
  private:
-  const Shape& build_shape() const;
-  mutable std::atomic<const Shape*> shape_{nullptr};  // owned
+  friend class tapegrad::Tensor;
 };
+
+[[noreturn]] void throw_undefined_tensor(const char* what);
+// Tensor::array<T>() of another dtype, or of a Variable's handle.
+[[noreturn]] void throw_bad_array_access(const TensorHeader& header, DType requested);
 
 // Exported, non-template: they name only the pinned storage_array<T>, never a consumer's
 // xt::xarray<T>, so they link whatever -march or XTENSOR_USE_XSIMD the caller compiled with.
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<float>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<double>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int32_t>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int64_t>&& a);
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<bool>&& a);
-std::uint64_t next_tensor_id();
-
-[[noreturn]] void throw_undefined_tensor(const char* what);
-[[noreturn]] void throw_dtype_mismatch(DType actual, DType requested);
-[[noreturn]] void throw_variable_handle(const char* op, const TensorImpl& handle);
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<float>&& a);
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a);
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a);
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a);
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a);
 
 template <class T>
 constexpr bool is_tensor_element_v =
@@ -108,9 +91,9 @@ class Tensor {
   explicit operator bool() const noexcept { return defined(); }
 
   DType dtype() const { return checked().dtype; }
-  const Shape& shape() const { return checked().shape(); }
-  std::size_t rank() const { return checked().rank(); }
-  std::size_t size() const { return checked().size(); }
+  const Shape& shape() const;
+  std::size_t rank() const;
+  std::size_t size() const;
   /// Unique for the life of the process; the key the tape records.
   std::uint64_t id() const { return checked().id; }
 
@@ -121,28 +104,28 @@ class Tensor {
   template <class T>
   const storage_array<T>& array() const {
     static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
-    const detail::TensorImpl& impl = checked();
-    const auto* a = std::get_if<storage_array<T>>(&impl.data);
-    if (a == nullptr) detail::throw_dtype_mismatch(impl.dtype, dtype_of<T>::value);
-    if (!impl.holds_elements) detail::throw_variable_handle("Tensor::array", impl);
-    return *a;
+    const detail::TensorHeader& h = checked();
+    if (h.dtype != dtype_of<T>::value || !h.holds_elements) {
+      detail::throw_bad_array_access(h, dtype_of<T>::value);
+    }
+    return *static_cast<const storage_array<T>*>(h.elements_);
   }
 
   /// The single element of a tensor of size 1. InvalidArgument otherwise.
   template <class T>
   T item() const;
 
-  /// The storage (for kernels and the runtime).
-  const detail::TensorImpl& impl() const { return checked(); }
-  /// Wraps existing storage (for the runtime; users construct from arrays).
-  explicit Tensor(std::shared_ptr<const detail::TensorImpl> impl) : impl_(std::move(impl)) {}
-
  private:
-  const detail::TensorImpl& checked() const {
+  friend struct detail::TensorAccess;
+  // Wraps existing storage (the runtime's: users construct from arrays).
+  explicit Tensor(std::shared_ptr<const detail::TensorHeader> impl) : impl_(std::move(impl)) {}
+  const detail::TensorHeader& checked() const {
     if (!impl_) detail::throw_undefined_tensor("Tensor");
     return *impl_;
   }
-  std::shared_ptr<const detail::TensorImpl> impl_;
+
+  // Points at the header of a TensorImpl (the shared_ptr owns the whole TensorImpl).
+  std::shared_ptr<const detail::TensorHeader> impl_;
 };
 
 /// "Tensor(shape=[2], dtype=float64, [1., 2.])", or "Tensor(undefined)".

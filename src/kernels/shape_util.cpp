@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "runtime/tensor_impl.hpp"
+
 namespace tapegrad::detail {
 
 namespace {
@@ -96,7 +98,8 @@ void throw_resource_exhausted(const char* op, const Shape& shape, DType dtype) {
 
 void require_defined(const char* op, const Tensor& x) {
   if (!x.defined()) throw InvalidArgument(std::string(op) + ": an argument is an undefined tensor");
-  if (!x.impl().holds_elements) throw_variable_handle(op, x.impl());
+  const TensorImpl& impl = impl_of(x);
+  if (!impl.holds_elements) throw_variable_handle(op, impl);
 }
 
 void require_same_dtype(const char* op, const Tensor& x, const Tensor& y) {

@@ -10,6 +10,7 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/strided_cursor.hpp"
 #include "ops/op_support.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad {
@@ -245,7 +246,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 
 Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
   detail::require_defined("unbroadcast", grad);
-  const auto dims = grad.impl().dims();  // compared without building grad's Shape
+  const auto dims = detail::impl_of(grad).dims();  // compared without building grad's Shape
   if (dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin())) {
     return grad;
   }

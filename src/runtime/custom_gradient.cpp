@@ -7,6 +7,7 @@
 
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
+#include "runtime/tensor_ids.hpp"
 #include "runtime/variable_observer.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
@@ -50,9 +51,10 @@ std::vector<GradientValue> run_custom_gradient(const CustomState& state, const T
 }
 
 // The recorded op needs outputs of its own: an output that is one of the inputs, an earlier
-// tensor, a variable's stored value or a repeat of another output would otherwise be
+// tensor (whatever its id: one made on another thread may have a larger one), a variable's
+// stored value or a repeat of another output would otherwise be
 // rewired on the tape. Call with the tapes paused.
-void make_outputs_fresh(TensorList& outputs, std::uint64_t first_fresh_id,
+void make_outputs_fresh(TensorList& outputs, const IdMark& body,
                         const std::vector<Variable>& variables, const std::string& op_type) {
   std::unordered_set<std::uint64_t> taken;
   for (const auto& v : variables) taken.insert(v.peek().id());
@@ -61,7 +63,7 @@ void make_outputs_fresh(TensorList& outputs, std::uint64_t first_fresh_id,
     if (!y.defined()) {
       throw InvalidArgument(prefix(op_type) + "output " + std::to_string(i) + " is undefined");
     }
-    if (y.id() < first_fresh_id || taken.count(y.id()) != 0) y = identity(y);
+    if (!body.created_here(y.id()) || taken.count(y.id()) != 0) y = identity(y);
     taken.insert(y.id());
   }
 }
@@ -75,16 +77,15 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
       throw InvalidArgument(prefix(op_type) + "input " + std::to_string(i) + " is undefined");
     }
   }
-  // Every tensor f creates gets an id above this one.
-  const std::uint64_t first_fresh_id = next_tensor_id();
   CustomForward forward;
   std::vector<Variable> variables;
   {
     VariableReadObserver observer;
     PauseAllTapes pause;
+    const IdMark body;  // tells the tensors f creates on this thread from every other
     forward = f(inputs);
     variables = observer.variables();
-    make_outputs_fresh(forward.outputs, first_fresh_id, variables, op_type);
+    make_outputs_fresh(forward.outputs, body, variables, op_type);
   }
   if (!forward.gradient) {
     throw InvalidArgument(prefix(op_type) + "the gradient function is empty");

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "tapegrad/tensor.hpp"
+#include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
 
@@ -23,7 +23,7 @@ Tensor new_tensor_array(const S& shape, xt::xarray<T>*& array) {
                                         ArrayShape(shape.begin(), shape.end()));
   }
   array = &std::get<Array>(impl->data);
-  return Tensor(std::shared_ptr<const TensorImpl>(std::move(impl)));
+  return TensorAccess::wrap(std::shared_ptr<const TensorImpl>(std::move(impl)));
 }
 
 // The same, handing out the element pointer.

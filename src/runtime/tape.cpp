@@ -74,12 +74,6 @@ void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs
   e.op = &op;
   e.n_inputs = static_cast<std::uint16_t>(n_inputs);
   e.n_outputs = static_cast<std::uint16_t>(n_outputs);
-  auto* tensors = static_cast<RecordedTensor*>(
-      arena_.allocate((n_inputs + n_outputs) * sizeof(RecordedTensor), alignof(RecordedTensor)));
-  for (std::size_t i = 0; i < n_inputs; ++i) describe(inputs[i].impl(), tensors + i);
-  for (std::size_t i = 0; i < n_outputs; ++i) describe(outputs[i].impl(), tensors + n_inputs + i);
-  e.tensors = tensors;
-
   if (has_attrs || has_custom_backward) e.flags |= OpEntry::kHasExtras;
   for (std::size_t i = 0; i < n_inputs && (e.flags & OpEntry::kKeepsInputs) == 0; ++i) {
     if (keeps_input(i)) e.flags |= OpEntry::kKeepsInputs;
@@ -87,11 +81,19 @@ void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs
   for (std::size_t i = 0; i < n_outputs && (e.flags & OpEntry::kKeepsOutputs) == 0; ++i) {
     if (keeps_output(i)) e.flags |= OpEntry::kKeepsOutputs;
   }
+  // One arena block: the descriptions, then what the entry keeps.
+  const std::size_t description_bytes = (n_inputs + n_outputs) * sizeof(RecordedTensor);
+  e.tensors = static_cast<RecordedTensor*>(
+      arena_.allocate(description_bytes + e.kept_bytes(), alignof(RecordedTensor)));
+  for (std::size_t i = 0; i < n_inputs; ++i) describe(impl_of(inputs[i]), e.tensors + i);
+  for (std::size_t i = 0; i < n_outputs; ++i) {
+    describe(impl_of(outputs[i]), e.tensors + n_inputs + i);
+  }
+
   if (e.flags != 0) {
     // Trivially relocatable handles built in place: the entry destroys them (release_kept).
-    e.kept = static_cast<std::byte*>(arena_.allocate(e.kept_bytes(), alignof(EntryExtras)));
     if ((e.flags & OpEntry::kHasExtras) != 0) {
-      auto* extras = new (e.kept) EntryExtras();
+      auto* extras = new (e.kept()) EntryExtras();
       if (has_attrs) extras->attrs = std::make_unique<const Attrs>(*attrs);
       if (has_custom_backward) {
         extras->custom_backward = std::make_unique<const SparseGradientFunction>(*custom_backward);
@@ -110,35 +112,48 @@ void TapeImpl::record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs
   }
   ops_.push_back(e);
   const auto op_id = static_cast<std::int32_t>(ops_.size() - 1);
-  for (std::size_t i = 0; i < n_outputs; ++i) tensor_tape_.assign(outputs[i].impl().id, op_id);
+  for (std::size_t i = 0; i < n_outputs; ++i) tensor_tape_.assign(impl_of(outputs[i]).id, op_id);
 }
 
-const TensorType* TapeImpl::intern_type(DType dtype, const xt::svector<std::size_t, 4>& dims) {
+namespace {
+
+// A loop, not std::equal: for size_t ranges std::equal calls memcmp, which cost more than the
+// rest of describing a tensor of rank 0 or 1.
+bool same_dims(const std::size_t* a, const std::size_t* b, std::size_t rank) {
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const TensorType* TapeImpl::intern_type(DType dtype, const std::size_t* dims, std::size_t rank) {
   for (const TensorType* t : recent_types_) {
-    if (t != nullptr && t->dtype == dtype && t->rank == dims.size() &&
-        std::equal(dims.begin(), dims.end(), t->dims)) {
+    if (t != nullptr && t->dtype == dtype && t->rank == rank && same_dims(dims, t->dims, rank)) {
       return t;
     }
   }
-  void* block = arena_.allocate(sizeof(TensorType) + dims.size() * sizeof(std::size_t),
-                                alignof(TensorType));
+  void* block =
+      arena_.allocate(sizeof(TensorType) + rank * sizeof(std::size_t), alignof(TensorType));
   auto* stored_dims = reinterpret_cast<std::size_t*>(static_cast<TensorType*>(block) + 1);
-  std::copy(dims.begin(), dims.end(), stored_dims);
+  std::copy(dims, dims + rank, stored_dims);
   // Trivially destructible: the arena owns the bytes and frees them with the tape.
-  const TensorType* t = new (block)
-      TensorType{dtype, static_cast<std::uint32_t>(dims.size()), stored_dims};
+  const TensorType* t =
+      new (block) TensorType{dtype, static_cast<std::uint32_t>(rank), stored_dims};
   recent_types_[next_recent_type_] = t;
   next_recent_type_ = (next_recent_type_ + 1) % kRecentTypes;
   return t;
 }
 
 void TapeImpl::describe(const TensorImpl& impl, RecordedTensor* out) {
-  new (out) RecordedTensor{impl.id, intern_type(impl.dtype, impl.dims())};
+  const TensorImpl::DimsRef dims = impl.dims_ref();
+  new (out) RecordedTensor{impl.id, intern_type(impl.dtype, dims.data, dims.size)};
 }
 
 bool RecordedTensor::same_shape(const Tensor& t) const {
-  const auto actual = t.impl().dims();
-  return actual.size() == type->rank && std::equal(actual.begin(), actual.end(), type->dims);
+  const TensorImpl::DimsRef actual = impl_of(t).dims_ref();
+  return actual.size == type->rank && same_dims(actual.data, type->dims, actual.size);
 }
 
 const RecordedTensor& RecordedTensors::at(std::size_t i) const {
@@ -150,15 +165,14 @@ const RecordedTensor& RecordedTensors::at(std::size_t i) const {
 }
 
 void OpEntry::release_kept() {
-  if (kept == nullptr) return;
+  if (flags == 0) return;
   if (Tensor* saved = saved_inputs()) {
     for (std::size_t i = 0; i < n_inputs; ++i) saved[i].~Tensor();
   }
   if (Tensor* saved = saved_outputs()) {
     for (std::size_t i = 0; i < n_outputs; ++i) saved[i].~Tensor();
   }
-  if ((flags & kHasExtras) != 0) reinterpret_cast<EntryExtras*>(kept)->~EntryExtras();
-  kept = nullptr;
+  if ((flags & kHasExtras) != 0) reinterpret_cast<EntryExtras*>(kept())->~EntryExtras();
   flags = 0;
 }
 
@@ -181,7 +195,7 @@ std::size_t malloc_footprint(std::size_t n) {
 // TensorImpl with the shared_ptr's control block, built by make_shared), the elements, and the
 // array's and the cached Shape's dynamic dimensions.
 std::size_t tensor_footprint(const Tensor& t) {
-  const TensorImpl& impl = t.impl();
+  const TensorImpl& impl = impl_of(t);
   std::size_t bytes = malloc_footprint(sizeof(TensorImpl) + 16);
   std::visit(
       [&](const auto& a) {
@@ -210,7 +224,7 @@ std::size_t TapeImpl::bytes_held() const {
   bytes += watched_variables_.capacity() * sizeof(Variable);
   std::unordered_set<const TensorImpl*> counted;
   auto count = [&](const Tensor& t) {
-    if (t.defined() && counted.insert(&t.impl()).second) bytes += tensor_footprint(t);
+    if (t.defined() && counted.insert(&impl_of(t)).second) bytes += tensor_footprint(t);
   };
   for (const auto& e : ops_) {
     if (const Tensor* saved = e.saved_inputs()) {

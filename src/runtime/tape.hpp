@@ -14,6 +14,7 @@
 #include "runtime/op_registry.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_arena.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/variable.hpp"
 
@@ -68,19 +69,19 @@ struct EntryExtras {
   std::unique_ptr<const SparseGradientFunction> custom_backward;  // overrides the registry
 };
 
-// One recorded op: 32 bytes, plus its tensors' descriptions (16 bytes each) and, when it keeps
-// anything, one block in the arena holding its extras and one Tensor per kept-side slot.
-// Shapes and dtypes are always kept; tensors only where the gradient reads them
-// (OpDefinition::keep_*), and they are dropped as soon as a non-persistent tape has used the
-// entry. A long chain of small ops is mostly entries, hence the packing.
+// One recorded op: 24 bytes, plus one block in the tape's arena holding its tensors'
+// descriptions (16 bytes each) and, when it keeps anything, its extras and one Tensor per
+// kept-side slot right after them. Shapes and dtypes are always kept; tensors only where the
+// gradient reads them (OpDefinition::keep_*), and they are dropped as soon as a non-persistent
+// tape has used the entry. A long chain of small ops is mostly entries, hence the packing.
 struct OpEntry {
   enum Flags : std::uint8_t { kHasExtras = 1, kKeepsInputs = 2, kKeepsOutputs = 4 };
 
   const OpDefinition* op = nullptr;
-  const RecordedTensor* tensors = nullptr;  // the inputs, then the outputs
+  // The inputs, then the outputs; then, while flags != 0,
   // [EntryExtras if kHasExtras][n_inputs Tensors if kKeepsInputs][n_outputs if kKeepsOutputs];
-  // the Tensors are undefined where not kept. Null when the entry owns nothing.
-  std::byte* kept = nullptr;
+  // the Tensors are undefined where not kept.
+  RecordedTensor* tensors = nullptr;
   std::uint16_t n_inputs = 0;
   std::uint16_t n_outputs = 0;
   std::uint8_t flags = 0;
@@ -88,7 +89,7 @@ struct OpEntry {
   RecordedTensors inputs() const { return RecordedTensors(tensors, n_inputs); }
   RecordedTensors outputs() const { return RecordedTensors(tensors + n_inputs, n_outputs); }
   const EntryExtras* extras() const {
-    return (flags & kHasExtras) != 0 ? reinterpret_cast<const EntryExtras*>(kept) : nullptr;
+    return (flags & kHasExtras) != 0 ? reinterpret_cast<const EntryExtras*>(kept()) : nullptr;
   }
   const Attrs* attrs() const {
     const EntryExtras* x = extras();
@@ -100,21 +101,27 @@ struct OpEntry {
   }
   // The kept tensors, one per input (output), or null when that side keeps nothing.
   Tensor* saved_inputs() const {
-    return (flags & kKeepsInputs) != 0 ? reinterpret_cast<Tensor*>(kept + extras_bytes()) : nullptr;
+    return (flags & kKeepsInputs) != 0 ? reinterpret_cast<Tensor*>(kept() + extras_bytes())
+                                       : nullptr;
   }
   Tensor* saved_outputs() const {
     if ((flags & kKeepsOutputs) == 0) return nullptr;
-    return reinterpret_cast<Tensor*>(kept + extras_bytes()) +
+    return reinterpret_cast<Tensor*>(kept() + extras_bytes()) +
            ((flags & kKeepsInputs) != 0 ? n_inputs : 0);
   }
+  // Where what the entry owns starts: right after the descriptions.
+  std::byte* kept() const { return reinterpret_cast<std::byte*>(tensors + n_inputs + n_outputs); }
   std::size_t extras_bytes() const { return (flags & kHasExtras) != 0 ? sizeof(EntryExtras) : 0; }
   std::size_t kept_bytes() const {
     return extras_bytes() + sizeof(Tensor) * (((flags & kKeepsInputs) != 0 ? n_inputs : 0) +
                                               ((flags & kKeepsOutputs) != 0 ? n_outputs : 0));
   }
-  // Destroys what `kept` holds (the arena keeps the bytes until the tape is cleared).
+  // Destroys what the entry owns (the arena keeps the bytes until the tape is cleared).
   void release_kept();
 };
+static_assert(alignof(EntryExtras) <= alignof(RecordedTensor) &&
+                  alignof(Tensor) <= alignof(RecordedTensor),
+              "the kept block follows the descriptions without padding");
 
 constexpr std::int32_t kWatched = -1;
 
@@ -163,9 +170,9 @@ class TapeImpl {
   ~TapeImpl();
 
  private:
-  // Describes n tensors (id, dtype, dimensions) in the arena; get(i) gives the i-th TensorImpl.
+  // Describes a tensor (id, dtype, dimensions) in the arena.
   void describe(const TensorImpl& impl, RecordedTensor* out);
-  const TensorType* intern_type(DType dtype, const xt::svector<std::size_t, 4>& dims);
+  const TensorType* intern_type(DType dtype, const std::size_t* dims, std::size_t rank);
 
   bool persistent_;
   bool watch_accessed_variables_;

@@ -122,17 +122,24 @@ PauseAllTapes::~PauseAllTapes() {
   tapes.refresh();
 }
 
+namespace {
+
+// is_floating, inlined: the record path asks it for every input and output.
+bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+}  // namespace
+
 void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                      const Attrs* attrs, const SparseGradientFunction* custom_backward) {
   bool any_floating_output = false;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    any_floating_output = any_floating_output || is_floating(outputs[i].dtype());
+    any_floating_output = any_floating_output || floating(impl_of(outputs[i]).dtype);
   }
   if (!any_floating_output) return;  // nothing downstream could ever get a gradient
   for (TapeImpl* tape : tape_stack()) {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& input = inputs[i];
-      if (is_floating(input.dtype()) && tape->is_watched(input.id())) {
+      const TensorImpl& input = impl_of(inputs[i]);
+      if (floating(input.dtype) && tape->is_watched(input.id)) {
         tape->record(op, inputs, outputs, attrs, custom_backward);
         break;
       }

@@ -1,4 +1,4 @@
-#include "tapegrad/tensor.hpp"
+#include "runtime/tensor_impl.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -55,25 +55,6 @@ std::size_t num_elements(const Shape& shape) {
 namespace detail {
 namespace {
 
-// Ids come from a process-wide counter in blocks, so the common case is a thread-local
-// increment rather than a contended atomic.
-constexpr std::uint64_t kIdBlock = 1 << 16;
-std::atomic<std::uint64_t> next_id_block{1};
-
-}  // namespace
-
-std::uint64_t next_tensor_id() {
-  thread_local std::uint64_t next = 0;
-  thread_local std::uint64_t end = 0;
-  if (next == end) {
-    next = next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
-    end = next + kIdBlock;
-  }
-  return next++;
-}
-
-namespace {
-
 template <class T>
 std::shared_ptr<const TensorImpl> make_impl(storage_array<T>&& a) {
   return std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
@@ -83,7 +64,8 @@ std::shared_ptr<const TensorImpl> make_impl(storage_array<T>&& a) {
 }  // namespace
 
 TensorImpl::TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape)
-    : id(id), dtype(dtype), holds_elements(false), data(std::move(data)) {  // NOLINT: handles are rare
+    : TensorHeader(id, dtype, false), data(std::move(data)) {  // NOLINT: handles are rare
+  elements_ = std::visit([](const auto& a) -> const void* { return &a; }, this->data);
   shape_.store(std::make_unique<const Shape>(std::move(shape)).release(), std::memory_order_release);
 }
 
@@ -119,11 +101,11 @@ std::size_t TensorImpl::size() const {
   return std::visit([](const auto& a) { return a.size(); }, data);
 }
 
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<float>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<double>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int32_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<std::int64_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorImpl> make_tensor_impl(storage_array<bool>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<float>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) { return make_impl(std::move(a)); }
 
 void throw_undefined_tensor(const char* what) {
   throw InvalidArgument(std::string(what) +
@@ -138,12 +120,20 @@ void throw_variable_handle(const char* op, const TensorImpl& handle) {
                         " or the Variable itself) instead");
 }
 
-void throw_dtype_mismatch(DType actual, DType requested) {
-  throw InvalidArgument(std::string("Tensor::array: the tensor has dtype ") + dtype_name(actual) +
-                        ", not the requested " + dtype_name(requested));
+void throw_bad_array_access(const TensorHeader& header, DType requested) {
+  if (header.dtype != requested) {
+    throw InvalidArgument(std::string("Tensor::array: the tensor has dtype ") +
+                          dtype_name(header.dtype) + ", not the requested " +
+                          dtype_name(requested));
+  }
+  throw_variable_handle("Tensor::array", static_cast<const TensorImpl&>(header));
 }
 
 }  // namespace detail
+
+const Shape& Tensor::shape() const { return detail::impl_of(*this).shape(); }
+std::size_t Tensor::rank() const { return detail::impl_of(*this).rank(); }
+std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
 
 template <class T>
 T Tensor::item() const {
@@ -164,7 +154,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
   os << "Tensor(shape=" << shape_to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype())
      << ", ";
-  std::visit([&os](const auto& a) { os << a; }, t.impl().data);
+  std::visit([&os](const auto& a) { os << a; }, detail::impl_of(t).data);
   return os << ")";
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/int_arith.hpp"
 #include "ops/internal_ops.hpp"
 #include "runtime/recording.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "runtime/variable_observer.hpp"
 
 namespace tapegrad {
@@ -48,7 +49,7 @@ Tensor make_handle(const Tensor& value) {
     auto impl = std::make_shared<const TensorImpl>(
         next_tensor_id(), value.dtype(), TensorImpl::Storage(std::in_place_type<xt::xarray<T>>),
         value.shape());
-    return Tensor(std::move(impl));
+    return TensorAccess::wrap(std::move(impl));
   });
 }
 
