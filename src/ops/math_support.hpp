@@ -12,19 +12,15 @@
 
 namespace tapegrad::detail {
 
-// `out`, the result of op's forward on `inputs`, recorded and handed back.
-inline Tensor recorded(const OpDefinition& op, OpInputs inputs, Tensor out) {
-  record(op, inputs, out);
-  return out;
-}
-
 // The forward of a two-input elementwise op over float and integer dtypes, recorded as `op`:
 // `function` is its public name (for errors), `kernel` maps one pair of elements. The operands
 // must share a dtype and broadcast (NumPy).
 template <class Kernel>
 Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Tensor& x,
                          const Tensor& y, Kernel kernel) {
-  return recorded(op, {&x, &y}, numeric_binary(function, x, y, kernel));
+  Tensor out = numeric_binary(function, x, y, kernel);
+  record(op, {&x, &y}, out);
+  return out;
 }
 
 // The forward of a one-input floating op whose `expression` (xtensor, vectorised by xsimd)
@@ -32,7 +28,9 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
 template <class Kernel, class Expression>
 Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function,
                                     const Tensor& x, Kernel kernel, Expression expression) {
-  return recorded(op, {&x}, unary_kernel<DTypeSet::Floating>(function, x, kernel, expression));
+  Tensor out = unary_kernel<DTypeSet::Floating>(function, x, kernel, expression);
+  record(op, {&x}, out);
+  return out;
 }
 
 // The gradient rule of a fused activation gradient F(y, g) = g s(y) with inputs (y, g), where

@@ -184,9 +184,10 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {
-  return recorded(tanh_grad_definition, {&y, &g},
-                  activation_grad_kernel("TanhGrad", y, g,
-                                         [](auto yv, auto gv) { return gv * (1 - yv * yv); }));
+  Tensor out = activation_grad_kernel("TanhGrad", y, g,
+                                      [](auto yv, auto gv) { return gv * (1 - yv * yv); });
+  record(tanh_grad_definition, {&y, &g}, out);
+  return out;
 }
 
 // One fused kernel (TF's TanhGrad) instead of four ops: it dominates small-tensor backward.
