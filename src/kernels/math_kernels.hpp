@@ -1,4 +1,4 @@
-// Forward-kernel helpers shared by the math and nn op families: validate, dispatch on the
+// Forward-kernel helpers of the elementwise ops (math, compare, nn): validate, dispatch on the
 // dtype, and run a scalar function elementwise into a fresh owned array.
 #pragma once
 
