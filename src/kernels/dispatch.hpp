@@ -55,6 +55,19 @@ decltype(auto) dispatch_numeric(const char* op, const Tensor& x, F&& f) {
   return dispatch_numeric(op, x.dtype(), std::forward<F>(f));
 }
 
+// The dtype sets an elementwise kernel accepts, so that one kernel serves both.
+enum class DTypeSet { Floating, Numeric };
+
+// dispatch_floating or dispatch_numeric on x's dtype, chosen at compile time.
+template <DTypeSet accepted, class F>
+decltype(auto) dispatch_in(const char* op, const Tensor& x, F&& f) {
+  if constexpr (accepted == DTypeSet::Floating) {
+    return dispatch_floating(op, x, std::forward<F>(f));
+  } else {
+    return dispatch_numeric(op, x, std::forward<F>(f));
+  }
+}
+
 template <class F>
 decltype(auto) dispatch_any(DType dtype, F&& f) {
   switch (dtype) {

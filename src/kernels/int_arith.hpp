@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <type_traits>
 
@@ -13,35 +14,23 @@ namespace tapegrad::detail {
 template <class T>
 constexpr bool is_wrapping_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-template <class T>
-T wrapping_add(T a, T b) {
+// op applied in the unsigned type and converted back: two's-complement wrapping.
+template <class T, class Op>
+T wrapping(T a, T b, Op op) {
   if constexpr (is_wrapping_int_v<T>) {
     using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    return static_cast<T>(static_cast<U>(op(static_cast<U>(a), static_cast<U>(b))));
   } else {
-    return a + b;
+    return op(a, b);
   }
 }
 
 template <class T>
-T wrapping_sub(T a, T b) {
-  if constexpr (is_wrapping_int_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
-  } else {
-    return a - b;
-  }
-}
-
+T wrapping_add(T a, T b) { return wrapping(a, b, std::plus<>()); }
 template <class T>
-T wrapping_mul(T a, T b) {
-  if constexpr (is_wrapping_int_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
+T wrapping_sub(T a, T b) { return wrapping(a, b, std::minus<>()); }
+template <class T>
+T wrapping_mul(T a, T b) { return wrapping(a, b, std::multiplies<>()); }
 
 // -INT_MIN wraps to INT_MIN.
 template <class T>

@@ -1,4 +1,4 @@
-// Forward-kernel helpers shared by the math and nn op families: validate, dispatch on the
+// Forward-kernel helpers of the elementwise ops (math, compare, nn): validate, dispatch on the
 // dtype, and run a scalar function elementwise into a fresh owned array.
 #pragma once
 
@@ -10,45 +10,66 @@
 
 namespace tapegrad::detail {
 
-// fn(a, b) -> T over the broadcast shape of x and y; both must share a numeric dtype.
-template <class ScalarFn>
-Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
+// x and y share a numeric dtype (not bool): an InvalidArgument naming op, both shapes and
+// both dtypes otherwise.
+inline void require_numeric_operands(const char* op, const Tensor& x, const Tensor& y) {
   require_same_dtype(op, x, y);
   if (x.dtype() == DType::Bool) {
     throw InvalidArgument(describe(op, x, y) +
                           ": dtype bool is not supported (expected float32, float64, int32 or int64)");
   }
+}
+
+// fn(a, b) -> R over the broadcast shape of x and y, whose elements are T.
+template <class R, class T, class ScalarFn>
+Tensor broadcast_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
+  const auto& a = x.array<T>();
+  const auto& b = y.array<T>();
+  auto scalar_fn = [&](T u, T v) { return static_cast<R>(fn(u, v)); };
+  // Equal shapes need no broadcast shape (and no allocation for one).
+  if (a.shape() == b.shape()) return binary_tensor<R>(a, b, a.shape(), scalar_fn);
+  const Shape shape = broadcast_shapes(op, x, y);
+  return with_allocation_check(op, shape, dtype_of<R>::value,
+                               [&] { return binary_tensor<R>(a, b, shape, scalar_fn); });
+}
+
+// fn(a, b) -> T over the broadcast shape of x and y; both must share a numeric dtype.
+template <class ScalarFn>
+Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
+  require_numeric_operands(op, x, y);
   return dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
-    const auto& a = x.array<T>();
-    const auto& b = y.array<T>();
-    auto scalar_fn = [&](T u, T v) { return static_cast<T>(fn(u, v)); };
-    // Equal shapes need no broadcast shape (and no allocation for one).
-    if (a.shape() == b.shape()) return binary_tensor<T>(a, b, a.shape(), scalar_fn);
-    const Shape shape = broadcast_shapes(op, x, y);
-    return with_allocation_check(op, shape, x.dtype(),
-                                 [&] { return binary_tensor<T>(a, b, shape, scalar_fn); });
+    return broadcast_binary<T, T>(op, x, y, fn);
   });
 }
 
-// fn(v) -> T for float32/float64 x; InvalidArgument naming op and dtype otherwise.
+struct NoExpression {};
+
+// fn(v) -> T elementwise over x, whose dtype must be in `accepted` (an InvalidArgument naming
+// op, x's shape and dtype otherwise). `expression`, when given, computes a large array at once
+// (an xtensor expression, which xsimd vectorises): exp, log, tanh.
+template <DTypeSet accepted, class ScalarFn, class Expression = NoExpression>
+Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Expression expression = {}) {
+  require_defined(op, x);
+  return dispatch_in<accepted>(op, x, [&](auto zero) {
+    using T = decltype(zero);
+    auto scalar_fn = [&](T v) { return static_cast<T>(fn(v)); };
+    if constexpr (std::is_same_v<Expression, NoExpression>) {
+      return unary_tensor(x.array<T>(), scalar_fn);
+    } else {
+      return unary_tensor_vectorised(x.array<T>(), scalar_fn, expression);
+    }
+  });
+}
+
+// fn(v) -> T for float32/float64 x, or for float and integer x.
 template <class ScalarFn>
 Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
-  require_defined(op, x);
-  return dispatch_floating(op, x, [&](auto zero) {
-    using T = decltype(zero);
-    return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
-  });
+  return unary_kernel<DTypeSet::Floating>(op, x, fn);
 }
-
-// fn(v) -> T for float and integer x.
 template <class ScalarFn>
 Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
-  require_defined(op, x);
-  return dispatch_numeric(op, x, [&](auto zero) {
-    using T = decltype(zero);
-    return unary_tensor(x.array<T>(), [&](T v) { return static_cast<T>(fn(v)); });
-  });
+  return unary_kernel<DTypeSet::Numeric>(op, x, fn);
 }
 
 // Fused activation gradients (TF's TanhGrad, SigmoidGrad): g * (1 - y^2) and g * y * (1 - y)

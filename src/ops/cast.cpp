@@ -1,4 +1,4 @@
-// cast: dtype conversion, forward kernel and gradient side by side.
+// cast: dtype conversion. Its definition, forward and gradient read top to bottom.
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
@@ -7,28 +7,17 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
+// ---- Cast -------------------------------------------------------------------------------
 
-namespace {
-
-// Only float -> float casts are recorded, so the gradient always converts back between
-// float dtypes.
-Grads cast_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  return {cast(g[0], ctx.input_dtype(0))};
-}
-
-constexpr OpDefinition cast_op =
-    detail::differentiable_op("Cast", cast_grad, KeepSet::none(), KeepSet::none());
+static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr detail::OpDefinition cast_op = detail::differentiable_op(
+    "Cast", cast_gradient, detail::KeepSet::none(), detail::KeepSet::none());
 
 // Float -> integer saturates and maps NaN to 0 (no undefined behaviour); see int_arith.hpp.
 template <class To, class From>
-To convert(From value) {
+static To convert(From value) {
   return detail::saturating_cast<To, From>(value);
 }
-
-}  // namespace
 
 Tensor cast(const Tensor& x, DType dtype) {
   detail::require_defined("cast", x);
@@ -45,6 +34,12 @@ Tensor cast(const Tensor& x, DType dtype) {
   // so its output is a constant for every tape.
   if (is_floating(x.dtype()) && is_floating(dtype)) detail::record(cast_op, {&x}, out);
   return out;
+}
+
+// Only float -> float casts are recorded, so the gradient always converts back between
+// float dtypes.
+static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {cast(g[0], op.input_dtype(0))};
 }
 
 namespace detail {

@@ -1,12 +1,14 @@
-// Comparisons (Bool results, never recorded: nothing flows back through a Bool) and where,
-// whose gradient routes the incoming gradient to the operand each element was taken from.
+// Comparisons (Bool results, never recorded: nothing flows back through a Bool, so they have
+// no definition) and where, whose gradient routes the incoming gradient to the operand each
+// element was taken from. Each op reads top to bottom: definition, forward, gradient.
 #include <string>
 #include <vector>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
-#include "runtime/recording.hpp"
+#include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
+#include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 
@@ -16,52 +18,61 @@ using detail::KeepSet;
 using detail::OpDefinition;
 using Grads = std::vector<GradientValue>;
 
-namespace {
-
-// ---- comparisons ------------------------------------------------------------------------
-
-template <class T, class Predicate>
-Tensor compare_arrays(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
-  const auto& a = x.array<T>();
-  const auto& b = y.array<T>();
-  auto fn = [&](T u, T v) { return static_cast<bool>(pred(u, v)); };
-  if (a.shape() == b.shape()) return detail::binary_tensor<bool>(a, b, a.shape(), fn);
-  const Shape shape = detail::broadcast_shapes(op, x, y);
-  return detail::with_allocation_check(op, shape, DType::Bool,
-                                       [&] { return detail::binary_tensor<bool>(a, b, shape, fn); });
-}
+// ---- Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual ----------------------------
 
 template <class Predicate>
-Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
-  detail::require_same_dtype(op, x, y);
-  if (x.dtype() == DType::Bool) {
-    throw InvalidArgument(detail::describe(op, x, y) +
-                          ": dtype bool is not supported (expected float32, float64, int32 or int64)");
-  }
+static Tensor compare_numeric(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
+  detail::require_numeric_operands(op, x, y);
   return detail::dispatch_numeric(op, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return compare_arrays<T>(op, x, y, pred);
+    return detail::broadcast_binary<bool, decltype(zero)>(op, x, y, pred);
   });
 }
 
 // Equality also accepts Bool operands (TF: tf.equal on bool tensors).
 template <class Predicate>
-Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
+static Tensor compare_any(const char* op, const Tensor& x, const Tensor& y, Predicate pred) {
   detail::require_same_dtype(op, x, y);
   return detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return compare_arrays<T>(op, x, y, pred);
+    return detail::broadcast_binary<bool, decltype(zero)>(op, x, y, pred);
   });
 }
 
-// ---- where ------------------------------------------------------------------------------
+Tensor equal(const Tensor& x, const Tensor& y) {
+  return compare_any("equal", x, y, [](auto a, auto b) { return a == b; });
+}
 
-std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor not_equal(const Tensor& x, const Tensor& y) {
+  return compare_any("not_equal", x, y, [](auto a, auto b) { return a != b; });
+}
+
+Tensor less(const Tensor& x, const Tensor& y) {
+  return compare_numeric("less", x, y, [](auto a, auto b) { return a < b; });
+}
+
+Tensor less_equal(const Tensor& x, const Tensor& y) {
+  return compare_numeric("less_equal", x, y, [](auto a, auto b) { return a <= b; });
+}
+
+Tensor greater(const Tensor& x, const Tensor& y) {
+  return compare_numeric("greater", x, y, [](auto a, auto b) { return a > b; });
+}
+
+Tensor greater_equal(const Tensor& x, const Tensor& y) {
+  return compare_numeric("greater_equal", x, y, [](auto a, auto b) { return a >= b; });
+}
+
+// ---- SelectV2 (where) ------------------------------------------------------------------
+
+static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition where_op =
+    detail::differentiable_op("SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none());
+
+static std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
 }
 
 // Element strides of `operand` in the index space of `out` (0 where it is broadcast).
-std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out) {
+static std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out) {
   const std::vector<std::size_t> own = detail::row_major_strides(operand);
   const std::size_t offset = out.size() - operand.size();
   std::vector<std::size_t> strides(out.size(), 0);
@@ -72,8 +83,8 @@ std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& ou
 }
 
 template <class T>
-xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarray<T>& a,
-                            const xt::xarray<T>& b, const Shape& shape) {
+static xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarray<T>& a,
+                                   const xt::xarray<T>& b, const Shape& shape) {
   xt::xarray<T> out = xt::empty<T>(shape);
   const std::size_t n = out.size();
   const bool* pc = cond.data();
@@ -110,46 +121,6 @@ xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarray<T>& a
   return out;
 }
 
-// TF2 SelectV2: a gets g where cond, b gets g elsewhere, each summed back to its own shape.
-// cond is Bool and gets no gradient.
-Grads where_grad(const OpContext& ctx, const std::vector<Tensor>& g) {
-  const Tensor& cond = ctx.inputs()[0];
-  const Tensor zero = scalar(0.0, g[0].dtype());
-  Grads r(3);
-  if (ctx.needs_gradient(1)) r[1] = unbroadcast(where(cond, g[0], zero), ctx.input_shape(1));
-  if (ctx.needs_gradient(2)) r[2] = unbroadcast(where(cond, zero, g[0]), ctx.input_shape(2));
-  return r;
-}
-
-constexpr OpDefinition where_op =
-    detail::differentiable_op("SelectV2", where_grad, KeepSet::only({0}), KeepSet::none());
-
-}  // namespace
-
-Tensor equal(const Tensor& x, const Tensor& y) {
-  return compare_any("equal", x, y, [](auto a, auto b) { return a == b; });
-}
-
-Tensor not_equal(const Tensor& x, const Tensor& y) {
-  return compare_any("not_equal", x, y, [](auto a, auto b) { return a != b; });
-}
-
-Tensor less(const Tensor& x, const Tensor& y) {
-  return compare_numeric("less", x, y, [](auto a, auto b) { return a < b; });
-}
-
-Tensor less_equal(const Tensor& x, const Tensor& y) {
-  return compare_numeric("less_equal", x, y, [](auto a, auto b) { return a <= b; });
-}
-
-Tensor greater(const Tensor& x, const Tensor& y) {
-  return compare_numeric("greater", x, y, [](auto a, auto b) { return a > b; });
-}
-
-Tensor greater_equal(const Tensor& x, const Tensor& y) {
-  return compare_numeric("greater_equal", x, y, [](auto a, auto b) { return a >= b; });
-}
-
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::require_defined("where", cond);
   detail::require_defined("where", a);
@@ -176,6 +147,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   detail::record(where_op, {&cond, &a, &b}, out);
   return out;
+}
+
+// TF2 SelectV2: a gets g where cond, b gets g elsewhere, each summed back to its own shape.
+// cond is Bool and gets no gradient.
+static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& cond = op.inputs()[0];
+  const Tensor zero = scalar(0.0, g[0].dtype());
+  Grads r(3);
+  if (op.needs_gradient(1)) r[1] = unbroadcast(where(cond, g[0], zero), op.input_shape(1));
+  if (op.needs_gradient(2)) r[2] = unbroadcast(where(cond, zero, g[0]), op.input_shape(2));
+  return r;
 }
 
 namespace detail {

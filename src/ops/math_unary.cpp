@@ -1,10 +1,14 @@
-// Unary math beyond the basics in math.cpp: abs, sign, log1p, sin, cos, reciprocal.
+// One-input math: abs, sign, square, sqrt, exp, log, log1p, sin, cos, tanh (and its fused
+// gradient TanhGrad), reciprocal. Negation is with the arithmetic in math.cpp.
 // Each op reads top to bottom: its definition, its forward, its gradient. Everything but the
 // public functions has internal linkage (static, constexpr).
 #include <cmath>
 #include <type_traits>
 
+#include <xtensor/xmath.hpp>
+
 #include "kernels/int_arith.hpp"
+#include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
 
@@ -62,6 +66,68 @@ static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>&) {
   return {zeros(op.input_shape(0), op.input_dtype(0))};
 }
 
+// ---- Square -----------------------------------------------------------------------------
+
+static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition square_op =
+    detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none());
+
+Tensor square(const Tensor& x) {
+  return detail::numeric_unary_op(square_op, "square", x,
+                                  [](auto v) { return detail::wrapping_mul(v, v); });
+}
+
+static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& x = op.inputs()[0];
+  return {multiply(g[0], multiply(x, scalar(2.0, x.dtype())))};
+}
+
+// ---- Sqrt -------------------------------------------------------------------------------
+
+static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition sqrt_op =
+    detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all());
+
+Tensor sqrt(const Tensor& x) {
+  return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return std::sqrt(v); });
+}
+
+// From the kept output: d sqrt(x) = 1 / (2 sqrt(x)).
+static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const Tensor& y = op.outputs()[0];
+  return {divide(g[0], multiply(y, scalar(2.0, y.dtype())))};
+}
+
+// ---- Exp, Log ---------------------------------------------------------------------------
+
+static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g);
+constexpr OpDefinition exp_op =
+    detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition log_op =
+    detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none());
+
+Tensor exp(const Tensor& x) {
+  return detail::vectorised_floating_unary_op(
+      exp_op, "exp", x, [](auto v) { return std::exp(v); },
+      [](const auto& a) { return xt::exp(a); });
+}
+
+Tensor log(const Tensor& x) {
+  return detail::vectorised_floating_unary_op(
+      log_op, "log", x, [](auto v) { return std::log(v); },
+      [](const auto& a) { return xt::log(a); });
+}
+
+// Each from what it keeps: exp from its output, log from its input.
+static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {multiply(g[0], op.outputs()[0])};
+}
+
+static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {divide(g[0], op.inputs()[0])};
+}
+
 // ---- Log1p ------------------------------------------------------------------------------
 
 static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -102,6 +168,42 @@ static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {negative(multiply(g[0], sin(op.inputs()[0])))};
 }
 
+// ---- Tanh, TanhGrad ---------------------------------------------------------------------
+
+static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+constexpr OpDefinition tanh_op =
+    detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all());
+constexpr OpDefinition tanh_grad_definition =
+    detail::differentiable_op("TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none());
+
+Tensor tanh(const Tensor& x) {
+  return detail::vectorised_floating_unary_op(
+      tanh_op, "tanh", x, [](auto v) { return std::tanh(v); },
+      [](const auto& a) { return xt::tanh(a); });
+}
+
+Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel("TanhGrad", y, g,
+                                      [](auto yv, auto gv) { return gv * (1 - yv * yv); });
+  record(tanh_grad_definition, {&y, &g}, out);
+  return out;
+}
+
+// One fused kernel (TF's TanhGrad) instead of four ops: it dominates small-tensor backward.
+static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {detail::tanh_grad_op(op.outputs()[0], g[0])};
+}
+
+// TanhGrad(y, g) = g (1 - y^2), so g s'(y) = -2 g y.
+static Tensor tanh_g_times_ds(const Tensor& y, const Tensor& g) {
+  return multiply(scalar(-2.0, y.dtype()), multiply(g, y));
+}
+
+static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::tanh_grad_op, tanh_g_times_ds);
+}
+
 // ---- Reciprocal -------------------------------------------------------------------------
 
 static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -122,7 +224,8 @@ static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>&
 namespace detail {
 
 void register_math_unary_ops(OpRegistrar& registry) {
-  registry.add({&abs_op, &sign_op, &log1p_op, &sin_op, &cos_op, &reciprocal_op});
+  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &exp_op, &log_op, &log1p_op, &sin_op,
+                &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op});
 }
 
 }  // namespace detail
