@@ -9,8 +9,9 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xnoalias.hpp>
 
-#include "runtime/new_tensor.hpp"
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
+#include "runtime/new_tensor.hpp"
 
 namespace tapegrad::detail {
 
@@ -65,14 +66,12 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
   const std::size_t inner = shape[rank - 1];
   const std::size_t ia_step = sa[rank - 1];
   const std::size_t ib_step = sb[rank - 1];
-  Index idx(rank, 0);
-  std::size_t ia = 0, ib = 0;
-  for (std::size_t k = 0; k < n; k += inner) {
+  R* ro = o;
+  StridedCursor(shape, rank - 1, sa, sb).for_each([&](std::size_t ia, std::size_t ib) {
     // Unit and zero strides get their own loops so the compiler can vectorise them (a bias
     // row added to every row of a batch is the common case).
     const T* ra = pa + ia;
     const T* rb = pb + ib;
-    R* ro = o + k;
     if (ia_step == 1 && ib_step == 1) {
       for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j], rb[j]);
     } else if (ia_step == 1 && ib_step == 0) {
@@ -84,16 +83,8 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
     } else {
       for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j * ia_step], rb[j * ib_step]);
     }
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      ++idx[d];
-      ia += sa[d];
-      ib += sb[d];
-      if (idx[d] < shape[d]) break;
-      ia -= sa[d] * shape[d];
-      ib -= sb[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
+    ro += inner;
+  });
 }
 
 // out[i] = fn(a[ia], b[ib]) over the broadcast shape `shape`, as an xarray.

@@ -15,10 +15,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // x's elements, in order, in a new tensor of `shape` (same element count): identity,
 // stop_gradient and reshape.
 static Tensor copy_with_shape(const Tensor& x, const Shape& shape) {

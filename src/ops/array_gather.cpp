@@ -11,10 +11,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 static std::size_t product(Shape::const_iterator first, Shape::const_iterator last) {
   std::size_t n = 1;
   for (; first != last; ++first) n *= *first;

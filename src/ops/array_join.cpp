@@ -8,10 +8,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // "op: values[0] has shape [2] and dtype float64, values[1] has ..."
 static std::string describe_list(const char* op, const std::vector<Tensor>& values) {
   std::vector<detail::Operand> operands;

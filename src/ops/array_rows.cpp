@@ -6,13 +6,10 @@
 
 #include "kernels/dispatch.hpp"
 #include "ops/internal_ops.hpp"
+#include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 
 namespace tapegrad {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
 
 // ---- JacobianPack, JacobianUnpack (each the other's gradient) --------------------------
 

@@ -10,10 +10,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 static std::vector<std::size_t> unsigned_ints(const std::vector<std::int64_t>& v) {
   return std::vector<std::size_t>(v.begin(), v.end());
 }

@@ -8,15 +8,13 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
+#include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
 
 // ---- Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual ----------------------------
 
@@ -71,17 +69,6 @@ static std::string describe_where(const Tensor& cond, const Tensor& a, const Ten
   return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
 }
 
-// Element strides of `operand` in the index space of `out` (0 where it is broadcast).
-static std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out) {
-  const std::vector<std::size_t> own = detail::row_major_strides(operand);
-  const std::size_t offset = out.size() - operand.size();
-  std::vector<std::size_t> strides(out.size(), 0);
-  for (std::size_t d = offset; d < out.size(); ++d) {
-    if (operand[d - offset] != 1) strides[d] = own[d - offset];
-  }
-  return strides;
-}
-
 template <class T>
 static xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarray<T>& a,
                                    const xt::xarray<T>& b, const Shape& shape) {
@@ -98,26 +85,9 @@ static xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarra
   const Shape cs(cond.shape().begin(), cond.shape().end());
   const Shape as(a.shape().begin(), a.shape().end());
   const Shape bs(b.shape().begin(), b.shape().end());
-  const auto sc = broadcast_strides(cs, shape);
-  const auto sa = broadcast_strides(as, shape);
-  const auto sb = broadcast_strides(bs, shape);
-  const std::size_t rank = shape.size();
-  std::vector<std::size_t> idx(rank, 0);
-  std::size_t ic = 0, ia = 0, ib = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    o[i] = pc[ic] ? pa[ia] : pb[ib];
-    for (std::size_t d = rank; d-- > 0;) {
-      ++idx[d];
-      ic += sc[d];
-      ia += sa[d];
-      ib += sb[d];
-      if (idx[d] < shape[d]) break;
-      ic -= sc[d] * shape[d];
-      ia -= sa[d] * shape[d];
-      ib -= sb[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
+  detail::StridedCursor(shape, shape.size(), detail::broadcast_strides(cs, shape),
+                        detail::broadcast_strides(as, shape), detail::broadcast_strides(bs, shape))
+      .for_each([&](std::size_t ic, std::size_t ia, std::size_t ib) { *o++ = pc[ic] ? pa[ia] : pb[ib]; });
   return out;
 }
 

@@ -11,15 +11,13 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_cursor.hpp"
 #include "ops/linalg_support.hpp"
+#include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
 
 // ---- MatMul, BatchMatMulV2 --------------------------------------------------------------
 
@@ -78,27 +76,10 @@ static std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, boo
 // matrix of an operand whose batch shape is `in_batch` (NumPy broadcasting, leading 1s implied).
 static std::vector<std::size_t> broadcast_matrix_indices(const Shape& in_batch,
                                                          const Shape& out_batch) {
-  const std::size_t rank = out_batch.size();
-  const std::size_t lead = rank - in_batch.size();
-  const auto in_strides = detail::row_major_strides(in_batch);
-  std::vector<std::size_t> step(rank, 0);
-  for (std::size_t d = lead; d < rank; ++d) {
-    if (in_batch[d - lead] != 1) step[d] = in_strides[d - lead];
-  }
-  const std::size_t count = num_elements(out_batch);
-  std::vector<std::size_t> indices(count);
-  std::vector<std::size_t> idx(rank, 0);
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    indices[i] = offset;
-    for (std::size_t d = rank; d-- > 0;) {
-      ++idx[d];
-      offset += step[d];
-      if (idx[d] < out_batch[d]) break;
-      offset -= step[d] * out_batch[d];
-      idx[d] = 0;
-    }
-  }
+  std::vector<std::size_t> indices;
+  indices.reserve(num_elements(out_batch));
+  detail::StridedCursor(out_batch, out_batch.size(), detail::broadcast_strides(in_batch, out_batch))
+      .for_each([&](std::size_t offset) { indices.push_back(offset); });
   return indices;
 }
 

@@ -16,16 +16,13 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "ops/linalg_support.hpp"
+#include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/linalg.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
 
 // ---- What the ops share: LAPACK's LU, validation, the batch transpose -------------------
 

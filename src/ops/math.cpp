@@ -16,10 +16,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // The scalar operand of `x (op) value`: it takes x's dtype, which must hold it exactly
 // (int32 * 0.5 is rejected, as TF rejects it, instead of silently multiplying by 0).
 static Tensor scalar_operand(const char* op, const Tensor& x, double value) {

@@ -14,10 +14,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // ---- Abs --------------------------------------------------------------------------------
 
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);

@@ -19,10 +19,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // ---- Relu -------------------------------------------------------------------------------
 
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -79,18 +75,14 @@ Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   return out;
 }
 
-// With h the gradient of SigmoidGrad(y, g): y gets h g (1 - 2y), g gets SigmoidGrad(y, h).
+// SigmoidGrad(y, g) = g y (1 - y): its slope in y is 1 - 2y.
+static Tensor sigmoid_g_times_slope_derivative(const Tensor& y, const Tensor& g) {
+  return multiply(g, subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y)));
+}
+
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
-  const Tensor& y = op.inputs()[0];
-  Grads r(2);
-  if (op.needs_gradient(0)) {
-    const Tensor& g = op.inputs()[1];
-    const Tensor one_minus_2y =
-        subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y));
-    r[0] = multiply(h[0], multiply(g, one_minus_2y));
-  }
-  if (op.needs_gradient(1)) r[1] = detail::sigmoid_grad_op(y, h[0]);
-  return r;
+  return detail::fused_activation_gradient(op, h[0], detail::sigmoid_grad_op,
+                                           sigmoid_g_times_slope_derivative);
 }
 
 // ---- Softplus ---------------------------------------------------------------------------

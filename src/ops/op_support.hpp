@@ -1,4 +1,5 @@
-// What the op families share: the forward of a one-input elementwise op, and small formatting helpers.
+// What the op families share: the forward of a one-input elementwise op, the gradient rule of
+// a fused activation gradient, and small formatting helpers.
 #pragma once
 
 #include <cstdint>
@@ -6,9 +7,20 @@
 #include <vector>
 
 #include "kernels/math_kernels.hpp"
-#include "runtime/recording.hpp"
 #include "kernels/shape_util.hpp"
+#include "runtime/recording.hpp"
+#include "tapegrad/ops/math.hpp"
+#include "tapegrad/registry.hpp"
 #include "tapegrad/tensor.hpp"
+
+namespace tapegrad {
+
+// The names every op family file defines its ops with.
+using detail::KeepSet;
+using detail::OpDefinition;
+using Grads = std::vector<GradientValue>;
+
+}  // namespace tapegrad
 
 namespace tapegrad::detail {
 
@@ -27,20 +39,39 @@ inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
 }
 
 // The forward of a one-input elementwise op, recorded as `op`: `function` is its public name
-// (for errors), `kernel` maps one element. Floating dtypes only, or every numeric dtype.
-template <class Kernel>
-Tensor floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
-                         Kernel kernel) {
-  Tensor out = floating_unary(function, x, kernel);
+// (for errors), `kernel` maps one element, and `expression` (optional: xtensor, vectorised by
+// xsimd) computes large inputs at once. `accepted`: floating dtypes only, or every numeric one.
+template <DTypeSet accepted, class Kernel, class Expression = NoExpression>
+Tensor unary_op(const OpDefinition& op, const char* function, const Tensor& x, Kernel kernel,
+                Expression expression = {}) {
+  Tensor out = unary_kernel<accepted>(function, x, kernel, expression);
   record(op, {&x}, out);
   return out;
 }
 template <class Kernel>
+Tensor floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
+                         Kernel kernel) {
+  return unary_op<DTypeSet::Floating>(op, function, x, kernel);
+}
+template <class Kernel>
 Tensor numeric_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
                         Kernel kernel) {
-  Tensor out = numeric_unary(function, x, kernel);
-  record(op, {&x}, out);
-  return out;
+  return unary_op<DTypeSet::Numeric>(op, function, x, kernel);
+}
+
+// The gradient rule of a fused activation gradient F(y, g) = g s(y) with inputs (y, g), where
+// s(y) is the activation's slope written in its output y (TanhGrad: 1 - y^2). F is linear in
+// g, so d/dg = F(y, h); d/dy = h g s'(y), where `g_times_ds(y, g)` gives g s'(y).
+using FusedGradient = Tensor (*)(const Tensor& y, const Tensor& g);
+inline std::vector<GradientValue> fused_activation_gradient(const OpContext& op, const Tensor& h,
+                                                            FusedGradient fused,
+                                                            FusedGradient g_times_ds) {
+  const Tensor& y = op.inputs()[0];
+  const Tensor& g = op.inputs()[1];
+  std::vector<GradientValue> grads(2);
+  if (op.needs_gradient(0)) grads[0] = multiply(h, g_times_ds(y, g));
+  if (op.needs_gradient(1)) grads[1] = fused(y, h);
+  return grads;
 }
 
 }  // namespace tapegrad::detail

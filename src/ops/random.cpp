@@ -17,10 +17,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // ---- Generator --------------------------------------------------------------------------
 
 Generator::Generator(std::uint64_t seed) : Generator(seed, 0) {}

@@ -10,15 +10,12 @@
 
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 
 namespace tapegrad {
-
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
 
 // ---- Sum --------------------------------------------------------------------------------
 

@@ -10,10 +10,6 @@
 
 namespace tapegrad {
 
-using detail::KeepSet;
-using detail::OpDefinition;
-using Grads = std::vector<GradientValue>;
-
 // ---- Max, Min ---------------------------------------------------------------------------
 
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g);

@@ -1,12 +1,11 @@
 // ReadVariableOp: a variable's value read while a tape may record it. No kernel (the value is
 // the variable's own tensor); the op only tells the tapes where the value came from.
 #include "ops/internal_ops.hpp"
+#include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
 
 namespace tapegrad {
-
-using detail::OpDefinition;
 
 // ---- ReadVariableOp ---------------------------------------------------------------------
 

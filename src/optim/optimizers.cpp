@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/shape_util.hpp"
 #include "runtime/warn.hpp"
 
 namespace tapegrad {
@@ -26,15 +27,6 @@ std::size_t row_size(const Shape& shape) {
   std::size_t n = 1;
   for (std::size_t d = 1; d < shape.size(); ++d) n *= shape[d];
   return n;
-}
-
-std::vector<std::int64_t> indices_of(const Tensor& indices) {
-  if (indices.dtype() == DType::Int32) {
-    const auto& a = indices.array<std::int32_t>();
-    return std::vector<std::int64_t>(a.begin(), a.end());
-  }
-  const auto& a = indices.array<std::int64_t>();
-  return std::vector<std::int64_t>(a.begin(), a.end());
 }
 
 void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices& s) {
@@ -67,7 +59,7 @@ void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices&
 template <class T>
 std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, const Variable& v,
                                                          const IndexedSlices& s) {
-  const std::vector<std::int64_t> raw = indices_of(s.indices);
+  const std::vector<std::int64_t> raw = detail::index_values(s.indices);
   const std::size_t rows = v.shape()[0];
   const std::size_t width = row_size(v.shape());
   std::unordered_map<std::int64_t, std::size_t> position;
