@@ -30,8 +30,10 @@ class GradientValue {
   const Tensor& dense() const;
   /// The sparse gradient; InvalidArgument when it is dense.
   const IndexedSlices& sparse() const;
-  /// Dense either way (an undefined Tensor when undefined).
-  Tensor to_dense() const;
+  /// Dense either way (an undefined Tensor when undefined). On an rvalue a dense gradient is
+  /// moved out rather than copied.
+  Tensor to_dense() const&;
+  Tensor to_dense() &&;
 
  private:
   Tensor dense_;
