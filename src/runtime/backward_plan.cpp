@@ -43,7 +43,7 @@ Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
     ++r.ops;
     r.outputs += e.n_outputs;
-    r.blocks.insert(r.blocks.end(), e.n_outputs, kNoSlot);
+    for (std::size_t j = 0; j < e.n_outputs; ++j) r.blocks.push_back(kNoSlot);
     const RecordedTensors inputs = e.inputs();
     for (std::size_t i = inputs.size(); i-- > 0;) {
       const std::int32_t producer = producer_op(inputs[i].id);
@@ -87,6 +87,14 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   plan.steps.reserve(reach.ops);
   plan.pending.reserve(reach.ops);
   IdMap<Slot> source_slot;
+  // Most ids the passes below ask about are not sources: the range of the sources' ids
+  // answers most of them without hashing.
+  std::uint64_t lowest_source = UINT64_MAX;
+  std::uint64_t highest_source = 0;
+  auto find_source = [&](std::uint64_t id) -> const Slot* {
+    if (id < lowest_source || id > highest_source) return nullptr;
+    return source_slot.find(id);
+  };
   auto new_slot = [&](std::int32_t producer) {
     plan.producer_step.push_back(producer);
     return static_cast<Slot>(plan.producer_step.size() - 1);
@@ -95,6 +103,8 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     if (!is_floating(s.dtype)) continue;
     auto [slot, inserted] = source_slot.try_emplace(s.id, kNoSlot);
     if (inserted) *slot = new_slot(-1);
+    lowest_source = std::min(lowest_source, s.id);
+    highest_source = std::max(highest_source, s.id);
   }
   plan.num_source_slots = plan.producer_step.size();
   plan.source_uses.assign(plan.num_source_slots, 0);
@@ -115,7 +125,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
         if (j < e.n_outputs) return plan.output_slots(p, e)[j];
       }
     }
-    const Slot* source = source_slot.find(id);  // a leaf, or an output of a non-step
+    const Slot* source = find_source(id);  // a leaf, or an output of a non-step
     return source != nullptr ? *source : kNoSlot;
   };
   std::size_t n_slots = 0;
@@ -149,7 +159,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       Slot s = kNoSlot;
       if (is_floating(outputs[j].dtype())) {
-        const Slot* source = source_slot.find(outputs[j].id);
+        const Slot* source = find_source(outputs[j].id);
         if (source != nullptr) {
           s = *source;
           plan.producer_step[static_cast<std::size_t>(s)] = step;
@@ -160,8 +170,11 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
       plan.slots[first + inputs.size() + j] = s;
     }
     step_of_op[op] = step;
-    plan.steps.push_back(BackwardPlan::Step{static_cast<std::uint32_t>(op),
-                                            static_cast<std::uint32_t>(first)});
+    // Written in place: a Step built on the stack and copied is read back as one 8-byte load
+    // of two 4-byte stores, a store-forwarding stall on every step.
+    BackwardPlan::Step& written = plan.steps.emplace_back();
+    written.op_id = static_cast<std::uint32_t>(op);
+    written.first = static_cast<std::uint32_t>(first);
     plan.pending.push_back(0);
     n_slots = first + inputs.size() + outputs.size();
   }
@@ -173,7 +186,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
         is_floating(t.dtype()) ? slot_of(t.id(), reach.target_producers[i], n_ops) : kNoSlot);
   }
   for (const auto& s : sources) {
-    const Slot* slot = is_floating(s.dtype) ? source_slot.find(s.id) : nullptr;
+    const Slot* slot = is_floating(s.dtype) ? find_source(s.id) : nullptr;
     plan.source_slots.push_back(slot != nullptr ? *slot : kNoSlot);
   }
   return plan;

@@ -32,11 +32,12 @@ struct CallBuffers {
   std::vector<GradientValue> input_gradients;  // the result: one per input
 
   // Drops what the call read (the kept tensors and the output gradients die here when the
-  // walk held the last reference).
+  // walk held the last reference). The vectors keep their length: the next op, most often of
+  // the same arity, then resizes nothing.
   void release_call_inputs() {
-    saved_inputs.clear();
-    saved_outputs.clear();
-    output_gradients.clear();
+    for (auto* v : {&saved_inputs, &saved_outputs, &output_gradients}) {
+      for (Tensor& t : *v) t = Tensor();
+    }
   }
 };
 

@@ -30,10 +30,11 @@ Tensor to_dense(const IndexedSlices& slices) {
   return unsorted_segment_sum(slices.values, slices.indices, dense[0]);
 }
 
-const Tensor& GradientValue::dense() const {
-  if (sparse_) throw InvalidArgument("GradientValue::dense: the gradient is an IndexedSlices; call to_dense()");
-  return dense_;
+void GradientValue::throw_not_dense() {
+  throw InvalidArgument("GradientValue::dense: the gradient is an IndexedSlices; call to_dense()");
 }
+
+Tensor GradientValue::densify() const { return tapegrad::to_dense(*sparse_); }
 
 const IndexedSlices& GradientValue::sparse() const {
   if (!sparse_) throw InvalidArgument("GradientValue::sparse: the gradient is dense");
@@ -43,11 +44,6 @@ const IndexedSlices& GradientValue::sparse() const {
 Tensor GradientValue::to_dense() const& {
   if (sparse_) return tapegrad::to_dense(*sparse_);
   return dense_;
-}
-
-Tensor GradientValue::to_dense() && {
-  if (sparse_) return tapegrad::to_dense(*sparse_);
-  return std::move(dense_);
 }
 
 namespace detail {
