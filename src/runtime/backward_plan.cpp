@@ -37,8 +37,21 @@ Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std
     if (op >= 0) r.reached[static_cast<std::size_t>(op)] = true;
   }
   // Op ids are a topological order (a producer precedes its users), so one descending sweep
-  // finds every reached op. Blocks are written back to front and the array reversed once.
-  for (std::size_t op = n_ops; op-- > 0;) {
+  // from the last target's producer finds every reached op. Blocks are written back to front
+  // and the array reversed once. Its room is reserved first, for every op up to that
+  // producer: exact when all of them are reached, and never the doubling of a growing vector
+  // while the id map still exists (the backward pass's peak).
+  std::size_t end = 0;
+  for (const std::int32_t op : r.target_producers) {
+    end = std::max(end, static_cast<std::size_t>(op + 1));
+  }
+  std::size_t room = 0;
+  for (std::size_t op = 0; op < end; ++op) {
+    const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
+    room += e.n_inputs + e.n_outputs;
+  }
+  r.blocks.reserve(room);
+  for (std::size_t op = end; op-- > 0;) {
     if (!r.reached[op]) continue;
     const OpEntry& e = tape.entry(static_cast<std::int64_t>(op));
     ++r.ops;
