@@ -128,10 +128,15 @@ struct Graph {
     return t;
   }
   // Records `op` on inputs and returns its n outputs (values irrelevant to the walk).
+  // `gaps`: a tensor is made between outputs, so that their ids are not consecutive (as when
+  // another thread takes an id block in between).
   std::vector<Tensor> record(const OpDefinition& op, std::vector<Tensor> inputs,
-                             std::size_t n_outputs = 1) {
+                             std::size_t n_outputs = 1, bool gaps = false) {
     std::vector<Tensor> outputs;
-    for (std::size_t j = 0; j < n_outputs; ++j) outputs.push_back(scalar_tensor(0.0));
+    for (std::size_t j = 0; j < n_outputs; ++j) {
+      outputs.push_back(scalar_tensor(0.0));
+      if (gaps) scalar_tensor(0.0);
+    }
     log.op_id[op.name] = static_cast<std::int64_t>(tape.num_entries());
     tape.record(op, inputs, outputs, nullptr, nullptr);
     return outputs;
@@ -246,6 +251,21 @@ TEST_CASE("walk: zeros only for the outputs without a gradient of an op whose ru
     REQUIRE(g.log.calls == std::vector<std::string>{"E", "S"});
     REQUIRE(g.vspace.zeros_asked.size() == 2);
   }
+}
+
+TEST_CASE("walk: outputs found by id whatever the order of their ids and of their users") {
+  // x -S-> (s0, s1, s2, s3) with non-consecutive ids; E uses them out of order and twice.
+  // E's input i has weight 1 + i: (s2, s0, s3, s0, s1) get 1, 2, 3, 4, 5.
+  Graph g(/*persistent=*/false);
+  const Tensor x = g.leaf(1.0);
+  const std::vector<Tensor> s = g.record(S, {x}, 4, /*gaps=*/true);
+  const Tensor y = g.record(E, {s[2], s[0], s[3], s[0], s[1]})[0];
+  const std::vector<GradientValue> grads = g.gradient({y}, {x});
+  // ds0 = 2 + 4, ds1 = 5, ds2 = 1, ds3 = 3; dx = 1 * 6 + 11 * 5 + 21 * 1 + 31 * 3 = 175.
+  REQUIRE(scalar(grads[0].dense()) == 175.0);
+  REQUIRE(g.log.calls == std::vector<std::string>{"E", "S"});
+  REQUIRE(g.vspace.zeros_asked.empty());
+  REQUIRE(g.vspace.adds == std::vector<std::pair<double, double>>{{2.0, 4.0}});
 }
 
 TEST_CASE("walk: sources' sums, intermediate and repeated sources, unconnected sources") {

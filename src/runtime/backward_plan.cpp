@@ -70,18 +70,33 @@ Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std
   return r;
 }
 
-// The index of output `id` of `e`: output ids of one op are usually consecutive, so the guess
-// from the first output's id is checked before scanning (an op with 10^4 outputs whose users
-// each look one up must not cost 10^8).
-std::size_t output_index(const OpEntry& e, std::uint64_t id) {
-  const RecordedTensors outputs = e.outputs();
-  const std::uint64_t guess = id - outputs[0].id;
-  if (guess < outputs.size() && outputs[guess].id == id) return guess;
-  for (std::size_t j = 0; j < outputs.size(); ++j) {
-    if (outputs[j].id == id) return j;
+// The index of output `id` of an entry, without scanning its outputs in the usual cases (an
+// op with 10^4 outputs whose users each look one up must not cost 10^8): output ids of one op
+// are usually consecutive, so the offset from the first output's id is tried first; ids come
+// in per-thread blocks, so where a block boundary breaks that, the output after the one found
+// last in the same entry is tried (users such as concat take the outputs in order).
+class OutputFinder {
+ public:
+  std::size_t find(const OpEntry& e, std::uint64_t id) {
+    const RecordedTensors outputs = e.outputs();
+    const std::uint64_t guess = id - outputs[0].id;
+    if (guess < outputs.size() && outputs[guess].id == id) return guess;
+    if (&e == last_ && next_ < outputs.size() && outputs[next_].id == id) return found(e, next_);
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      if (outputs[j].id == id) return found(e, j);
+    }
+    return outputs.size();
   }
-  return outputs.size();
-}
+
+ private:
+  std::size_t found(const OpEntry& e, std::size_t j) {
+    last_ = &e;
+    next_ = j + 1;
+    return j;
+  }
+  const OpEntry* last_ = nullptr;
+  std::size_t next_ = 0;
+};
 
 }  // namespace
 
@@ -128,13 +143,14 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   //    counted as uses of their producers' outputs, and its outputs given slots.
   plan.slots = std::move(reach.blocks);
   std::vector<std::int32_t> step_of_op(n_ops, -1);
+  OutputFinder output_index;
   auto slot_of = [&](std::uint64_t id, std::int32_t producer, std::size_t user) -> Slot {
     if (producer >= 0 && static_cast<std::size_t>(producer) < user) {
       const std::int32_t step = step_of_op[static_cast<std::size_t>(producer)];
       if (step >= 0) {
         const BackwardPlan::Step& p = plan.steps[static_cast<std::size_t>(step)];
         const OpEntry& e = tape.entry(p.op_id);
-        const std::size_t j = output_index(e, id);
+        const std::size_t j = output_index.find(e, id);
         if (j < e.n_outputs) return plan.output_slots(p, e)[j];
       }
     }
