@@ -32,8 +32,8 @@
 // - Release: on a non-persistent tape (its only walk) an entry's kept tensors are moved into
 //   its call and die with it, and its attributes and custom backward right after, before the
 //   next op runs; so do the output gradients it read. An op output's list is dropped when its
-//   producer reads it; only the sources' lists live until the end. Only the plan's arrays
-//   (a few bytes per op) outlive the entries.
+//   producer reads it; what lives until the walk returns is the plan's arrays (a few bytes
+//   per op) and the sources' lists.
 // - The default VSpace's ones and zeros are new tensors each time, so nothing the walk hands
 //   to a rule, a hook or the caller is shared with another walk.
 #include "runtime/imperative_grad.hpp"
