@@ -27,13 +27,24 @@ class GradientValue {
   bool defined() const { return dense_.defined() || sparse_ != nullptr; }
   bool is_sparse() const { return sparse_ != nullptr; }
   /// The dense gradient; InvalidArgument when it is sparse.
-  const Tensor& dense() const;
+  const Tensor& dense() const {
+    if (sparse_) throw_not_dense();
+    return dense_;
+  }
   /// The sparse gradient; InvalidArgument when it is dense.
   const IndexedSlices& sparse() const;
-  /// Dense either way (an undefined Tensor when undefined).
-  Tensor to_dense() const;
+  /// Dense either way (an undefined Tensor when undefined). On an rvalue a dense gradient is
+  /// moved out rather than copied.
+  Tensor to_dense() const&;
+  Tensor to_dense() && {  // inline: the backward walk calls it once per gradient
+    if (sparse_) return densify();
+    return std::move(dense_);
+  }
 
  private:
+  [[noreturn]] static void throw_not_dense();
+  Tensor densify() const;
+
   Tensor dense_;
   std::shared_ptr<const IndexedSlices> sparse_;
 };

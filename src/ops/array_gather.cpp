@@ -1,12 +1,12 @@
-// gather, unsorted_segment_sum and the IndexedSlices helpers (to_dense, concat_slices). Each
-// op reads top to bottom: its definition, its forward, its gradient. Everything but the public
-// functions has internal linkage (static, constexpr).
+// gather and unsorted_segment_sum (IndexedSlices itself lives in src/runtime/indexed_slices.cpp;
+// gather's gradient for axis 0 is row-sparse). Each op reads top to bottom: its definition,
+// its forward, its gradient. Everything but the public functions has internal linkage.
 #include <algorithm>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "ops/op_support.hpp"
-#include "runtime/vspace.hpp"
+#include "runtime/indexed_slices.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {
@@ -157,48 +157,6 @@ static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>
   return result;
 }
 
-Tensor to_dense(const IndexedSlices& slices) {
-  detail::require_defined("to_dense", slices.values);
-  detail::require_defined("to_dense", slices.indices);
-  const Shape& dense = slices.dense_shape;
-  const bool consistent = !dense.empty() && slices.indices.rank() == 1 &&
-                          slices.values.rank() == dense.size() &&
-                          slices.values.shape()[0] == slices.indices.shape()[0] &&
-                          std::equal(dense.begin() + 1, dense.end(),
-                                     slices.values.shape().begin() + 1);
-  if (!consistent) {
-    throw InvalidArgument("to_dense: IndexedSlices with values of shape " +
-                          shape_to_string(slices.values.shape()) + ", indices of shape " +
-                          shape_to_string(slices.indices.shape()) + " and dense_shape " +
-                          shape_to_string(dense) +
-                          " are inconsistent (values must be [len(indices), dense_shape[1:]...])");
-  }
-  return unsorted_segment_sum(slices.values, slices.indices, dense[0]);
-}
-
-namespace detail {
-
-IndexedSlices concat_slices(const std::vector<IndexedSlices>& slices) {
-  if (slices.empty()) throw InvalidArgument("concat_slices: no IndexedSlices to concatenate");
-  if (slices.size() == 1) return slices.front();
-  bool mixed_index_dtypes = false;
-  for (const auto& s : slices) {
-    if (s.dense_shape != slices.front().dense_shape) {
-      throw InvalidArgument("concat_slices: dense shapes differ: " +
-                            shape_to_string(slices.front().dense_shape) + " and " +
-                            shape_to_string(s.dense_shape));
-    }
-    mixed_index_dtypes = mixed_index_dtypes || s.indices.dtype() != slices.front().indices.dtype();
-  }
-  std::vector<Tensor> values, indices;
-  for (const auto& s : slices) {
-    values.push_back(s.values);
-    indices.push_back(mixed_index_dtypes ? cast(s.indices, DType::Int64) : s.indices);
-  }
-  return IndexedSlices{concat(values, 0), concat(indices, 0), slices.front().dense_shape};
-}
-
-}  // namespace detail
 namespace detail {
 
 void register_array_gather_ops(OpRegistrar& registry) {

@@ -181,7 +181,8 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
 
   std::shared_ptr<detail::TapeImpl> tape = begin_backward("gradient");
   BackwardScope scope{*this};
-  return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected);
+  return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected,
+                                 detail::default_vspace());
 }
 
 std::shared_ptr<detail::TapeImpl> GradientTape::begin_backward(const char* what) {

@@ -1,0 +1,37 @@
+#include "runtime/gradient_lists.hpp"
+
+#include "runtime/gradient_hooks.hpp"
+
+namespace tapegrad::detail {
+
+void GradientList::push_sparse(GradientValue&& g) {
+  if (!sparse_) sparse_ = std::make_unique<std::vector<GradientValue>>();
+  sparse_->push_back(std::move(g));
+}
+
+void GradientList::aggregate_into_one(const VSpace& vspace) {
+  if (!dense_.defined() && sparse_->size() == 1) return;  // already one
+  std::vector<GradientValue> all;
+  all.reserve(sparse_->size() + 1);
+  if (dense_.defined()) all.emplace_back(std::move(dense_));
+  for (auto& g : *sparse_) all.push_back(std::move(g));
+  clear();
+  GradientValue total = vspace.aggregate(all);
+  if (total.is_sparse()) {
+    push_sparse(std::move(total));
+  } else {
+    dense_ = std::move(total).to_dense();
+  }
+}
+
+GradientValue hooked_sum(const GradientHooks& hooks, std::uint64_t id, GradientList& list,
+                         const VSpace& vspace) {
+  GradientValue g = list.sum(vspace);
+  if (hooks.run(id, g)) {
+    list.clear();
+    list.push(GradientValue(g), vspace);
+  }
+  return g;
+}
+
+}  // namespace tapegrad::detail
