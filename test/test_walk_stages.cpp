@@ -46,7 +46,7 @@ double weight(std::size_t i, std::size_t j) { return 1.0 + static_cast<double>(i
 std::vector<GradientValue> linear_rule(const OpContext& op, const std::vector<Tensor>& grads) {
   WalkLog& log = *g_log;
   for (const std::string& earlier : log.calls) {
-    if (log.tape->entry(log.op_id.at(earlier)).kept != nullptr) {
+    if (log.tape->entry(log.op_id.at(earlier)).holds_kept()) {
       log.unreleased_before_call.push_back(op.op_type() + " after " + earlier);
     }
   }
@@ -196,7 +196,7 @@ TEST_CASE("walk: each rule runs once, after all of its users, and a fan-in is ad
   REQUIRE(g.log.unreleased_before_call.empty());
   REQUIRE(g.log.calls_without_saved_input.empty());
   for (const char* op : {"A", "B", "C", "D"}) {
-    REQUIRE(g.tape.entry(g.log.op_id.at(op)).kept == nullptr);
+    REQUIRE_FALSE(g.tape.entry(g.log.op_id.at(op)).holds_kept());
   }
 }
 
@@ -240,8 +240,8 @@ TEST_CASE("walk: zeros only for the outputs without a gradient of an op whose ru
   REQUIRE(g.count("W") == 0);
   REQUIRE(g.log.calls.size() == 2);
   // Persistent: nothing released; the rules saw their kept inputs.
-  REQUIRE(g.tape.entry(g.log.op_id.at("S")).kept != nullptr);
-  REQUIRE(g.tape.entry(g.log.op_id.at("E")).kept != nullptr);
+  REQUIRE(g.tape.entry(g.log.op_id.at("S")).holds_kept());
+  REQUIRE(g.tape.entry(g.log.op_id.at("E")).holds_kept());
   REQUIRE(g.log.calls_without_saved_input.empty());
 
   SECTION("a second walk of the persistent tape runs the same calls again") {

@@ -4,6 +4,7 @@
 
 #include "runtime/error_context.hpp"
 #include "runtime/op_registry.hpp"
+#include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 // The recorded shape against the gradient's array, without building either as a Shape (this
 // runs once per gradient of every step).
 bool same_dims(const RecordedTensor& recorded, const Tensor& t) {
-  const TensorImpl& impl = t.impl();
+  const TensorImpl& impl = impl_of(t);
   if (!impl.holds_elements) return recorded.same_shape(t);
   return std::visit(
       [&](const auto& a) {

@@ -111,6 +111,8 @@ struct OpEntry {
   }
   // Where what the entry owns starts: right after the descriptions.
   std::byte* kept() const { return reinterpret_cast<std::byte*>(tensors + n_inputs + n_outputs); }
+  // True until release_kept(): the entry still owns kept tensors or extras.
+  bool holds_kept() const { return flags != 0; }
   std::size_t extras_bytes() const { return (flags & kHasExtras) != 0 ? sizeof(EntryExtras) : 0; }
   std::size_t kept_bytes() const {
     return extras_bytes() + sizeof(Tensor) * (((flags & kKeepsInputs) != 0 ? n_inputs : 0) +
