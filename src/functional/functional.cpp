@@ -7,6 +7,7 @@
 #include "runtime/tape_stack.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
+#include "tapegrad/forward.hpp"
 #include "tapegrad/ops/reduce.hpp"
 #include "tapegrad/tape.hpp"
 
@@ -158,12 +159,14 @@ Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) 
   return tape.jacobian(y, x, UnconnectedGradients::Zero);
 }
 
+// Both are forward-over-reverse: an accumulator carrying a direction around the gradient
+// computation of a tape gives H times that direction at the cost of a gradient and its tangents.
 Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
   require_floating_point(x, "hessian", "x");
-  GradientTape outer;
-  outer.watch(x);
-  Tensor g = recorded_gradient(f, x, "hessian", /*scalar_result=*/true);
-  return outer.jacobian(g, x, UnconnectedGradients::Zero);
+  // Column j is H e_j: the gradient's derivative along the j-th basis vector.
+  return jacobian_forward(
+      [&](const Tensor& at) { return recorded_gradient(f, at, "hessian", /*scalar_result=*/true); },
+      x);
 }
 
 Tensor hessian_vector_product(const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
@@ -175,12 +178,9 @@ Tensor hessian_vector_product(const std::function<Tensor(const Tensor&)>& f, con
                           " and dtype " + dtype_name(v.dtype()) + ", but x has shape " +
                           shape_to_string(x.shape()) + " and dtype " + dtype_name(x.dtype()));
   }
-  GradientTape outer;
-  outer.watch(x);
+  ForwardAccumulator accumulator(x, v);
   Tensor g = recorded_gradient(f, x, "hessian_vector_product");
-  // d/dx of <grad f(x), v> is H v: one more backward pass through the recorded gradient.
-  Tensor g_dot_v = reduce_sum(multiply(g, v));
-  return outer.gradient(g_dot_v, x, UnconnectedGradients::Zero);
+  return accumulator.jvp(g, UnconnectedGradients::Zero);
 }
 
 }  // namespace tapegrad
