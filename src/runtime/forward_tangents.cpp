@@ -10,8 +10,6 @@
 #include "runtime/tape_stack.hpp"
 #include "runtime/warn.hpp"
 #include "tapegrad/errors.hpp"
-#include "tapegrad/ops/math.hpp"
-#include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad::detail {
 
@@ -66,28 +64,31 @@ std::vector<Tensor> transposed_gradient_tangents(const OpDefinition& op, OpInput
   }
   if (targets.empty()) return output_tangents;
 
-  Tensor inner_product;
+  // g(u), one gradient per source, recorded on u_tape.
+  std::vector<Tensor> vjp;
+  std::vector<Tensor> vjp_tangents;
   {
     ScopedTape recording(u_tape);
-    const std::vector<GradientValue> vjp =
+    const std::vector<GradientValue> values =
         imperative_grad(op_tape, targets, sources, cotangents, UnconnectedGradients::None);
-    for (std::size_t k = 0; k < vjp.size(); ++k) {
-      if (!vjp[k].defined()) continue;
-      Tensor term = reduce_sum(multiply(vjp[k].to_dense(), source_tangents[k]));
-      inner_product = inner_product.defined() ? add(inner_product, term) : term;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (!values[k].defined()) continue;
+      vjp.push_back(values[k].to_dense());
+      vjp_tangents.push_back(source_tangents[k]);
     }
   }
   std::vector<TensorMeta> cotangent_sources;
   for (const Tensor& u : cotangents) cotangent_sources.push_back({u.id(), u.dtype(), u.shape()});
-  if (!inner_product.defined()) {
+  if (vjp.empty()) {
     // No input's gradient is defined: the outputs do not move with the inputs.
     for (std::size_t k = 0; k < targets.size(); ++k) {
       output_tangents[target_outputs[k]] = zeros(targets[k].shape(), targets[k].dtype());
     }
     return output_tangents;
   }
+  // d/du of sum_k <g_k(u), t_k>: the tangents enter as the output gradients of the g_k.
   const std::vector<GradientValue> tangents = imperative_grad(
-      u_tape, {inner_product}, cotangent_sources, {}, UnconnectedGradients::Zero);
+      u_tape, vjp, cotangent_sources, vjp_tangents, UnconnectedGradients::Zero);
   for (std::size_t k = 0; k < tangents.size(); ++k) {
     output_tangents[target_outputs[k]] = tangents[k].to_dense();
   }
