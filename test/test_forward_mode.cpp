@@ -439,3 +439,51 @@ TEST_CASE("an accumulator destroyed on another thread stops observing", "[forwar
   require_close(tape.gradient(w, x), {1}, {2.0});
   require_close(z, {1}, {std::sin(std::sin(1.0))});
 }
+
+TEST_CASE("forward mode misuse: a user primitive with no gradient under an accumulator",
+          "[forward][misuse]") {
+  const Tensor x = constant({1.0, 2.0});
+  expect_misuse<LookupError>(
+      "op without a gradient run on a tangent-carrying input",
+      [&] {
+        ForwardAccumulator acc(x, ones({2}));
+        Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
+        record_operation("ForwardTestNoGradient", {x}, {y});
+      },
+      {"ForwardAccumulator", "'ForwardTestNoGradient'", "no registered gradient",
+       "register_gradient"});
+  // The accumulator that saw the error still works (its pause and private tapes are undone).
+  ForwardAccumulator acc(x, ones({2}));
+  Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
+  CHECK_THROWS_AS(record_operation("ForwardTestNoGradient", {x}, {y}), LookupError);
+  require_close(acc.jvp(sin(x)), {2}, {std::cos(1.0), std::cos(2.0)});
+  // An op on inputs without tangents is never differentiated: no error.
+  const Tensor other = constant({3.0});
+  Tensor z(xt::xarray<double>(other.array<double>() * 2.0));
+  record_operation("ForwardTestNoGradient", {other}, {z});
+  CHECK_FALSE(acc.jvp(z).defined());
+}
+
+TEST_CASE("accumulators are per thread: concurrent threads get their own tangents",
+          "[forward][threads]") {
+  std::vector<std::thread> threads;
+  std::vector<double> results(4, 0.0);
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    threads.emplace_back([k, &results] {
+      const Tensor x = constant(static_cast<double>(k) + 0.5);
+      const Tensor v = constant(static_cast<double>(k) + 1.0);
+      for (int round = 0; round < 20; ++round) {
+        ForwardAccumulator acc(x, v);
+        GradientTape tape;
+        tape.watch(x);
+        Tensor g = tape.gradient(x * x * x, x);   // 3 x^2
+        results[k] = acc.jvp(g).item<double>();    // 6 x v
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    const double x = static_cast<double>(k) + 0.5;
+    CHECK(results[k] == Approx(6.0 * x * (static_cast<double>(k) + 1.0)).epsilon(1e-14));
+  }
+}

@@ -114,7 +114,15 @@ std::vector<Tensor> output_tangents_of(const OpDefinition& op, OpInputs inputs, 
     if (op.kind == GradientKind::Identity) return {input_tangents.at(0)};
     if (op.kind == GradientKind::Registered) {
       const UserGradient* user = registered_gradient(op);
-      if (user != nullptr && user->not_differentiable) return std::vector<Tensor>(outputs.size());
+      if (user == nullptr) {
+        // TF raises here too: the fallback needs the gradient now, not at gradient() time.
+        throw LookupError(std::string("ForwardAccumulator: op '") + op.name +
+                          "' has no forward rule and no registered gradient, so its output "
+                          "tangents cannot be computed; register its gradient with "
+                          "register_gradient (or mark it with not_differentiable) before running "
+                          "it while an accumulator watches its inputs");
+      }
+      if (user->not_differentiable) return std::vector<Tensor>(outputs.size());
     }
   }
   if (is_user_primitive_without_rule(op, custom_backward)) {
