@@ -83,6 +83,11 @@ Tensor forward_test_cube(const Tensor& x) {
   return y;
 }
 
+// The 3x3 identity.
+Tensor eye_like_3() {
+  return from_values({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3});
+}
+
 }  // namespace
 
 TEST_CASE("jvp of elementwise ops: exact tangents", "[forward]") {
@@ -175,6 +180,62 @@ TEST_CASE("jvp of softmax, log_softmax, tanh(W x) and a small network match J v"
       random_tensor({2, 3}, 17), random_tensor({2, 3}, 18));
   require_jvp_matches([](const Tensor& t) { return concat({t, square(t)}, 0); },
                       random_tensor({2, 2}, 19), random_tensor({2, 2}, 20));
+}
+
+TEST_CASE("the generic fallback on many ops: every tangent equals J v from the tape",
+          "[forward]") {
+  using F = std::function<Tensor(const Tensor&)>;
+  const Tensor labels = softmax(random_tensor({2, 3}, 30));
+  const Tensor spd_base = random_tensor({3, 3}, 31);
+  const Tensor segment_ids = from_values({1, 0, 1, 2}, {4}, DType::Int32);
+  const Tensor positive_other = random_tensor({2, 3}, 32, 0.5, 1.5);
+  const std::vector<std::pair<std::string, F>> ops = {
+      {"pow", [](const Tensor& t) { return pow(t, 3.0); }},
+      {"pow (tensor exponent)", [&](const Tensor& t) { return pow(positive_other, t); }},
+      {"sqrt, log, log1p, reciprocal", [](const Tensor& t) {
+         Tensor p = square(t) + 0.5;
+         return sqrt(p) + log(p) + log1p(p) + reciprocal(p);
+       }},
+      {"maximum, minimum", [&](const Tensor& t) {
+         return maximum(t, positive_other - 1.0) + minimum(t, t * 0.5);
+       }},
+      {"where", [](const Tensor& t) { return where(greater(t, 0.0 * t), t * t, negative(t)); }},
+      {"abs, softplus, subtract", [](const Tensor& t) { return subtract(abs(t), softplus(t)); }},
+      {"transpose, tile, expand_dims, squeeze", [](const Tensor& t) {
+         return squeeze(expand_dims(tile(transpose(t), {2, 1}), 0));
+       }},
+      {"broadcast_to", [](const Tensor& t) { return broadcast_to(t, {4, 2, 3}) * 2.0; }},
+      {"reduce_prod, reduce_min", [](const Tensor& t) {
+         return reduce_prod(t, {1}) + reduce_min(t, {1});
+       }},
+      {"split (one op, two outputs)", [](const Tensor& t) {
+         std::vector<Tensor> parts = split(t, 3, 1);
+         return parts[0] * parts[2] + parts[1];
+       }},
+      {"stack", [](const Tensor& t) { return stack({t, sin(t)}, 1); }},
+      {"softmax cross-entropy", [&](const Tensor& t) {
+         return softmax_cross_entropy_with_logits(labels, t);
+       }},
+      {"sigmoid cross-entropy", [&](const Tensor& t) {
+         return sigmoid_cross_entropy_with_logits(sigmoid(labels), t);
+       }},
+      {"matrix_inverse, determinant, solve, cholesky", [&](const Tensor& t) {
+         Tensor a = matmul(reshape(t, {3, 2}), reshape(t, {3, 2}), false, true) +
+                    matmul(spd_base, spd_base, false, true) + eye_like_3() * 3.0;
+         return concat({reshape(matrix_inverse(a), {9}), reshape(matrix_determinant(a), {1}),
+                        reshape(solve(a, reshape(t, {3, 2})), {6}), reshape(cholesky(a), {9})},
+                       0);
+       }},
+      {"unsorted_segment_sum", [&](const Tensor& t) {
+         return unsorted_segment_sum(concat({t, t * t}, 0), segment_ids, 3);
+       }},
+  };
+  const Tensor x = random_tensor({2, 3}, 33);
+  const Tensor v = random_tensor({2, 3}, 34);
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    require_jvp_matches(f, x, v, 1e-10);
+  }
 }
 
 TEST_CASE("a user primitive without a forward rule uses the fallback and says so once",
