@@ -93,6 +93,18 @@ std::vector<std::shared_ptr<AccumulatorState>> observing_accumulators() {
   return observing;
 }
 
+bool any_input_carries_tangent(OpInputs inputs) {
+  ThreadAccumulators& accs = thread_accumulators();
+  if (accs.sweep->load(std::memory_order_relaxed)) accs.refresh();
+  for (const auto& a : accs.live) {
+    if (a->paused != 0 || a->destroyed.load(std::memory_order_relaxed)) continue;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (is_floating(inputs[i].dtype()) && a->tangent(inputs[i].id()) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace tapegrad::detail
 
 namespace tapegrad {

@@ -50,6 +50,9 @@ void abandon_accumulator(AccumulatorState& state) noexcept;
 
 // The accumulators observing ops on this thread now, oldest first.
 std::vector<std::shared_ptr<AccumulatorState>> observing_accumulators();
+// Whether one of them holds a tangent for a floating input (no allocation: most ops run under
+// an accumulator do not touch its primals).
+bool any_input_carries_tangent(OpInputs inputs);
 
 // For its lifetime, pauses `from` and every accumulator created after it on this thread (all
 // of them when `from` is null). An accumulator computing tangents pauses itself and the

@@ -159,6 +159,7 @@ void check_rule_result(const OpDefinition& op, OpOutputs outputs,
 
 void accumulate_tangents(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                          const Attrs* attrs, const SparseGradientFunction* custom_backward) {
+  if (!any_input_carries_tangent(inputs)) return;
   // Oldest first: an older accumulator must know the outputs' tangents before a newer one's
   // tangent computation (which it observes) reads those outputs.
   for (const auto& accumulator : observing_accumulators()) {
