@@ -58,7 +58,7 @@ struct ForwardContext;
 // (the op as it ran, one tangent per input, undefined where the input carries none) -> one
 // tangent per output (undefined: none). Written with tapegrad's differentiable ops only, so
 // tapes and outer accumulators observe it. An op without one gets TF's generic fallback
-// (the transpose of its gradient rule: runtime/forward_accumulator.cpp).
+// (the transpose of its gradient rule: runtime/forward_tangents.cpp).
 using ForwardRule = std::vector<Tensor> (*)(const ForwardContext& op,
                                             const std::vector<Tensor>& input_tangents);
 
