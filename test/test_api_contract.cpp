@@ -181,3 +181,24 @@ TEST_CASE("API: GradientTape::register_hook and HookHandle (Diagnostics)") {
   handle.remove();
   CHECK(tape.gradient(y, x).item<double>() == 6.0);
 }
+
+TEST_CASE("API: ForwardAccumulator, jvp, jacobian_forward (Forward mode)") {
+  Tensor x = constant({1.0, 2.0});
+  Tensor y;
+  {
+    ForwardAccumulator acc(std::vector<Tensor>{x}, std::vector<Tensor>{constant({1.0, 0.0})});
+    ForwardAccumulator single(x, constant({0.0, 1.0}));
+    y = x * x;
+    require_close(acc.jvp(y), {2}, {2, 0});
+    require_close(single.jvp(y), {2}, {0, 4});
+    CHECK_FALSE(acc.jvp(constant(1.0)).defined());
+    require_close(acc.jvp(constant(1.0), UnconnectedGradients::Zero), {}, {0});
+  }
+  const Fn f = [](const std::vector<Tensor>& a) { return reduce_sum(a[0] * a[1]); };
+  std::pair<Tensor, Tensor> value_and_tangent =
+      tapegrad::jvp(f, {x, constant({3.0, 4.0})}, {constant({1.0, 1.0}), constant({0.0, 0.0})});
+  CHECK(value_and_tangent.first.item<double>() == 11.0);
+  CHECK(value_and_tangent.second.item<double>() == 7.0);
+  require_close(jacobian_forward([](const Tensor& t) { return t * t; }, x), {2, 2},
+                {2, 0, 0, 4});
+}

@@ -54,11 +54,12 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 /// d f(x)[i...] / d x[j...], shape f(x).shape ++ x.shape; zeros where f does not depend on x
 /// (TF: GradientTape.jacobian on a tape watching x).
 Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
-/// Second derivatives of a scalar f at x, shape x.shape ++ x.shape (TF: tf.hessians).
+/// Second derivatives of a scalar f at x, shape x.shape ++ x.shape (TF: tf.hessians), one
+/// forward-over-reverse pass per element of x.
 /// InvalidArgument naming hessian and f(x)'s shape when f(x) has more than one element.
 Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
 /// H v for the Hessian H of the sum of f at x, shape x.shape, without forming H:
-/// reverse-over-reverse, at a cost of a small constant times one gradient.
+/// forward-over-reverse (a ForwardAccumulator carrying v around one gradient computation).
 /// InvalidArgument when v's shape or dtype differs from x's.
 Tensor hessian_vector_product(const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
                               const Tensor& v);

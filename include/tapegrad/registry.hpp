@@ -129,12 +129,16 @@ std::vector<RegisteredOpInfo> registered_ops();
 
 /// Records an op whose forward the caller computed: a no-op unless an active tape on this
 /// thread watches one of the floating-point inputs. The gradient is looked up by `op_type`
-/// when `gradient()` runs (LookupError naming it when there is none).
+/// when `gradient()` runs (LookupError naming it when there is none). When an input carries
+/// a tangent on an active ForwardAccumulator, the outputs get theirs at once through the
+/// transpose of that gradient (LookupError naming the op when it has none yet).
 void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
                       const std::vector<Tensor>& outputs);
 void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
                       const std::vector<Tensor>& outputs, Attrs attrs);
-/// True when some active tape on this thread would record an op with these inputs.
+/// True when some active tape on this thread would record an op with these inputs (tapes
+/// only, as TF's should_record_backprop: a primitive guarded by it gets no tangents under a
+/// ForwardAccumulator without a tape; call record_operation unconditionally for those).
 bool should_record(const std::vector<Tensor>& inputs);
 
 }  // namespace tapegrad

@@ -6,6 +6,7 @@
 #include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/forward.hpp"
 #include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/ops/array.hpp"

@@ -5,6 +5,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "runtime/forward_accumulator.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
 #include "runtime/tensor_ids.hpp"
@@ -83,6 +84,7 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
     VariableReadObserver observer;
     PauseAllTapes pause;
     const IdMark body;  // tells the tensors f creates on this thread from every other
+    PauseAccumulators pause_accumulators;  // they differentiate the op through its gradient
     forward = f(inputs);
     variables = observer.variables();
     make_outputs_fresh(forward.outputs, body, variables, op_type);
@@ -96,7 +98,7 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
                           ", so its gradient function must take (dys, const "
                           "std::vector<Variable>&) and return one gradient per variable");
   }
-  if (!any_tape_active()) return std::move(forward.outputs);
+  if (!any_observer()) return std::move(forward.outputs);
 
   // What f's reads would have done on the paused tapes.
   for (TapeImpl* tape : tape_stack()) {

@@ -52,6 +52,16 @@ class KeepSet {
 using GradientRule = std::vector<GradientValue> (*)(const OpContext& op,
                                                     const std::vector<Tensor>& output_gradients);
 
+// What a forward rule sees of the op it differentiates: see runtime/forward_context.hpp.
+struct ForwardContext;
+
+// (the op as it ran, one tangent per input, undefined where the input carries none) -> one
+// tangent per output (undefined: none). Written with tapegrad's differentiable ops only, so
+// tapes and outer accumulators observe it. An op without one gets TF's generic fallback
+// (the transpose of its gradient rule: runtime/forward_tangents.cpp).
+using ForwardRule = std::vector<Tensor> (*)(const ForwardContext& op,
+                                            const std::vector<Tensor>& input_tangents);
+
 enum class GradientKind : std::uint8_t {
   Rule,               // `gradient` below
   NotDifferentiable,  // inputs get undefined gradients (TF: ops.NotDifferentiable)
@@ -65,8 +75,9 @@ struct OpDefinition {
   GradientRule gradient;  // set when kind == Rule
   KeepSet keep_inputs;
   KeepSet keep_outputs;
-  // The forward-mode rule and the batching rule join here (forward-mode and vectorization
-  // issues); the registry test then checks every built-in op has them too.
+  ForwardRule forward_rule = nullptr;  // null: the generic fallback
+  // The batching rule joins here (vectorization issue); the registry test then checks every
+  // built-in op has a forward rule and a batching rule too.
 };
 
 // The three shapes a built-in definition takes.

@@ -173,7 +173,7 @@ void record_operation(const std::string& op_type, const std::vector<Tensor>& inp
 
 void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
                       const std::vector<Tensor>& outputs, Attrs attrs) {
-  if (!detail::any_tape_active()) return;
+  if (!detail::any_observer()) return;
   for (const auto& t : inputs) {
     if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an input is undefined");
   }

@@ -3,8 +3,8 @@
 //   record(kSin, {&x}, out);                                   // inputs by pointer
 //   record(kConcat, values, out, [&] { return Attrs().set("axis", axis); });
 //
-// With no tape active on the thread this is one thread-local load: the attributes are built
-// only when some tape may record.
+// With no tape and no forward accumulator active on the thread this is one thread-local load:
+// the attributes are built only when something may observe the op.
 #pragma once
 
 #include <cstddef>
@@ -17,11 +17,14 @@
 
 namespace tapegrad::detail {
 
-// Number of tapes recording on this thread. A plain thread_local, so that an op with no
-// active tape pays one load.
+// Number of tapes recording on this thread.
 extern thread_local std::size_t active_tape_count;
+// Tapes recording plus forward accumulators observing on this thread: the one word an op
+// with nothing observing it loads (kept equal to the sum by both stacks' refresh).
+extern thread_local std::size_t active_observer_count;
 
 inline bool any_tape_active() noexcept { return active_tape_count != 0; }
+inline bool any_observer() noexcept { return active_observer_count != 0; }
 
 // An op's inputs as the caller has them: `{&x, &y}` or a vector of tensors.
 class OpInputs {
@@ -61,8 +64,9 @@ class OpOutputs {
   std::size_t size_;
 };
 
-// Records the op on every active tape that watches one of its floating inputs. Only when
-// any_tape_active(). `attrs` and `custom_backward` may be null.
+// Records the op on every active tape that watches one of its floating inputs, then gives its
+// outputs tangents on every active forward accumulator on which an input carries one. Only
+// when any_observer(). `attrs` and `custom_backward` may be null.
 void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                      const Attrs* attrs, const SparseGradientFunction* custom_backward);
 
@@ -72,7 +76,7 @@ struct NoAttrs {};
 template <class MakeAttrs = NoAttrs>
 inline void record(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                    MakeAttrs&& make_attrs = {}) {
-  if (!any_tape_active()) return;
+  if (!any_observer()) return;
   if constexpr (std::is_same_v<std::decay_t<MakeAttrs>, NoAttrs>) {
     record_on_tapes(op, inputs, outputs, nullptr, nullptr);
   } else {

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 
+#include "runtime/forward_accumulator.hpp"
+
 namespace tapegrad::detail {
 
 thread_local std::size_t active_tape_count = 0;
+thread_local std::size_t active_observer_count = 0;
 
 namespace {
 
@@ -45,6 +48,7 @@ struct ThreadTapes {
       }
     }
     active_tape_count = active.size();
+    active_observer_count = active_tape_count + active_accumulator_count;
   }
 };
 
@@ -145,6 +149,7 @@ void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
       }
     }
   }
+  if (any_accumulator_active()) accumulate_tangents(op, inputs, outputs, attrs, custom_backward);
 }
 
 }  // namespace tapegrad::detail

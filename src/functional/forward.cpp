@@ -1,0 +1,84 @@
+// The functional forms of forward mode: jvp and jacobian_forward, each one accumulator (per
+// column) around a call of f.
+#include <string>
+
+#include "tapegrad/forward.hpp"
+#include "tapegrad/ops/array.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+void require_result(const Tensor& y, const char* function) {
+  if (!y.defined()) {
+    throw InvalidArgument(std::string(function) +
+                          ": cannot differentiate a function that returns None (an undefined "
+                          "Tensor); does f return its result?");
+  }
+}
+
+// x's shape as reshape takes it, after `leading`.
+std::vector<std::int64_t> joined_dims(const Shape& leading, const Shape& trailing) {
+  std::vector<std::int64_t> dims;
+  dims.reserve(leading.size() + trailing.size());
+  for (std::size_t d : leading) dims.push_back(static_cast<std::int64_t>(d));
+  for (std::size_t d : trailing) dims.push_back(static_cast<std::int64_t>(d));
+  return dims;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> jvp(const Fn& f, const std::vector<Tensor>& primals,
+                              const std::vector<Tensor>& tangents) {
+  // Each floating primal as a tensor of its own (an identity, so that outer tapes and
+  // accumulators still connect it to the caller's): f(x, x) with two tangents is the sum of
+  // both directional derivatives.
+  std::vector<Tensor> inputs;
+  inputs.reserve(primals.size());
+  for (std::size_t i = 0; i < primals.size(); ++i) {
+    if (!primals[i].defined()) {
+      throw InvalidArgument("jvp: primal " + std::to_string(i) + " is undefined");
+    }
+    inputs.push_back(is_floating(primals[i].dtype()) ? identity(primals[i]) : primals[i]);
+  }
+  ForwardAccumulator accumulator(inputs, tangents);
+  Tensor y = f(inputs);
+  require_result(y, "jvp");
+  Tensor tangent = accumulator.jvp(y, UnconnectedGradients::Zero);
+  return {y, tangent};
+}
+
+Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  if (!x.defined()) throw InvalidArgument("jacobian_forward: x is undefined");
+  if (!is_floating(x.dtype())) {
+    throw InvalidArgument(std::string("jacobian_forward: x must be float32 or float64, got ") +
+                          dtype_name(x.dtype()));
+  }
+  const std::size_t n = x.size();
+  if (n == 0) {
+    Tensor y = f(x);
+    require_result(y, "jacobian_forward");
+    Shape shape = y.shape();
+    shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+    return zeros(shape, y.dtype());
+  }
+  // Column j is the derivative along the j-th basis vector of x's space.
+  std::vector<Tensor> columns;
+  columns.reserve(n);
+  std::vector<double> basis(n, 0.0);
+  Shape y_shape;
+  for (std::size_t j = 0; j < n; ++j) {
+    basis[j] = 1.0;
+    const Tensor direction = from_values(basis, x.shape(), x.dtype());
+    basis[j] = 0.0;
+    ForwardAccumulator accumulator(x, direction);
+    Tensor y = f(x);
+    require_result(y, "jacobian_forward");
+    if (j == 0) y_shape = y.shape();
+    columns.push_back(accumulator.jvp(y, UnconnectedGradients::Zero));
+  }
+  Tensor stacked = stack(columns, static_cast<int>(y_shape.size()));
+  return reshape(stacked, joined_dims(y_shape, x.shape()));
+}
+
+}  // namespace tapegrad
