@@ -40,6 +40,14 @@ class ResourceExhausted : public Error {
   using Error::Error;
 };
 
+/// DetectAnomaly found a NaN or an infinity: the message names the op, forward or backward,
+/// the input and output shapes and dtypes, which output (or gradient) holds it, and the op's
+/// position on the innermost recording tape with the ops just before it.
+class AnomalyError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// verify_gradients found a derivative that disagrees with central differences. The message
 /// names the argument, the element, the analytic and the numeric value.
 class GradientCheckError : public Error {

@@ -23,6 +23,13 @@ class TapeImpl;
 struct TapeState;
 }
 
+/// The options of GradientTape::gradient (TF tf.gradients' keyword arguments).
+struct GradientOptions {
+  std::vector<Tensor> output_gradients;  ///< one per target, or empty (undefined entries: ones)
+  UnconnectedGradients unconnected = UnconnectedGradients::None;
+  std::vector<Tensor> stop_gradients;    ///< no gradient flows through these (TF stop_gradients)
+};
+
 /// Records, from construction to destruction, every op on this thread whose inputs it
 /// watches, then walks that record backwards in `gradient()`.
 ///
@@ -132,6 +139,13 @@ class GradientTape {
                                UnconnectedGradients unconnected = UnconnectedGradients::None);
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                UnconnectedGradients unconnected = UnconnectedGradients::None);
+  /// With every option in one place (TF tf.gradients): `options.stop_gradients` are treated as
+  /// constants for this call, so the result is a partial derivative: the gradient reaching a
+  /// listed tensor is not passed on to what it was computed from (a listed source still
+  /// receives its own). InvalidArgument for an undefined stop tensor, and as the other
+  /// overloads for the rest.
+  std::vector<Tensor> gradient(const std::vector<Tensor>& targets,
+                               const std::vector<Tensor>& sources, const GradientOptions& options);
   /// As gradient(), but a gradient that is row-sparse (from gather) stays an IndexedSlices.
   std::vector<GradientValue> gradient_values(
       const std::vector<Tensor>& targets, const std::vector<Tensor>& sources,
@@ -179,7 +193,8 @@ class GradientTape {
   std::vector<GradientValue> run_gradient(const std::vector<Tensor>& targets,
                                           const std::vector<Tensor>& sources,
                                           const std::vector<Tensor>& output_gradients,
-                                          UnconnectedGradients unconnected);
+                                          UnconnectedGradients unconnected,
+                                          const std::vector<Tensor>& stop_gradients = {});
 
   std::shared_ptr<detail::TapeState> state_;  // also held by the thread's list and the guards
   std::vector<Variable> watched_when_used_;  // what watched_variables() says after use (TF)

@@ -4,6 +4,7 @@
 
 #include "tapegrad/check.hpp"
 #include "tapegrad/custom_gradient.hpp"
+#include "tapegrad/diagnostics.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/forward.hpp"

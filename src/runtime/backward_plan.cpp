@@ -23,8 +23,15 @@ struct Reach {
   std::size_t outputs = 0;                     // of the reached ops
 };
 
-Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std::size_t n_ops) {
+bool is_stopped(const std::vector<std::uint64_t>& stop_ids, std::uint64_t id) {
+  return !stop_ids.empty() && std::binary_search(stop_ids.begin(), stop_ids.end(), id);
+}
+
+Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std::size_t n_ops,
+                         const std::vector<std::uint64_t>& stop_ids) {
+  // A stopped tensor counts as produced by no op: nothing behind it is reached through it.
   auto producer_op = [&](std::uint64_t id) -> std::int32_t {
+    if (is_stopped(stop_ids, id)) return -1;
     const std::int32_t* producer = tape.producer(id);
     if (producer == nullptr || *producer == kWatched) return -1;
     return static_cast<std::size_t>(*producer) < n_ops ? *producer : -1;
@@ -101,13 +108,14 @@ class OutputFinder {
 }  // namespace
 
 BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
-                           const std::vector<TensorMeta>& sources, bool forget_producers) {
+                           const std::vector<TensorMeta>& sources, bool forget_producers,
+                           const std::vector<std::uint64_t>& stop_ids) {
   BackwardPlan plan;
   plan.sources = sources;
   const std::size_t n_ops = tape.num_entries();
 
   // 1. Reachability and every lookup, then the id map may go.
-  Reach reach = reach_from_targets(tape, targets, n_ops);
+  Reach reach = reach_from_targets(tape, targets, n_ops, stop_ids);
   if (forget_producers) tape.forget_producers();
 
   // 2. Slots for the sources first, so that is_source() is a comparison.
@@ -187,7 +195,8 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       Slot s = kNoSlot;
-      if (is_floating(outputs[j].dtype())) {
+      // A stopped output keeps no slot here: what reaches it (as a source) stays there.
+      if (is_floating(outputs[j].dtype()) && !is_stopped(stop_ids, outputs[j].id)) {
         const Slot* source = find_source(outputs[j].id);
         if (source != nullptr) {
           s = *source;

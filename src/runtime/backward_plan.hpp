@@ -47,8 +47,11 @@ struct BackwardPlan {
 
 // `forget_producers`: free the tape's id map as soon as the plan has done its lookups (for the
 // only walk of a non-persistent tape). Ops recorded after the call (a persistent tape recording
-// its own backward) are never part of the plan.
+// its own backward) are never part of the plan. `stop_ids` (sorted): tensors treated as
+// constants (TF's stop_gradients): the gradient reaching one is not passed to its producer; a
+// source among them still receives it.
 BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
-                           const std::vector<TensorMeta>& sources, bool forget_producers = false);
+                           const std::vector<TensorMeta>& sources, bool forget_producers = false,
+                           const std::vector<std::uint64_t>& stop_ids = {});
 
 }  // namespace tapegrad::detail

@@ -35,7 +35,7 @@ struct ThreadAccumulators {
       if (a->paused == 0 && !a->destroyed.load(std::memory_order_relaxed)) ++observing;
     }
     active_accumulator_count = observing;
-    active_observer_count = active_tape_count + active_accumulator_count;
+    refresh_observer_count();
   }
 };
 

@@ -1,6 +1,8 @@
 // The public GradientTape: scope, watch, and the gradient entry points.
 #include "tapegrad/tape.hpp"
 
+#include <algorithm>
+
 #include "runtime/imperative_grad.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
@@ -156,7 +158,8 @@ GradientTape::BackwardScope::~BackwardScope() {
 std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>& targets,
                                                       const std::vector<Tensor>& sources,
                                                       const std::vector<Tensor>& output_gradients,
-                                                      UnconnectedGradients unconnected) {
+                                                      UnconnectedGradients unconnected,
+                                                      const std::vector<Tensor>& stop_gradients) {
   check_thread("gradient");
   detail::require_valid_unconnected("GradientTape::gradient", unconnected);
   std::vector<detail::TensorMeta> metas;
@@ -179,10 +182,21 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
     }
   }
 
+  std::vector<std::uint64_t> stop_ids;
+  stop_ids.reserve(stop_gradients.size());
+  for (std::size_t i = 0; i < stop_gradients.size(); ++i) {
+    if (!stop_gradients[i].defined()) {
+      throw InvalidArgument("GradientTape::gradient: stop_gradients[" + std::to_string(i) +
+                            "] is undefined");
+    }
+    stop_ids.push_back(stop_gradients[i].id());
+  }
+  std::sort(stop_ids.begin(), stop_ids.end());
+
   std::shared_ptr<detail::TapeImpl> tape = begin_backward("gradient");
   BackwardScope scope{*this};
   return detail::imperative_grad(*tape, targets, metas, output_gradients, unconnected,
-                                 detail::default_vspace());
+                                 detail::default_vspace(), stop_ids);
 }
 
 std::shared_ptr<detail::TapeImpl> GradientTape::begin_backward(const char* what) {
@@ -221,7 +235,18 @@ std::vector<Tensor> GradientTape::gradient(const std::vector<Tensor>& targets,
   std::vector<GradientValue> values = run_gradient(targets, sources, output_gradients, unconnected);
   std::vector<Tensor> result;
   result.reserve(values.size());
-  for (const auto& v : values) result.push_back(v.to_dense());
+  for (auto& v : values) result.push_back(std::move(v).to_dense());
+  return result;
+}
+
+std::vector<Tensor> GradientTape::gradient(const std::vector<Tensor>& targets,
+                                           const std::vector<Tensor>& sources,
+                                           const GradientOptions& options) {
+  std::vector<GradientValue> values = run_gradient(targets, sources, options.output_gradients,
+                                                   options.unconnected, options.stop_gradients);
+  std::vector<Tensor> result;
+  result.reserve(values.size());
+  for (auto& v : values) result.push_back(std::move(v).to_dense());
   return result;
 }
 

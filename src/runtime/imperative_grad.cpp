@@ -38,6 +38,9 @@
 //   to a rule, a hook or the caller is shared with another walk.
 #include "runtime/imperative_grad.hpp"
 
+#include <optional>
+
+#include "runtime/anomaly.hpp"
 #include "runtime/gradient_call.hpp"
 #include "runtime/gradient_lists.hpp"
 
@@ -160,6 +163,9 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan, Counter
     if (counters.pending[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
   }
   CallBuffers buffers;
+  const bool check_anomalies = anomaly_checks_active();
+  std::optional<AnomalyBackwardScope> anomaly_scope;
+  if (check_anomalies) anomaly_scope.emplace();
   while (!ready.empty()) {
     const BackwardPlan::Step& step = plan.steps[ready.back()];
     ready.pop_back();
@@ -176,6 +182,10 @@ std::vector<GradientValue> run(TapeImpl& tape, const BackwardPlan& plan, Counter
       buffers.input_gradients.emplace_back(std::move(buffers.output_gradients[0]));
     } else if (any && how.kind == GradientKind::Rule) {
       call_and_check(e, how, plan.input_slots(step), release_entries, vspace, buffers);
+      if (check_anomalies) {
+        check_backward_gradients(tape, step.op_id, buffers.input_gradients,
+                                 buffers.output_gradients);
+      }
     }
 
     // Release, before the next op allocates.
@@ -202,9 +212,11 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
                                            const std::vector<TensorMeta>& sources,
                                            const std::vector<Tensor>& output_gradients,
                                            UnconnectedGradients unconnected,
-                                           const VSpace& vspace) {
+                                           const VSpace& vspace,
+                                           const std::vector<std::uint64_t>& stop_ids) {
   const bool last_use = !tape.persistent();
-  BackwardPlan plan = plan_backward(tape, targets, sources, /*forget_producers=*/last_use);
+  BackwardPlan plan =
+      plan_backward(tape, targets, sources, /*forget_producers=*/last_use, stop_ids);
   // The plan runs once: its counters are consumed in place rather than copied.
   Counters counters{std::move(plan.pending), std::move(plan.source_uses)};
   return run(tape, plan, std::move(counters), targets, output_gradients, unconnected, last_use,

@@ -20,7 +20,8 @@ std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Ten
                                            const std::vector<TensorMeta>& sources,
                                            const std::vector<Tensor>& output_gradients,
                                            UnconnectedGradients unconnected,
-                                           const VSpace& vspace = default_vspace());
+                                           const VSpace& vspace = default_vspace(),
+                                           const std::vector<std::uint64_t>& stop_ids = {});
 
 // Runs a plan made on this tape for these targets (a Jacobian runs one plan once per row).
 // `release_entries`: drop each entry's saved tensors once used (only for the last run on a
