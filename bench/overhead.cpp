@@ -1,7 +1,8 @@
 // The cost of autodiff per op: a chain of 999 ops (333 x [multiply by a constant tensor,
 // add a constant tensor, tanh]) on 1-element float64 tensors, four ways in one process:
-// raw xt::xarray ops, tapegrad with no tape, tapegrad recording, and recording + backward;
-// plus tanh of a 100,000-element tensor, raw and through tapegrad.
+// raw xt::xarray ops, tapegrad with no tape, tapegrad recording, and recording + backward (the
+// last and the no-tape one again under DetectAnomaly); plus tanh of a 100,000-element tensor,
+// raw and through tapegrad.
 #include <benchmark/benchmark.h>
 
 #include <xtensor/xarray.hpp>
@@ -60,6 +61,26 @@ void BM_tapegrad_record_and_backward(benchmark::State& state) {
   report_ns_per_op(state);
 }
 
+// DetectAnomaly's own cost when on: every op's output scanned, every gradient too.
+void BM_tapegrad_no_tape_detect_anomaly(benchmark::State& state) {
+  const chain_workload::Inputs in;
+  tg::DetectAnomaly anomaly;
+  for (auto _ : state) benchmark::DoNotOptimize(chain_workload::run(in).id());
+  report_ns_per_op(state);
+}
+
+void BM_tapegrad_record_and_backward_detect_anomaly(benchmark::State& state) {
+  const chain_workload::Inputs in;
+  tg::DetectAnomaly anomaly;
+  for (auto _ : state) {
+    tg::GradientTape tape;
+    tape.watch(in.x);
+    tg::Tensor y = chain_workload::run(in);
+    benchmark::DoNotOptimize(tape.gradient(y, in.x).id());
+  }
+  report_ns_per_op(state);
+}
+
 // Large tensors, where xsimd's vectorised tanh pays for its aligned allocations.
 constexpr std::size_t kLarge = 100000;
 
@@ -84,4 +105,6 @@ BENCHMARK(BM_raw_xarray);
 BENCHMARK(BM_tapegrad_no_tape);
 BENCHMARK(BM_tapegrad_recording);
 BENCHMARK(BM_tapegrad_record_and_backward);
+BENCHMARK(BM_tapegrad_no_tape_detect_anomaly);
+BENCHMARK(BM_tapegrad_record_and_backward_detect_anomaly);
 BENCHMARK_MAIN();
