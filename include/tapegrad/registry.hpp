@@ -50,19 +50,12 @@ struct Keep {
 
 namespace detail {
 struct OpEntry;
+class OpContextFactory;  // the backward walk: the only place that builds an OpContext
 }
 
 /// What a gradient function sees of the op it differentiates.
 class OpContext {
  public:
-  explicit OpContext(const detail::OpEntry& entry, const std::vector<bool>& needs_gradient)
-      : entry_(entry), needs_gradient_(needs_gradient) {}
-  /// For the runtime: the entry's kept tensors, already gathered by the caller (one per
-  /// input and output, undefined where not kept).
-  OpContext(const detail::OpEntry& entry, const std::vector<bool>& needs_gradient,
-            const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)
-      : entry_(entry), needs_gradient_(needs_gradient), inputs_(&inputs), outputs_(&outputs) {}
-
   const std::string& op_type() const;
   /// One per input; undefined where the registration did not ask to keep that input.
   const std::vector<Tensor>& inputs() const;
@@ -84,13 +77,17 @@ class OpContext {
   bool input_shape_matches(std::size_t index, const Tensor& t) const;
 
  private:
+  friend class detail::OpContextFactory;
+  // The entry's kept tensors, already gathered by the walk (one per input and output,
+  // undefined where not kept).
+  OpContext(const detail::OpEntry& entry, const std::vector<bool>& needs_gradient,
+            const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)
+      : entry_(entry), needs_gradient_(needs_gradient), inputs_(&inputs), outputs_(&outputs) {}
+
   const detail::OpEntry& entry_;
   const std::vector<bool>& needs_gradient_;
-  mutable const std::vector<Tensor>* inputs_ = nullptr;  // given by the runtime, or built
-  mutable const std::vector<Tensor>* outputs_ = nullptr; // on demand
-
-  mutable std::vector<Tensor> undefined_inputs_;  // the on-demand copies
-  mutable std::vector<Tensor> undefined_outputs_;
+  const std::vector<Tensor>* inputs_;
+  const std::vector<Tensor>* outputs_;
   mutable std::string op_type_;  // built on first use
 };
 

@@ -7,6 +7,15 @@
 #include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
+
+// The one place an OpContext is built (its constructor is private to the public API).
+class OpContextFactory {
+ public:
+  static OpContext make(const OpEntry& e, const CallBuffers& b) {
+    return OpContext(e, b.needs, b.saved_inputs, b.saved_outputs);
+  }
+};
+
 namespace {
 
 // The recorded shape against the gradient's array, without building either as a Shape (this
@@ -55,7 +64,7 @@ void gather_saved(Tensor* saved, std::size_t n, bool take, std::vector<Tensor>& 
 
 std::vector<GradientValue> call_rule(const OpEntry& e, const Differentiation& how,
                                      const CallBuffers& b) {
-  const OpContext ctx(e, b.needs, b.saved_inputs, b.saved_outputs);
+  const OpContext ctx = OpContextFactory::make(e, b);
   if (how.custom != nullptr) return (*how.custom)(ctx, b.output_gradients);
   if (how.user == nullptr) return e.op->gradient(ctx, b.output_gradients);
   if (how.user->sparse) return how.user->sparse(ctx, b.output_gradients);

@@ -12,32 +12,8 @@ const std::string& OpContext::op_type() const {
   return op_type_;
 }
 
-namespace {
-// An entry's kept handles as a vector, undefined where nothing was kept. Built on first use
-// only: the walk passes its own vectors when it has them (the runtime constructor).
-const std::vector<Tensor>& kept_as_vector(const Tensor* saved, std::size_t n,
-                                          std::vector<Tensor>& storage) {
-  if (saved != nullptr) {
-    storage.assign(saved, saved + n);
-  } else {
-    storage.resize(n);
-  }
-  return storage;
-}
-}  // namespace
-
-const std::vector<Tensor>& OpContext::inputs() const {
-  if (inputs_ == nullptr) {
-    inputs_ = &kept_as_vector(entry_.saved_inputs(), entry_.n_inputs, undefined_inputs_);
-  }
-  return *inputs_;
-}
-const std::vector<Tensor>& OpContext::outputs() const {
-  if (outputs_ == nullptr) {
-    outputs_ = &kept_as_vector(entry_.saved_outputs(), entry_.n_outputs, undefined_outputs_);
-  }
-  return *outputs_;
-}
+const std::vector<Tensor>& OpContext::inputs() const { return *inputs_; }
+const std::vector<Tensor>& OpContext::outputs() const { return *outputs_; }
 const Attrs& OpContext::attrs() const {
   static const Attrs none;
   const Attrs* attrs = entry_.attrs();

@@ -38,7 +38,6 @@ class KeepSet {
   constexpr bool keeps(std::size_t index) const {
     return every_ || (index < 64 && ((mask_ >> index) & 1U) != 0);
   }
-  constexpr bool keeps_any() const { return every_ || mask_ != 0; }
 
  private:
   constexpr KeepSet(bool every, std::uint64_t mask) : every_(every), mask_(mask) {}
