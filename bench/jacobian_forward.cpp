@@ -10,17 +10,15 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "random_inputs.hpp"
+
 namespace {
 
 using tapegrad::Tensor;
 constexpr std::size_t kSize = 256;
 
 Tensor random_matrix(std::size_t rows, std::size_t cols, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(rows * cols);
-  for (auto& x : v) x = dist(gen) / std::sqrt(static_cast<double>(kSize));
-  return tapegrad::from_values(v, {rows, cols});
+  return random_inputs::matrix(rows, cols, seed, kSize);
 }
 
 const Tensor& weights() {

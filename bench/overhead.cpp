@@ -34,11 +34,24 @@ void BM_raw_xarray(benchmark::State& state) {
   report_ns_per_op(state);
 }
 
-void BM_tapegrad_no_tape(benchmark::State& state) {
+void no_tape_chain(benchmark::State& state) {
   const chain_workload::Inputs in;
   for (auto _ : state) benchmark::DoNotOptimize(chain_workload::run(in).id());
   report_ns_per_op(state);
 }
+
+void record_and_backward_chain(benchmark::State& state) {
+  const chain_workload::Inputs in;
+  for (auto _ : state) {
+    tg::GradientTape tape;
+    tape.watch(in.x);
+    tg::Tensor y = chain_workload::run(in);
+    benchmark::DoNotOptimize(tape.gradient(y, in.x).id());
+  }
+  report_ns_per_op(state);
+}
+
+void BM_tapegrad_no_tape(benchmark::State& state) { no_tape_chain(state); }
 
 void BM_tapegrad_recording(benchmark::State& state) {
   const chain_workload::Inputs in;
@@ -50,35 +63,17 @@ void BM_tapegrad_recording(benchmark::State& state) {
   report_ns_per_op(state);
 }
 
-void BM_tapegrad_record_and_backward(benchmark::State& state) {
-  const chain_workload::Inputs in;
-  for (auto _ : state) {
-    tg::GradientTape tape;
-    tape.watch(in.x);
-    tg::Tensor y = chain_workload::run(in);
-    benchmark::DoNotOptimize(tape.gradient(y, in.x).id());
-  }
-  report_ns_per_op(state);
-}
+void BM_tapegrad_record_and_backward(benchmark::State& state) { record_and_backward_chain(state); }
 
 // DetectAnomaly's own cost when on: every op's output scanned, every gradient too.
 void BM_tapegrad_no_tape_detect_anomaly(benchmark::State& state) {
-  const chain_workload::Inputs in;
   tg::DetectAnomaly anomaly;
-  for (auto _ : state) benchmark::DoNotOptimize(chain_workload::run(in).id());
-  report_ns_per_op(state);
+  no_tape_chain(state);
 }
 
 void BM_tapegrad_record_and_backward_detect_anomaly(benchmark::State& state) {
-  const chain_workload::Inputs in;
   tg::DetectAnomaly anomaly;
-  for (auto _ : state) {
-    tg::GradientTape tape;
-    tape.watch(in.x);
-    tg::Tensor y = chain_workload::run(in);
-    benchmark::DoNotOptimize(tape.gradient(y, in.x).id());
-  }
-  report_ns_per_op(state);
+  record_and_backward_chain(state);
 }
 
 // Large tensors, where xsimd's vectorised tanh pays for its aligned allocations.

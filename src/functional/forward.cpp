@@ -2,6 +2,7 @@
 // column) around a call of f.
 #include <string>
 
+#include "functional/function_result.hpp"
 #include "tapegrad/forward.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -9,13 +10,6 @@ namespace tapegrad {
 
 namespace {
 
-void require_result(const Tensor& y, const char* function) {
-  if (!y.defined()) {
-    throw InvalidArgument(std::string(function) +
-                          ": cannot differentiate a function that returns None (an undefined "
-                          "Tensor); does f return its result?");
-  }
-}
 
 // x's shape as reshape takes it, after `leading`.
 std::vector<std::int64_t> joined_dims(const Shape& leading, const Shape& trailing) {
@@ -43,7 +37,7 @@ std::pair<Tensor, Tensor> jvp(const Fn& f, const std::vector<Tensor>& primals,
   }
   ForwardAccumulator accumulator(inputs, tangents);
   Tensor y = f(inputs);
-  require_result(y, "jvp");
+  detail::require_function_result(y, "jvp");
   Tensor tangent = accumulator.jvp(y, UnconnectedGradients::Zero);
   return {y, tangent};
 }
@@ -57,7 +51,7 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
   const std::size_t n = x.size();
   if (n == 0) {
     Tensor y = f(x);
-    require_result(y, "jacobian_forward");
+    detail::require_function_result(y, "jacobian_forward");
     Shape shape = y.shape();
     shape.insert(shape.end(), x.shape().begin(), x.shape().end());
     return zeros(shape, y.dtype());
@@ -73,7 +67,7 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
     basis[j] = 0.0;
     ForwardAccumulator accumulator(x, direction);
     Tensor y = f(x);
-    require_result(y, "jacobian_forward");
+    detail::require_function_result(y, "jacobian_forward");
     if (j == 0) y_shape = y.shape();
     columns.push_back(accumulator.jvp(y, UnconnectedGradients::Zero));
   }

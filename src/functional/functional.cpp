@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "functional/function_result.hpp"
 #include "runtime/imperative_grad.hpp"
 #include "runtime/tape_stack.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -26,13 +27,6 @@ struct VjpState {
 
 namespace {
 
-void require_result(const Tensor& y, const char* function) {
-  if (!y.defined()) {
-    throw InvalidArgument(std::string(function) +
-                          ": cannot differentiate a function that returns None (an undefined "
-                          "Tensor); does f return its result?");
-  }
-}
 
 void require_floating_point(const Tensor& x, const char* function, const char* what) {
   if (!x.defined()) throw InvalidArgument(std::string(function) + ": " + what + " is undefined");
@@ -83,7 +77,7 @@ Tensor recorded_gradient(const std::function<Tensor(const Tensor&)>& f, const Te
   GradientTape inner;
   inner.watch(x);
   Tensor y = f(x);
-  require_result(y, function);
+  detail::require_function_result(y, function);
   // A Hessian is of a scalar function: the gradient of a non-scalar y would silently be the
   // gradient of its sum (TF's hessians raises too).
   if (scalar_result && y.size() != 1) {
@@ -103,7 +97,7 @@ std::pair<Tensor, std::vector<Tensor>> value_and_gradients(const Fn& f,
   GradientTape tape;
   watch_floating(tape, inputs);
   Tensor y = f(inputs);
-  require_result(y, "value_and_gradients");
+  detail::require_function_result(y, "value_and_gradients");
   std::vector<Tensor> grads = tape.gradient(y, inputs);
   return {y, grads};
 }
@@ -123,7 +117,7 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args) {
       if (is_floating(t.dtype())) state->tape->watch(t);
     }
     Tensor y = f(inputs);
-    require_result(y, "make_vjp");
+    detail::require_function_result(y, "make_vjp");
     // A result that is one of the arguments must still be a target distinct from it.
     state->result = identity(y);
   }
@@ -154,7 +148,7 @@ Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) 
   GradientTape tape;
   tape.watch(x);
   Tensor y = f(x);
-  require_result(y, "jacobian");
+  detail::require_function_result(y, "jacobian");
   return tape.jacobian(y, x, UnconnectedGradients::Zero);
 }
 

@@ -8,6 +8,7 @@
 
 #include <xtensor/xio.hpp>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "kernels/shape_util.hpp"
 
@@ -240,21 +241,13 @@ Tensor from_values(const std::vector<double>& values, const Shape& shape, DType 
     throw InvalidArgument("from_values: " + std::to_string(values.size()) +
                           " values do not fill shape " + shape_to_string(shape));
   }
-  auto build = [&](auto zero) {
+  return detail::dispatch_any(dtype, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> a = detail::allocate_array<T>("from_values", shape);
     std::transform(values.begin(), values.end(), a.begin(),
                    [&](double v) { return representable_value<T>("from_values", v, shape); });
     return Tensor(std::move(a));
-  };
-  switch (dtype) {
-    case DType::Float32: return build(float{});
-    case DType::Float64: return build(double{});
-    case DType::Int32: return build(std::int32_t{});
-    case DType::Int64: return build(std::int64_t{});
-    case DType::Bool: return build(bool{});
-  }
-  throw InvalidArgument("from_values: unknown dtype");
+  });
 }
 
 }  // namespace tapegrad
