@@ -80,10 +80,16 @@ struct OpDefinition {
   // built-in op has a forward rule and a batching rule too.
 };
 
-// The three shapes a built-in definition takes.
+// The shapes a built-in definition takes.
 constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
                                          KeepSet keep_inputs, KeepSet keep_outputs) {
   return OpDefinition{name, GradientKind::Rule, gradient, keep_inputs, keep_outputs};
+}
+// The same with its forward-mode rule (what an accumulator uses instead of the fallback).
+constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
+                                         KeepSet keep_inputs, KeepSet keep_outputs,
+                                         ForwardRule forward_rule) {
+  return OpDefinition{name, GradientKind::Rule, gradient, keep_inputs, keep_outputs, forward_rule};
 }
 constexpr OpDefinition not_differentiable_op(const char* name) {
   return OpDefinition{name, GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
