@@ -76,6 +76,21 @@ const std::map<std::string, Example>& examples() {
         binary(tapegrad::softmax_cross_entropy_with_logits, softmax(b, -1), a);
     t["SigmoidCrossEntropyWithLogits"] =
         binary(tapegrad::sigmoid_cross_entropy_with_logits, tapegrad::sigmoid(b), a);
+    // reduce.cpp, reduce_extrema.cpp: over one axis kept, over all dropped; Prod also with
+    // one zero in a group (the zero-aware partials), Max with a tie.
+    const Tensor with_zero = from_values({0.0, 1.5, -0.5, 2.0, 0.7, 1.2}, {2, 3});
+    const Tensor with_tie = from_values({0.3, 0.9, 0.9, -1.0, 0.2, 0.1}, {2, 3});
+    t["Sum"] = Example{{a}, [](const auto& in) { return Outputs{reduce_sum(in[0], {1}, true)}; }};
+    t["Mean"] = Example{{a}, [](const auto& in) { return Outputs{reduce_mean(in[0])}; }};
+    t["Prod"] = Example{{with_zero}, [](const auto& in) {
+                          return Outputs{reduce_prod(in[0], {1}), reduce_prod(in[0], {0}, true)};
+                        }};
+    t["ReduceLogSumExp"] =
+        Example{{a}, [](const auto& in) { return Outputs{reduce_logsumexp(in[0], {0})}; }};
+    t["Max"] = Example{{with_tie}, [](const auto& in) {
+                         return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
+                       }};
+    t["Min"] = Example{{a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }};
     return t;
   }();
   return table;
