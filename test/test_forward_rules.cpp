@@ -10,6 +10,7 @@
 #include "support.hpp"
 
 #include "kernels/math_kernels.hpp"
+#include "ops/internal_ops.hpp"
 #include "runtime/forward_context.hpp"
 #include "runtime/op_registry.hpp"
 
@@ -91,6 +92,42 @@ const std::map<std::string, Example>& examples() {
                          return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
                        }};
     t["Min"] = Example{{a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }};
+    // array*.cpp: the linear ones. SliceGrad and JacobianUnpack run as the gradients of
+    // slice and pack_rows, with the watched output gradient as their input.
+    const Tensor ids = from_values({1.0, 0.0, 1.0}, {3}, DType::Int64);
+    t["Reshape"] = Example{{a}, [](const auto& in) { return Outputs{reshape(in[0], {3, 2})}; }};
+    t["Transpose"] = Example{{a}, [](const auto& in) { return Outputs{transpose(in[0])}; }};
+    t["BroadcastTo"] =
+        Example{{row}, [](const auto& in) { return Outputs{broadcast_to(in[0], {2, 3})}; }};
+    t["GatherV2"] =
+        Example{{a, ids}, [](const auto& in) { return Outputs{gather(in[0], in[1], 1)}; }};
+    t["UnsortedSegmentSum"] = Example{{random_tensor({3, 2}, 5), ids}, [](const auto& in) {
+                                        return Outputs{unsorted_segment_sum(in[0], in[1], 3)};
+                                      }};
+    t["ConcatV2"] =
+        Example{{a, b, row}, [](const auto& in) {
+                  return Outputs{concat({in[0], in[1], reshape(in[2], {1, 3})}, 0)};
+                }};
+    t["Split"] = Example{{a}, [](const auto& in) { return split(in[0], 3, 1); }};
+    t["Slice"] = Example{{a}, [](const auto& in) { return Outputs{slice(in[0], {1, 1}, {1, 2})}; }};
+    t["SliceGrad"] = Example{{random_tensor({1, 2}, 6)}, [a](const auto& in) {
+                               GradientTape tape;
+                               tape.watch(a);
+                               const Tensor y = slice(a, {1, 1}, {1, 2});
+                               return tape.gradient({y}, {a}, {in[0]});
+                             }};
+    t["Tile"] = Example{{a}, [](const auto& in) { return Outputs{tile(in[0], {2, 1})}; }};
+    t["JacobianPack"] = Example{{row, random_tensor({3}, 7)}, [](const auto& in) {
+                                  return Outputs{detail::pack_rows({in[0], in[1]}, {2, 3})};
+                                }};
+    t["JacobianUnpack"] = Example{{b}, [row](const auto& in) {
+                                    const Tensor other = random_tensor({3}, 8);
+                                    GradientTape tape;
+                                    tape.watch(row);
+                                    tape.watch(other);
+                                    const Tensor packed = detail::pack_rows({row, other}, {2, 3});
+                                    return tape.gradient({packed}, {row, other}, {in[0]});
+                                  }};
     return t;
   }();
   return table;

@@ -34,6 +34,18 @@ inline Tensor output_tangent(const ForwardContext& op, std::size_t j,
   return sum.shape() == out.shape() ? sum : broadcast_to(sum, out.shape());
 }
 
+// Each input's tangent, zeros of the input's shape where it has none (for ops that take
+// every input's tangent at once: concat, pack).
+inline std::vector<Tensor> tangents_or_zeros(const ForwardContext& op, const Tangents& tangents) {
+  std::vector<Tensor> out;
+  out.reserve(tangents.size());
+  for (std::size_t i = 0; i < tangents.size(); ++i) {
+    const Tensor& x = op.inputs[i];
+    out.push_back(tangents[i].defined() ? tangents[i] : zeros(x.shape(), x.dtype()));
+  }
+  return out;
+}
+
 // f(t) where the tangent t is defined, undefined where it is not.
 template <class F>
 Tensor if_defined(const Tensor& t, F f) {
