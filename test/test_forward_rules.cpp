@@ -128,6 +128,32 @@ const std::map<std::string, Example>& examples() {
                                     const Tensor packed = detail::pack_rows({row, other}, {2, 3});
                                     return tape.gradient({packed}, {row, other}, {in[0]});
                                   }};
+    // compare.cpp, cast.cpp
+    const Tensor mask = greater(a, b);
+    t["SelectV2"] = Example{{mask, a, row}, [](const auto& in) {
+                              return Outputs{where(in[0], in[1], in[2])};
+                            }};
+    t["Cast"] = Example{{a}, [](const auto& in) { return Outputs{cast(in[0], DType::Float32)}; }};
+    // linalg.cpp, linalg_lapack.cpp: well-conditioned matrices (the identity plus a bit),
+    // a symmetric positive definite one for cholesky.
+    const Tensor eye3 = from_values({1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0}, {3, 3});
+    const Tensor m = add(eye3, multiply(random_tensor({3, 3}, 9), scalar(0.3, DType::Float64)));
+    const Tensor batch = random_tensor({2, 3, 3}, 10);
+    t["MatMul"] = Example{{a, random_tensor({2, 4}, 11)}, [](const auto& in) {
+                            return Outputs{matmul(in[0], in[1], true, false)};
+                          }};
+    t["BatchMatMulV2"] = Example{{batch, m}, [](const auto& in) {
+                                   return Outputs{matmul(in[0], in[1], false, true)};
+                                 }};
+    t["MatrixInverse"] = unary(tapegrad::matrix_inverse, m);
+    t["MatrixDeterminant"] = unary(tapegrad::matrix_determinant, m);
+    t["MatrixSolve"] = binary(tapegrad::solve, m, random_tensor({3, 2}, 12));
+    t["Cholesky"] = unary(tapegrad::cholesky, add(matmul(m, m, false, true), eye3));
+    // random.cpp: the same seed in both runs, so the same mask.
+    t["Dropout"] = Example{{a}, [](const auto& in) {
+                             Generator generator(42);
+                             return Outputs{dropout(in[0], 0.5, generator)};
+                           }};
     return t;
   }();
   return table;

@@ -228,9 +228,8 @@ static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& 
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition broadcast_to_op =
-    detail::differentiable_op("BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none(),
-                              broadcast_to_tangent);
+constexpr OpDefinition broadcast_to_op = detail::differentiable_op(
+    "BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none(), broadcast_to_tangent);
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::require_defined("broadcast_to", x);
