@@ -76,9 +76,6 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   return out;
 }
 
-// Along axis 0 the gradient is row-sparse: the incoming rows, indexed by the flat indices.
-// Along another axis, the gathered axis moves to the front, its rows are summed by index and
-// moved back.
 // Linear in params: the same gather of its tangent (the indices carry none).
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents) {
   const int axis = static_cast<int>(op.attrs->get_int("axis"));
@@ -88,6 +85,9 @@ static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangent
       })})};
 }
 
+// Along axis 0 the gradient is row-sparse: the incoming rows, indexed by the flat indices.
+// Along another axis, the gathered axis moves to the front, its rows are summed by index and
+// moved back.
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   Grads result(2);
   if (!op.needs_gradient(0)) return result;

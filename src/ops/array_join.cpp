@@ -110,13 +110,13 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
   return concat(expanded, axis);
 }
 
-// The gradient of each concatenated input is its slice of g along the axis.
 // Linear: the tangents concatenated (zeros for an input without one).
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents) {
   return {concat(detail::tangents_or_zeros(op, tangents),
                  static_cast<int>(op.attrs->get_int("axis")))};
 }
 
+// The gradient of each concatenated input is its slice of g along the axis.
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
   Grads result(op.num_inputs());
@@ -176,13 +176,13 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   return outputs;
 }
 
-// The runtime passes zeros for outputs nobody used, so every part is defined here.
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(op.outputs.size());
   return split(tangents[0], static_cast<int>(op.outputs.size()),
                static_cast<int>(op.attrs->get_int("axis")));
 }
 
+// The runtime passes zeros for outputs nobody used, so every part is defined here.
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {concat(g, static_cast<int>(op.attrs().get_int("axis")))};
 }

@@ -179,7 +179,6 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   return out;
 }
 
-// Split each axis into [multiple, size] and sum over the copies.
 static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents) {
   const auto& multiples = op.attrs->get_ints("multiples");
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
@@ -187,6 +186,7 @@ static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents)
   });
 }
 
+// Split each axis into [multiple, size] and sum over the copies.
 static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Shape& shape = op.input_shape(0);
   const auto& multiples = op.attrs().get_ints("multiples");

@@ -159,7 +159,6 @@ Tensor matrix_inverse(const Tensor& a) {
   return out;
 }
 
-// TF _MatrixInverseGrad: d inv(A) = -inv(A)^T g inv(A)^T, from the kept output.
 // d(A^-1) = -A^-1 dA A^-1.
 static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& inverse = op.outputs[0];
@@ -168,6 +167,7 @@ static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangen
   });
 }
 
+// TF _MatrixInverseGrad: d inv(A) = -inv(A)^T g inv(A)^T, from the kept output.
 static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& inverse = op.outputs()[0];
   return {negative(matmul(inverse, matmul(g[0], inverse, false, true), true, false))};
@@ -177,8 +177,9 @@ static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition determinant_op = detail::differentiable_op(
-    "MatrixDeterminant", determinant_gradient, KeepSet::all(), KeepSet::all(), determinant_tangent);
+constexpr OpDefinition determinant_op =
+    detail::differentiable_op("MatrixDeterminant", determinant_gradient, KeepSet::all(),
+                              KeepSet::all(), determinant_tangent);
 
 Tensor matrix_determinant(const Tensor& a) {
   const std::size_t n = require_square("matrix_determinant", "a", a);
@@ -197,7 +198,6 @@ Tensor matrix_determinant(const Tensor& a) {
   return out;
 }
 
-// TF _MatrixDeterminantGrad: g * det(A) * inv(A)^T, the scalar factor broadcast over each matrix.
 // Jacobi's formula: d det(A) = det(A) tr(A^-1 dA) = det(A) sum(A^-T * dA) per matrix.
 static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& da) {
@@ -206,6 +206,7 @@ static Tangents determinant_tangent(const ForwardContext& op, const Tangents& ta
   });
 }
 
+// TF _MatrixDeterminantGrad: g * det(A) * inv(A)^T, the scalar factor broadcast over each matrix.
 static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& a = op.inputs()[0];
   const Tensor& det = op.outputs()[0];
@@ -265,7 +266,6 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// TF _MatrixSolveGrad: grad_b = solve(A^T, g), grad_a = -grad_b x^T with x the kept output.
 // X = A^-1 B: dX = A^-1 (dB - dA X).
 static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.outputs[0];
@@ -275,6 +275,7 @@ static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents
   return {solve(op.inputs[0], detail::output_tangent(op, 0, {tangents[1], from_a}))};
 }
 
+// TF _MatrixSolveGrad: grad_b = solve(A^T, g), grad_a = -grad_b x^T with x the kept output.
 static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& a = op.inputs()[0];
   const Tensor& x = op.outputs()[0];
@@ -344,8 +345,6 @@ static Tensor halved_lower_mask(std::size_t n, DType dtype) {
   return from_values(mask, {n, n}, dtype);
 }
 
-// TF _CholeskyGrad, from the kept factor L:
-//   middle = Phi(L^T g), grad = L^{-T} middle L^{-1}, symmetrised.
 // A = L L^T: dL = L Phi(L^-1 dA L^-T), Phi the lower triangle with its diagonal halved. Only
 // the symmetric part of dA moves L (the gradient is symmetrised the same way).
 static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -358,6 +357,8 @@ static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tange
   });
 }
 
+// TF _CholeskyGrad, from the kept factor L:
+//   middle = Phi(L^T g), grad = L^{-T} middle L^{-1}, symmetrised.
 static Grads cholesky_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& lower = op.outputs()[0];
   const Tensor lower_inverse = matrix_inverse(lower);

@@ -76,8 +76,8 @@ struct OpDefinition {
   KeepSet keep_inputs;
   KeepSet keep_outputs;
   ForwardRule forward_rule = nullptr;  // null: the generic fallback
-  // The batching rule joins here (vectorization issue); the registry test then checks every
-  // built-in op has a forward rule and a batching rule too.
+  // The batching rule joins here (vectorization issue); the registry test, which checks every
+  // differentiable built-in op has a forward rule, then checks batching rules too.
 };
 
 // The shapes a built-in definition takes.
