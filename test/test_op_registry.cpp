@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "runtime/op_registry.hpp"
 #include "support.hpp"
 #include "tapegrad/tapegrad.hpp"
 
@@ -70,6 +71,28 @@ TEST_CASE("every built-in op has a gradient or is marked not differentiable", "[
     CHECK(is_registered(op.name));
     CHECK(op.has_gradient == op.differentiable);
   }
+}
+
+// Differentiable built-in ops whose forward mode is the generic fallback (the transpose of
+// their gradient) on purpose. Empty: every differentiable built-in op has its own rule. An
+// entry needs a reason here (e.g. a rule no cheaper than the fallback).
+const std::set<std::string> kForwardFallbackOnPurpose = {};
+
+TEST_CASE("every differentiable built-in op has a forward rule, or uses the fallback on purpose",
+          "[registry][forward]") {
+  std::size_t with_rule = 0;
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    INFO(op->name);
+    // Identity-gradient ops pass the tangent on as it is; not-differentiable ones give none.
+    if (op->kind != detail::GradientKind::Rule) {
+      CHECK(op->forward_rule == nullptr);
+      continue;
+    }
+    const bool on_purpose = kForwardFallbackOnPurpose.count(op->name) == 1;
+    CHECK((op->forward_rule != nullptr) != on_purpose);
+    if (op->forward_rule != nullptr) ++with_rule;
+  }
+  CHECK(with_rule >= 50);
 }
 
 TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {

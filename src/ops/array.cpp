@@ -9,6 +9,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -45,8 +46,10 @@ Tensor stop_gradient(const Tensor& x) {
 // ---- Reshape (and expand_dims, squeeze, recorded as Reshape) ----------------------------
 
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition reshape_op =
-    detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
+                              reshape_tangent);
 
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   detail::require_defined("reshape", x);
@@ -126,6 +129,13 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
   return reshape(x, target);
 }
 
+// Linear, as transpose and broadcast_to below: the op applied to the tangent.
+static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return reshape(dx, detail::signed_shape(op.outputs[0].shape()));
+  });
+}
+
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {reshape(g[0], detail::signed_shape(op.input_shape(0)))};
 }
@@ -133,8 +143,10 @@ static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g)
 // ---- Transpose --------------------------------------------------------------------------
 
 static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents transpose_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition transpose_op =
-    detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none(),
+                              transpose_tangent);
 
 // x with its axes permuted: walks the output row by row, the input offset following x's
 // strides in permuted order.
@@ -196,6 +208,13 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
   return out;
 }
 
+static Tangents transpose_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const auto& perm = op.attrs->get_ints("perm");
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return transpose(dx, std::vector<int>(perm.begin(), perm.end()));
+  });
+}
+
 static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const auto& perm = op.attrs().get_ints("perm");
   std::vector<int> inverse(perm.size());
@@ -208,8 +227,9 @@ static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& 
 // ---- BroadcastTo (and unbroadcast, its gradient) ----------------------------------------
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition broadcast_to_op =
-    detail::differentiable_op("BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none());
+static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition broadcast_to_op = detail::differentiable_op(
+    "BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none(), broadcast_to_tangent);
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::require_defined("broadcast_to", x);
@@ -264,6 +284,11 @@ Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
   }
   Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/false);
   return reshape(summed, detail::signed_shape(shape));
+}
+
+static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return broadcast_to(dx, op.outputs[0].shape()); });
 }
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g) {

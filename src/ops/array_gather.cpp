@@ -5,6 +5,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/indexed_slices.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -27,8 +28,10 @@ static void require_index_dtype(const char* op, const char* name, const Tensor& 
 // ---- GatherV2 ---------------------------------------------------------------------------
 
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition gather_op =
-    detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}), KeepSet::none());
+    detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}), KeepSet::none(),
+                              gather_tangent);
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", params);
@@ -73,6 +76,15 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   return out;
 }
 
+// Linear in params: the same gather of its tangent (the indices carry none).
+static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  return {detail::output_tangent(
+      op, 0, {detail::if_defined(tangents[0], [&](const Tensor& dparams) {
+        return gather(dparams, op.inputs[1], axis);
+      })})};
+}
+
 // Along axis 0 the gradient is row-sparse: the incoming rows, indexed by the flat indices.
 // Along another axis, the gathered axis moves to the front, its rows are summed by index and
 // moved back.
@@ -102,8 +114,10 @@ static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 // ---- UnsortedSegmentSum -----------------------------------------------------------------
 
 static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents segment_sum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition segment_sum_op = detail::differentiable_op(
-    "UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}), KeepSet::none());
+    "UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}), KeepSet::none(),
+                              segment_sum_tangent);
 
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
                             std::size_t num_segments) {
@@ -149,6 +163,14 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   });
   detail::record(segment_sum_op, {&data, &segment_ids}, out);
   return out;
+}
+
+// Linear in data: the same segment sum of its tangent.
+static Tangents segment_sum_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return {detail::output_tangent(
+      op, 0, {detail::if_defined(tangents[0], [&](const Tensor& ddata) {
+        return unsorted_segment_sum(ddata, op.inputs[1], op.outputs[0].shape().at(0));
+      })})};
 }
 
 static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {

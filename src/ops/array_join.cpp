@@ -3,6 +3,7 @@
 // linkage (static, constexpr).
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -28,8 +29,10 @@ static void require_values(const char* op, const std::vector<Tensor>& values) {
 // ---- ConcatV2 (and stack) ---------------------------------------------------------------
 
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition concat_op =
-    detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none(),
+                              concat_tangent);
 
 // The concatenated shape, checked: InvalidArgument naming concat and every value otherwise.
 static Shape concat_shape(const std::vector<Tensor>& values, int axis, std::size_t a) {
@@ -107,6 +110,12 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
   return concat(expanded, axis);
 }
 
+// Linear: the tangents concatenated (zeros for an input without one).
+static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return {concat(detail::tangents_or_zeros(op, tangents),
+                 static_cast<int>(op.attrs->get_int("axis")))};
+}
+
 // The gradient of each concatenated input is its slice of g along the axis.
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
@@ -127,8 +136,10 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 // ---- Split ------------------------------------------------------------------------------
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition split_op =
-    detail::differentiable_op("Split", split_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Split", split_gradient, KeepSet::none(), KeepSet::none(),
+                              split_tangent);
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);
@@ -163,6 +174,12 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::record(split_op, {&x}, outputs,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return outputs;
+}
+
+static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents) {
+  if (!tangents[0].defined()) return Tangents(op.outputs.size());
+  return split(tangents[0], static_cast<int>(op.outputs.size()),
+               static_cast<int>(op.attrs->get_int("axis")));
 }
 
 // The runtime passes zeros for outputs nobody used, so every part is defined here.

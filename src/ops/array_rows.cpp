@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/dispatch.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
@@ -14,11 +15,15 @@ namespace tapegrad {
 // ---- JacobianPack, JacobianUnpack (each the other's gradient) --------------------------
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition pack_op =
-    detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(), KeepSet::none(),
+                              pack_tangent);
 constexpr OpDefinition unpack_op = detail::differentiable_op("JacobianUnpack", unpack_gradient,
-                                                             KeepSet::none(), KeepSet::none());
+                                                             KeepSet::none(), KeepSet::none(),
+                              unpack_tangent);
 
 Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
   const DType dtype = rows.front().dtype();
@@ -55,6 +60,16 @@ static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_sh
   });
   detail::record(unpack_op, {&packed}, rows);
   return rows;
+}
+
+// Each linear: the op applied to the tangents (zeros for a row without one).
+static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return {detail::pack_rows(detail::tangents_or_zeros(op, tangents), op.outputs[0].shape())};
+}
+
+static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents) {
+  if (!tangents[0].defined()) return Tangents(op.outputs.size());
+  return unpack_rows(tangents[0], op.outputs[0].shape(), op.outputs.size());
 }
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g) {

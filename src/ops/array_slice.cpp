@@ -4,6 +4,7 @@
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -17,11 +18,15 @@ static std::vector<std::size_t> unsigned_ints(const std::vector<std::int64_t>& v
 // ---- Slice, SliceGrad (its gradient: g padded into zeros) -------------------------------
 
 static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition slice_op =
-    detail::differentiable_op("Slice", slice_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Slice", slice_gradient, KeepSet::none(), KeepSet::none(),
+                              slice_tangent);
 constexpr OpDefinition slice_grad_op =
-    detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none(),
+                              slice_grad_tangent);
 
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size) {
   detail::require_defined("slice", x);
@@ -72,6 +77,19 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
   return out;
 }
 
+// Each linear: the op applied to the tangent.
+static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return slice(dx, op.attrs->get_ints("begin"), detail::signed_shape(op.outputs[0].shape()));
+  });
+}
+
+static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dg) {
+    return pad_into_zeros(dg, unsigned_ints(op.attrs->get_ints("begin")), op.outputs[0].shape());
+  });
+}
+
 static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {pad_into_zeros(g[0], unsigned_ints(op.attrs().get_ints("begin")), op.input_shape(0))};
 }
@@ -84,8 +102,10 @@ static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>&
 // ---- Tile -------------------------------------------------------------------------------
 
 static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition tile_op =
-    detail::differentiable_op("Tile", tile_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Tile", tile_gradient, KeepSet::none(), KeepSet::none(),
+                              tile_tangent);
 
 // The tiled shape, checked: InvalidArgument naming tile, x and the multiples when a dimension
 // or the whole would exceed what a tensor can hold.
@@ -157,6 +177,13 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
     return Attrs().set("multiples", std::vector<std::int64_t>(multiples.begin(), multiples.end()));
   });
   return out;
+}
+
+static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const auto& multiples = op.attrs->get_ints("multiples");
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return tile(dx, std::vector<std::size_t>(multiples.begin(), multiples.end()));
+  });
 }
 
 // Split each axis into [multiple, size] and sum over the copies.

@@ -2,6 +2,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -10,8 +11,10 @@ namespace tapegrad {
 // ---- Cast -------------------------------------------------------------------------------
 
 static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr detail::OpDefinition cast_op = detail::differentiable_op(
-    "Cast", cast_gradient, detail::KeepSet::none(), detail::KeepSet::none());
+static Tangents cast_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr detail::OpDefinition cast_op =
+    detail::differentiable_op("Cast", cast_gradient, detail::KeepSet::none(),
+                              detail::KeepSet::none(), cast_tangent);
 
 // Float -> integer saturates and maps NaN to 0 (no undefined behaviour); see int_arith.hpp.
 template <class To, class From>
@@ -34,6 +37,12 @@ Tensor cast(const Tensor& x, DType dtype) {
   // so its output is a constant for every tape.
   if (is_floating(x.dtype()) && is_floating(dtype)) detail::record(cast_op, {&x}, out);
   return out;
+}
+
+// Linear: the tangent converted to the output's float dtype.
+static Tangents cast_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return cast(dx, op.outputs[0].dtype()); });
 }
 
 // Only float -> float casts are recorded, so the gradient always converts back between

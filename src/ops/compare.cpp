@@ -9,6 +9,7 @@
 #include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -62,8 +63,9 @@ Tensor greater_equal(const Tensor& x, const Tensor& y) {
 // ---- SelectV2 (where) ------------------------------------------------------------------
 
 static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition where_op =
-    detail::differentiable_op("SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none());
+static Tangents where_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition where_op = detail::differentiable_op(
+    "SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none(), where_tangent);
 
 static std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
@@ -117,6 +119,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   detail::record(where_op, {&cond, &a, &b}, out);
   return out;
+}
+
+// Linear in a and b: the same selection between their tangents (0 for one without).
+static Tangents where_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor zero = scalar(0.0, op.outputs[0].dtype());
+  const Tensor& da = tangents[1].defined() ? tangents[1] : zero;
+  const Tensor& db = tangents[2].defined() ? tangents[2] : zero;
+  return {detail::output_tangent(op, 0, {where(op.inputs[0], da, db)})};
 }
 
 // TF2 SelectV2: a gets g where cond, b gets g elsewhere, each summed back to its own shape.

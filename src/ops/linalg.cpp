@@ -12,6 +12,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
@@ -22,10 +23,11 @@ namespace tapegrad {
 // ---- MatMul, BatchMatMulV2 --------------------------------------------------------------
 
 static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition matmul_op =
-    detail::differentiable_op("MatMul", matmul_gradient, KeepSet::all(), KeepSet::none());
-constexpr OpDefinition batch_matmul_op =
-    detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none());
+static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition matmul_op = detail::differentiable_op(
+    "MatMul", matmul_gradient, KeepSet::all(), KeepSet::none(), matmul_tangent);
+constexpr OpDefinition batch_matmul_op = detail::differentiable_op(
+    "BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none(), matmul_tangent);
 
 // y = op(M) x with M stored row-major as rows x cols.
 static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x,
@@ -153,6 +155,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
                    return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b);
                  });
   return out;
+}
+
+// Bilinear: d(op(A) op(B)) = op(dA) op(B) + op(A) op(dB), with the op's own transposes (and
+// batch broadcasting: each product has the output's batch shape).
+static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& a = op.inputs[0];
+  const Tensor& b = op.inputs[1];
+  const bool ta = op.attrs->get_bool("transpose_a");
+  const bool tb = op.attrs->get_bool("transpose_b");
+  const Tensor from_a =
+      detail::if_defined(tangents[0], [&](const Tensor& da) { return matmul(da, b, ta, tb); });
+  const Tensor from_b =
+      detail::if_defined(tangents[1], [&](const Tensor& db) { return matmul(a, db, ta, tb); });
+  return {detail::output_tangent(op, 0, {from_a, from_b})};
 }
 
 // The gradient rules of TF's _MatMulGrad / _BatchMatMulV2Grad: the 2-D rule applied per batch

@@ -15,12 +15,14 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/linalg.hpp"
 #include "tapegrad/ops/math.hpp"
+#include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad {
 
@@ -130,8 +132,9 @@ static Tensor transpose_matrices(const Tensor& x) {
 // ---- MatrixInverse ----------------------------------------------------------------------
 
 static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition inverse_op =
-    detail::differentiable_op("MatrixInverse", inverse_gradient, KeepSet::none(), KeepSet::all());
+static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition inverse_op = detail::differentiable_op(
+    "MatrixInverse", inverse_gradient, KeepSet::none(), KeepSet::all(), inverse_tangent);
 
 Tensor matrix_inverse(const Tensor& a) {
   const std::size_t n = require_square("matrix_inverse", "a", a);
@@ -156,6 +159,14 @@ Tensor matrix_inverse(const Tensor& a) {
   return out;
 }
 
+// d(A^-1) = -A^-1 dA A^-1.
+static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& inverse = op.outputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& da) {
+    return negative(matmul(inverse, matmul(da, inverse)));
+  });
+}
+
 // TF _MatrixInverseGrad: d inv(A) = -inv(A)^T g inv(A)^T, from the kept output.
 static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& inverse = op.outputs()[0];
@@ -165,8 +176,10 @@ static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g)
 // ---- MatrixDeterminant ------------------------------------------------------------------
 
 static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition determinant_op = detail::differentiable_op(
-    "MatrixDeterminant", determinant_gradient, KeepSet::all(), KeepSet::all());
+static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition determinant_op =
+    detail::differentiable_op("MatrixDeterminant", determinant_gradient, KeepSet::all(),
+                              KeepSet::all(), determinant_tangent);
 
 Tensor matrix_determinant(const Tensor& a) {
   const std::size_t n = require_square("matrix_determinant", "a", a);
@@ -183,6 +196,14 @@ Tensor matrix_determinant(const Tensor& a) {
   });
   detail::record(determinant_op, {&a}, out);
   return out;
+}
+
+// Jacobi's formula: d det(A) = det(A) tr(A^-1 dA) = det(A) sum(A^-T * dA) per matrix.
+static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& da) {
+    const Tensor inverse_transposed = transpose_matrices(matrix_inverse(op.inputs[0]));
+    return multiply(op.outputs[0], reduce_sum(multiply(inverse_transposed, da), {-2, -1}));
+  });
 }
 
 // TF _MatrixDeterminantGrad: g * det(A) * inv(A)^T, the scalar factor broadcast over each matrix.
@@ -202,8 +223,9 @@ static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>
 // ---- MatrixSolve ------------------------------------------------------------------------
 
 static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition solve_op =
-    detail::differentiable_op("MatrixSolve", solve_gradient, KeepSet::only({0}), KeepSet::all());
+static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition solve_op = detail::differentiable_op(
+    "MatrixSolve", solve_gradient, KeepSet::only({0}), KeepSet::all(), solve_tangent);
 
 Tensor solve(const Tensor& a, const Tensor& b) {
   const std::size_t n = require_square("solve", "a", a);
@@ -244,6 +266,15 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// X = A^-1 B: dX = A^-1 (dB - dA X).
+static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.outputs[0];
+  const Tensor from_a =
+      detail::if_defined(tangents[0], [&](const Tensor& da) { return negative(matmul(da, x)); });
+  // dB - dA X has X's shape (B's), which output_tangent gives the sum.
+  return {solve(op.inputs[0], detail::output_tangent(op, 0, {tangents[1], from_a}))};
+}
+
 // TF _MatrixSolveGrad: grad_b = solve(A^T, g), grad_a = -grad_b x^T with x the kept output.
 static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& a = op.inputs()[0];
@@ -258,8 +289,9 @@ static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Cholesky ---------------------------------------------------------------------------
 
 static Grads cholesky_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition cholesky_op =
-    detail::differentiable_op("Cholesky", cholesky_gradient, KeepSet::none(), KeepSet::all());
+static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition cholesky_op = detail::differentiable_op(
+    "Cholesky", cholesky_gradient, KeepSet::none(), KeepSet::all(), cholesky_tangent);
 
 static blasint cholesky_factor(blasint n, float* a) {
   char upper = 'U';
@@ -311,6 +343,18 @@ static Tensor halved_lower_mask(std::size_t n, DType dtype) {
     mask[r * n + r] = 0.5;
   }
   return from_values(mask, {n, n}, dtype);
+}
+
+// A = L L^T: dL = L Phi(L^-1 dA L^-T), Phi the lower triangle with its diagonal halved. Only
+// the symmetric part of dA moves L (the gradient is symmetrised the same way).
+static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& lower = op.outputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& da) {
+    const Tensor symmetric = multiply(add(da, transpose_matrices(da)), scalar(0.5, da.dtype()));
+    const Tensor lower_inverse = matrix_inverse(lower);
+    const Tensor middle = matmul(matmul(lower_inverse, symmetric), lower_inverse, false, true);
+    return matmul(lower, multiply(middle, halved_lower_mask(lower.shape().back(), lower.dtype())));
+  });
 }
 
 // TF _CholeskyGrad, from the kept factor L:

@@ -10,6 +10,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -34,11 +35,15 @@ static Tensor scalar_operand(const char* op, const Tensor& x, double value) {
 // ---- Add, Sub ---------------------------------------------------------------------------
 
 static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents add_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition add_op =
-    detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
+                              add_tangent);
 constexpr OpDefinition subtract_op =
-    detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
+                              subtract_tangent);
 
 Tensor add(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(add_op, "add", x, y,
@@ -48,6 +53,17 @@ Tensor add(const Tensor& x, const Tensor& y) {
 Tensor subtract(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(subtract_op, "subtract", x, y,
                                    [](auto a, auto b) { return detail::wrapping_sub(a, b); });
+}
+
+// Linear: the tangents' sum (difference), broadcast to the output.
+static Tangents add_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return {detail::output_tangent(op, 0, {tangents[0], tangents[1]})};
+}
+
+static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor minus_dy =
+      detail::if_defined(tangents[1], [](const Tensor& dy) { return negative(dy); });
+  return {detail::output_tangent(op, 0, {tangents[0], minus_dy})};
 }
 
 // The gradient summed back to input i's shape (a no-op for an operand that was not broadcast).
@@ -72,12 +88,23 @@ static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g
 // ---- Mul --------------------------------------------------------------------------------
 
 static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition multiply_op =
-    detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
+                              multiply_tangent);
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(multiply_op, "multiply", x, y,
                                    [](auto a, auto b) { return detail::wrapping_mul(a, b); });
+}
+
+static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  const Tensor& y = op.inputs[1];
+  return {detail::output_tangent(
+      op, 0,
+      {detail::if_defined(tangents[0], [&](const Tensor& dx) { return multiply(dx, y); }),
+       detail::if_defined(tangents[1], [&](const Tensor& dy) { return multiply(x, dy); })})};
 }
 
 static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -92,8 +119,10 @@ static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g
 // ---- RealDiv ----------------------------------------------------------------------------
 
 static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition divide_op =
-    detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
+                              divide_tangent);
 
 // Integer division by zero has no value (TF raises): rejected before the kernel runs.
 static void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
@@ -116,6 +145,18 @@ Tensor divide(const Tensor& x, const Tensor& y) {
                                    [](auto a, auto b) { return detail::wrapping_div(a, b); });
 }
 
+// d(x / y) = dx / y - x dy / y^2.
+static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  const Tensor& y = op.inputs[1];
+  const Tensor from_x =
+      detail::if_defined(tangents[0], [&](const Tensor& dx) { return divide(dx, y); });
+  const Tensor from_y = detail::if_defined(tangents[1], [&](const Tensor& dy) {
+    return negative(divide(multiply(x, dy), multiply(y, y)));
+  });
+  return {detail::output_tangent(op, 0, {from_x, from_y})};
+}
+
 static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
@@ -130,12 +171,18 @@ static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 // ---- Neg --------------------------------------------------------------------------------
 
 static Grads negative_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents negative_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition negative_op =
-    detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none(),
+                              negative_tangent);
 
 Tensor negative(const Tensor& x) {
   return detail::numeric_unary_op(negative_op, "negative", x,
                                   [](auto v) { return detail::wrapping_neg(v); });
+}
+
+static Tangents negative_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [](const Tensor& dx) { return negative(dx); });
 }
 
 static Grads negative_gradient(const OpContext&, const std::vector<Tensor>& g) {
@@ -145,8 +192,10 @@ static Grads negative_gradient(const OpContext&, const std::vector<Tensor>& g) {
 // ---- Pow --------------------------------------------------------------------------------
 
 static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition pow_op =
-    detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all());
+    detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all(),
+                              pow_tangent);
 
 // Integer power by squaring; unsigned arithmetic so that overflow wraps (as TF's kernel)
 // instead of being undefined behaviour. The caller rejects negative exponents.
@@ -201,6 +250,23 @@ Tensor pow(const Tensor& x, double y) {
   return pow(x, scalar_operand("pow", x, y));
 }
 
+// dz = dx y x^(y-1) + dy z log(x), log(x) masked to 0 where x <= 0 as in the gradient.
+static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  const Tensor& y = op.inputs[1];
+  const DType dtype = x.dtype();
+  const Tensor from_x = detail::if_defined(tangents[0], [&](const Tensor& dx) {
+    return multiply(dx, multiply(y, pow(x, subtract(y, scalar(1.0, dtype)))));
+  });
+  const Tensor from_y = detail::if_defined(tangents[1], [&](const Tensor& dy) {
+    const Tensor positive = greater(x, scalar(0.0, dtype));
+    const Tensor log_x = where(positive, log(where(positive, x, scalar(1.0, dtype))),
+                               scalar(0.0, dtype));
+    return multiply(dy, multiply(op.outputs[0], log_x));
+  });
+  return {detail::output_tangent(op, 0, {from_x, from_y})};
+}
+
 // TF: dx = g * y * x^(y-1); dy = g * log(x) * x^y where x > 0, else 0 (the mask keeps a NaN
 // from log of a non-positive base out of the gradient and out of its own derivatives).
 static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -225,11 +291,15 @@ static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Maximum, Minimum -------------------------------------------------------------------
 
 static Grads maximum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents maximum_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads minimum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents minimum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition maximum_op =
-    detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
+                              maximum_tangent);
 constexpr OpDefinition minimum_op =
-    detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
+                              minimum_tangent);
 
 // NaN in either operand gives NaN (NumPy's and TF's maximum/minimum), whichever order.
 template <class T>
@@ -259,6 +329,25 @@ static Grads select_between(const OpContext& op, const std::vector<Tensor>& g,
   if (op.needs_gradient(0)) r[0] = unbroadcast(where(x_wins, g[0], zero), op.input_shape(0));
   if (op.needs_gradient(1)) r[1] = unbroadcast(where(x_wins, zero, g[0]), op.input_shape(1));
   return r;
+}
+
+// The tangent of whichever operand wins (x on ties, as the gradient).
+static Tangents select_tangent(const ForwardContext& op, const Tangents& tangents,
+                               const Tensor& x_wins) {
+  const Tensor zero = scalar(0.0, op.outputs[0].dtype());
+  const Tensor from_x =
+      detail::if_defined(tangents[0], [&](const Tensor& dx) { return where(x_wins, dx, zero); });
+  const Tensor from_y =
+      detail::if_defined(tangents[1], [&](const Tensor& dy) { return where(x_wins, zero, dy); });
+  return {detail::output_tangent(op, 0, {from_x, from_y})};
+}
+
+static Tangents maximum_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return select_tangent(op, tangents, greater_equal(op.inputs[0], op.inputs[1]));
+}
+
+static Tangents minimum_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return select_tangent(op, tangents, less_equal(op.inputs[0], op.inputs[1]));
 }
 
 static Grads maximum_gradient(const OpContext& op, const std::vector<Tensor>& g) {

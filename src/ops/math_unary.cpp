@@ -8,6 +8,7 @@
 #include <xtensor/xmath.hpp>
 
 #include "kernels/int_arith.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -17,8 +18,10 @@ namespace tapegrad {
 // ---- Abs --------------------------------------------------------------------------------
 
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition abs_op =
-    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none(),
+                              abs_tangent);
 
 template <class T>
 static T absolute(T v) {
@@ -33,6 +36,12 @@ Tensor abs(const Tensor& x) {
   return detail::numeric_unary_op(abs_op, "abs", x, [](auto v) { return absolute(v); });
 }
 
+static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return multiply(dx, sign(x)); });
+}
+
 // sign(0) = 0 gives abs a zero gradient at 0, as TF.
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {multiply(g[0], sign(op.inputs()[0]))};
@@ -41,8 +50,10 @@ static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Sign -------------------------------------------------------------------------------
 
 static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sign_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sign_op =
-    detail::differentiable_op("Sign", sign_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Sign", sign_gradient, KeepSet::none(), KeepSet::none(),
+                              sign_tangent);
 
 template <class T>
 static T sign_of(T v) {
@@ -56,6 +67,12 @@ Tensor sign(const Tensor& x) {
   return detail::numeric_unary_op(sign_op, "sign", x, [](auto v) { return sign_of(v); });
 }
 
+// sign is piecewise constant: a zero tangent, as its zero gradient.
+static Tangents sign_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return zeros(dx.shape(), dx.dtype()); });
+}
+
 // sign is piecewise constant: TF registers a zero gradient rather than none, so a sign in a
 // loss does not make the sources look unconnected.
 static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>&) {
@@ -65,12 +82,21 @@ static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>&) {
 // ---- Square -----------------------------------------------------------------------------
 
 static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents square_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition square_op =
-    detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none(),
+                              square_tangent);
 
 Tensor square(const Tensor& x) {
   return detail::numeric_unary_op(square_op, "square", x,
                                   [](auto v) { return detail::wrapping_mul(v, v); });
+}
+
+static Tangents square_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return multiply(dx, multiply(x, scalar(2.0, x.dtype())));
+  });
 }
 
 static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -81,11 +107,20 @@ static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 // ---- Sqrt -------------------------------------------------------------------------------
 
 static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sqrt_op =
-    detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(),
+                              sqrt_tangent);
 
 Tensor sqrt(const Tensor& x) {
   return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return std::sqrt(v); });
+}
+
+static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return divide(dx, multiply(y, scalar(2.0, y.dtype())));
+  });
 }
 
 // From the kept output: d sqrt(x) = 1 / (2 sqrt(x)).
@@ -97,11 +132,15 @@ static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Exp, Log ---------------------------------------------------------------------------
 
 static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents log_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition exp_op =
-    detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(),
+                              exp_tangent);
 constexpr OpDefinition log_op =
-    detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(),
+                              log_tangent);
 
 Tensor exp(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -115,9 +154,19 @@ Tensor log(const Tensor& x) {
       [](const auto& a) { return xt::log(a); });
 }
 
+static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return multiply(dx, y); });
+}
+
 // Each from what it keeps: exp from its output, log from its input.
 static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {multiply(g[0], op.outputs()[0])};
+}
+
+static Tangents log_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return divide(dx, x); });
 }
 
 static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -127,11 +176,19 @@ static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Log1p ------------------------------------------------------------------------------
 
 static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents log1p_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition log1p_op =
-    detail::differentiable_op("Log1p", log1p_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Log1p", log1p_gradient, KeepSet::all(), KeepSet::none(),
+                              log1p_tangent);
 
 Tensor log1p(const Tensor& x) {
   return detail::floating_unary_op(log1p_op, "log1p", x, [](auto v) { return std::log1p(v); });
+}
+
+static Tangents log1p_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return divide(dx, add(scalar(1.0, x.dtype()), x)); });
 }
 
 static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -142,11 +199,15 @@ static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Sin, Cos ---------------------------------------------------------------------------
 
 static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sin_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents cos_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sin_op =
-    detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none(),
+                              sin_tangent);
 constexpr OpDefinition cos_op =
-    detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none(),
+                              cos_tangent);
 
 Tensor sin(const Tensor& x) {
   return detail::floating_unary_op(sin_op, "sin", x, [](auto v) { return std::sin(v); });
@@ -156,8 +217,20 @@ Tensor cos(const Tensor& x) {
   return detail::floating_unary_op(cos_op, "cos", x, [](auto v) { return std::cos(v); });
 }
 
+static Tangents sin_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return multiply(dx, cos(x)); });
+}
+
 static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {multiply(g[0], cos(op.inputs()[0]))};
+}
+
+static Tangents cos_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return negative(multiply(dx, sin(x))); });
 }
 
 static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -167,11 +240,15 @@ static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Tanh, TanhGrad ---------------------------------------------------------------------
 
 static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition tanh_op =
-    detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(),
+                              tanh_tangent);
 constexpr OpDefinition tanh_grad_definition =
-    detail::differentiable_op("TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
+                              tanh_grad_tangent);
 
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -186,6 +263,12 @@ Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {
   return out;
 }
 
+static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::tanh_grad_op(y, dx); });
+}
+
 // One fused kernel (TF's TanhGrad) instead of four ops: it dominates small-tensor backward.
 static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {detail::tanh_grad_op(op.outputs()[0], g[0])};
@@ -196,6 +279,10 @@ static Tensor tanh_g_times_ds(const Tensor& y, const Tensor& g) {
   return multiply(scalar(-2.0, y.dtype()), multiply(g, y));
 }
 
+static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::tanh_grad_op, tanh_g_times_ds);
+}
+
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
   return detail::fused_activation_gradient(op, h[0], detail::tanh_grad_op, tanh_g_times_ds);
 }
@@ -203,12 +290,20 @@ static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& 
 // ---- Reciprocal -------------------------------------------------------------------------
 
 static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents reciprocal_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition reciprocal_op =
-    detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all(),
+                              reciprocal_tangent);
 
 Tensor reciprocal(const Tensor& x) {
   return detail::floating_unary_op(reciprocal_op, "reciprocal", x,
                                    [](auto v) { return decltype(v)(1) / v; });
+}
+
+static Tangents reciprocal_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return negative(multiply(dx, multiply(y, y))); });
 }
 
 // d(1/x) = -1/x^2 = -y^2, from the kept output as TF's ReciprocalGrad.

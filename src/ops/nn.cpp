@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/math_kernels.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -22,13 +23,22 @@ namespace tapegrad {
 // ---- Relu -------------------------------------------------------------------------------
 
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition relu_op =
-    detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all(),
+                              relu_tangent);
 
 Tensor relu(const Tensor& x) {
   // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
   return detail::numeric_unary_op(relu_op, "relu", x,
                                   [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
+}
+
+static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return where(greater(y, scalar(0.0, y.dtype())), dx, scalar(0.0, dx.dtype()));
+  });
 }
 
 // TF ReluGrad: the gradient passes where the output is positive (0 at 0).
@@ -41,8 +51,10 @@ static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Sigmoid ----------------------------------------------------------------------------
 
 static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sigmoid_op =
-    detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
+                              sigmoid_tangent);
 
 // Never exponentiates a positive number, so it neither overflows nor loses 1 - tiny.
 template <class T>
@@ -57,6 +69,11 @@ Tensor sigmoid(const Tensor& x) {
                                    [](auto v) { return stable_sigmoid(v); });
 }
 
+static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::sigmoid_grad_op(op.outputs[0], dx); });
+}
+
 // One fused op (TF's SigmoidGrad) from the kept output instead of three.
 static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {detail::sigmoid_grad_op(op.outputs()[0], g[0])};
@@ -65,8 +82,10 @@ static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g)
 // ---- SigmoidGrad: Sigmoid's fused gradient g y (1 - y), itself differentiable ----------
 
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sigmoid_grad_definition = detail::differentiable_op(
-    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none());
+    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(),
+                              sigmoid_grad_tangent);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
@@ -80,6 +99,11 @@ static Tensor sigmoid_g_times_slope_derivative(const Tensor& y, const Tensor& g)
   return multiply(g, subtract(scalar(1.0, y.dtype()), multiply(scalar(2.0, y.dtype()), y)));
 }
 
+static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::sigmoid_grad_op,
+                                          sigmoid_g_times_slope_derivative);
+}
+
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
   return detail::fused_activation_gradient(op, h[0], detail::sigmoid_grad_op,
                                            sigmoid_g_times_slope_derivative);
@@ -88,8 +112,10 @@ static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor
 // ---- Softplus ---------------------------------------------------------------------------
 
 static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition softplus_op =
-    detail::differentiable_op("Softplus", softplus_gradient, KeepSet::all(), KeepSet::none());
+    detail::differentiable_op("Softplus", softplus_gradient, KeepSet::all(), KeepSet::none(),
+                              softplus_tangent);
 
 // log(1 + exp(v)) = max(v, 0) + log1p(exp(-|v|)).
 template <class T>
@@ -102,6 +128,11 @@ Tensor softplus(const Tensor& x) {
                                    [](auto v) { return stable_softplus(v); });
 }
 
+static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return multiply(dx, sigmoid(op.inputs[0])); });
+}
+
 static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {multiply(g[0], sigmoid(op.inputs()[0]))};
 }
@@ -109,11 +140,15 @@ static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g
 // ---- Softmax, LogSoftmax ----------------------------------------------------------------
 
 static Grads softmax_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads log_softmax_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents log_softmax_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition softmax_op =
-    detail::differentiable_op("Softmax", softmax_gradient, KeepSet::none(), KeepSet::all());
+    detail::differentiable_op("Softmax", softmax_gradient, KeepSet::none(), KeepSet::all(),
+                              softmax_tangent);
 constexpr OpDefinition log_softmax_op = detail::differentiable_op(
-    "LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all());
+    "LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all(),
+                              log_softmax_tangent);
 
 // log(sum(exp(x[k]))) over the n entries x[0], x[stride], ... computed stably.
 template <class T>
@@ -182,6 +217,24 @@ static int axis_attr(const OpContext& op) {
   return static_cast<int>(op.attrs().get_int("axis"));
 }
 
+// dy = y * (dx - sum(dx * y)) along the axis.
+static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return multiply(y, subtract(dx, reduce_sum(multiply(dx, y), {axis}, /*keepdims=*/true)));
+  });
+}
+
+// dy = dx - sum(softmax * dx) along the axis; softmax = exp(log_softmax).
+static Tangents log_softmax_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& y = op.outputs[0];
+  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return subtract(dx, reduce_sum(multiply(exp(y), dx), {axis}, /*keepdims=*/true));
+  });
+}
+
 // dx = y * (g - sum(g * y)) along the axis.
 static Grads softmax_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& y = op.outputs()[0];
@@ -222,9 +275,11 @@ static void require_loss_operands(const char* op, const Tensor& labels, const Te
 // ---- SoftmaxCrossEntropyWithLogits ------------------------------------------------------
 
 static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents softmax_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition softmax_cross_entropy_op =
     detail::differentiable_op("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_gradient,
-                              KeepSet::all(), KeepSet::none());
+                              KeepSet::all(), KeepSet::none(),
+                              softmax_cross_entropy_tangent);
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "softmax_cross_entropy_with_logits";
@@ -258,6 +313,23 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   return out;
 }
 
+// The rows of the loss move by sum(-log_softmax(x) dz + (softmax(x) sum(z) - z) dx) over the
+// classes: the gradient's two factors, contracted with the tangents.
+static Tangents softmax_cross_entropy_tangent(const ForwardContext& op,
+                                              const Tangents& tangents) {
+  const Tensor& labels = op.inputs[0];
+  const Tensor& logits = op.inputs[1];
+  const Tensor from_labels = detail::if_defined(tangents[0], [&](const Tensor& dz) {
+    return reduce_sum(multiply(negative(log_softmax(logits, -1)), dz), {-1});
+  });
+  const Tensor from_logits = detail::if_defined(tangents[1], [&](const Tensor& dx) {
+    const Tensor label_mass = reduce_sum(labels, {-1}, /*keepdims=*/true);
+    return reduce_sum(
+        multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), dx), {-1});
+  });
+  return {detail::output_tangent(op, 0, {from_labels, from_logits})};
+}
+
 // TF2: logits get (softmax - labels) * g, labels get -log_softmax * g. Written with
 // differentiable ops (not the forward's saved backprop) so second derivatives work.
 static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -281,9 +353,11 @@ static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vect
 // ---- SigmoidCrossEntropyWithLogits ------------------------------------------------------
 
 static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sigmoid_cross_entropy_op =
     detail::differentiable_op("SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_gradient,
-                              KeepSet::all(), KeepSet::none());
+                              KeepSet::all(), KeepSet::none(),
+                              sigmoid_cross_entropy_tangent);
 
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "sigmoid_cross_entropy_with_logits";
@@ -296,6 +370,18 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   });
   detail::record(sigmoid_cross_entropy_op, {&labels, &logits}, out);
   return out;
+}
+
+static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op,
+                                              const Tangents& tangents) {
+  const Tensor& labels = op.inputs[0];
+  const Tensor& logits = op.inputs[1];
+  const Tensor from_labels = detail::if_defined(
+      tangents[0], [&](const Tensor& dz) { return negative(multiply(dz, logits)); });
+  const Tensor from_logits = detail::if_defined(tangents[1], [&](const Tensor& dx) {
+    return multiply(dx, subtract(sigmoid(logits), labels));
+  });
+  return {detail::output_tangent(op, 0, {from_labels, from_logits})};
 }
 
 // loss = max(x, 0) - x z + log1p(exp(-|x|)): dx = sigmoid(x) - z, dz = -x.

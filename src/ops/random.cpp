@@ -12,6 +12,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/philox_fill.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
 
@@ -148,8 +149,9 @@ Tensor random_normal(const Shape& shape, Generator& generator, double mean, doub
 // ---- Dropout ----------------------------------------------------------------------------
 
 static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g);
-constexpr OpDefinition dropout_op =
-    detail::differentiable_op("Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none());
+static Tangents dropout_tangent(const ForwardContext& op, const Tangents& tangents);
+constexpr OpDefinition dropout_op = detail::differentiable_op(
+    "Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none(), dropout_tangent);
 
 // The scaled keep mask (0 or 1/(1 - rate) in T, kept where a unit uniform is >= rate, as TF)
 // and x * mask, where a dropped element is 0 even when x is NaN or infinite (TF selects rather
@@ -188,6 +190,14 @@ Tensor dropout(const Tensor& x, double rate, Generator& generator) {
   const Tensor& mask = out_and_mask[1];
   detail::record(dropout_op, {&x, &mask}, out);
   return out;
+}
+
+// Linear in x: the tangent times the same scaled mask (the mask, data, moves nothing).
+static Tangents dropout_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& mask = op.inputs[1];
+  const Tensor from_x =
+      detail::if_defined(tangents[0], [&](const Tensor& dx) { return multiply(dx, mask); });
+  return {detail::output_tangent(op, 0, {from_x})};
 }
 
 // d(x * mask)/dx = mask, the same scaled mask the forward used; written as a multiply so that

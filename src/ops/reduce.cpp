@@ -10,6 +10,7 @@
 
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -19,9 +20,17 @@ namespace tapegrad {
 
 // ---- Sum --------------------------------------------------------------------------------
 
+// Linear: the same sum of the tangent.
+static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::sum_over_reduced_axes(op, dx); });
+}
+
 static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sum_op =
-    detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(),
+                              sum_tangent);
 
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_sum", x, axes);
@@ -37,9 +46,17 @@ static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 // ---- Mean -------------------------------------------------------------------------------
 
+static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return reduce_mean(dx, detail::reduction_axes(op), op.attrs->get_bool("keepdims"));
+  });
+}
+
 static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition mean_op =
-    detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none());
+    detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none(),
+                              mean_tangent);
 
 Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_mean", x, axes);
@@ -73,8 +90,10 @@ static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 // ---- Prod -------------------------------------------------------------------------------
 
 static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents prod_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition prod_op =
-    detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all());
+    detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all(),
+                              prod_tangent);
 
 Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_prod", x, axes);
@@ -120,7 +139,48 @@ static ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>&
 // every other x_i gets z * p' / x'_i: numerically 0, but with the right derivative with
 // respect to z. In a group with two or more zeros every element gets 0. Nothing divides by
 // zero, and with one zero per group the gradient is exact to second order (with more it is
-// exact to first order only).
+// exact to first order only). This is x' and those factors but p'.
+namespace {
+struct ZeroAwareFactors {
+  Tensor nonzero_x;    // x'
+  Tensor others;       // p', kept shape
+  Tensor coefficient;  // x's shape: the partial derivative is p' * coefficient
+};
+}  // namespace
+
+static ZeroAwareFactors zero_aware_factors(const Tensor& x, const std::vector<std::size_t>& axes,
+                                           const ZeroPattern& zeros) {
+  const std::vector<int> int_axes(axes.begin(), axes.end());
+  const Shape& shape = x.shape();
+  ZeroAwareFactors f;
+  f.nonzero_x = add(multiply(x, zeros.is_nonzero), zeros.is_zero);
+  f.others = reduce_prod(f.nonzero_x, int_axes, /*keepdims=*/true);
+  const Tensor the_zero = reduce_sum(multiply(x, zeros.is_zero), int_axes, /*keepdims=*/true);
+  const Tensor single_zero_coefficient =
+      add(zeros.is_zero,
+          divide(multiply(zeros.is_nonzero, broadcast_to(the_zero, shape)), f.nonzero_x));
+  f.coefficient =
+      add(divide(broadcast_to(zeros.no_zero, shape), f.nonzero_x),
+          multiply(broadcast_to(zeros.single_zero, shape), single_zero_coefficient));
+  return f;
+}
+
+// dz = sum(dx * d prod / dx) over each group: z sum(dx / x) without zeros.
+static Tangents prod_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& x = op.inputs[0];
+  const auto axes = detail::reduction_axes(op);
+  const std::vector<std::size_t> sorted_axes(axes.begin(), axes.end());
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    const ZeroPattern zeros = zero_pattern(x, sorted_axes);
+    if (!zeros.any_zero) {
+      return multiply(op.outputs[0], detail::sum_over_reduced_axes(op, divide(dx, x)));
+    }
+    const ZeroAwareFactors f = zero_aware_factors(x, sorted_axes, zeros);
+    const Tensor partials = multiply(broadcast_to(f.others, x.shape()), f.coefficient);
+    return detail::sum_over_reduced_axes(op, multiply(partials, dx));
+  });
+}
+
 static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const auto axes = detail::reduction_axes(op);
@@ -128,28 +188,21 @@ static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   if (!zeros.any_zero) {
     return {divide(detail::broadcast_to_input(op, multiply(g[0], op.outputs()[0])), x)};
   }
-  const std::vector<int> int_axes(axes.begin(), axes.end());
-  const Tensor nonzero_x = add(multiply(x, zeros.is_nonzero), zeros.is_zero);
-  const Tensor others = reduce_prod(nonzero_x, int_axes, /*keepdims=*/true);
-  const Tensor the_zero = reduce_sum(multiply(x, zeros.is_zero), int_axes, /*keepdims=*/true);
-  const Shape& shape = x.shape();
+  const ZeroAwareFactors f = zero_aware_factors(x, axes, zeros);
   const Shape kept = detail::reduction_kept_shape(op);
   const Tensor scale = broadcast_to(
-      multiply(reshape(g[0], std::vector<std::int64_t>(kept.begin(), kept.end())), others), shape);
-  const Tensor single_zero_coefficient =
-      add(zeros.is_zero,
-          divide(multiply(zeros.is_nonzero, broadcast_to(the_zero, shape)), nonzero_x));
-  const Tensor coefficient =
-      add(divide(broadcast_to(zeros.no_zero, shape), nonzero_x),
-          multiply(broadcast_to(zeros.single_zero, shape), single_zero_coefficient));
-  return {multiply(scale, coefficient)};
+      multiply(reshape(g[0], std::vector<std::int64_t>(kept.begin(), kept.end())), f.others),
+      x.shape());
+  return {multiply(scale, f.coefficient)};
 }
 
 // ---- ReduceLogSumExp --------------------------------------------------------------------
 
 static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents logsumexp_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition logsumexp_op = detail::differentiable_op(
-    "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all());
+    "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all(),
+                              logsumexp_tangent);
 
 Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_logsumexp", x, axes);
@@ -177,6 +230,14 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   });
   detail::record(logsumexp_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
   return out;
+}
+
+// dz = sum(softmax * dx) over each group, softmax = exp(x - lse).
+static Tangents logsumexp_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    const Tensor softmax = exp(subtract(op.inputs[0], detail::output_broadcast_to_input(op)));
+    return detail::sum_over_reduced_axes(op, multiply(softmax, dx));
+  });
 }
 
 // d lse / d x = exp(x - lse): a softmax over the reduced axes. Reading lse from the output

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels/elementwise.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -13,10 +14,13 @@ namespace tapegrad {
 // ---- Max, Min ---------------------------------------------------------------------------
 
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents extremum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition max_op =
-    detail::differentiable_op("Max", extremum_gradient, KeepSet::all(), KeepSet::all());
+    detail::differentiable_op("Max", extremum_gradient, KeepSet::all(), KeepSet::all(),
+                              extremum_tangent);
 constexpr OpDefinition min_op =
-    detail::differentiable_op("Min", extremum_gradient, KeepSet::all(), KeepSet::all());
+    detail::differentiable_op("Min", extremum_gradient, KeepSet::all(), KeepSet::all(),
+                              extremum_tangent);
 
 // The larger (is_max) or smaller of acc and v; a NaN wins and stays, as in TF.
 template <class T>
@@ -56,10 +60,10 @@ Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
 // extrema is piecewise constant in x, so it is computed outside the tape: a constant for
 // every gradient, which keeps the gradient linear in the incoming gradient and exact to any
 // order away from ties.
-static Tensor tie_weights(const Tensor& x, const Tensor& extremum, const OpContext& op) {
-  const auto axes = detail::reduction_axes(op);
-  const Shape kept = detail::reduction_kept_shape(op);
-  return detail::dispatch_floating(op.op_type().c_str(), x.dtype(), [&](auto zero) {
+static Tensor tie_weights(const char* op_type, const Tensor& x, const Tensor& extremum,
+                          const std::vector<std::size_t>& axes) {
+  const Shape kept = detail::keepdims_shape(x.shape(), axes);
+  return detail::dispatch_floating(op_type, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> target = extremum.array<T>();
     target.reshape(kept);
@@ -72,9 +76,21 @@ static Tensor tie_weights(const Tensor& x, const Tensor& extremum, const OpConte
   });
 }
 
+// The tangent of the extremum: the tie-weighted mean of the tied elements' tangents.
+static Tangents extremum_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const auto axes = detail::reduction_axes(op);
+  const std::vector<std::size_t> sorted_axes(axes.begin(), axes.end());
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    const Tensor weights = tie_weights(op.op.name, op.inputs[0], op.outputs[0], sorted_axes);
+    return detail::sum_over_reduced_axes(op, multiply(weights, dx));
+  });
+}
+
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
-  return {multiply(detail::broadcast_to_input(op, g[0]), tie_weights(x, op.outputs()[0], op))};
+  const Tensor weights =
+      tie_weights(op.op_type().c_str(), x, op.outputs()[0], detail::reduction_axes(op));
+  return {multiply(detail::broadcast_to_input(op, g[0]), weights)};
 }
 
 namespace detail {

@@ -8,8 +8,10 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/reduce_kernel.hpp"
+#include "runtime/forward_context.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/reduce.hpp"
 
 namespace tapegrad::detail {
 
@@ -68,6 +70,26 @@ inline Tensor broadcast_to_input(const OpContext& op, const Tensor& reduced) {
   const Shape kept = reduction_kept_shape(op);
   return broadcast_to(reshape(reduced, std::vector<std::int64_t>(kept.begin(), kept.end())),
                       op.input_shape(0));
+}
+
+// In a forward rule: the axes the reduction recorded, as the public ops take them.
+inline std::vector<int> reduction_axes(const ForwardContext& op) {
+  const auto& a = op.attrs->get_ints("axes");
+  return std::vector<int>(a.begin(), a.end());
+}
+
+// In a forward rule: sum(t) over the reduction's groups, in the output's shape. Differentiable.
+inline Tensor sum_over_reduced_axes(const ForwardContext& op, const Tensor& t) {
+  return reduce_sum(t, reduction_axes(op), op.attrs->get_bool("keepdims"));
+}
+
+// In a forward rule: the output broadcast back over the reduced axes to the input's shape.
+inline Tensor output_broadcast_to_input(const ForwardContext& op) {
+  const Shape& input = op.inputs[0].shape();
+  const auto axes = reduction_axes(op);
+  const Shape kept = keepdims_shape(input, std::vector<std::size_t>(axes.begin(), axes.end()));
+  return broadcast_to(reshape(op.outputs[0], std::vector<std::int64_t>(kept.begin(), kept.end())),
+                      input);
 }
 
 }  // namespace tapegrad::detail

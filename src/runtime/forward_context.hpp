@@ -15,4 +15,17 @@ struct ForwardContext {
   const Attrs* attrs;
 };
 
+// While one lives, this thread's accumulators ignore forward rules and use the generic
+// fallback (the transpose of the gradient rule): the tests compare the two through it.
+class ForceGenericForwardFallback {
+ public:
+  ForceGenericForwardFallback();
+  ~ForceGenericForwardFallback();
+  ForceGenericForwardFallback(const ForceGenericForwardFallback&) = delete;
+  ForceGenericForwardFallback& operator=(const ForceGenericForwardFallback&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace tapegrad::detail

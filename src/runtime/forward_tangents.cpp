@@ -15,6 +15,8 @@ namespace tapegrad::detail {
 
 namespace {
 
+thread_local bool generic_fallback_forced = false;
+
 // A bare tape recording on this thread for one scope.
 class ScopedTape {
  public:
@@ -106,7 +108,7 @@ std::vector<Tensor> output_tangents_of(const OpDefinition& op, OpInputs inputs, 
                                        const SparseGradientFunction* custom_backward,
                                        const std::vector<Tensor>& input_tangents) {
   const bool has_custom_backward = custom_backward != nullptr && *custom_backward;
-  if (op.forward_rule != nullptr && !has_custom_backward) {
+  if (op.forward_rule != nullptr && !has_custom_backward && !generic_fallback_forced) {
     return op.forward_rule(ForwardContext{op, inputs, outputs, attrs}, input_tangents);
   }
   if (!has_custom_backward) {
@@ -156,6 +158,13 @@ void check_rule_result(const OpDefinition& op, OpOutputs outputs,
 }
 
 }  // namespace
+
+ForceGenericForwardFallback::ForceGenericForwardFallback() : previous_(generic_fallback_forced) {
+  generic_fallback_forced = true;
+}
+ForceGenericForwardFallback::~ForceGenericForwardFallback() {
+  generic_fallback_forced = previous_;
+}
 
 void accumulate_tangents(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                          const Attrs* attrs, const SparseGradientFunction* custom_backward) {

@@ -75,14 +75,20 @@ struct OpDefinition {
   KeepSet keep_inputs;
   KeepSet keep_outputs;
   ForwardRule forward_rule = nullptr;  // null: the generic fallback
-  // The batching rule joins here (vectorization issue); the registry test then checks every
-  // built-in op has a forward rule and a batching rule too.
+  // The batching rule joins here (vectorization issue); the registry test, which checks every
+  // differentiable built-in op has a forward rule, then checks batching rules too.
 };
 
-// The three shapes a built-in definition takes.
+// The shapes a built-in definition takes.
 constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
                                          KeepSet keep_inputs, KeepSet keep_outputs) {
   return OpDefinition{name, GradientKind::Rule, gradient, keep_inputs, keep_outputs};
+}
+// The same with its forward-mode rule (what an accumulator uses instead of the fallback).
+constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
+                                         KeepSet keep_inputs, KeepSet keep_outputs,
+                                         ForwardRule forward_rule) {
+  return OpDefinition{name, GradientKind::Rule, gradient, keep_inputs, keep_outputs, forward_rule};
 }
 constexpr OpDefinition not_differentiable_op(const char* name) {
   return OpDefinition{name, GradientKind::NotDifferentiable, nullptr, KeepSet::none(),

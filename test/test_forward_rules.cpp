@@ -1,0 +1,213 @@
+// Every built-in op's forward rule (OpDefinition::forward_rule) against TF's generic fallback
+// (the transpose of the op's gradient rule): on one small example per op, the output tangents
+// of both agree to 1e-10 along two random tangent directions. The table below names every op
+// that has a rule; the first test fails when an op gains a rule without an example here.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "support.hpp"
+
+#include "kernels/math_kernels.hpp"
+#include "ops/internal_ops.hpp"
+#include "runtime/forward_context.hpp"
+#include "runtime/op_registry.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+using Outputs = std::vector<Tensor>;
+
+// Fixed float64 inputs (and integer ones where the op takes indices) and the public op on them.
+struct Example {
+  std::vector<Tensor> inputs;
+  std::function<Outputs(const std::vector<Tensor>&)> run;
+};
+
+Tensor positive(const Shape& shape, unsigned seed) { return random_tensor(shape, seed, 0.5, 2.0); }
+
+const std::map<std::string, Example>& examples() {
+  static const std::map<std::string, Example> table = [] {
+    std::map<std::string, Example> t;
+    const Tensor a = random_tensor({2, 3}, 1);
+    const Tensor b = random_tensor({2, 3}, 2);
+    const Tensor row = random_tensor({3}, 3);
+    const Tensor p = positive({2, 3}, 4);
+    auto unary = [&](Tensor (*f)(const Tensor&), const Tensor& x) {
+      return Example{{x}, [f](const std::vector<Tensor>& in) { return Outputs{f(in[0])}; }};
+    };
+    auto binary = [&](Tensor (*f)(const Tensor&, const Tensor&), const Tensor& x,
+                      const Tensor& y) {
+      return Example{{x, y},
+                     [f](const std::vector<Tensor>& in) { return Outputs{f(in[0], in[1])}; }};
+    };
+    // math_unary.cpp
+    t["Abs"] = unary(tapegrad::abs, a);
+    t["Sign"] = unary(tapegrad::sign, a);
+    t["Square"] = unary(tapegrad::square, a);
+    t["Sqrt"] = unary(tapegrad::sqrt, p);
+    t["Exp"] = unary(tapegrad::exp, a);
+    t["Log"] = unary(tapegrad::log, p);
+    t["Log1p"] = unary(tapegrad::log1p, p);
+    t["Sin"] = unary(tapegrad::sin, a);
+    t["Cos"] = unary(tapegrad::cos, a);
+    t["Tanh"] = unary(tapegrad::tanh, a);
+    t["TanhGrad"] = binary(detail::tanh_grad_op, tapegrad::tanh(a), b);
+    t["Reciprocal"] = unary(tapegrad::reciprocal, p);
+    // math.cpp: the broadcasting ones with a row operand on either side.
+    t["Add"] = binary(tapegrad::add, a, row);
+    t["Sub"] = binary(tapegrad::subtract, row, a);
+    t["Mul"] = binary(tapegrad::multiply, a, row);
+    t["RealDiv"] = binary(tapegrad::divide, row, p);
+    t["Neg"] = unary(tapegrad::negative, a);
+    t["Pow"] = binary(tapegrad::pow, p, a);
+    t["Maximum"] = binary(tapegrad::maximum, a, row);
+    t["Minimum"] = binary(tapegrad::minimum, row, b);
+    // nn.cpp
+    t["Relu"] = unary(tapegrad::relu, a);
+    t["Sigmoid"] = unary(tapegrad::sigmoid, a);
+    t["SigmoidGrad"] = binary(detail::sigmoid_grad_op, tapegrad::sigmoid(a), b);
+    t["Softplus"] = unary(tapegrad::softplus, a);
+    t["Softmax"] = Example{{a}, [](const auto& in) { return Outputs{softmax(in[0], 0)}; }};
+    t["LogSoftmax"] = Example{{a}, [](const auto& in) { return Outputs{log_softmax(in[0], -1)}; }};
+    t["SoftmaxCrossEntropyWithLogits"] =
+        binary(tapegrad::softmax_cross_entropy_with_logits, softmax(b, -1), a);
+    t["SigmoidCrossEntropyWithLogits"] =
+        binary(tapegrad::sigmoid_cross_entropy_with_logits, tapegrad::sigmoid(b), a);
+    // reduce.cpp, reduce_extrema.cpp: over one axis kept, over all dropped; Prod also with
+    // one zero in a group (the zero-aware partials), Max with a tie.
+    const Tensor with_zero = from_values({0.0, 1.5, -0.5, 2.0, 0.7, 1.2}, {2, 3});
+    const Tensor with_tie = from_values({0.3, 0.9, 0.9, -1.0, 0.2, 0.1}, {2, 3});
+    t["Sum"] = Example{{a}, [](const auto& in) { return Outputs{reduce_sum(in[0], {1}, true)}; }};
+    t["Mean"] = Example{{a}, [](const auto& in) { return Outputs{reduce_mean(in[0])}; }};
+    t["Prod"] = Example{{with_zero}, [](const auto& in) {
+                          return Outputs{reduce_prod(in[0], {1}), reduce_prod(in[0], {0}, true)};
+                        }};
+    t["ReduceLogSumExp"] =
+        Example{{a}, [](const auto& in) { return Outputs{reduce_logsumexp(in[0], {0})}; }};
+    t["Max"] = Example{{with_tie}, [](const auto& in) {
+                         return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
+                       }};
+    t["Min"] = Example{{a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }};
+    // array*.cpp: the linear ones. SliceGrad and JacobianUnpack run as the gradients of
+    // slice and pack_rows, with the watched output gradient as their input.
+    const Tensor ids = from_values({1.0, 0.0, 1.0}, {3}, DType::Int64);
+    t["Reshape"] = Example{{a}, [](const auto& in) { return Outputs{reshape(in[0], {3, 2})}; }};
+    t["Transpose"] = Example{{a}, [](const auto& in) { return Outputs{transpose(in[0])}; }};
+    t["BroadcastTo"] =
+        Example{{row}, [](const auto& in) { return Outputs{broadcast_to(in[0], {2, 3})}; }};
+    t["GatherV2"] =
+        Example{{a, ids}, [](const auto& in) { return Outputs{gather(in[0], in[1], 1)}; }};
+    t["UnsortedSegmentSum"] = Example{{random_tensor({3, 2}, 5), ids}, [](const auto& in) {
+                                        return Outputs{unsorted_segment_sum(in[0], in[1], 3)};
+                                      }};
+    t["ConcatV2"] =
+        Example{{a, b, row}, [](const auto& in) {
+                  return Outputs{concat({in[0], in[1], reshape(in[2], {1, 3})}, 0)};
+                }};
+    t["Split"] = Example{{a}, [](const auto& in) { return split(in[0], 3, 1); }};
+    t["Slice"] = Example{{a}, [](const auto& in) { return Outputs{slice(in[0], {1, 1}, {1, 2})}; }};
+    t["SliceGrad"] = Example{{random_tensor({1, 2}, 6)}, [a](const auto& in) {
+                               GradientTape tape;
+                               tape.watch(a);
+                               const Tensor y = slice(a, {1, 1}, {1, 2});
+                               return tape.gradient({y}, {a}, {in[0]});
+                             }};
+    t["Tile"] = Example{{a}, [](const auto& in) { return Outputs{tile(in[0], {2, 1})}; }};
+    t["JacobianPack"] = Example{{row, random_tensor({3}, 7)}, [](const auto& in) {
+                                  return Outputs{detail::pack_rows({in[0], in[1]}, {2, 3})};
+                                }};
+    t["JacobianUnpack"] = Example{{b}, [row](const auto& in) {
+                                    const Tensor other = random_tensor({3}, 8);
+                                    GradientTape tape;
+                                    tape.watch(row);
+                                    tape.watch(other);
+                                    const Tensor packed = detail::pack_rows({row, other}, {2, 3});
+                                    return tape.gradient({packed}, {row, other}, {in[0]});
+                                  }};
+    // compare.cpp, cast.cpp
+    const Tensor mask = greater(a, b);
+    t["SelectV2"] = Example{{mask, a, row}, [](const auto& in) {
+                              return Outputs{where(in[0], in[1], in[2])};
+                            }};
+    t["Cast"] = Example{{a}, [](const auto& in) { return Outputs{cast(in[0], DType::Float32)}; }};
+    // linalg.cpp, linalg_lapack.cpp: well-conditioned matrices (the identity plus a bit),
+    // a symmetric positive definite one for cholesky.
+    const Tensor eye3 = from_values({1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0}, {3, 3});
+    const Tensor m = add(eye3, multiply(random_tensor({3, 3}, 9), scalar(0.3, DType::Float64)));
+    const Tensor batch = random_tensor({2, 3, 3}, 10);
+    t["MatMul"] = Example{{a, random_tensor({2, 4}, 11)}, [](const auto& in) {
+                            return Outputs{matmul(in[0], in[1], true, false)};
+                          }};
+    t["BatchMatMulV2"] = Example{{batch, m}, [](const auto& in) {
+                                   return Outputs{matmul(in[0], in[1], false, true)};
+                                 }};
+    t["MatrixInverse"] = unary(tapegrad::matrix_inverse, m);
+    t["MatrixDeterminant"] = unary(tapegrad::matrix_determinant, m);
+    t["MatrixSolve"] = binary(tapegrad::solve, m, random_tensor({3, 2}, 12));
+    t["Cholesky"] = unary(tapegrad::cholesky, add(matmul(m, m, false, true), eye3));
+    // random.cpp: the same seed in both runs, so the same mask.
+    t["Dropout"] = Example{{a}, [](const auto& in) {
+                             Generator generator(42);
+                             return Outputs{dropout(in[0], 0.5, generator)};
+                           }};
+    return t;
+  }();
+  return table;
+}
+
+// The outputs' tangents along `directions` (one per floating input), from the ops' forward
+// rules or, with `fallback`, from the transpose of their gradients; zeros where unconnected.
+Outputs output_tangents(const Example& example, const std::vector<Tensor>& directions,
+                        bool fallback) {
+  std::vector<Tensor> primals;
+  std::vector<Tensor> tangents;
+  for (std::size_t i = 0; i < example.inputs.size(); ++i) {
+    if (!is_floating(example.inputs[i].dtype())) continue;
+    primals.push_back(example.inputs[i]);
+    tangents.push_back(directions[i]);
+  }
+  ForwardAccumulator accumulator(primals, tangents);
+  std::optional<detail::ForceGenericForwardFallback> force;
+  if (fallback) force.emplace();
+  const Outputs outputs = example.run(example.inputs);
+  Outputs result;
+  for (const Tensor& y : outputs) result.push_back(accumulator.jvp(y, UnconnectedGradients::Zero));
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in op with a forward rule has an example here, and only those",
+          "[forward]") {
+  std::size_t with_rule = 0;
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    INFO(op->name);
+    CHECK((op->forward_rule != nullptr) == (examples().count(op->name) == 1));
+    if (op->forward_rule != nullptr) ++with_rule;
+  }
+  CHECK(with_rule == examples().size());
+}
+
+TEST_CASE("each built-in forward rule equals the transpose of the op's gradient", "[forward]") {
+  for (const auto& [name, example] : examples()) {
+    for (unsigned direction = 0; direction < 2; ++direction) {
+      INFO(name << ", direction " << direction);
+      std::vector<Tensor> directions;
+      for (std::size_t i = 0; i < example.inputs.size(); ++i) {
+        directions.push_back(random_tensor(example.inputs[i].shape(), 100 + 10 * direction + i));
+      }
+      const Outputs by_rule = output_tangents(example, directions, /*fallback=*/false);
+      const Outputs by_fallback = output_tangents(example, directions, /*fallback=*/true);
+      REQUIRE(by_rule.size() == by_fallback.size());
+      for (std::size_t j = 0; j < by_rule.size(); ++j) {
+        INFO("output " << j);
+        REQUIRE(by_rule[j].dtype() == by_fallback[j].dtype());
+        require_close(by_rule[j], by_fallback[j].shape(), values(by_fallback[j]), 1e-10);
+      }
+    }
+  }
+}
