@@ -152,9 +152,9 @@ Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) 
   return tape.jacobian(y, x, UnconnectedGradients::Zero);
 }
 
-// Both stay reverse-over-reverse until the ops have forward rules: forward-over-reverse
-// through the generic fallback (the transpose of each op's gradient) measured 3x slower for
-// the HVP and 7x for the full Hessian (bench/README.md, "hessian_vector_product").
+// Both stay reverse over reverse: forward over reverse, even with every op's forward rule,
+// measured 1.6x slower for the HVP and 3x for the full Hessian (bench/README.md,
+// "hessian_vector_product"): each rule is a few more eager ops.
 Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
   require_floating_point(x, "hessian", "x");
   GradientTape outer;
