@@ -167,8 +167,7 @@ TEST_CASE("matmul gradient for all four transpose flag combinations", "[linalg][
     const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, 11 + flags);
     const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, 21 + flags);
     const Fn f = [ta, tb](const std::vector<Tensor>& x) { return matmul(x[0], x[1], ta, tb); };
-    require_gradient_matches(f, {a, b}, 0);
-    require_gradient_matches(f, {a, b}, 1);
+    verify_gradients(f, {a, b}, VerifyOptions{1});  // both arguments
   }
 }
 
@@ -186,15 +185,13 @@ TEST_CASE("batched matmul gradient sums over broadcast batch dimensions",
   const Tensor a = random_tensor({2, 1, 2, 3}, 31);
   const Tensor b = random_tensor({3, 3, 2}, 32);
   const Fn f = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
-  require_gradient_matches(f, {a, b}, 0);
-  require_gradient_matches(f, {a, b}, 1);
+  verify_gradients(f, {a, b}, VerifyOptions{1});  // both arguments
 
   // Rank 2 against rank 3, with transposes: a [3, 2]^T, b [4, 2, 3]^T -> [4, 2, 2].
   const Tensor c = random_tensor({3, 2}, 33);
   const Tensor d = random_tensor({4, 2, 3}, 34);
   const Fn g = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1], true, true); };
-  require_gradient_matches(g, {c, d}, 0);
-  require_gradient_matches(g, {c, d}, 1);
+  verify_gradients(g, {c, d}, VerifyOptions{1});  // both arguments
   // The gradient of a shared rank-2 operand is the sum over the batch: shape [3, 2].
   GradientTape tape;
   tape.watch(c);
@@ -212,14 +209,12 @@ TEST_CASE("matmul second derivatives", "[linalg][matmul][grad2]") {
     const Fn f = [ta, tb](const std::vector<Tensor>& x) {
       return square(matmul(x[0], x[1], ta, tb));
     };
-    require_second_order_matches(f, {a, b}, 0);
-    require_second_order_matches(f, {a, b}, 1);
+    verify_gradients(f, {a, b});  // first and second order, both arguments
   }
   const Tensor a = random_tensor({2, 1, 2, 3}, 61);
   const Tensor b = random_tensor({3, 3, 2}, 62);
   const Fn f = [](const std::vector<Tensor>& x) { return square(matmul(x[0], x[1])); };
-  require_second_order_matches(f, {a, b}, 0);
-  require_second_order_matches(f, {a, b}, 1);
+  verify_gradients(f, {a, b});  // first and second order, both arguments
 }
 
 // ---- matrix_inverse ----------------------------------------------------------------------
@@ -317,12 +312,10 @@ TEST_CASE("solve gradients for a and b", "[linalg][solve][grad]") {
   const Fn f = [](const std::vector<Tensor>& x) { return solve(x[0], x[1]); };
   const Tensor a = well_conditioned({3, 3}, 91);
   const Tensor b = random_tensor({3, 2}, 92);
-  require_gradient_matches(f, {a, b}, 0);
-  require_gradient_matches(f, {a, b}, 1);
+  verify_gradients(f, {a, b}, VerifyOptions{1});  // both arguments
   const Tensor batch_a = well_conditioned({2, 3, 3}, 93);
   const Tensor batch_b = random_tensor({2, 3, 1}, 94);
-  require_gradient_matches(f, {batch_a, batch_b}, 0);
-  require_gradient_matches(f, {batch_a, batch_b}, 1);
+  verify_gradients(f, {batch_a, batch_b}, VerifyOptions{1});  // both arguments
 }
 
 TEST_CASE("solve second derivatives", "[linalg][solve][grad2]") {
@@ -330,8 +323,7 @@ TEST_CASE("solve second derivatives", "[linalg][solve][grad2]") {
   const Fn f = [](const std::vector<Tensor>& x) { return square(solve(x[0], x[1])); };
   const Tensor a = well_conditioned({3, 3}, 95);
   const Tensor b = random_tensor({3, 2}, 96);
-  require_second_order_matches(f, {a, b}, 0);
-  require_second_order_matches(f, {a, b}, 1);
+  verify_gradients(f, {a, b});  // first and second order, both arguments
 }
 
 // ---- cholesky ----------------------------------------------------------------------------
