@@ -54,6 +54,23 @@ const std::map<std::string, Example>& examples() {
     t["Log1p"] = unary(tapegrad::log1p, p);
     t["Sin"] = unary(tapegrad::sin, a);
     t["Cos"] = unary(tapegrad::cos, a);
+    t["Expm1"] = unary(tapegrad::expm1, a);
+    t["Rsqrt"] = unary(tapegrad::rsqrt, p);
+    // math_trig.cpp (a is in [-1, 1): scaled into asin's and atanh's open domain)
+    const Tensor inside = multiply(a, scalar(0.8, DType::Float64));
+    t["Tan"] = unary(tapegrad::tan, a);
+    t["Asin"] = unary(tapegrad::asin, inside);
+    t["Acos"] = unary(tapegrad::acos, inside);
+    t["Atan"] = unary(tapegrad::atan, a);
+    t["Sinh"] = unary(tapegrad::sinh, a);
+    t["Cosh"] = unary(tapegrad::cosh, a);
+    t["Asinh"] = unary(tapegrad::asinh, a);
+    t["Acosh"] = unary(tapegrad::acosh, add(p, scalar(1.0, DType::Float64)));
+    t["Atanh"] = unary(tapegrad::atanh, inside);
+    // math_rounding.cpp
+    t["Floor"] = unary(tapegrad::floor, a);
+    t["Ceil"] = unary(tapegrad::ceil, a);
+    t["Round"] = unary(tapegrad::round, a);
     t["Tanh"] = unary(tapegrad::tanh, a);
     t["TanhGrad"] = binary(detail::tanh_grad_op, tapegrad::tanh(a), b);
     t["Reciprocal"] = unary(tapegrad::reciprocal, p);

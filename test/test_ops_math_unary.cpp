@@ -1,4 +1,5 @@
-// Unary math: square sqrt exp log tanh abs sign log1p sin cos reciprocal: values, dtypes,
+// Unary math: square sqrt exp log tanh abs sign log1p sin cos reciprocal, the trigonometric
+// and hyperbolic functions, expm1, rsqrt, floor, ceil, round: values, dtypes,
 // gradients (first and second order), TF's special points and bad input.
 #include "support.hpp"
 
@@ -31,6 +32,20 @@ double abs_reference(double v) { return std::fabs(v); }
 double log1p_reference(double v) { return std::log1p(v); }
 double sin_reference(double v) { return std::sin(v); }
 double cos_reference(double v) { return std::cos(v); }
+double tan_reference(double v) { return std::tan(v); }
+double asin_reference(double v) { return std::asin(v); }
+double acos_reference(double v) { return std::acos(v); }
+double atan_reference(double v) { return std::atan(v); }
+double sinh_reference(double v) { return std::sinh(v); }
+double cosh_reference(double v) { return std::cosh(v); }
+double asinh_reference(double v) { return std::asinh(v); }
+double acosh_reference(double v) { return std::acosh(v); }
+double atanh_reference(double v) { return std::atanh(v); }
+double expm1_reference(double v) { return std::expm1(v); }
+double rsqrt_reference(double v) { return 1 / std::sqrt(v); }
+double floor_reference(double v) { return std::floor(v); }
+double ceil_reference(double v) { return std::ceil(v); }
+double round_reference(double v) { return std::nearbyint(v); }
 
 const std::vector<UnaryCase>& unary_cases() {
   static const std::vector<UnaryCase> cases = {
@@ -45,6 +60,21 @@ const std::vector<UnaryCase>& unary_cases() {
       {"sin", sin, sin_reference, -3, 3, true},
       {"cos", cos, cos_reference, -3, 3, true},
       {"reciprocal", reciprocal, reciprocal_reference, 0.3, 3, true},
+      {"tan", tan, tan_reference, -1.2, 1.2, true},
+      {"asin", asin, asin_reference, -0.9, 0.9, true},
+      {"acos", acos, acos_reference, -0.9, 0.9, true},
+      {"atan", atan, atan_reference, -3, 3, true},
+      {"sinh", sinh, sinh_reference, -2, 2, true},
+      {"cosh", cosh, cosh_reference, -2, 2, true},
+      {"asinh", asinh, asinh_reference, -3, 3, true},
+      {"acosh", acosh, acosh_reference, 1.2, 3, true},
+      {"atanh", atanh, atanh_reference, -0.9, 0.9, true},
+      {"expm1", expm1, expm1_reference, -2, 2, true},
+      {"rsqrt", rsqrt, rsqrt_reference, 0.3, 3, true},
+      // Piecewise constant: random inputs never land within delta of a jump.
+      {"floor", floor, floor_reference, -3, 3, true},
+      {"ceil", ceil, ceil_reference, -3, 3, true},
+      {"round", round, round_reference, -3, 3, true},
   };
   return cases;
 }
@@ -69,6 +99,40 @@ TEST_CASE("unary ops: hand-computed values", "[math_unary]") {
   require_close(reciprocal(constant({2, -0.25})), {2}, {0.5, -4});
   CHECK(std::isinf(reciprocal(constant(0.0)).item<double>()));
   CHECK(std::isnan(sign(constant(std::numeric_limits<double>::quiet_NaN())).item<double>()));
+}
+
+TEST_CASE("trigonometric, hyperbolic and rounding ops: TF's values at special points",
+          "[math_unary]") {
+  require_close(tan(constant({0, M_PI / 4})), {2}, {0, 1});
+  require_close(asin(constant({1, -0.5})), {2}, {M_PI / 2, -M_PI / 6});
+  require_close(acos(constant({1, 0.5})), {2}, {0, M_PI / 3});
+  require_close(atan(constant({1, -1e300})), {2}, {M_PI / 4, -M_PI / 2});
+  require_close(sinh(constant({0, 1})), {2}, {0, (std::exp(1.0) - std::exp(-1.0)) / 2});
+  require_close(cosh(constant({0, 1})), {2}, {1, (std::exp(1.0) + std::exp(-1.0)) / 2});
+  require_close(acosh(constant({1, 2})), {2}, {0, std::log(2 + std::sqrt(3.0))});
+  require_close(atanh(constant({0, 0.5})), {2}, {0, 0.5 * std::log(3.0)});
+  require_close(expm1(constant({0, 1e-20})), {2}, {0, 1e-20});  // exp(x) - 1 would give 0
+  require_close(rsqrt(constant({4, 0.25})), {2}, {0.5, 2});
+  CHECK(std::isinf(rsqrt(constant(0.0)).item<double>()));
+  // Outside the domain: NaN, as TF; at atanh's edge: infinity.
+  CHECK(std::isnan(asin(constant(2.0)).item<double>()));
+  CHECK(std::isnan(acosh(constant(0.5)).item<double>()));
+  CHECK(std::isinf(atanh(constant(1.0)).item<double>()));
+  // TF's round takes halves to even; floor and ceil go down and up.
+  require_close(round(constant({0.5, 1.5, 2.5, -0.5, -1.5, 2.4})), {6}, {0, 2, 2, -0.0, -2, 2});
+  require_close(floor(constant({-1.5, 1.5, 2})), {3}, {-2, 1, 2});
+  require_close(ceil(constant({-1.5, 1.5, 2})), {3}, {-1, 2, 2});
+}
+
+TEST_CASE("floor, ceil and round have a zero gradient, not none (TF)", "[math_unary][grad]") {
+  const Tensor x = constant({-1.3, 0.2, 2.7});
+  for (UnaryOp op : std::vector<UnaryOp>{tapegrad::floor, tapegrad::ceil, tapegrad::round}) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor g = tape.gradient(reduce_sum(op(x)), x);
+    REQUIRE(g.defined());
+    CHECK(values(g) == std::vector<double>{0, 0, 0});
+  }
 }
 
 TEST_CASE("unary ops match the C library on random float64 and float32 inputs",

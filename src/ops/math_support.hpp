@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/math_kernels.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -30,6 +31,30 @@ template <class Kernel, class Expression>
 Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function,
                                     const Tensor& x, Kernel kernel, Expression expression) {
   return unary_op<DTypeSet::Floating>(op, function, x, kernel, expression);
+}
+
+// The rules of an elementwise op y = f(x) whose derivative f'(x) = Slope(x) is written in
+// tapegrad ops (so that it differentiates again): the gradient g f'(x) and the tangent
+// dx f'(x). The op keeps its input (KeepSet::all() for inputs, none for outputs).
+template <Tensor (*Slope)(const Tensor& x)>
+std::vector<GradientValue> slope_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {multiply(g[0], Slope(op.inputs()[0]))};
+}
+template <Tensor (*Slope)(const Tensor& x)>
+std::vector<Tensor> slope_tangent(const ForwardContext& op, const std::vector<Tensor>& tangents) {
+  const Tensor& x = op.inputs[0];
+  return unary_tangent(op, tangents, [&](const Tensor& dx) { return multiply(dx, Slope(x)); });
+}
+
+// The rules of a piecewise-constant op (sign, floor, ceil, round): a zero gradient and a zero
+// tangent, not none (TF registers zeros, so such an op in a loss leaves the sources connected).
+inline std::vector<GradientValue> zero_gradient(const OpContext& op, const std::vector<Tensor>&) {
+  return {zeros(op.input_shape(0), op.input_dtype(0))};
+}
+inline std::vector<Tensor> zero_tangent(const ForwardContext& op,
+                                        const std::vector<Tensor>& tangents) {
+  return unary_tangent(op, tangents,
+                       [](const Tensor& dx) { return zeros(dx.shape(), dx.dtype()); });
 }
 
 }  // namespace tapegrad::detail

@@ -49,11 +49,11 @@ static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 // ---- Sign -------------------------------------------------------------------------------
 
-static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>& g);
-static Tangents sign_tangent(const ForwardContext& op, const Tangents& tangents);
+// sign is piecewise constant: TF registers a zero gradient rather than none, so a sign in a
+// loss does not make the sources look unconnected.
 constexpr OpDefinition sign_op =
-    detail::differentiable_op("Sign", sign_gradient, KeepSet::none(), KeepSet::none(),
-                              sign_tangent);
+    detail::differentiable_op("Sign", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
+                              detail::zero_tangent);
 
 template <class T>
 static T sign_of(T v) {
@@ -65,18 +65,6 @@ static T sign_of(T v) {
 
 Tensor sign(const Tensor& x) {
   return detail::numeric_unary_op(sign_op, "sign", x, [](auto v) { return sign_of(v); });
-}
-
-// sign is piecewise constant: a zero tangent, as its zero gradient.
-static Tangents sign_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return zeros(dx.shape(), dx.dtype()); });
-}
-
-// sign is piecewise constant: TF registers a zero gradient rather than none, so a sign in a
-// loss does not make the sources look unconnected.
-static Grads sign_gradient(const OpContext& op, const std::vector<Tensor>&) {
-  return {zeros(op.input_shape(0), op.input_dtype(0))};
 }
 
 // ---- Square -----------------------------------------------------------------------------
@@ -312,11 +300,33 @@ static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>&
   return {negative(multiply(g[0], multiply(y, y)))};
 }
 
+// ---- Expm1: d (e^x - 1) = e^x; Rsqrt: d x^(-1/2) = -x^(-3/2) / 2 -------------------------
+
+static Tensor expm1_slope(const Tensor& x) { return exp(x); }
+static Tensor rsqrt_slope(const Tensor& x) {
+  return multiply(scalar(-0.5, x.dtype()), divide(rsqrt(x), x));
+}
+constexpr OpDefinition expm1_op =
+    detail::differentiable_op("Expm1", detail::slope_gradient<expm1_slope>, KeepSet::all(),
+                              KeepSet::none(), detail::slope_tangent<expm1_slope>);
+constexpr OpDefinition rsqrt_op =
+    detail::differentiable_op("Rsqrt", detail::slope_gradient<rsqrt_slope>, KeepSet::all(),
+                              KeepSet::none(), detail::slope_tangent<rsqrt_slope>);
+
+Tensor expm1(const Tensor& x) {
+  return detail::floating_unary_op(expm1_op, "expm1", x, [](auto v) { return std::expm1(v); });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  return detail::floating_unary_op(rsqrt_op, "rsqrt", x,
+                                   [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+}
+
 namespace detail {
 
 void register_math_unary_ops(OpRegistrar& registry) {
   registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &exp_op, &log_op, &log1p_op, &sin_op,
-                &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op});
+                &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op, &expm1_op, &rsqrt_op});
 }
 
 }  // namespace detail

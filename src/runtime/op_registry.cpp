@@ -79,6 +79,8 @@ class Registry final : public OpRegistrar {
   Registry() {
     register_math_ops(*this);
     register_math_unary_ops(*this);
+    register_math_trig_ops(*this);
+    register_math_rounding_ops(*this);
     register_cast_ops(*this);
     register_compare_ops(*this);
     register_reduce_ops(*this);

@@ -42,6 +42,8 @@ const std::vector<const OpDefinition*>& builtin_ops();
 // starts.
 void register_math_ops(OpRegistrar& registry);
 void register_math_unary_ops(OpRegistrar& registry);
+void register_math_trig_ops(OpRegistrar& registry);
+void register_math_rounding_ops(OpRegistrar& registry);
 void register_cast_ops(OpRegistrar& registry);
 void register_compare_ops(OpRegistrar& registry);
 void register_reduce_ops(OpRegistrar& registry);

@@ -41,6 +41,28 @@ Tensor tanh(const Tensor& x);
 /// 1 / x (floating only).
 Tensor reciprocal(const Tensor& x);
 
+/// Trigonometric and hyperbolic functions and their inverses (TF: tf.math.tan, ...), floating
+/// dtypes only (InvalidArgument naming the op and the dtype otherwise). Outside an inverse's
+/// domain (asin of 2, acosh of 0, atanh of 2) the value is NaN, as in TF; at its edges the
+/// gradient is infinite.
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+/// e^x - 1, accurate for small x (TF: tf.math.expm1); 1 / sqrt(x) (TF: tf.math.rsqrt).
+Tensor expm1(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+/// Rounding (TF: tf.math.floor, ceil, round; round takes halves to even: round(2.5) = 2).
+/// Floating dtypes; the gradient is zero (TF), not undefined.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+
 // Comparisons: Bool results, not differentiable.
 Tensor equal(const Tensor& x, const Tensor& y);
 Tensor not_equal(const Tensor& x, const Tensor& y);

@@ -1,0 +1,39 @@
+// Rounding: floor, ceil, round (half to even, as TF). Piecewise constant: their gradient and
+// tangent are zeros (TF registers zeros, not none).
+#include <cmath>
+
+#include "ops/math_support.hpp"
+#include "ops/op_support.hpp"
+#include "tapegrad/ops/math.hpp"
+
+namespace tapegrad {
+
+constexpr OpDefinition floor_op = detail::differentiable_op(
+    "Floor", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent);
+constexpr OpDefinition ceil_op = detail::differentiable_op(
+    "Ceil", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent);
+constexpr OpDefinition round_op = detail::differentiable_op(
+    "Round", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent);
+
+Tensor floor(const Tensor& x) {
+  return detail::floating_unary_op(floor_op, "floor", x, [](auto v) { return std::floor(v); });
+}
+
+Tensor ceil(const Tensor& x) {
+  return detail::floating_unary_op(ceil_op, "ceil", x, [](auto v) { return std::ceil(v); });
+}
+
+// std::nearbyint in the default rounding mode rounds halves to even: round(2.5) = 2.
+Tensor round(const Tensor& x) {
+  return detail::floating_unary_op(round_op, "round", x, [](auto v) { return std::nearbyint(v); });
+}
+
+namespace detail {
+
+void register_math_rounding_ops(OpRegistrar& registry) {
+  registry.add({&floor_op, &ceil_op, &round_op});
+}
+
+}  // namespace detail
+
+}  // namespace tapegrad
