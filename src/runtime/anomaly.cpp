@@ -9,10 +9,12 @@
 #include "tapegrad/diagnostics.hpp"
 
 namespace tapegrad::detail {
+
+thread_local bool anomaly_scope_alive = false;
+
 namespace {
 
 struct AnomalySettings {
-  bool active = false;
   bool nan = true;
   bool inf = true;
 };
@@ -66,8 +68,6 @@ std::string position_text(const TapeImpl& tape, std::int64_t index) {
 }
 
 }  // namespace
-
-bool anomaly_checks_active() noexcept { return settings().active; }
 
 AnomalyBackwardScope::AnomalyBackwardScope() noexcept { ++walks_running; }
 AnomalyBackwardScope::~AnomalyBackwardScope() { --walks_running; }
@@ -128,13 +128,15 @@ DetectAnomaly::DetectAnomaly(bool nan, bool inf) {
   auto& s = detail::settings();
   previous_nan_ = s.nan;
   previous_inf_ = s.inf;
-  previous_active_ = s.active;
-  s = {true, nan, inf};
+  previous_active_ = detail::anomaly_scope_alive;
+  s = {nan, inf};
+  detail::anomaly_scope_alive = true;
   detail::refresh_observer_count();
 }
 
 DetectAnomaly::~DetectAnomaly() {
-  detail::settings() = {previous_active_, previous_nan_, previous_inf_};
+  detail::settings() = {previous_nan_, previous_inf_};
+  detail::anomaly_scope_alive = previous_active_;
   detail::refresh_observer_count();
 }
 

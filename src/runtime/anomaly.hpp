@@ -13,8 +13,10 @@ namespace tapegrad::detail {
 class TapeImpl;
 struct OpEntry;
 
-// True while a DetectAnomaly scope is alive on this thread.
-bool anomaly_checks_active() noexcept;
+// True while a DetectAnomaly scope is alive on this thread: a plain thread_local, read on the
+// recording path of every op and every step of the walk.
+extern thread_local bool anomaly_scope_alive;
+inline bool anomaly_checks_active() noexcept { return anomaly_scope_alive; }
 
 // While a backward walk runs, the ops its gradient rules call are not checked one by one: the
 // walk checks what each rule returns, so the error names the op being differentiated.
