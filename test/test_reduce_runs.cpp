@@ -1,7 +1,9 @@
-// reduce_max / reduce_min over runs long enough for the lane-parallel fold, and their gradient
-// where it scatters g into the ties: values against plain loops, NaNs in the lanes and in the
-// tail, ties split evenly, the dense fallback, first and second order.
+// Reductions over runs long enough for the lane-parallel folds: reduce_sum against plain loops
+// (exact for whole numbers, wrapping for integers), reduce_max / reduce_min and their
+// gradient where it scatters g into the ties: values against plain loops, NaNs in the lanes
+// and in the tail, ties split evenly, the dense fallback, first and second order.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "support.hpp"
@@ -37,6 +39,57 @@ std::vector<double> split_between_ties(const std::vector<double>& x, double extr
 }
 
 }  // namespace
+
+TEST_CASE("reduce_sum over long runs equals a plain loop in every dtype", "[reduce]") {
+  for (DType dtype : {DType::Float64, DType::Float32, DType::Int32, DType::Int64}) {
+    // Lengths around the eight lanes, the sixteen-element threshold and a tail.
+    for (std::size_t n : {1u, 8u, 15u, 16u, 17u, 23u, 24u, 1001u}) {
+      const std::vector<double> v = whole_numbers(n, static_cast<unsigned>(n));
+      double sum = 0;
+      for (double e : v) sum += e;  // whole numbers: exact in any order
+      INFO("dtype " << dtype_name(dtype) << ", n " << n);
+      require_close(reduce_sum(from_values(v, {n}, dtype)), {}, {sum}, 0);
+    }
+    // Row sums over a trailing axis of 37.
+    const std::vector<double> v = whole_numbers(4 * 37, 9);
+    std::vector<double> rows(4, 0.0);
+    for (std::size_t r = 0; r < 4; ++r) {
+      for (std::size_t j = 0; j < 37; ++j) rows[r] += v[r * 37 + j];
+    }
+    require_close(reduce_sum(from_values(v, {4, 37}, dtype), {1}), {4}, rows, 0);
+  }
+  // int32 wraps around as a loop in unsigned arithmetic does, whatever the order.
+  std::vector<double> big(40);
+  std::uint32_t wrapped = 0;
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    big[i] = static_cast<double>(1 << 30) - static_cast<double>(i);
+    wrapped += static_cast<std::uint32_t>(big[i]);
+  }
+  CHECK(reduce_sum(from_values(big, {40}, DType::Int32)).item<std::int32_t>() ==
+        static_cast<std::int32_t>(wrapped));
+  // Fractions: within rounding of the exact sum, and the same bits on every call.
+  std::vector<double> f(999);
+  double exact = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    f[i] = 1.0 / static_cast<double>(i + 1);
+    exact += f[i];
+  }
+  const Tensor x = from_values(f, {999});
+  require_close(reduce_sum(x), {}, {exact}, 1e-13);
+  CHECK(reduce_sum(x).item<double>() == reduce_sum(x).item<double>());
+  // Its gradient is still ones, and second order zero, over a long run.
+  GradientTape outer;
+  outer.watch(x);
+  Tensor g;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    const Tensor y = reduce_sum(x * x);
+    g = inner.gradient(y, x);
+  }
+  require_close(g, {999}, values(2.0 * x));
+  require_close(outer.gradient(reduce_sum(g), x), {999}, std::vector<double>(999, 2.0));
+}
 
 TEST_CASE("reduce_max and reduce_min over long runs equal a plain loop in every dtype",
           "[reduce]") {
