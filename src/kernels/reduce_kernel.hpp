@@ -138,11 +138,27 @@ void for_each_equal_to_cell(const xt::xarray<T>& a, const T* cells, const Shape&
                             Visit visit) {
   const std::size_t n = a.size();
   const T* in = a.data();
-  if (num_elements(kept) == 1) {
-    const T target = cells[0];
-    for (std::size_t i = 0; i < n; ++i) {
-      if (in[i] == target) visit(i, std::size_t{0});
+  // A run compared with one value: blocks without a match (nearly all) are skipped after a
+  // branch-free test the compiler vectorises; a block with one is scanned element by element.
+  auto visit_run = [&](std::size_t start, std::size_t length, T target, std::size_t cell) {
+    constexpr std::size_t kBlock = 32;
+    std::size_t j = 0;
+    for (; j + kBlock <= length; j += kBlock) {
+      const T* block = in + start + j;
+      unsigned hits = 0;
+#pragma GCC unroll 1
+      for (std::size_t k = 0; k < kBlock; ++k) hits |= block[k] == target ? 1u : 0u;
+      if (hits == 0) continue;
+      for (std::size_t k = 0; k < kBlock; ++k) {
+        if (block[k] == target) visit(start + j + k, cell);
+      }
     }
+    for (; j < length; ++j) {
+      if (in[start + j] == target) visit(start + j, cell);
+    }
+  };
+  if (num_elements(kept) == 1) {
+    visit_run(0, n, cells[0], 0);
     return;
   }
   if (n == 0) return;
@@ -153,9 +169,12 @@ void for_each_equal_to_cell(const xt::xarray<T>& a, const T* cells, const Shape&
   const bool run_reduced = cell_strides[rank - 1] == 0;
   StridedCursor(in_shape, rank - 1, row_major_strides(in_shape), cell_strides)
       .for_each([&](std::size_t row, std::size_t cell) {
+        if (run_reduced) {
+          visit_run(row, run, cells[cell], cell);
+          return;
+        }
         for (std::size_t j = 0; j < run; ++j) {
-          const std::size_t c = run_reduced ? cell : cell + j;
-          if (in[row + j] == cells[c]) visit(row + j, c);
+          if (in[row + j] == cells[cell + j]) visit(row + j, cell + j);
         }
       });
 }
