@@ -248,3 +248,23 @@ TEST_CASE("log-sum-exp built from reduce_max and reduce_sum has the softmax grad
     require_close(gradient_of(lse, from_values(v, {300})), {300}, softmax, 1e-13);
   }
 }
+
+TEST_CASE("reduce_mean over long runs is reduce_sum divided by the count, bit for bit",
+          "[reduce]") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    std::vector<double> v(1003);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.1 * static_cast<double>(i)) / 3;
+    const Tensor x = from_values(v, {1003}, dtype);
+    const Tensor rows = from_values(std::vector<double>(v.begin(), v.begin() + 1000), {10, 100}, dtype);
+    INFO("dtype " << dtype_name(dtype));
+    CHECK(values(reduce_mean(x)) == values(reduce_sum(x) / scalar(1003.0, dtype)));
+    CHECK(values(reduce_mean(rows, {1})) == values(reduce_sum(rows, {1}) / scalar(100.0, dtype)));
+    double sum = 0;
+    for (double e : v) sum += e;
+    require_close(reduce_mean(x), {}, {sum / 1003}, dtype == DType::Float32 ? 1e-5 : 1e-13);
+  }
+  // Integer means: the wrapped sum divided by the count, truncated.
+  std::vector<double> w(50);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(i) - 20;  // sum 225, mean 4.5
+  CHECK(reduce_mean(from_values(w, {50}, DType::Int64)).item<std::int64_t>() == 4);
+}
