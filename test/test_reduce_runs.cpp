@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "support.hpp"
 
@@ -123,11 +124,13 @@ TEST_CASE("reduce_max and reduce_min over long runs equal a plain loop in every 
 TEST_CASE("reduce_max and reduce_min over long runs: a NaN anywhere wins", "[reduce]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType dtype : {DType::Float64, DType::Float32}) {
-    for (std::size_t at : {0u, 5u, 12u, 40u}) {  // lanes of the first and a later block, tail
-      std::vector<double> v = whole_numbers(43, 1);
+    // A short run (scalar loop); lanes of the first and a later block, and the tail.
+    for (auto [n, at] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {10, 0}, {10, 9}, {43, 0}, {43, 5}, {43, 12}, {43, 40}}) {
+      std::vector<double> v = whole_numbers(n, 1);
       v[at] = nan;
-      const Tensor x = from_values(v, {43}, dtype);
-      INFO("dtype " << dtype_name(dtype) << ", NaN at " << at);
+      const Tensor x = from_values(v, {n}, dtype);
+      INFO("dtype " << dtype_name(dtype) << ", n " << n << ", NaN at " << at);
       CHECK(std::isnan(values(reduce_max(x))[0]));
       CHECK(std::isnan(values(reduce_min(x))[0]));
     }

@@ -51,6 +51,11 @@ struct ExtremumFold {
 
   T run(const T* b, std::size_t count, T init) const {
     constexpr std::size_t kLanes = 8;
+    if (count < 2 * kLanes) {  // short runs (row extrema of narrow matrices): no lane set-up
+      T acc = init;
+      for (std::size_t j = 0; j < count; ++j) acc = pick<IsMax>(acc, b[j]);
+      return acc;
+    }
     T lane[kLanes];
     T nan_seen[kLanes];
     for (std::size_t k = 0; k < kLanes; ++k) {
