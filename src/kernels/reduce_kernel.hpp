@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -35,12 +36,25 @@ inline std::size_t reduced_count(const Shape& shape, const std::vector<std::size
   return n;
 }
 
+// Whether Combine has its own loop for a contiguous run: `R run(const T*, std::size_t, R init)`
+// (a branch-free, vectorisable form of the same fold).
+template <class Combine, class R, class T, class = void>
+struct HasRunFold : std::false_type {};
+template <class Combine, class R, class T>
+struct HasRunFold<Combine, R, T,
+                  std::void_t<decltype(std::declval<const Combine&>().run(
+                      std::declval<const T*>(), std::size_t{}, std::declval<R>()))>>
+    : std::true_type {};
+
 // The fold of b[0..count) from init. `reorderable`: combine is exactly associative and
 // commutative (min, max, sums of small whole numbers), so four interleaved accumulators give
-// the same value while the loop runs without one long dependency chain.
+// the same value while the loop runs without one long dependency chain. A Combine with its
+// own `run` folds the run itself.
 template <class R, class T, class Combine>
 R fold_run(const T* b, std::size_t count, R init, Combine combine, bool reorderable) {
-  if constexpr (std::is_same_v<R, T>) {
+  if constexpr (HasRunFold<Combine, R, T>::value) {
+    return combine.run(b, count, init);
+  } else if constexpr (std::is_same_v<R, T>) {
     if (reorderable && count >= 8) {
       R a0 = init, a1 = init, a2 = init, a3 = init;
       std::size_t j = 0;
@@ -114,6 +128,55 @@ xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>
   }
   if (!keepdims) out.reshape(reduced_shape(in_shape, axes));
   return out;
+}
+
+// Calls visit(i, cell) for every element a[i] (row-major offset i) equal to its reduction
+// cell's value cells[cell], where `cells` is the reduction's result in the keepdims shape
+// `kept` (the ties of a max or min). One read of a; nothing the size of a is written.
+template <class T, class Visit>
+void for_each_equal_to_cell(const xt::xarray<T>& a, const T* cells, const Shape& kept,
+                            Visit visit) {
+  const std::size_t n = a.size();
+  const T* in = a.data();
+  // A run compared with one value: blocks without a match (nearly all) are skipped after a
+  // branch-free test the compiler vectorises; a block with one is scanned element by element.
+  auto visit_run = [&](std::size_t start, std::size_t length, T target, std::size_t cell) {
+    constexpr std::size_t kBlock = 32;
+    std::size_t j = 0;
+    for (; j + kBlock <= length; j += kBlock) {
+      const T* block = in + start + j;
+      unsigned hits = 0;
+#pragma GCC unroll 1
+      for (std::size_t k = 0; k < kBlock; ++k) hits |= block[k] == target ? 1u : 0u;
+      if (hits == 0) continue;
+      for (std::size_t k = 0; k < kBlock; ++k) {
+        if (block[k] == target) visit(start + j + k, cell);
+      }
+    }
+    for (; j < length; ++j) {
+      if (in[start + j] == target) visit(start + j, cell);
+    }
+  };
+  if (num_elements(kept) == 1) {
+    visit_run(0, n, cells[0], 0);
+    return;
+  }
+  if (n == 0) return;
+  const Shape in_shape(a.shape().begin(), a.shape().end());
+  const std::size_t rank = in_shape.size();
+  const std::size_t run = in_shape[rank - 1];
+  const auto cell_strides = broadcast_strides(kept, in_shape);
+  const bool run_reduced = cell_strides[rank - 1] == 0;
+  StridedCursor(in_shape, rank - 1, row_major_strides(in_shape), cell_strides)
+      .for_each([&](std::size_t row, std::size_t cell) {
+        if (run_reduced) {
+          visit_run(row, run, cells[cell], cell);
+          return;
+        }
+        for (std::size_t j = 0; j < run; ++j) {
+          if (in[row + j] == cells[cell + j]) visit(row + j, cell + j);
+        }
+      });
 }
 
 }  // namespace tapegrad::detail

@@ -33,11 +33,43 @@ constexpr OpDefinition sum_op =
     detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(),
                               sum_tangent, detail::batch_reduction<&tapegrad::reduce_sum>);
 
+// The sum as reduce_axes takes it. A contiguous run (a whole-array sum, a row sum) is added in
+// eight interleaved partial sums, which the compiler vectorises, and then added together: one
+// fixed order, so the result is deterministic, and no less accurate than one running sum (each
+// partial sum has an eighth of the terms). Integer sums wrap, so they are exact in any order.
+namespace {
+template <class T>
+struct SumFold {
+  T operator()(T acc, T v) const { return detail::wrapping_add(acc, v); }
+
+  T run(const T* b, std::size_t count, T init) const {
+    constexpr std::size_t kLanes = 8;
+    T acc = init;
+    std::size_t j = 0;
+    if (count >= 2 * kLanes) {
+      T lane[kLanes] = {};
+      for (; j + kLanes <= count; j += kLanes) {
+        // Kept a loop over the lanes (not unrolled into scalars) so the vectoriser takes it.
+#pragma GCC unroll 1
+        for (std::size_t k = 0; k < kLanes; ++k) lane[k] = detail::wrapping_add(lane[k], b[j + k]);
+      }
+      T total = detail::wrapping_add(detail::wrapping_add(detail::wrapping_add(lane[0], lane[4]),
+                                                          detail::wrapping_add(lane[2], lane[6])),
+                                     detail::wrapping_add(detail::wrapping_add(lane[1], lane[5]),
+                                                          detail::wrapping_add(lane[3], lane[7])));
+      acc = detail::wrapping_add(acc, total);
+    }
+    for (; j < count; ++j) acc = detail::wrapping_add(acc, b[j]);
+    return acc;
+  }
+};
+}  // namespace
+
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_sum", x, axes);
   return detail::folding_reduction(sum_op, "reduce_sum", x, ax, keepdims, [](auto zero) {
     using T = decltype(zero);
-    return detail::Fold{T(0), [](T acc, T v) { return detail::wrapping_add(acc, v); }};
+    return detail::Fold{T(0), SumFold<T>{}};
   });
 }
 
@@ -64,8 +96,8 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const std::size_t count = detail::reduced_count(x.shape(), ax);
   Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
     using T = decltype(zero);
-    auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0),
-                                      [](T acc, T v) { return detail::wrapping_add(acc, v); });
+    // The same fold as reduce_sum: a mean is bit for bit reduce_sum / count.
+    auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0), SumFold<T>{});
     // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
     // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
     for (auto& v : sum) {

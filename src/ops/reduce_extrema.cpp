@@ -2,11 +2,14 @@
 // functions has internal linkage (static, constexpr).
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/elementwise.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
+#include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/indexing.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
 #include "ops/batching_support.hpp"
@@ -36,6 +39,57 @@ static T pick(T acc, T v) {
   }
 }
 
+// The fold as reduce_axes takes it, with a contiguous run folded in eight independent lanes:
+// max/min as plain selects the compiler turns into vector max/min, NaNs only flagged (a
+// compare and a select, no branch), and on a NaN the run's first NaN returned, as the scalar fold would.
+// Ties between lanes are equal values, so the lanes give the scalar fold's value (up to the
+// sign of a zero maximum, which neither order specifies).
+namespace {
+template <bool IsMax, class T>
+struct ExtremumFold {
+  T operator()(T acc, T v) const { return pick<IsMax>(acc, v); }
+
+  T run(const T* b, std::size_t count, T init) const {
+    constexpr std::size_t kLanes = 8;
+    if (count < 2 * kLanes) {  // short runs (row extrema of narrow matrices): no lane set-up
+      T acc = init;
+      for (std::size_t j = 0; j < count; ++j) acc = pick<IsMax>(acc, b[j]);
+      return acc;
+    }
+    T lane[kLanes];
+    T nan_seen[kLanes];
+    for (std::size_t k = 0; k < kLanes; ++k) {
+      lane[k] = init;
+      nan_seen[k] = T(0);
+    }
+    std::size_t j = 0;
+    for (; j + kLanes <= count; j += kLanes) {
+      // Kept a loop over the lanes (not unrolled into scalars) so the vectoriser takes it.
+#pragma GCC unroll 1
+      for (std::size_t k = 0; k < kLanes; ++k) {
+        const T v = b[j + k];
+        lane[k] = (IsMax ? v > lane[k] : v < lane[k]) ? v : lane[k];
+        if constexpr (std::is_floating_point_v<T>) nan_seen[k] = v != v ? T(1) : nan_seen[k];
+      }
+    }
+    T acc = init;
+    for (std::size_t k = 0; k < kLanes; ++k) acc = pick<IsMax>(acc, lane[k]);
+    for (; j < count; ++j) acc = pick<IsMax>(acc, b[j]);
+    if constexpr (std::is_floating_point_v<T>) {
+      T nans = T(0);
+      for (std::size_t k = 0; k < kLanes; ++k) nans += nan_seen[k];
+      if (nans != T(0) || acc != acc || init != init) {
+        if (init != init) return init;
+        for (std::size_t i = 0; i < count; ++i) {
+          if (b[i] != b[i]) return b[i];
+        }
+      }
+    }
+    return acc;
+  }
+};
+}  // namespace
+
 template <bool IsMax>
 static Tensor reduce_extremum(const char* function, const OpDefinition& op, const Tensor& x,
                               const std::vector<int>& axes, bool keepdims) {
@@ -49,7 +103,7 @@ static Tensor reduce_extremum(const char* function, const OpDefinition& op, cons
   return detail::folding_reduction(op, function, x, ax, keepdims, [](auto zero) {
     using T = decltype(zero);
     const T init = IsMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-    return detail::Fold{init, [](T acc, T v) { return pick<IsMax>(acc, v); }, true};
+    return detail::Fold{init, ExtremumFold<IsMax, T>{}, true};
   });
 }
 
@@ -97,13 +151,80 @@ static Tangents extremum_tangent(const ForwardContext& op, const Tangents& tange
   });
 }
 
+// Where x equals its group's extremum, found in one read of x: each tie's coordinates in x
+// ([k, rank], int64), its group's flat offset in the kept shape ([k], int64), and each tie's
+// weight 1 / (its group's count of ties). `every_group_hit` is false when some group has no
+// tie (a NaN extremum): TF's 0 / 0 gradient, which only the dense rule reproduces.
+namespace {
+struct Ties {
+  Tensor coordinates;
+  Tensor groups;
+  Tensor weights;
+  std::size_t count = 0;
+  bool any_shared = false;
+  bool every_group_hit = true;
+};
+}  // namespace
+
+static Ties find_ties(const char* op_type, const Tensor& x, const Tensor& extremum,
+                      const Shape& kept) {
+  return detail::dispatch_floating(op_type, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<std::size_t> offsets;
+    std::vector<std::size_t> groups;
+    std::vector<std::size_t> per_group(num_elements(kept), 0);
+    detail::for_each_equal_to_cell(x.array<T>(), extremum.array<T>().data(), kept,
+                                   [&](std::size_t i, std::size_t cell) {
+                                     offsets.push_back(i);
+                                     groups.push_back(cell);
+                                     ++per_group[cell];
+                                   });
+    Ties ties;
+    ties.count = offsets.size();
+    ties.every_group_hit =
+        std::none_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c == 0; });
+    ties.any_shared =
+        std::any_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c > 1; });
+    const Shape& shape = x.shape();
+    const std::size_t rank = shape.size();
+    xt::xarray<std::int64_t> coordinates = xt::empty<std::int64_t>(Shape{ties.count, rank});
+    xt::xarray<std::int64_t> group_ids = xt::empty<std::int64_t>(Shape{ties.count});
+    xt::xarray<T> weights = xt::empty<T>(Shape{ties.count});
+    for (std::size_t t = 0; t < ties.count; ++t) {
+      std::size_t rest = offsets[t];
+      for (std::size_t d = rank; d-- > 0;) {
+        coordinates(t, d) = static_cast<std::int64_t>(rest % shape[d]);
+        rest /= shape[d];
+      }
+      group_ids(t) = static_cast<std::int64_t>(groups[t]);
+      weights(t) = T(1) / static_cast<T>(per_group[groups[t]]);
+    }
+    ties.coordinates = Tensor(std::move(coordinates));
+    ties.groups = Tensor(std::move(group_ids));
+    ties.weights = Tensor(std::move(weights));
+    return ties;
+  });
+}
+
+// g / (number of ties) at each tie of its group, 0 elsewhere (TF's even split). When ties are
+// few (a reduction over runs of 4 or more elements, without many equal values) they are
+// scattered into zeros: one read of x and one write of the result, where the dense form
+// writes and reads an input-sized weights array. The ties and their weights are constants of
+// x (piecewise constant), so both forms are linear in g, in tapegrad ops, to any order.
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
-  const Tensor weights =
-      tie_weights(op.op_type().c_str(), x, op.outputs()[0], detail::reduction_axes(op));
-  // g in the kept shape broadcasts in the multiply: no input-sized copy of g.
+  const Tensor& extremum = op.outputs()[0];
   const Shape kept = detail::reduction_kept_shape(op);
-  return {multiply(reshape(g[0], std::vector<std::int64_t>(kept.begin(), kept.end())), weights)};
+  const auto kept_dims = std::vector<std::int64_t>(kept.begin(), kept.end());
+  const Ties ties = find_ties(op.op_type().c_str(), x, extremum, kept);
+  if (ties.every_group_hit && ties.count > 0 && ties.count * 4 <= x.size()) {
+    Tensor updates = gather(reshape(g[0], {-1}), ties.groups);
+    if (ties.any_shared) updates = multiply(updates, ties.weights);
+    return {scatter_nd(ties.coordinates, updates, x.shape())};
+  }
+  const Tensor weights = tie_weights(op.op_type().c_str(), x, extremum, detail::reduction_axes(op));
+  // g in the kept shape broadcasts in the multiply: no input-sized copy of g.
+  return {multiply(reshape(g[0], kept_dims), weights)};
 }
 
 namespace detail {
