@@ -39,6 +39,13 @@ TEST_CASE("identity, stop_gradient, reshape, transpose, broadcast_to", "[array]"
                 {1, 4, 2, 5, 3, 6});
   require_close(broadcast_to(constant({1.0, 2.0}), {2, 2}), {2, 2}, {1, 2, 1, 2});
   require_close(unbroadcast(ones({2, 3}), {1, 3}), {1, 3}, {2, 2, 2});
+  // Same rank (summed with kept axes) and fewer axes (summed, then reshaped).
+  require_close(unbroadcast(grid(), {3, 1}), {3, 1}, {6, 15, 24});
+  require_close(unbroadcast(grid(), {1, 1}), {1, 1}, {45});
+  require_close(unbroadcast(grid(), {3}), {3}, {12, 15, 18});
+  require_close(unbroadcast(grid(), {1}), {1}, {45});
+  require_close(unbroadcast(grid(), {}), {}, {45});
+  require_close(unbroadcast(grid(), {3, 3}), {3, 3}, values(grid()));
 
   GradientTape tape;
   tape.watch(x);
@@ -243,6 +250,50 @@ TEST_CASE("concat gradients are slices of the incoming gradient", "[array][conca
   require_close(tape.gradient(reduce_sum(concat({a, a}, 0)), a), {2, 3}, {2, 2, 2, 2, 2, 2});
 }
 
+TEST_CASE("concat of equal parts gets its gradient from one split, others from slices", "[array][concat][gradient]") {
+  // Rank 3 along the middle axis: outer and inner blocks both larger than one element.
+  const Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 1, 3});
+  const Tensor b = from_values({7, 8, 9, 10, 11, 12}, {2, 1, 3});
+  const Tensor c = from_values({13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, {2, 2, 3});
+  require_close(concat({a, b}, 1), {2, 2, 3}, {1, 2, 3, 7, 8, 9, 4, 5, 6, 10, 11, 12});
+  require_close(concat({a, c, b}, 1), {2, 4, 3},
+                {1, 2, 3, 13, 14, 15, 16, 17, 18, 7, 8, 9,
+                 4, 5, 6, 19, 20, 21, 22, 23, 24, 10, 11, 12});
+  {
+    // Weights 1..12 tell each element's gradient apart.
+    const Tensor w = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+    GradientTape tape;
+    tape.watch({a, b});
+    const auto g = tape.gradient(reduce_sum(concat({a, b}, 1) * w), {a, b});
+    require_close(g[0], {2, 1, 3}, {1, 2, 3, 7, 8, 9});
+    require_close(g[1], {2, 1, 3}, {4, 5, 6, 10, 11, 12});
+  }
+  {
+    // Only b is watched: a needs no gradient, so b's comes from a slice.
+    const Tensor w = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+    GradientTape tape;
+    tape.watch(b);
+    require_close(tape.gradient(reduce_sum(concat({a, b}, 1) * w), b), {2, 1, 3},
+                  {4, 5, 6, 10, 11, 12});
+  }
+  // Many equal steps, as a recurrence stacks them, and unequal parts: first and second order.
+  const Tensor x = random_tensor({1, 3}, 26);
+  const Tensor y = random_tensor({1, 3}, 27);
+  const Tensor z = random_tensor({2, 3}, 28);
+  Fn steps = [](const std::vector<Tensor>& v) {
+    return concat({v[0], v[1] * v[0], v[1], exp(v[0])}, 0);
+  };
+  Fn mixed = [](const std::vector<Tensor>& v) { return concat({v[0], v[2], v[1]}, 0); };
+  for (std::size_t i = 0; i < 2; ++i) {
+    require_gradient_matches(steps, {x, y}, i);
+    require_second_order_matches(squared(steps), {x, y}, i);
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    require_gradient_matches(mixed, {x, y, z}, i);
+    require_second_order_matches(squared(mixed), {x, y, z}, i);
+  }
+}
+
 TEST_CASE("concat rejects mismatched inputs naming shapes and dtypes", "[array][concat][errors]") {
   const std::string dims = message_of<InvalidArgument>([] { concat({zeros({2, 3}), zeros({2, 4})}, 0); });
   CHECK_THAT(dims, Catch::Contains("concat") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 4]"));
@@ -302,6 +353,25 @@ TEST_CASE("split into equal parts", "[array][split]") {
   const auto empty_parts = split(zeros({0, 2}), 2, 0);
   REQUIRE(empty_parts.size() == 2);
   CHECK(empty_parts[1].shape() == Shape{0, 2});
+}
+
+TEST_CASE("split along a middle axis copies every outer block", "[array][split]") {
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
+  const auto parts = split(x, 3, 1);
+  REQUIRE(parts.size() == 3);
+  require_close(parts[0], {2, 1, 2}, {1, 2, 7, 8});
+  require_close(parts[1], {2, 1, 2}, {3, 4, 9, 10});
+  require_close(parts[2], {2, 1, 2}, {5, 6, 11, 12});
+  const auto last = split(x, 2, 2);
+  require_close(last[1], {2, 3, 1}, {2, 4, 6, 8, 10, 12});
+  const auto flags = split(from_values({1, 0, 0, 1}, {2, 2}, DType::Bool), 2, 1);
+  CHECK(flags[0].dtype() == DType::Bool);
+  require_close(flags[0], {2, 1}, {1, 0});
+  require_close(flags[1], {2, 1}, {0, 1});
+  // split undoes concat, and concat undoes split.
+  require_close(concat(parts, 1), {2, 3, 2}, values(x));
+  Fn round_trip = [](const std::vector<Tensor>& v) { return concat(split(v[0], 3, 1), 1); };
+  require_gradient_matches(round_trip, {random_tensor({2, 3, 2}, 29)});
 }
 
 TEST_CASE("split is one op whose unused outputs get zero gradients", "[array][split][gradient]") {

@@ -89,6 +89,30 @@ TEST_CASE("binary ops broadcast leading 1s, scalars and size-0 dimensions", "[ma
   }
 }
 
+TEST_CASE("small and large broadcasts give the same elements, up to rank 6", "[math]") {
+  // Below 64 KiB of output the broadcast shape is built in place; above, through the checked
+  // path. Both must agree element for element.
+  const Tensor row = from_values({1, 2, 3}, {1, 3});
+  const Tensor column = from_values({10, 20}, {2, 1});
+  require_close(subtract(row, column), {2, 3}, {-9, -8, -7, -19, -18, -17});
+  require_close(divide(column, row), {2, 3}, {10, 5, 10.0 / 3, 20, 10, 20.0 / 3});
+  const Tensor deep = from_values({1, 2}, {2, 1, 1, 1, 1, 1});
+  const Tensor wide = from_values({1, 10, 100}, {1, 1, 1, 1, 1, 3});
+  require_close(multiply(deep, wide), {2, 1, 1, 1, 1, 3}, {1, 10, 100, 2, 20, 200});
+  const Tensor tall = random_tensor({3000, 1}, 31);
+  const Tensor bias = random_tensor({1, 4}, 32);  // 12000 float64s: 96 KiB, the checked path
+  const Tensor big = add(tall, bias);
+  REQUIRE(big.shape() == Shape{3000, 4});
+  const std::vector<double> t = values(tall);
+  const std::vector<double> b = values(bias);
+  const std::vector<double> sums = values(big);
+  const Tensor small = add(slice(tall, {0, 0}, {2, 1}), bias);  // 8 elements: in place
+  require_close(small, {2, 4}, std::vector<double>(sums.begin(), sums.begin() + 8));
+  for (std::size_t i = 0; i < 3000; i += 997) {
+    for (std::size_t j = 0; j < 4; ++j) CHECK(sums[i * 4 + j] == t[i] + b[j]);
+  }
+}
+
 TEST_CASE("the operators and scalar() match the named ops and take the tensor's dtype",
           "[math]") {
   const Tensor x = constant({1, 2});

@@ -2,6 +2,8 @@
 // dtype, and run a scalar function elementwise into a fresh owned array.
 #pragma once
 
+#include <algorithm>
+#include <new>
 #include <type_traits>
 
 #include "kernels/dispatch.hpp"
@@ -20,6 +22,28 @@ inline void require_numeric_operands(const char* op, const Tensor& x, const Tens
   }
 }
 
+// The NumPy broadcast of dimensions a and b into `out`, when they broadcast and the result
+// holds at most 64 KiB of `element_bytes` elements; false otherwise (the caller then takes the
+// checked path, which reports every error).
+template <class A, class B>
+bool small_broadcast_dims(const A& a, const B& b, std::size_t element_bytes,
+                          xt::svector<std::size_t, 4>& out) {
+  constexpr std::size_t kSmallBytes = std::size_t{1} << 16;
+  const std::size_t rank = std::max(a.size(), b.size());
+  out.resize(rank);
+  std::size_t bytes = element_bytes;
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::size_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const std::size_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    out[i] = da == 1 ? db : da;
+    if (out[i] > kSmallBytes) return false;  // keeps the product below from overflowing
+    bytes *= out[i];
+    if (bytes > kSmallBytes) return false;
+  }
+  return true;
+}
+
 // fn(a, b) -> R over the broadcast shape of x and y, whose elements are T.
 template <class R, class T, class ScalarFn>
 Tensor broadcast_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
@@ -28,6 +52,15 @@ Tensor broadcast_binary(const char* op, const Tensor& x, const Tensor& y, Scalar
   auto scalar_fn = [&](T u, T v) { return static_cast<R>(fn(u, v)); };
   // Equal shapes need no broadcast shape (and no allocation for one).
   if (a.shape() == b.shape()) return binary_tensor<R>(a, b, a.shape(), scalar_fn);
+  // Small broadcasts (a bias row, a gate times a state): the shape in place, no Shape built.
+  xt::svector<std::size_t, 4> dims;
+  if (small_broadcast_dims(a.shape(), b.shape(), sizeof(R), dims)) {
+    try {
+      return binary_tensor<R>(a, b, dims, scalar_fn);
+    } catch (const std::bad_alloc&) {
+      throw_resource_exhausted(op, Shape(dims.begin(), dims.end()), dtype_of<R>::value);
+    }
+  }
   const Shape shape = broadcast_shapes(op, x, y);
   return with_allocation_check(op, shape, dtype_of<R>::value,
                                [&] { return binary_tensor<R>(a, b, shape, scalar_fn); });

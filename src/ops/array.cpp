@@ -320,11 +320,11 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 
 Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
   detail::require_defined("unbroadcast", grad);
-  const auto dims = detail::impl_of(grad).dims();  // compared without building grad's Shape
-  if (dims.size() == shape.size() && std::equal(dims.begin(), dims.end(), shape.begin())) {
+  // Compared and walked without building grad's Shape (a tiny op's gradient calls this).
+  const auto g = detail::impl_of(grad).dims();
+  if (g.size() == shape.size() && std::equal(g.begin(), g.end(), shape.begin())) {
     return grad;
   }
-  const Shape& g = grad.shape();
   auto fail = [&] {
     throw InvalidArgument(detail::describe("unbroadcast", {{"grad", grad}}) +
                           ": it cannot be summed to shape " + shape_to_string(shape));
@@ -340,6 +340,8 @@ Tensor unbroadcast(const Tensor& grad, const Shape& shape) {
       axes.push_back(static_cast<int>(d));
     }
   }
+  // Without leading axes, keeping the summed axes gives `shape` already: no reshape op.
+  if (lead == 0) return reduce_sum(grad, axes, /*keepdims=*/true);
   Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/false);
   return reshape(summed, detail::signed_shape(shape));
 }

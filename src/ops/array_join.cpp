@@ -1,10 +1,13 @@
 // concat (and stack, recorded as Reshape + ConcatV2) and split. Each op reads top to bottom:
 // its definition, its forward, its gradient. Everything but the public functions has internal
 // linkage (static, constexpr).
-#include "kernels/box_copy.hpp"
+#include <algorithm>
+#include <iterator>
+
 #include "kernels/dispatch.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
+#include "runtime/new_tensor.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "ops/batching_support.hpp"
 
@@ -49,45 +52,66 @@ constexpr OpDefinition concat_op =
     detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none(),
                               concat_tangent, concat_batched);
 
-// The concatenated shape, checked: InvalidArgument naming concat and every value otherwise.
-static Shape concat_shape(const std::vector<Tensor>& values, int axis, std::size_t a) {
+// A row-major tensor seen along one axis: `outer` blocks of `dim * inner` contiguous elements.
+// concat and split copy whole `part * inner` runs, so a tiny op costs no index arithmetic.
+struct AxisBlocks {
+  std::size_t outer = 1;
+  std::size_t inner = 1;
+};
+template <class Dims>
+static AxisBlocks axis_blocks(const Dims& dims, std::size_t axis) {
+  AxisBlocks b;
+  for (std::size_t d = 0; d < axis; ++d) b.outer *= dims[d];
+  for (std::size_t d = axis + 1; d < dims.size(); ++d) b.inner *= dims[d];
+  return b;
+}
+
+using Dims = xt::svector<std::size_t, 4>;
+
+// The concatenated dimensions, checked: InvalidArgument naming concat and every value
+// otherwise. Reads the values' dimensions in place (no Shape built per value).
+static Dims concat_dims(const std::vector<Tensor>& values, int axis, std::size_t a) {
   const Tensor& first = values.front();
-  Shape out_shape = first.shape();
-  out_shape[a] = 0;
+  Dims out = detail::impl_of(first).dims();
+  out[a] = 0;
   for (const auto& v : values) {
-    bool compatible = v.dtype() == first.dtype() && v.rank() == first.rank();
-    for (std::size_t d = 0; compatible && d < first.rank(); ++d) {
-      compatible = d == a || v.shape()[d] == first.shape()[d];
+    const auto d = detail::impl_of(v).dims_ref();
+    bool compatible = v.dtype() == first.dtype() && d.size == out.size();
+    for (std::size_t k = 0; compatible && k < out.size(); ++k) {
+      compatible = k == a || d.data[k] == out[k];
     }
     if (!compatible) {
       throw InvalidArgument(describe_list("concat", values) + ": along axis " +
                             std::to_string(axis) +
                             " every value needs the same dtype, rank and dimensions except that axis");
     }
-    out_shape[a] += v.shape()[a];
+    out[a] += d.data[a];
   }
-  try {
-    detail::check_new_shape("concat", out_shape, first.dtype());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(describe_list("concat", values) + "; " + e.what());
-  }
-  return out_shape;
+  return out;
 }
 
 // The parts laid side by side along `axis`.
 static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
-                            const Shape& out_shape) {
-  return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
-    std::vector<std::size_t> dst_begin(out_shape.size(), 0);
-    const std::vector<std::size_t> src_begin(out_shape.size(), 0);
-    for (const auto& v : values) {
-      detail::copy_box(v.array<T>().data(), v.shape(), src_begin, out.data(), out_shape, dst_begin,
-                       v.shape());
-      dst_begin[axis] += v.shape()[axis];
-    }
-    return Tensor(std::move(out));
+                            const Dims& out_dims) {
+  const Shape out_shape(out_dims.begin(), out_dims.end());
+  return detail::with_allocation_check("concat", out_shape, values.front().dtype(), [&] {
+    return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* out = nullptr;
+      Tensor result = detail::new_tensor<T>(out_dims, out);
+      const AxisBlocks b = axis_blocks(out_dims, axis);
+      const std::size_t out_run = out_dims[axis] * b.inner;
+      std::size_t offset = 0;
+      for (const auto& v : values) {
+        const std::size_t run = detail::impl_of(v).dims_ref().data[axis] * b.inner;
+        const T* src = v.array<T>().data();
+        for (std::size_t o = 0; o < b.outer; ++o) {
+          std::copy_n(src + o * run, run, out + o * out_run + offset);
+        }
+        offset += run;
+      }
+      return result;
+    });
   });
 }
 
@@ -97,7 +121,14 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
     throw InvalidArgument(describe_list("concat", values) + ": cannot concatenate scalars (rank 0)");
   }
   const std::size_t a = detail::normalize_axis("concat", axis, values.front());
-  Tensor out = concat_kernel(values, a, concat_shape(values, axis, a));
+  const Dims out_dims = concat_dims(values, axis, a);
+  try {
+    detail::check_new_shape("concat", Shape(out_dims.begin(), out_dims.end()),
+                            values.front().dtype());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(describe_list("concat", values) + "; " + e.what());
+  }
+  Tensor out = concat_kernel(values, a, out_dims);
   detail::record(concat_op, values, out,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return out;
@@ -131,13 +162,27 @@ static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangent
                  static_cast<int>(op.attrs->get_int("axis")))};
 }
 
-// The gradient of each concatenated input is its slice of g along the axis.
+// The gradient of each concatenated input is its slice of g along the axis: one split when
+// the inputs are equal parts that all need a gradient (stacked steps of a recurrence), so a
+// concat of n inputs costs one op in the backward walk instead of n slices.
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
-  Grads result(op.num_inputs());
+  const std::size_t n = op.num_inputs();
+  std::vector<Shape> shapes;
+  shapes.reserve(n);
+  bool equal_parts = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    shapes.push_back(op.input_shape(i));
+    equal_parts = equal_parts && op.needs_gradient(i) && shapes[i][axis] == shapes[0][axis];
+  }
+  if (equal_parts && n > 1) {
+    std::vector<Tensor> parts = split(g[0], static_cast<int>(n), static_cast<int>(axis));
+    return Grads(std::make_move_iterator(parts.begin()), std::make_move_iterator(parts.end()));
+  }
+  Grads result(n);
   std::int64_t offset = 0;
-  for (std::size_t i = 0; i < op.num_inputs(); ++i) {
-    const Shape& shape = op.input_shape(i);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Shape& shape = shapes[i];
     if (op.needs_gradient(i)) {
       std::vector<std::int64_t> begin(shape.size(), 0);
       begin[axis] = offset;
@@ -162,27 +207,29 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
     throw InvalidArgument("split: cannot split a scalar: " + detail::describe("split", x));
   }
   const std::size_t a = detail::normalize_axis("split", axis, x);
-  const std::size_t dim = x.shape()[a];
+  const Dims dims = detail::impl_of(x).dims();
+  const std::size_t dim = dims[a];
   if (num <= 0 || dim % static_cast<std::size_t>(num) != 0) {
     throw InvalidArgument(detail::describe("split", x) + ": cannot split axis " +
                           std::to_string(axis) + " of size " + std::to_string(dim) + " into " +
                           std::to_string(num) + " equal parts");
   }
   const auto parts = static_cast<std::size_t>(num);
-  Shape part_shape = x.shape();
-  part_shape[a] = dim / parts;
+  Dims part_dims = dims;
+  part_dims[a] = dim / parts;
+  const AxisBlocks b = axis_blocks(dims, a);
+  const std::size_t run = part_dims[a] * b.inner;  // each part's contiguous run per outer block
   std::vector<Tensor> outputs;
   outputs.reserve(parts);
   detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    std::vector<std::size_t> src_begin(x.rank(), 0);
-    const std::vector<std::size_t> dst_begin(x.rank(), 0);
+    const T* src = x.array<T>().data();
     for (std::size_t p = 0; p < parts; ++p) {
-      xt::xarray<T> part = xt::empty<T>(part_shape);
-      detail::copy_box(x.array<T>().data(), x.shape(), src_begin, part.data(), part_shape,
-                       dst_begin, part_shape);
-      outputs.emplace_back(std::move(part));
-      src_begin[a] += part_shape[a];
+      T* part = nullptr;
+      outputs.push_back(detail::new_tensor<T>(part_dims, part));
+      for (std::size_t o = 0; o < b.outer; ++o) {
+        std::copy_n(src + o * dim * b.inner + p * run, run, part + o * run);
+      }
     }
     return 0;
   });

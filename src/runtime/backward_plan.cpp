@@ -23,6 +23,9 @@ struct Reach {
   std::size_t outputs = 0;                     // of the reached ops
 };
 
+// is_floating, inlined: the passes ask it for every input and output of a reached op.
+bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
 bool is_stopped(const std::vector<std::uint64_t>& stop_ids, std::uint64_t id) {
   return !stop_ids.empty() && std::binary_search(stop_ids.begin(), stop_ids.end(), id);
 }
@@ -136,7 +139,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     return static_cast<Slot>(plan.producer_step.size() - 1);
   };
   for (const auto& s : sources) {
-    if (!is_floating(s.dtype)) continue;
+    if (!floating(s.dtype)) continue;
     auto [slot, inserted] = source_slot.try_emplace(s.id, kNoSlot);
     if (inserted) *slot = new_slot(-1);
     lowest_source = std::min(lowest_source, s.id);
@@ -176,7 +179,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     bool relevant = false;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const std::int32_t producer = plan.slots[read + i];
-      const Slot s = is_floating(inputs[i].dtype()) ? slot_of(inputs[i].id, producer, op) : kNoSlot;
+      const Slot s = floating(inputs[i].dtype()) ? slot_of(inputs[i].id, producer, op) : kNoSlot;
       plan.slots[first + i] = s;
       relevant = relevant || s != kNoSlot;
     }
@@ -196,7 +199,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       Slot s = kNoSlot;
       // A stopped output keeps no slot here: what reaches it (as a source) stays there.
-      if (is_floating(outputs[j].dtype()) && !is_stopped(stop_ids, outputs[j].id)) {
+      if (floating(outputs[j].dtype()) && !is_stopped(stop_ids, outputs[j].id)) {
         const Slot* source = find_source(outputs[j].id);
         if (source != nullptr) {
           s = *source;
@@ -221,10 +224,10 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const Tensor& t = targets[i];
     plan.target_slots.push_back(
-        is_floating(t.dtype()) ? slot_of(t.id(), reach.target_producers[i], n_ops) : kNoSlot);
+        floating(t.dtype()) ? slot_of(t.id(), reach.target_producers[i], n_ops) : kNoSlot);
   }
   for (const auto& s : sources) {
-    const Slot* slot = is_floating(s.dtype) ? find_source(s.id) : nullptr;
+    const Slot* slot = floating(s.dtype) ? find_source(s.id) : nullptr;
     plan.source_slots.push_back(slot != nullptr ? *slot : kNoSlot);
   }
   return plan;

@@ -20,6 +20,9 @@ namespace {
 
 // The recorded shape against the gradient's array, without building either as a Shape (this
 // runs once per gradient of every step).
+// is_floating, inlined: asked for every output of every op the walk calls.
+bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
 bool same_dims(const RecordedTensor& recorded, const Tensor& t) {
   const TensorImpl& impl = impl_of(t);
   if (!impl.holds_elements) return recorded.same_shape(t);
@@ -95,7 +98,7 @@ void call_and_check(OpEntry& e, const Differentiation& how, const BackwardPlan::
                     bool take_saved, const VSpace& vspace, CallBuffers& b) {
   const RecordedTensors outputs = e.outputs();
   for (std::size_t j = 0; j < outputs.size(); ++j) {
-    if (!b.output_gradients[j].defined() && is_floating(outputs[j].dtype())) {
+    if (!b.output_gradients[j].defined() && floating(outputs[j].dtype())) {
       b.output_gradients[j] = vspace.zeros(outputs[j].full_shape(), outputs[j].dtype());
     }
   }
