@@ -487,7 +487,7 @@ json synthetic_hand(bool complicated) {
 }
 }  // namespace
 
-TEST_CASE("gradbench ht: the tall Jacobian (reverse through a reverse pass) against central differences") {
+TEST_CASE("gradbench ht: the tall Jacobian (forward mode, jacobian_forward) against central differences") {
   for (bool complicated : {false, true}) {
     INFO("complicated: " << complicated);
     const json input = synthetic_hand(complicated);

@@ -77,10 +77,19 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
   };
   detail::VectorizeOptions options;
   options.caller = "jacobian_forward";
-  const Shape columns_shape{n, y.size()};
+  // The columns come out as [n] ++ y.shape and one transpose moves that axis last (the
+  // transpose merges y's axes, so it is a matrix transpose); only x's shape, when not [n],
+  // needs a reshape.
+  Shape columns_shape{n};
+  columns_shape.insert(columns_shape.end(), y_shape.begin(), y_shape.end());
   const Tensor columns =
       detail::vectorize_over_identity(column, x.shape(), x.dtype(), {columns_shape}, options)[0];
-  return reshape(transpose(columns), joined_dims(y_shape, x.shape()));
+  std::vector<int> column_axis_last(columns_shape.size());
+  for (std::size_t d = 0; d + 1 < columns_shape.size(); ++d) column_axis_last[d] = static_cast<int>(d + 1);
+  column_axis_last.back() = 0;
+  const Tensor result = transpose(columns, column_axis_last);
+  if (x.rank() == 1) return result;
+  return reshape(result, joined_dims(y_shape, x.shape()));
 }
 
 }  // namespace tapegrad

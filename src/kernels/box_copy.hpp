@@ -32,10 +32,22 @@ void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_
     src += src_begin[d] * src_strides[d];
     dst += dst_begin[d] * dst_strides[d];
   }
-  const std::size_t run = box[rank - 1];
-  StridedCursor(box, rank - 1, src_strides, dst_strides)
+  // Trailing axes the box spans fully in both buffers are one contiguous run (a slice of
+  // whole rows, a concat along axis 1 of [b, n, 3] arrays): fold them into the innermost axis.
+  std::size_t walked = rank - 1;
+  std::size_t run = box[rank - 1];
+  while (walked > 0 && box[walked] == src_shape[walked] && box[walked] == dst_shape[walked]) {
+    --walked;
+    run *= box[walked];
+  }
+  StridedCursor(box, walked, src_strides, dst_strides)
       .for_each([&](std::size_t from, std::size_t to) {
-        std::copy(src + from, src + from + run, dst + to);
+        // A call of memmove per run costs more than a few elements (a [n, 2] column block).
+        if (run < 8) {
+          for (std::size_t j = 0; j < run; ++j) dst[to + j] = src[from + j];
+        } else {
+          std::copy(src + from, src + from + run, dst + to);
+        }
       });
 }
 

@@ -17,6 +17,8 @@ namespace tapegrad::detail {
 
 // Below this many elements a scalar loop beats building an xtensor expression.
 constexpr std::size_t kSmallKernel = 32;
+// Broadcast rows shorter than this are walked two axes at a time.
+constexpr std::size_t kShortRow = 8;
 
 template <class R, class T, class ScalarFn>
 xt::xarray<R> map_unary(const xt::xarray<T>& a, ScalarFn fn) {
@@ -67,6 +69,21 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
   const std::size_t ia_step = sa[rank - 1];
   const std::size_t ib_step = sb[rank - 1];
   R* ro = o;
+  if (rank >= 2 && inner < kShortRow) {
+    // Short rows ([b, n, 3] times [n, 1], say): the last two axes in one plain double loop, so
+    // the walk's per-row step is not paid for every three elements.
+    const std::size_t rows = shape[rank - 2];
+    const std::size_t ra_step = sa[rank - 2];
+    const std::size_t rb_step = sb[rank - 2];
+    StridedCursor(shape, rank - 2, sa, sb).for_each([&](std::size_t ia, std::size_t ib) {
+      const T* ra = pa + ia;
+      const T* rb = pb + ib;
+      for (std::size_t r = 0; r < rows; ++r, ra += ra_step, rb += rb_step, ro += inner) {
+        for (std::size_t j = 0; j < inner; ++j) ro[j] = fn(ra[j * ia_step], rb[j * ib_step]);
+      }
+    });
+    return;
+  }
   StridedCursor(shape, rank - 1, sa, sb).for_each([&](std::size_t ia, std::size_t ib) {
     // Unit and zero strides get their own loops so the compiler can vectorise them (a bias
     // row added to every row of a batch is the common case).

@@ -5,6 +5,7 @@
 #include "tapegrad/ops/array.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
@@ -34,6 +35,8 @@ static Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
 static std::vector<Tensor> reshape_batched(const detail::BatchingContext& op,
                                            const std::vector<Tensor>& in) {
   const Shape shape = op.batched_output_shape(0);
+  // A reshape to the same shape (a gradient rule's) is the input itself: no copy.
+  if (in[0].shape() == shape) return {in[0]};
   return {reshape(in[0], std::vector<std::int64_t>(shape.begin(), shape.end()))};
 }
 static std::vector<Tensor> transpose_batched(const detail::BatchingContext& op,
@@ -159,11 +162,14 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
 // Linear, as transpose and broadcast_to below: the op applied to the tangent.
 static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return reshape(dx, detail::signed_shape(op.outputs[0].shape()));
+    return dx.shape() == op.outputs[0].shape() ? dx
+                                               : reshape(dx, detail::signed_shape(op.outputs[0].shape()));
   });
 }
 
+// A reshape that kept the shape passes its gradient on as it is (no copy, nothing recorded).
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  if (g[0].shape() == op.input_shape(0)) return {g[0]};
   return {reshape(g[0], detail::signed_shape(op.input_shape(0)))};
 }
 
@@ -192,22 +198,55 @@ static void transpose_matrix(const T* src, std::size_t rows, std::size_t cols, T
   }
 }
 
+// The same permutation on fewer axes: input axes that stay next to each other, in order, in
+// the output are one axis ([b, n, 3] by (1, 2, 0) is the matrix transpose of [b, 3n]).
+static void merge_adjacent_axes(Shape& x_shape, std::vector<int>& perm) {
+  std::vector<std::size_t> first_of_group;  // output position -> the group's first input axis
+  std::vector<std::size_t> group_size;      // its element count
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    const auto axis = static_cast<std::size_t>(perm[i]);
+    if (i > 0 && perm[i] == perm[i - 1] + 1) {
+      group_size.back() *= x_shape[axis];
+    } else {
+      first_of_group.push_back(axis);
+      group_size.push_back(x_shape[axis]);
+    }
+  }
+  // The groups' order in the input gives their new axis numbers.
+  std::vector<std::size_t> order(first_of_group.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return first_of_group[a] < first_of_group[b]; });
+  Shape merged_shape(order.size());
+  std::vector<int> merged_perm(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    merged_shape[k] = group_size[order[k]];
+    merged_perm[order[k]] = static_cast<int>(k);
+  }
+  x_shape = std::move(merged_shape);
+  perm = std::move(merged_perm);
+}
+
 // x with its axes permuted: walks the output row by row, the input offset following x's
 // strides in permuted order. Swapping the last two axes (a matrix or a batch of matrices,
-// as matmul's gradients do) goes tile by tile instead.
+// as matmul's gradients do) goes tile by tile instead, also
+// after axes that stay adjacent are merged (merge_adjacent_axes).
 template <class T>
-static xt::xarray<T> permute_axes(const xt::xarray<T>& x, const Shape& x_shape,
-                                  const std::vector<int>& perm, const Shape& out_shape) {
+static xt::xarray<T> permute_axes(const xt::xarray<T>& x, Shape x_shape, std::vector<int> perm,
+                                  const Shape& out_shape) {
   xt::xarray<T> out = xt::empty<T>(out_shape);
   const std::size_t n = out.size();
-  const std::size_t rank = out_shape.size();
   const T* in = x.data();
   T* dst = out.data();
   if (n == 0) return out;
-  if (rank == 0) {
+  if (out_shape.empty()) {
     dst[0] = in[0];
     return out;
   }
+  merge_adjacent_axes(x_shape, perm);
+  const std::size_t rank = perm.size();
+  Shape walk_shape(rank);  // the output's shape in the merged axes
+  for (std::size_t i = 0; i < rank; ++i) walk_shape[i] = x_shape[static_cast<std::size_t>(perm[i])];
   bool swaps_last_two = rank >= 2 && perm[rank - 1] == static_cast<int>(rank - 2) &&
                         perm[rank - 2] == static_cast<int>(rank - 1);
   for (std::size_t d = 0; swaps_last_two && d + 2 < rank; ++d) {
@@ -223,9 +262,9 @@ static xt::xarray<T> permute_axes(const xt::xarray<T>& x, const Shape& x_shape,
   const auto x_strides = detail::row_major_strides(x_shape);
   std::vector<std::size_t> step(rank);
   for (std::size_t d = 0; d < rank; ++d) step[d] = x_strides[static_cast<std::size_t>(perm[d])];
-  const std::size_t run = out_shape[rank - 1];
+  const std::size_t run = walk_shape[rank - 1];
   const std::size_t run_step = step[rank - 1];
-  detail::StridedCursor(out_shape, rank - 1, detail::row_major_strides(out_shape), step)
+  detail::StridedCursor(walk_shape, rank - 1, detail::row_major_strides(walk_shape), step)
       .for_each([&](std::size_t to, std::size_t from_offset) {
         const T* from = in + from_offset;
         if (run_step == 1) {

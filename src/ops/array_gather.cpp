@@ -2,6 +2,7 @@
 // gather's gradient for axis 0 is row-sparse). Each op reads top to bottom: its definition,
 // its forward, its gradient. Everything but the public functions has internal linkage.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
@@ -117,11 +118,31 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
     const T* src = params.array<T>().data();
     T* dst = gathered.data();
-    for (std::size_t o = 0; o < outer; ++o) {
-      for (std::int64_t i : index) {
-        const T* row = src + (o * limit + static_cast<std::size_t>(i)) * inner;
-        dst = std::copy(row, row + inner, dst);
+    // Rows of a few elements (points, vertices: inner 3) are copied by a loop of a
+    // compile-time length: a call of std::copy (memmove) per row costs more than the row.
+    const auto copy_rows = [&](auto row_length) {
+      const std::size_t length = row_length;
+      for (std::size_t o = 0; o < outer; ++o) {
+        const T* block = src + o * limit * length;
+        for (std::int64_t i : index) {
+          const T* row = block + static_cast<std::size_t>(i) * length;
+          for (std::size_t j = 0; j < length; ++j) dst[j] = row[j];
+          dst += length;
+        }
       }
+    };
+    switch (inner) {
+      case 1: copy_rows(std::integral_constant<std::size_t, 1>{}); break;
+      case 2: copy_rows(std::integral_constant<std::size_t, 2>{}); break;
+      case 3: copy_rows(std::integral_constant<std::size_t, 3>{}); break;
+      case 4: copy_rows(std::integral_constant<std::size_t, 4>{}); break;
+      default:
+        for (std::size_t o = 0; o < outer; ++o) {
+          for (std::int64_t i : index) {
+            const T* row = src + (o * limit + static_cast<std::size_t>(i)) * inner;
+            dst = std::copy(row, row + inner, dst);
+          }
+        }
     }
     return Tensor(std::move(gathered));
   });
@@ -149,11 +170,15 @@ static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) 
   const Tensor& indices = op.inputs()[1];
   const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
   const auto n = static_cast<std::int64_t>(indices.size());
-  const Tensor flat_indices = reshape(indices, {n});
+  const Tensor flat_indices = indices.rank() == 1 ? indices : reshape(indices, {n});
   if (axis == 0) {
     std::vector<std::int64_t> values_shape = detail::signed_shape(params_shape);
     values_shape[0] = n;
-    result[0] = IndexedSlices{reshape(g[0], values_shape), flat_indices, params_shape};
+    // 1-D indices: g already has the values' shape (no copy).
+    const bool same = g[0].rank() == values_shape.size() &&
+                      std::equal(values_shape.begin(), values_shape.end(), g[0].shape().begin(),
+                                 [](std::int64_t a, std::size_t b) { return static_cast<std::size_t>(a) == b; });
+    result[0] = IndexedSlices{same ? g[0] : reshape(g[0], values_shape), flat_indices, params_shape};
     return result;
   }
   const auto axis_position = params_shape.begin() + static_cast<std::ptrdiff_t>(axis);

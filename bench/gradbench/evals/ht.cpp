@@ -1,8 +1,8 @@
 // ht: ADBench's hand tracking. 26 pose parameters rotate the 22 bones of a skinned hand
 // mesh; each residual is a data point minus a posed vertex (simple) or a barycentric point of
-// a posed triangle (complicated). The Jacobian is tall (3N × 26): one reverse pass gives
-// Jᵀu as a differentiable function of the cotangent u, and the Jacobian of that 26-vector in
-// u is J itself, so 26 reverse passes through the first one build it (no forward mode needed).
+// a posed triangle (complicated). The Jacobian is tall (3N × 26): forward mode
+// (`jacobian_forward`, one vectorized pass carrying the 26 tangents); the barycentric columns
+// are a `batch_jacobian` (each residual row reads only its own two coordinates).
 #include <cmath>
 
 #include "evals/evals.hpp"
@@ -143,18 +143,9 @@ Tensor HandModel::residuals(const Tensor& theta, const Tensor& barycentric) cons
 Tensor HandModel::jacobian(const Tensor& theta) const {
   const Tensor barycentric = us;
   const auto rows = static_cast<std::int64_t>(points.shape()[0] * 3);
-  // Jᵀu for a free cotangent u, recorded by an outer tape; its Jacobian in u is J.
-  const Tensor cotangent = zeros({points.shape()[0], 3});
-  GradientTape outer;
-  outer.watch(cotangent);
-  Tensor vjp;
-  {
-    GradientTape inner;
-    inner.watch(theta);
-    const Tensor r = residuals(theta, barycentric);
-    vjp = inner.gradient({r}, {theta}, {cotangent})[0];  // [26]
-  }
-  const Tensor theta_columns = transpose(reshape(outer.jacobian(vjp, cotangent), {26, rows}));  // [3N, 26]
+  // Tall: forward mode, [N, 3, 26] -> [3N, 26].
+  const Tensor theta_columns = reshape(
+      jacobian_forward([&](const Tensor& t) { return residuals(t, barycentric); }, theta), {rows, 26});
   if (!complicated) return theta_columns;
   // Each residual row reads only its own (u0, u1): a batch Jacobian, [N, 3, 2].
   GradientTape tape;
