@@ -19,12 +19,14 @@ struct ScanLayout {
 namespace scan_impl {
 
 // Lines along the last axis (inner == 1). One line alone is a chain of dependent combines
-// (a multiply's latency per element); kLines lines walked side by side are independent chains
-// the core overlaps, which is ~4x faster on a [16392, 128] cumprod.
+// (a multiply's latency per element); two lines walked side by side are independent chains
+// the core overlaps. Measured on double cumprods (bench/README.md, "scan kernel"): 2 lines
+// take 0.8x the time of 1 on [16392, 128] and 0.6x on [128, 16392], and ~1.05x on [262144, 8]
+// (short lines already overlap); 3, 4 or 8 lines were slower than 2 on all three.
 template <bool Exclusive, bool Reverse, class T, class Combine>
 void last_axis(const T* src, T* dst, std::size_t outer, std::size_t n, T identity,
                Combine combine) {
-  constexpr std::size_t kLines = 8;
+  constexpr std::size_t kLines = 2;
   std::size_t o = 0;
   for (; o + kLines <= outer; o += kLines) {
     T run[kLines];
