@@ -1,8 +1,8 @@
 // The scan kernel (cumsum, cumprod) and tile's row copies against plain index loops, on the
-// layouts their fast paths split on: the last axis with odd and even line counts (the kernel
-// walks lines in pairs), inner axes, every exclusive/reverse flag, every numeric dtype, zero
-// sizes; tile rows of one element, short rows and long rows. Values are compared exactly: the
-// kernels combine each line in its own order, as the loops here do.
+// layouts their fast paths split on: the last axis with short lines and with long ones (walked
+// in pairs: odd and even counts), inner axes, every exclusive/reverse flag, every numeric
+// dtype, zero sizes; tile rows of one element, short rows and long rows. Values are compared
+// exactly: the kernels combine each line in its own order, as the loops here do.
 #include <cstdint>
 #include <functional>
 
@@ -23,6 +23,18 @@ Tensor small_values(const Shape& shape, DType dtype, unsigned seed) {
   if (dtype == DType::Float32 || dtype == DType::Float64) {
     // Non-integer values too, so that the order of the float operations shows.
     for (std::size_t i = 0; i < v.size(); ++i) v[i] *= 1.0 + 0.1 * static_cast<double>((i + seed) % 5);
+  }
+  return from_values(v, shape, dtype);
+}
+
+// Values whose long running products and sums stay finite and exact in every dtype: ±1 for
+// the integers, 1 ± a few thousandths for the floats.
+Tensor near_one(const Shape& shape, DType dtype) {
+  std::vector<double> v(num_elements(shape));
+  const bool floating = dtype == DType::Float32 || dtype == DType::Float64;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = floating ? 1.0 + 0.001 * static_cast<double>(static_cast<int>(i % 7) - 3)
+                    : (i % 3 == 0 ? -1.0 : 1.0);
   }
   return from_values(v, shape, dtype);
 }
@@ -84,14 +96,16 @@ void require_scan_matches_loop(const Tensor& x, int axis) {
 
 template <class T>
 void scan_layouts(DType dtype) {
-  // The last axis with 1 ... 17 lines (the kernel walks lines in pairs, then an odd one
-  // alone), short and long lines.
+  // The last axis with 1 ... 17 short lines (walked one by one).
   for (std::size_t lines : {1, 2, 7, 8, 9, 16, 17}) {
     for (std::size_t n : {1, 3, 12}) {
       require_scan_matches_loop<T>(small_values({lines, n}, dtype, static_cast<unsigned>(lines + n)), 1);
     }
   }
   require_scan_matches_loop<T>(small_values({2, 3, 9, 5}, dtype, 1), -1);
+  // Long lines (1024 and more) are walked in pairs, then an odd one alone.
+  require_scan_matches_loop<T>(near_one({3, 1030}, dtype), 1);
+  require_scan_matches_loop<T>(near_one({2, 1024}, dtype), -1);
   // Inner axes: the lines after the axis walked side by side.
   const Tensor x = small_values({3, 4, 5}, dtype, 2);
   for (int axis : {0, 1}) require_scan_matches_loop<T>(x, axis);
@@ -134,7 +148,7 @@ TEST_CASE("cumsum and cumprod equal a plain loop on every layout, flag and dtype
 }
 
 TEST_CASE("cumprod of a tiled column is the Vandermonde matrix, row by row", "[scan][kernel]") {
-  // llsq's primal: rows t^0 ... t^(m-1) of 19 points (9 pairs of lines and one alone).
+  // llsq's primal: rows t^0 ... t^(m-1) of 19 points.
   const std::size_t n = 19, m = 6;
   std::vector<double> t(n);
   for (std::size_t i = 0; i < n; ++i) t[i] = -1.0 + 2.0 * static_cast<double>(i) / (n - 1.0);
@@ -155,19 +169,26 @@ TEST_CASE("cumprod of a tiled column is the Vandermonde matrix, row by row", "[s
   }
 }
 
-TEST_CASE("cumsum wraps Int32 overflow on the last axis, in pairs of lines and alone", "[scan][kernel]") {
-  // 9 lines: 4 pairs and one alone; each line is [INT32_MAX, 1], whose sum wraps.
-  const double big = 2147483647.0;
-  std::vector<double> v;
-  for (int line = 0; line < 9; ++line) v.insert(v.end(), {big, 1.0});
-  const Tensor s = cumsum(from_values(v, {9, 2}, DType::Int32), 1);
-  for (int line = 0; line < 9; ++line) {
-    CHECK(s.array<std::int32_t>()(line, 0) == 2147483647);
-    CHECK(s.array<std::int32_t>()(line, 1) == -2147483647 - 1);
+TEST_CASE("cumsum wraps Int32 overflow on the last axis, short and long lines", "[scan][kernel]") {
+  // Each line is [INT32_MAX, 1, 0, ...], whose sum wraps at position 1: 9 short lines (one by
+  // one) and 3 of length 1024 (a pair and one alone).
+  for (const std::size_t length : {2, 1024}) {
+    const std::size_t lines = length == 2 ? 9 : 3;
+    std::vector<double> v(lines * length, 0.0);
+    for (std::size_t line = 0; line < lines; ++line) {
+      v[line * length] = 2147483647.0;
+      v[line * length + 1] = 1.0;
+    }
+    const Tensor s = cumsum(from_values(v, {lines, length}, DType::Int32), 1);
+    for (std::size_t line = 0; line < lines; ++line) {
+      INFO("length " << length << ", line " << line);
+      CHECK(s.array<std::int32_t>()(line, 0) == 2147483647);
+      CHECK(s.array<std::int32_t>()(line, length - 1) == -2147483647 - 1);
+    }
   }
 }
 
-TEST_CASE("cumprod on the last axis: gradients, odd line count", "[scan][kernel][gradient]") {
+TEST_CASE("cumprod on the last axis: first and second derivatives", "[scan][kernel][gradient]") {
   const Tensor x = random_tensor({5, 4}, 5, 0.5, 1.5);
   for (bool exclusive : {false, true}) {
     for (bool reverse : {false, true}) {

@@ -18,17 +18,20 @@ struct ScanLayout {
 
 namespace scan_impl {
 
-// Lines along the last axis (inner == 1). One line alone is a chain of dependent combines
-// (a multiply's latency per element); two lines walked side by side are independent chains
-// the core overlaps. Measured on double cumprods (bench/README.md, "scan kernel"): 2 lines
-// take 0.8x the time of 1 on [16392, 128] and 0.6x on [128, 16392], and ~1.05x on [262144, 8]
-// (short lines already overlap); 3, 4 or 8 lines were slower than 2 on all three.
+// Lines along the last axis (inner == 1). One line is a chain of dependent combines (a
+// multiply's latency per element). Out-of-order execution overlaps consecutive short lines by
+// itself; long lines are walked two side by side, two independent chains. Measured on double
+// cumprods (bench/README.md, array_kernels): pairs took 0.65x the time on [128, 16392] in every
+// round, but between 1.0x and 1.8x on [16392, 128] depending on the round; 3, 4 or 8 lines
+// side by side were slower than 2 everywhere.
+constexpr std::size_t kPairedLineLength = 1024;
+
 template <bool Exclusive, bool Reverse, class T, class Combine>
 void last_axis(const T* src, T* dst, std::size_t outer, std::size_t n, T identity,
                Combine combine) {
   constexpr std::size_t kLines = 2;
   std::size_t o = 0;
-  for (; o + kLines <= outer; o += kLines) {
+  for (; n >= kPairedLineLength && o + kLines <= outer; o += kLines) {
     T run[kLines];
     std::fill(run, run + kLines, identity);
     const T* in = src + o * n;
