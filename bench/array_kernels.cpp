@@ -1,7 +1,8 @@
 // The strided kernels of the array and reduce ops, forward only, no tape: transpose (2-D and
 // a 3-D rotation), reductions over a middle axis (the general strided case) and over leading or
 // trailing axes (the contiguous fast paths), slice, concat, split and tile; each on a large
-// float64 tensor (memory-bound) and on a small one (per-call cost).
+// float64 tensor (memory-bound) and on a small one (per-call cost); and the tile and scans of
+// llsq's Vandermonde matrix.
 #include <benchmark/benchmark.h>
 
 #include <tapegrad/tapegrad.hpp>
@@ -75,6 +76,24 @@ void BM_tile(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tg::tile(x, {2, 2, 2}).id());
 }
 
+// llsq's Vandermonde matrix: a column of n points tiled into 128 columns, then an exclusive
+// cumprod along the rows (last axis) of [n, 128], and along the columns of [128, n] (long lines).
+void BM_tile_column(benchmark::State& state) {
+  const tg::Tensor x = ramp({static_cast<std::size_t>(state.range(0)), 1});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::tile(x, {1, 128}).id());
+}
+
+void BM_cumprod_last_axis(benchmark::State& state) {
+  const auto rows = static_cast<std::size_t>(state.range(0));
+  const tg::Tensor x = ramp({rows, static_cast<std::size_t>(state.range(1))});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::cumprod(x, 1, true).id());
+}
+
+void BM_cumsum_first_axis(benchmark::State& state) {
+  const tg::Tensor x = ramp({static_cast<std::size_t>(state.range(0)), 128});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::cumsum(x, 0).id());
+}
+
 }  // namespace
 
 // Arg = the size of every dimension: 4 (per-call cost) and 64 or 512 (memory-bound).
@@ -88,4 +107,9 @@ BENCHMARK(BM_slice_center)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_concat_axis1)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_split_axis1)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_tile)->Arg(4)->Arg(32)->Unit(benchmark::kMicrosecond);
+// Rows of the llsq matrix: 16 (per-call cost) and 16392 (GradBench's largest workload, 16 MB).
+BENCHMARK(BM_tile_column)->Arg(16)->Arg(16392)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cumprod_last_axis)->Args({16, 128})->Args({16392, 128})->Args({128, 16392})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cumsum_first_axis)->Arg(16)->Arg(16392)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -1,10 +1,11 @@
 // Scans along one axis (cumsum, cumprod: TF's Cumsum and Cumprod with exclusive and reverse)
-// and reverse (TF's ReverseV2). Each scan is a contiguous loop over [outer, n, inner] lines.
+// and reverse (TF's ReverseV2). The scan loops are kernels/scan_kernel.hpp.
 #include <algorithm>
 
 #include "kernels/dispatch.hpp"
 #include "ops/batching_support.hpp"
 #include "kernels/int_arith.hpp"
+#include "kernels/scan_kernel.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -28,49 +29,21 @@ ScanAttrs scan_attrs(const Attrs& attrs) {
 
 }  // namespace
 
-// The scan of x along `axis` with `combine` (+ or *) starting from `identity`: each line is
-// walked forward or backward, and an exclusive scan writes the running value before taking in
-// the element. inner lines are walked side by side so the reads stay contiguous.
+// The scan of x along `axis` with `combine` (+ or *) starting from `identity` (the loops are
+// in kernels/scan_kernel.hpp).
 template <class Combine>
 static Tensor scan(const char* op, const Tensor& x, const ScanAttrs& s, double identity,
                    Combine combine) {
   const Shape& shape = x.shape();
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < s.axis; ++d) outer *= shape[d];
-  for (std::size_t d = s.axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  const std::size_t n = shape[s.axis];
+  detail::ScanLayout layout;
+  for (std::size_t d = 0; d < s.axis; ++d) layout.outer *= shape[d];
+  for (std::size_t d = s.axis + 1; d < shape.size(); ++d) layout.inner *= shape[d];
+  layout.n = shape[s.axis];
   return detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>(op, shape);
-    const T* src = x.array<T>().data();
-    T* dst = out.data();
-    if (inner == 1) {  // the last axis: one running value, no side-by-side lines
-      for (std::size_t o = 0; o < outer; ++o) {
-        T run = static_cast<T>(identity);
-        const T* line = src + o * n;
-        T* out_line = dst + o * n;
-        for (std::size_t step = 0; step < n; ++step) {
-          const std::size_t k = s.reverse ? n - 1 - step : step;
-          const T before = run;
-          run = combine(run, line[k]);
-          out_line[k] = s.exclusive ? before : run;
-        }
-      }
-      return Tensor(std::move(out));
-    }
-    std::vector<T> running(inner);
-    for (std::size_t o = 0; o < outer; ++o) {
-      std::fill(running.begin(), running.end(), static_cast<T>(identity));
-      for (std::size_t step = 0; step < n; ++step) {
-        const std::size_t k = s.reverse ? n - 1 - step : step;
-        const std::size_t at = (o * n + k) * inner;
-        for (std::size_t i = 0; i < inner; ++i) {
-          const T before = running[i];
-          running[i] = combine(before, src[at + i]);
-          dst[at + i] = s.exclusive ? before : running[i];
-        }
-      }
-    }
+    detail::scan_lines(x.array<T>().data(), out.data(), layout, s.exclusive, s.reverse,
+                       static_cast<T>(identity), combine);
     return Tensor(std::move(out));
   });
 }

@@ -159,6 +159,10 @@ static Shape tiled_shape(const Tensor& x, const std::vector<std::size_t>& multip
   return out_shape;
 }
 
+// Rows shorter than this are repeated by a plain loop: a library copy call per repeat costs
+// more than the copy itself.
+constexpr std::size_t kShortRun = 16;
+
 // Along each axis, output index k * size + j is copy k of element j: the output's rows (every
 // axis but the last) in row-major order are the index space [multiple, size] per axis, where
 // the copy index moves nothing in x. Each output row is its source row repeated.
@@ -180,7 +184,15 @@ static void tile_rows(const T* src, const Shape& shape, const std::vector<std::s
   detail::StridedCursor(copies_and_elements, copies_and_elements.size(), from_strides, to_strides)
       .for_each([=](std::size_t from, std::size_t to) {
         T* row = dst + to;
-        for (std::size_t m = 0; m < copies; ++m) row = std::copy(src + from, src + from + run, row);
+        if (run == 1) {  // a column tiled into rows: a fill, not one library copy per element
+          std::fill_n(row, copies, src[from]);
+        } else if (run < kShortRun) {
+          for (std::size_t m = 0; m < copies; ++m, row += run) {
+            for (std::size_t i = 0; i < run; ++i) row[i] = src[from + i];
+          }
+        } else {
+          for (std::size_t m = 0; m < copies; ++m) row = std::copy(src + from, src + from + run, row);
+        }
       });
 }
 
