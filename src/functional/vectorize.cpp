@@ -21,6 +21,7 @@ namespace {
 struct TracedCall {
   OpTrace trace;
   std::vector<TracedInput> outputs;  // a traced value, a constant, or undefined
+  std::vector<Tensor> results;       // what fn returned on the traced slice
 };
 
 std::vector<std::int64_t> signed_shape_of(const Tensor& t) {
@@ -56,6 +57,7 @@ TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices
     }
     call.outputs.push_back(std::move(where));
   }
+  call.results = std::move(outputs);
   call.trace.value_of_id.clear();
   return call;
 }
@@ -370,6 +372,9 @@ std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>
   const TracedCall last = trace_call(fn, slices_at(elems, batch - 1));
   const std::vector<bool> needed = needed_ops(first);
   if (!vectorizable(first, last, needed, options)) return loop_over_batch(fn, elems, caller);
+  // Two slices: the two traces ran fn on both, so they are the loop already; a replay would
+  // only compute the same rows again (e.g. batch_jacobian of 2 values per example).
+  if (batch == 2) return stacked({first.results, last.results}, caller);
 
   const std::size_t step = options.rows_per_pass == 0 ? batch : options.rows_per_pass;
   std::vector<std::vector<Tensor>> parts;

@@ -77,16 +77,20 @@ static Shape concat_shape(const std::vector<Tensor>& values, int axis, std::size
 // The parts laid side by side along `axis`.
 static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
                             const Shape& out_shape) {
+  std::size_t outer = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= out_shape[d];
   return detail::dispatch_any(values.front().dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>("concat", out_shape);
-    std::vector<std::size_t> dst_begin(out_shape.size(), 0);
-    const std::vector<std::size_t> src_begin(out_shape.size(), 0);
+    std::vector<const T*> parts;
+    std::vector<std::size_t> widths;
+    parts.reserve(values.size());
+    widths.reserve(values.size());
     for (const auto& v : values) {
-      detail::copy_box(v.array<T>().data(), v.shape(), src_begin, out.data(), out_shape, dst_begin,
-                       v.shape());
-      dst_begin[axis] += v.shape()[axis];
+      parts.push_back(v.array<T>().data());
+      widths.push_back(outer == 0 ? 0 : v.size() / outer);
     }
+    detail::join_rows(parts, widths, outer, out.data());
     return Tensor(std::move(out));
   });
 }
@@ -173,17 +177,22 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   part_shape[a] = dim / parts;
   std::vector<Tensor> outputs;
   outputs.reserve(parts);
+  std::size_t outer = 1;
+  for (std::size_t d = 0; d < a; ++d) outer *= x.shape()[d];
+  const std::size_t width = outer == 0 ? 0 : x.size() / outer / parts;
   detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    std::vector<std::size_t> src_begin(x.rank(), 0);
-    const std::vector<std::size_t> dst_begin(x.rank(), 0);
+    std::vector<xt::xarray<T>> arrays;
+    std::vector<T*> destinations;
+    arrays.reserve(parts);
+    destinations.reserve(parts);
     for (std::size_t p = 0; p < parts; ++p) {
-      xt::xarray<T> part = xt::empty<T>(part_shape);
-      detail::copy_box(x.array<T>().data(), x.shape(), src_begin, part.data(), part_shape,
-                       dst_begin, part_shape);
-      outputs.emplace_back(std::move(part));
-      src_begin[a] += part_shape[a];
+      arrays.push_back(xt::empty<T>(part_shape));
+      destinations.push_back(arrays.back().data());
     }
+    detail::split_rows(x.array<T>().data(), outer, destinations,
+                       std::vector<std::size_t>(parts, width));
+    for (auto& part : arrays) outputs.emplace_back(std::move(part));
     return 0;
   });
   detail::record(split_op, {&x}, outputs,
