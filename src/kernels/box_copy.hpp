@@ -69,6 +69,17 @@ void copy_run(const T* src, std::size_t n, T* dst) {
 template <class T>
 void join_rows(const std::vector<const T*>& parts, const std::vector<std::size_t>& widths,
                std::size_t outer, T* dst) {
+  std::size_t row = 0;
+  for (std::size_t w : widths) row += w;
+  // Single columns (a [p, 1] column per part): one tight strided loop per part.
+  if (std::all_of(widths.begin(), widths.end(), [](std::size_t w) { return w == 1; })) {
+    const std::size_t n = parts.size();
+    const T* const* from = parts.data();
+    for (std::size_t o = 0; o < outer; ++o, dst += row) {
+      for (std::size_t k = 0; k < n; ++k) dst[k] = from[k][o];
+    }
+    return;
+  }
   for (std::size_t o = 0; o < outer; ++o) {
     for (std::size_t k = 0; k < parts.size(); ++k) {
       copy_run(parts[k] + o * widths[k], widths[k], dst);
@@ -81,6 +92,16 @@ void join_rows(const std::vector<const T*>& parts, const std::vector<std::size_t
 template <class T>
 void split_rows(const T* src, std::size_t outer, const std::vector<T*>& parts,
                 const std::vector<std::size_t>& widths) {
+  std::size_t row = 0;
+  for (std::size_t w : widths) row += w;
+  if (std::all_of(widths.begin(), widths.end(), [](std::size_t w) { return w == 1; })) {
+    const std::size_t n = parts.size();
+    T* const* to = parts.data();
+    for (std::size_t o = 0; o < outer; ++o, src += row) {
+      for (std::size_t k = 0; k < n; ++k) to[k][o] = src[k];
+    }
+    return;
+  }
   for (std::size_t o = 0; o < outer; ++o) {
     for (std::size_t k = 0; k < parts.size(); ++k) {
       copy_run(src, widths[k], parts[k] + o * widths[k]);
