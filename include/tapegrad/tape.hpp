@@ -37,6 +37,8 @@ struct JacobianOptions {
   /// One batched backward pass over the rows' output gradients (vectorized_map of the
   /// gradient, every op's batching rule), instead of one backward pass per row. Equal results;
   /// an op without a batching rule (a user primitive) falls back to the loop with a warning.
+  /// batch_jacobian with at most two values per example loops anyway (as cheap: the batched
+  /// pass would first trace two rows).
   bool vectorize = true;
   /// Rows per batched pass (bounds the memory of a pass); 0 = all rows at once.
   std::size_t parallel_iterations = 0;

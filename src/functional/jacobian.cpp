@@ -236,7 +236,9 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
   const std::size_t source_row = batch == 0 ? 0 : source.size() / batch;
   // Row r seeds target[b, r] for every b at once: rows of different examples are independent
   // (the documented assumption of batch_jacobian), so one run gives all b of them.
-  if (options.vectorize && batch > 0 && row_size > 0 && is_floating(target.dtype())) {
+  // Up to two rows per example the loop is the cheaper: a vectorized walk traces two rows
+  // (which are the answer already) before it could replay them.
+  if (options.vectorize && batch > 0 && row_size > 2 && is_floating(target.dtype())) {
     const Tensor stacked = vectorized_batch_rows(*tape, target, plan, row_size, batch, row_size,
                                                  options.parallel_iterations);
     if (!stacked.defined()) return zeros(result_shape, source.dtype());
@@ -262,8 +264,9 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
     if (!row.defined()) row = zeros(source.shape(), source.dtype());
   }
   // [row, b, x...] -> [b, row, x...] -> [b, y..., x...], with differentiable ops.
-  Tensor stacked = detail::pack_rows(rows, Shape{row_size, batch, source_row});
-  return reshape(transpose(stacked, {1, 0, 2}), result_dims);
+  const Tensor swapped =
+      transpose(detail::pack_rows(rows, Shape{row_size, batch, source_row}), {1, 0, 2});
+  return swapped.shape() == result_shape ? swapped : reshape(swapped, result_dims);
 }
 
 }  // namespace tapegrad

@@ -21,6 +21,7 @@ namespace {
 struct TracedCall {
   OpTrace trace;
   std::vector<TracedInput> outputs;  // a traced value, a constant, or undefined
+  std::vector<Tensor> results;       // what fn returned, when asked to keep it
 };
 
 std::vector<std::int64_t> signed_shape_of(const Tensor& t) {
@@ -40,7 +41,8 @@ std::vector<Tensor> slices_at(const std::vector<Tensor>& elems, std::size_t b) {
   return slices;
 }
 
-TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices) {
+TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices,
+                      bool keep_results = false) {
   TracedCall call;
   for (const Tensor& s : slices) call.trace.add_value(s);
   std::vector<Tensor> outputs;
@@ -56,6 +58,7 @@ TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices
     }
     call.outputs.push_back(std::move(where));
   }
+  if (keep_results) call.results = std::move(outputs);
   call.trace.value_of_id.clear();
   return call;
 }
@@ -366,10 +369,13 @@ std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>
   if (batch == 0) return empty_batch(fn, elems, caller);
   if (batch == 1) return stacked({fn(slices_at(elems, 0))}, caller);  // the loop is one call
 
-  const TracedCall first = trace_call(fn, slices_at(elems, 0));
-  const TracedCall last = trace_call(fn, slices_at(elems, batch - 1));
+  const TracedCall first = trace_call(fn, slices_at(elems, 0), batch == 2);
+  const TracedCall last = trace_call(fn, slices_at(elems, batch - 1), batch == 2);
   const std::vector<bool> needed = needed_ops(first);
   if (!vectorizable(first, last, needed, options)) return loop_over_batch(fn, elems, caller);
+  // Two slices: the two traces ran fn on both, so they are the loop already; a replay would
+  // only compute the same rows again (e.g. batch_jacobian of 2 values per example).
+  if (batch == 2) return stacked({first.results, last.results}, caller);
 
   const std::size_t step = options.rows_per_pass == 0 ? batch : options.rows_per_pass;
   std::vector<std::vector<Tensor>> parts;

@@ -1,6 +1,7 @@
 // Copying a rectangular box of elements between two row-major buffers: the one kernel behind
-// slice, its gradient (padding into zeros), concat and split. Contiguous innermost runs are
-// copied with std::copy; no xtensor views (they are slow on this stack).
+// slice and its gradient (padding into zeros), and of concat and split seen as rows of
+// blocks (join_rows, split_rows). Contiguous innermost runs are copied with std::copy, short
+// ones element by element; no xtensor views (they are slow on this stack).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 #include "kernels/strided_cursor.hpp"
 
 namespace tapegrad::detail {
+
+// Innermost runs shorter than this are copied element by element.
+constexpr std::size_t kShortRun = 16;
 
 // Copies the box of extent `box` that starts at `src_begin` in `src` (shape `src_shape`) to
 // the position `dst_begin` in `dst` (shape `dst_shape`). All vectors have the same length,
@@ -40,15 +44,78 @@ void copy_box(const T* src, const Shape& src_shape, const std::vector<std::size_
     --walked;
     run *= box[walked];
   }
-  StridedCursor(box, walked, src_strides, dst_strides)
-      .for_each([&](std::size_t from, std::size_t to) {
-        // A call of memmove per run costs more than a few elements (a [n, 2] column block).
-        if (run < 8) {
-          for (std::size_t j = 0; j < run; ++j) dst[to + j] = src[from + j];
-        } else {
-          std::copy(src + from, src + from + run, dst + to);
-        }
-      });
+  StridedCursor rows(box, walked, src_strides, dst_strides);
+  // Short runs (a column of a [p, 15] matrix: split, concat, their gradients) element by
+  // element: a library copy call per run costs far more than the few elements it moves.
+  if (run == 1) {
+    rows.for_each([&](std::size_t from, std::size_t to) { dst[to] = src[from]; });
+  } else if (run < kShortRun) {
+    rows.for_each([&](std::size_t from, std::size_t to) {
+      for (std::size_t k = 0; k < run; ++k) dst[to + k] = src[from + k];
+    });
+  } else {
+    rows.for_each([&](std::size_t from, std::size_t to) {
+      std::copy(src + from, src + from + run, dst + to);
+    });
+  }
+}
+
+// Copies n elements, element by element when n is short (see kShortRun).
+template <class T>
+void copy_run(const T* src, std::size_t n, T* dst) {
+  if (n < kShortRun) {
+    for (std::size_t k = 0; k < n; ++k) dst[k] = src[k];
+  } else {
+    std::copy(src, src + n, dst);
+  }
+}
+
+// Concatenation along an axis seen as `outer` rows (the product of the dimensions before the
+// axis): row o of dst is row o of every part side by side, part k's rows being widths[k]
+// elements long. Writes dst in order, one pass for all parts (concat, split's gradient).
+template <class T>
+void join_rows(const std::vector<const T*>& parts, const std::vector<std::size_t>& widths,
+               std::size_t outer, T* dst) {
+  std::size_t row = 0;
+  for (std::size_t w : widths) row += w;
+  // Single columns (a [p, 1] column per part): a tight inner loop over the parts. (Part by
+  // part, each a strided loop, measured slower.)
+  if (std::all_of(widths.begin(), widths.end(), [](std::size_t w) { return w == 1; })) {
+    const std::size_t n = parts.size();
+    const T* const* from = parts.data();
+    for (std::size_t o = 0; o < outer; ++o, dst += row) {
+      for (std::size_t k = 0; k < n; ++k) dst[k] = from[k][o];
+    }
+    return;
+  }
+  for (std::size_t o = 0; o < outer; ++o) {
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      copy_run(parts[k] + o * widths[k], widths[k], dst);
+      dst += widths[k];
+    }
+  }
+}
+
+// The inverse of join_rows: reads src in order, one pass for all parts (split).
+template <class T>
+void split_rows(const T* src, std::size_t outer, const std::vector<T*>& parts,
+                const std::vector<std::size_t>& widths) {
+  std::size_t row = 0;
+  for (std::size_t w : widths) row += w;
+  if (std::all_of(widths.begin(), widths.end(), [](std::size_t w) { return w == 1; })) {
+    const std::size_t n = parts.size();
+    T* const* to = parts.data();
+    for (std::size_t o = 0; o < outer; ++o, src += row) {
+      for (std::size_t k = 0; k < n; ++k) to[k][o] = src[k];
+    }
+    return;
+  }
+  for (std::size_t o = 0; o < outer; ++o) {
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      copy_run(src, widths[k], parts[k] + o * widths[k]);
+      src += widths[k];
+    }
+  }
 }
 
 }  // namespace tapegrad::detail

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
@@ -100,16 +101,15 @@ static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
       T* out = nullptr;
       Tensor result = detail::new_tensor<T>(out_dims, out);
       const AxisBlocks b = axis_blocks(out_dims, axis);
-      const std::size_t out_run = out_dims[axis] * b.inner;
-      std::size_t offset = 0;
+      std::vector<const T*> parts;
+      std::vector<std::size_t> widths;  // each part's contiguous run per outer block
+      parts.reserve(values.size());
+      widths.reserve(values.size());
       for (const auto& v : values) {
-        const std::size_t run = detail::impl_of(v).dims_ref().data[axis] * b.inner;
-        const T* src = v.array<T>().data();
-        for (std::size_t o = 0; o < b.outer; ++o) {
-          std::copy_n(src + o * run, run, out + o * out_run + offset);
-        }
-        offset += run;
+        parts.push_back(v.array<T>().data());
+        widths.push_back(detail::impl_of(v).dims_ref().data[axis] * b.inner);
       }
+      detail::join_rows(parts, widths, b.outer, out);
       return result;
     });
   });
@@ -223,14 +223,15 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   outputs.reserve(parts);
   detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* src = x.array<T>().data();
+    std::vector<T*> destinations;
+    destinations.reserve(parts);
     for (std::size_t p = 0; p < parts; ++p) {
       T* part = nullptr;
       outputs.push_back(detail::new_tensor<T>(part_dims, part));
-      for (std::size_t o = 0; o < b.outer; ++o) {
-        std::copy_n(src + o * dim * b.inner + p * run, run, part + o * run);
-      }
+      destinations.push_back(part);
     }
+    detail::split_rows(x.array<T>().data(), b.outer, destinations,
+                       std::vector<std::size_t>(parts, run));
     return 0;
   });
   detail::record(split_op, {&x}, outputs,
