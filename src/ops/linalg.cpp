@@ -105,39 +105,6 @@ static void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, in
               k, 1.0, a, lda, b, ldb, 0.0, c, n);
 }
 
-// Below this inner dimension a plain loop beats gemm: OpenBLAS packs both operands into panels
-// before its kernel runs, which for k = 3 (points times a 3x3 rotation, a batch of 3x3
-// products) costs more than the 3 multiply-adds per output it prepares for.
-constexpr std::size_t kSmallInner = 4;
-
-// C[m,n] = op(A) op(B) for k <= kSmallInner: each output row is k scaled rows of op(B) (or,
-// with B transposed, k dot products of short contiguous rows).
-template <class T>
-static void small_inner_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
-                             const T* a, const T* b, T* c) {
-  T row_a[kSmallInner];
-  for (std::size_t i = 0; i < m; ++i) {
-    for (std::size_t p = 0; p < k; ++p) row_a[p] = ta ? a[p * m + i] : a[i * k + p];
-    T* ci = c + i * n;
-    if (tb) {
-      for (std::size_t j = 0; j < n; ++j) {
-        const T* bj = b + j * k;
-        T sum = row_a[0] * bj[0];
-        for (std::size_t p = 1; p < k; ++p) sum += row_a[p] * bj[p];
-        ci[j] = sum;
-      }
-    } else {
-      const T a0 = row_a[0];
-      for (std::size_t j = 0; j < n; ++j) ci[j] = a0 * b[j];
-      for (std::size_t p = 1; p < k; ++p) {
-        const T ap = row_a[p];
-        const T* bp = b + p * n;
-        for (std::size_t j = 0; j < n; ++j) ci[j] += ap * bp[j];
-      }
-    }
-  }
-}
-
 // C[m,n] = op(A) op(B) on contiguous row-major storage; transposes are BLAS flags. A product
 // with one row or one column goes to gemv: OpenBLAS's gemm repacks the whole matrix for it
 // (a 256x256 matrix-vector product costs ~4x more as gemm), and a Jacobian or a gradient of a
@@ -149,8 +116,6 @@ static void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, 
     gemv(ta, ta ? k : m, ta ? m : k, a, b, c);
   } else if (m == 1) {  // c^T = op(B)^T op(A)^T, and op(A) is a contiguous k-vector
     gemv(!tb, tb ? n : k, tb ? k : n, b, a, c);
-  } else if (k != 0 && k <= kSmallInner) {
-    small_inner_gemm(ta, tb, m, n, k, a, b, c);
   } else {
     blas_gemm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), c);
