@@ -591,3 +591,20 @@ TEST_CASE("jacobian_forward misuse: f's shape changes between calls", "[forward]
       },
       {"jacobian_forward", "[2]", "[4]"});
 }
+
+// subtract's tangent: dx - dy, broadcast to the output, whichever tangents there are.
+TEST_CASE("jvp of subtract with one or both tangents, broadcast", "[forward]") {
+  const Tensor x = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});  // [2, 3]
+  const Tensor y = constant({10.0, 20.0, 30.0});                   // [3]
+  const Tensor dx = constant({{0.5, 1.0, 1.5}, {2.0, 2.5, 3.0}});
+  const Tensor dy = constant({1.0, -1.0, 2.0});
+  const Fn f = [](const std::vector<Tensor>& a) { return subtract(a[0], a[1]); };
+  const auto both = jvp(f, {x, y}, {dx, dy});
+  require_close(both.first, {2, 3}, {-9.0, -18.0, -27.0, -6.0, -15.0, -24.0});
+  require_close(both.second, {2, 3}, {-0.5, 2.0, -0.5, 1.0, 3.5, 1.0}, 0.0);
+  // y's tangent alone, broadcast over x's rows; then x's alone.
+  ForwardAccumulator only_y(y, dy);
+  require_close(only_y.jvp(subtract(x, y)), {2, 3}, {-1.0, 1.0, -2.0, -1.0, 1.0, -2.0}, 0.0);
+  ForwardAccumulator only_x(x, dx);
+  require_close(only_x.jvp(subtract(y, x)), {2, 3}, {-0.5, -1.0, -1.5, -2.0, -2.5, -3.0}, 0.0);
+}
