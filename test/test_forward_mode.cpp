@@ -550,3 +550,61 @@ TEST_CASE("accumulators are per thread: concurrent threads get their own tangent
     CHECK(results[k] == Approx(6.0 * x * (static_cast<double>(k) + 1.0)).epsilon(1e-14));
   }
 }
+
+// The Jacobian's shape is learnt from the two traces of the vectorized pass: f runs exactly
+// twice (no primal call of its own), and f's shape must still be the same on every call.
+TEST_CASE("jacobian_forward calls f only for its two traces", "[forward]") {
+  const Tensor x = constant({0.5, -1.0, 2.0});
+  int calls = 0;
+  const Tensor j = jacobian_forward(
+      [&](const Tensor& t) {
+        ++calls;
+        return reshape(t * t, {3, 1});
+      },
+      x);
+  CHECK(calls == 2);
+  require_close(j, {3, 1, 3}, {1.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, 4.0});
+  // One element: the batch of one is f's single call.
+  calls = 0;
+  require_close(jacobian_forward(
+                    [&](const Tensor& t) {
+                      ++calls;
+                      return concat({sin(t), t * 3.0}, 0);
+                    },
+                    constant({0.0})),
+                {2, 1}, {1.0, 3.0});
+  CHECK(calls == 1);
+}
+
+TEST_CASE("jacobian_forward misuse: f's shape changes between calls", "[forward][misuse]") {
+  tapegrad::testing::CapturedStderr quiet;  // the loop fallback's one-time warning
+  expect_misuse<InvalidArgument>(
+      "f returns a longer result on its second call",
+      [&] {
+        int calls = 0;
+        jacobian_forward(
+            [&](const Tensor& t) {
+              ++calls;
+              return calls == 1 ? t * 2.0 : concat({t, t}, 0);
+            },
+            constant({1.0, 2.0}));
+      },
+      {"jacobian_forward", "[2]", "[4]"});
+}
+
+// subtract's tangent: dx - dy, broadcast to the output, whichever tangents there are.
+TEST_CASE("jvp of subtract with one or both tangents, broadcast", "[forward]") {
+  const Tensor x = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});  // [2, 3]
+  const Tensor y = constant({10.0, 20.0, 30.0});                   // [3]
+  const Tensor dx = constant({{0.5, 1.0, 1.5}, {2.0, 2.5, 3.0}});
+  const Tensor dy = constant({1.0, -1.0, 2.0});
+  const Fn f = [](const std::vector<Tensor>& a) { return subtract(a[0], a[1]); };
+  const auto both = jvp(f, {x, y}, {dx, dy});
+  require_close(both.first, {2, 3}, {-9.0, -18.0, -27.0, -6.0, -15.0, -24.0});
+  require_close(both.second, {2, 3}, {-0.5, 2.0, -0.5, 1.0, 3.5, 1.0}, 0.0);
+  // y's tangent alone, broadcast over x's rows; then x's alone.
+  ForwardAccumulator only_y(y, dy);
+  require_close(only_y.jvp(subtract(x, y)), {2, 3}, {-1.0, 1.0, -2.0, -1.0, 1.0, -2.0}, 0.0);
+  ForwardAccumulator only_x(x, dx);
+  require_close(only_x.jvp(subtract(y, x)), {2, 3}, {-0.5, -1.0, -1.5, -2.0, -2.5, -3.0}, 0.0);
+}

@@ -1,5 +1,6 @@
 // The functional forms of forward mode: jvp and jacobian_forward, each one accumulator (per
 // column) around a call of f.
+#include <optional>
 #include <string>
 
 #include "functional/function_result.hpp"
@@ -62,16 +63,17 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
   // basis vectors and replayed over all of them at once by the ops' batching rules, with the
   // identity kept diagonal while the ops allow it; an op without a batching rule makes it a
   // loop of one accumulator per column (with vectorized_map's one-time warning).
-  Tensor y = f(x);
-  detail::require_function_result(y, "jacobian_forward");
-  const Shape y_shape = y.shape();
+  // y's shape is learnt from the first call (a trace), not from a primal call of its own.
+  std::optional<Shape> y_shape;
   const detail::BatchFunction column = [&](const std::vector<Tensor>& direction) {
     ForwardAccumulator accumulator(x, direction[0]);
     Tensor value = f(x);
     detail::require_function_result(value, "jacobian_forward");
-    if (value.shape() != y_shape) {
+    if (!y_shape) {
+      y_shape = value.shape();
+    } else if (value.shape() != *y_shape) {
       throw InvalidArgument("jacobian_forward: f returned shape " + shape_to_string(value.shape()) +
-                            " on one call and " + shape_to_string(y_shape) + " on another");
+                            " on one call and " + shape_to_string(*y_shape) + " on another");
     }
     return std::vector<Tensor>{accumulator.jvp(value, UnconnectedGradients::Zero)};
   };
@@ -81,15 +83,18 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
   // transpose merges y's axes, so it is a matrix transpose); only x's shape, when not [n],
   // needs a reshape.
   Shape columns_shape{n};
-  columns_shape.insert(columns_shape.end(), y_shape.begin(), y_shape.end());
-  const Tensor columns =
-      detail::vectorize_over_identity(column, x.shape(), x.dtype(), {columns_shape}, options)[0];
+  const auto final_shapes = [&] {
+    columns_shape.insert(columns_shape.end(), y_shape->begin(), y_shape->end());
+    return std::vector<Shape>{columns_shape};
+  };
+  const Tensor columns = detail::vectorize_over_identity(column, x.shape(), x.dtype(),
+                                                         detail::FinalShapes(final_shapes), options)[0];
   std::vector<int> column_axis_last(columns_shape.size());
   for (std::size_t d = 0; d + 1 < columns_shape.size(); ++d) column_axis_last[d] = static_cast<int>(d + 1);
   column_axis_last.back() = 0;
   const Tensor result = transpose(columns, column_axis_last);
   if (x.rank() == 1) return result;
-  return reshape(result, joined_dims(y_shape, x.shape()));
+  return reshape(result, joined_dims(*y_shape, x.shape()));
 }
 
 }  // namespace tapegrad

@@ -462,17 +462,26 @@ std::vector<Tensor> reshaped_all(std::vector<Tensor> results, const std::vector<
 std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape& example,
                                             DType dtype, const std::vector<Shape>& final_shapes,
                                             const VectorizeOptions& options) {
+  return vectorize_over_identity(fn, example, dtype, FinalShapes([&] { return final_shapes; }),
+                                 options);
+}
+
+std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape& example,
+                                            DType dtype, const FinalShapes& final_shapes_of,
+                                            const VectorizeOptions& options) {
   const std::size_t n = num_elements(example);
   if (n < 2 || (options.rows_per_pass != 0 && options.rows_per_pass < n)) {
-    return reshaped_all(vectorize(fn, {identity_batch(example, dtype)}, options), final_shapes);
+    std::vector<Tensor> results = vectorize(fn, {identity_batch(example, dtype)}, options);
+    return reshaped_all(std::move(results), final_shapes_of());
   }
   const TracedCall first = trace_call(fn, {identity_row(example, dtype, 0)});
   const TracedCall last = trace_call(fn, {identity_row(example, dtype, n - 1)});
   const std::vector<bool> needed = needed_ops(first);
   if (!vectorizable(first, last, needed, options)) {
-    return reshaped_all(loop_over_batch(fn, {identity_batch(example, dtype)}, options.caller),
-                        final_shapes);
+    std::vector<Tensor> results = loop_over_batch(fn, {identity_batch(example, dtype)}, options.caller);
+    return reshaped_all(std::move(results), final_shapes_of());
   }
+  const std::vector<Shape> final_shapes = final_shapes_of();
   if (first.outputs.size() != final_shapes.size()) {
     throw InvalidArgument(options.caller + ": fn returned " + std::to_string(first.outputs.size()) +
                           " outputs for " + std::to_string(final_shapes.size()) + " final shapes");

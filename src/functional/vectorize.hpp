@@ -42,6 +42,13 @@ std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape
                                             DType dtype, const std::vector<Shape>& final_shapes,
                                             const VectorizeOptions& options);
 
+// The same with the final shapes asked for only after fn has run (on the traces or the loop's
+// slices): a caller that learns its output shapes from fn's calls needs no extra call of its own.
+using FinalShapes = std::function<std::vector<Shape>()>;
+std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape& example,
+                                            DType dtype, const FinalShapes& final_shapes,
+                                            const VectorizeOptions& options);
+
 // The same computed by the loop (fn per slice, stacked): the reference.
 std::vector<Tensor> loop_over_batch(const BatchFunction& fn, const std::vector<Tensor>& elems,
                                     const std::string& caller);
