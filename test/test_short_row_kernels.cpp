@@ -5,6 +5,7 @@
 // rule; gather's gradient). Each against plain index arithmetic or the loop Jacobian.
 #include <numeric>
 
+#include "index_support.hpp"
 #include "support.hpp"
 #include "tapegrad/tapegrad.hpp"
 
@@ -13,24 +14,11 @@ using tapegrad::testing::random_tensor;
 using tapegrad::testing::require_close;
 using tapegrad::testing::require_gradient_matches;
 using tapegrad::testing::require_second_order_matches;
+using tapegrad::testing::ravel;
+using tapegrad::testing::unravel;
 using tapegrad::testing::values;
 
 namespace {
-
-std::vector<std::size_t> unravel(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> index(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
-std::size_t ravel(const std::vector<std::size_t>& index, const Shape& shape) {
-  std::size_t flat = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
-  return flat;
-}
 
 Tensor iota(const Shape& shape, DType dtype = DType::Float64) {
   std::vector<double> v(num_elements(shape));

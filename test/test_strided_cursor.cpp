@@ -5,22 +5,14 @@
 #include <numeric>
 
 #include "../src/kernels/strided_cursor.hpp"
+#include "index_support.hpp"
 #include "support.hpp"
 
 using namespace tapegrad;
+using tapegrad::testing::unravel;
 using tapegrad::testing::values;
 
 namespace {
-
-// Row-major multi-index of flat position `flat` in `shape`.
-std::vector<std::size_t> unravel(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> index(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
 
 std::size_t dot(const std::vector<std::size_t>& index, const std::vector<std::size_t>& strides) {
   std::size_t sum = 0;
