@@ -136,8 +136,10 @@ const std::map<std::string, Example>& examples() {
                                return tape.gradient({y}, {a}, {in[0]});
                              }};
     t["Tile"] = Example{{a}, [](const auto& in) { return Outputs{tile(in[0], {2, 1})}; }};
+    // End to end, and interleaved as 3 blocks of 1 ([3, 2]: out[o, r] = rows[r][o]).
     t["JacobianPack"] = Example{{row, random_tensor({3}, 7)}, [](const auto& in) {
-                                  return Outputs{detail::pack_rows({in[0], in[1]}, {2, 3})};
+                                  return Outputs{detail::pack_rows({in[0], in[1]}, {2, 3}),
+                                                 detail::pack_rows({in[0], in[1]}, {3, 2}, 3)};
                                 }};
     t["JacobianUnpack"] = Example{{b}, [row](const auto& in) {
                                     const Tensor other = random_tensor({3}, 8);
@@ -145,7 +147,9 @@ const std::map<std::string, Example>& examples() {
                                     tape.watch(row);
                                     tape.watch(other);
                                     const Tensor packed = detail::pack_rows({row, other}, {2, 3});
-                                    return tape.gradient({packed}, {row, other}, {in[0]});
+                                    const Tensor interleaved = detail::pack_rows({row, other}, {3, 2}, 3);
+                                    return tape.gradient({packed, interleaved}, {row, other},
+                                                         {in[0], reshape(in[0], {3, 2})});
                                   }};
     // ---- vectorize2: the vectorized Jacobian's dense diagonal (2 blocks of 3) and its inverse.
     t["JacobianDiagonal"] = Example{{random_tensor({2, 3}, 9)}, [](const auto& in) {

@@ -54,25 +54,29 @@ TEST_CASE("concat along a middle axis of narrow and wide parts, then split back"
 }
 
 TEST_CASE("split of 15 columns and its gradient, the concat of 15 columns", "[array][join]") {
-  const Tensor x = numbered(1, 7, 15, 0.5);
-  const Tensor m = reshape(x, {7, 15});
-  GradientTape tape;
-  tape.watch(m);
-  const std::vector<Tensor> columns = split(m, 15, 1);
-  REQUIRE(columns.size() == 15);
-  Tensor loss = scalar(0.0, DType::Float64);
-  for (std::size_t c = 0; c < 15; ++c) {
-    std::vector<double> expected;
-    for (std::size_t r = 0; r < 7; ++r) expected.push_back(0.5 + 100.0 * r + c);
-    require_close(columns[c], {7, 1}, expected, 0.0);
-    // Column c weighted by c + 1: the gradient's column c is c + 1 everywhere.
-    loss = loss + reduce_sum(columns[c] * scalar(static_cast<double>(c + 1), DType::Float64));
+  // 7 rows, and 150: two whole blocks of 64 rows and a partial one in split's column loop.
+  for (const std::size_t rows : {std::size_t{7}, std::size_t{150}}) {
+    INFO(rows << " rows");
+    const Tensor x = numbered(1, rows, 15, 0.5);
+    const Tensor m = reshape(x, {static_cast<std::int64_t>(rows), 15});
+    GradientTape tape;
+    tape.watch(m);
+    const std::vector<Tensor> columns = split(m, 15, 1);
+    REQUIRE(columns.size() == 15);
+    Tensor loss = scalar(0.0, DType::Float64);
+    for (std::size_t c = 0; c < 15; ++c) {
+      std::vector<double> expected;
+      for (std::size_t r = 0; r < rows; ++r) expected.push_back(0.5 + 100.0 * r + c);
+      require_close(columns[c], {rows, 1}, expected, 0.0);
+      // Column c weighted by c + 1: the gradient's column c is c + 1 everywhere.
+      loss = loss + reduce_sum(columns[c] * scalar(static_cast<double>(c + 1), DType::Float64));
+    }
+    std::vector<double> expected_gradient;
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < 15; ++c) expected_gradient.push_back(static_cast<double>(c + 1));
+    }
+    require_close(tape.gradient(loss, m), {rows, 15}, expected_gradient, 0.0);
   }
-  std::vector<double> expected_gradient;
-  for (std::size_t r = 0; r < 7; ++r) {
-    for (std::size_t c = 0; c < 15; ++c) expected_gradient.push_back(static_cast<double>(c + 1));
-  }
-  require_close(tape.gradient(loss, m), {7, 15}, expected_gradient, 0.0);
 }
 
 TEST_CASE("concat and split on the first and last axes, integer and bool dtypes, empty parts",

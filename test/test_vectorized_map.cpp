@@ -681,9 +681,13 @@ std::vector<Case> op_cases() {
                      tape.watch(in[0]);
                      tape.watch(fixed);
                      const Tensor packed = detail::pack_rows({in[0], fixed, in[0]}, {3, 2});
+                     // Interleaved: each row read as 2 blocks of 1, out[o, r] = rows[r][o].
+                     const Tensor interleaved = detail::pack_rows({in[0], fixed, in[0]}, {2, 3}, 2);
                      const Tensor seed = reshape(concat({in[0], in[0], fixed}, 0), {3, 2});
-                     std::vector<Tensor> out = tape.gradient({packed}, {in[0], fixed}, {seed});
+                     std::vector<Tensor> out = tape.gradient({packed, interleaved}, {in[0], fixed},
+                                                             {seed, reshape(seed, {2, 3})});
                      out.push_back(packed);
+                     out.push_back(interleaved);
                      return out;
                    },
                    {batch_of({2}, 72)}});

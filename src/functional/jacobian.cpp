@@ -263,10 +263,9 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
   for (Tensor& row : rows) {
     if (!row.defined()) row = zeros(source.shape(), source.dtype());
   }
-  // [row, b, x...] -> [b, row, x...] -> [b, y..., x...], with differentiable ops.
-  const Tensor swapped =
-      transpose(detail::pack_rows(rows, Shape{row_size, batch, source_row}), {1, 0, 2});
-  return swapped.shape() == result_shape ? swapped : reshape(swapped, result_dims);
+  // Row r's [b, x...] gradient read as b blocks of x, laid out as [b, row, x...] (that is,
+  // [b, y..., x...]) in one differentiable pass.
+  return detail::pack_rows(rows, result_shape, batch);
 }
 
 }  // namespace tapegrad

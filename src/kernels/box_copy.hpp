@@ -103,10 +103,19 @@ void split_rows(const T* src, std::size_t outer, const std::vector<T*>& parts,
   std::size_t row = 0;
   for (std::size_t w : widths) row += w;
   if (std::all_of(widths.begin(), widths.end(), [](std::size_t w) { return w == 1; })) {
+    // Single columns: blocks of rows, part by part within a block, so each part is written
+    // as a run. Writing every part on every row (as join_rows reads them) keeps one store
+    // stream per part open, and with 15 parts of 31,843 elements (GradBench's ba) those
+    // streams conflicted in the cache: 5.6x slower.
+    constexpr std::size_t kBlock = 64;
     const std::size_t n = parts.size();
-    T* const* to = parts.data();
-    for (std::size_t o = 0; o < outer; ++o, src += row) {
-      for (std::size_t k = 0; k < n; ++k) to[k][o] = src[k];
+    for (std::size_t first = 0; first < outer; first += kBlock) {
+      const std::size_t last = std::min(outer, first + kBlock);
+      for (std::size_t k = 0; k < n; ++k) {
+        T* to = parts[k];
+        const T* from = src + k;
+        for (std::size_t o = first; o < last; ++o) to[o] = from[o * row];
+      }
     }
     return;
   }

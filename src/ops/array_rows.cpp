@@ -1,9 +1,8 @@
-// JacobianPack and JacobianUnpack: rows of one shape stacked end to end, and split back.
-// GradientTape::jacobian and batch_jacobian stack their gradient rows with them, so that a
-// Jacobian computed under an outer tape is itself differentiable. Internal op names: TF's
-// Pack/Unpack belong to the array family.
-#include <cstring>
-
+// JacobianPack and JacobianUnpack: rows of one shape stacked (end to end, or interleaved block
+// by block), and split back. GradientTape::jacobian and batch_jacobian stack their gradient
+// rows with them, so that a Jacobian computed under an outer tape is itself differentiable.
+// Internal op names: TF's Pack/Unpack belong to the array family.
+#include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
@@ -15,28 +14,26 @@ namespace tapegrad {
 
 // ---- JacobianPack, JacobianUnpack (each the other's gradient) --------------------------
 
-// Batching rules: rows laid end to end after the batch axis, and split back.
+static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape,
+                                       std::size_t count, std::size_t outer);
+
+static std::size_t outer_of(const Attrs& attrs) {
+  return static_cast<std::size_t>(attrs.get_int("outer"));
+}
+
+// Batching rules: a batch of B is B times as many outer blocks ([B, outer, inner] rows, the
+// output [B, outer, R, inner]), so each rule is its own op again.
 static std::vector<Tensor> pack_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& in) {
-  const std::int64_t batch = static_cast<std::int64_t>(op.batch_size);
   std::vector<Tensor> rows;
   rows.reserve(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    rows.push_back(reshape(detail::with_batch_axis(op, in, i), {batch, 1, -1}));
-  }
-  const Shape shape = op.batched_output_shape(0);
-  return {reshape(concat(rows, 1), std::vector<std::int64_t>(shape.begin(), shape.end()))};
+  for (std::size_t i = 0; i < in.size(); ++i) rows.push_back(detail::with_batch_axis(op, in, i));
+  return {detail::pack_rows(rows, op.batched_output_shape(0), op.batch_size * outer_of(*op.attrs))};
 }
 static std::vector<Tensor> unpack_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& in) {
-  const std::int64_t batch = static_cast<std::int64_t>(op.batch_size);
-  const auto count = static_cast<std::int64_t>(op.output_shapes.size());
-  const Shape row = op.batched_output_shape(0);
-  const auto row_dims = std::vector<std::int64_t>(row.begin(), row.end());
-  const std::int64_t row_size = static_cast<std::int64_t>(num_elements(op.output_shapes[0]));
-  std::vector<Tensor> rows = split(reshape(in[0], {batch, count, row_size}), static_cast<int>(count), 1);
-  for (Tensor& r : rows) r = reshape(r, row_dims);
-  return rows;
+  return unpack_rows(detail::with_batch_axis(op, in, 0), op.batched_output_shape(0),
+                     op.output_shapes.size(), op.batch_size * outer_of(*op.attrs));
 }
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -50,60 +47,77 @@ constexpr OpDefinition unpack_op = detail::differentiable_op("JacobianUnpack", u
                                                              KeepSet::none(), KeepSet::none(),
                               unpack_tangent, unpack_batched);
 
-Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
+// The width of each row's [outer, inner] blocks; InvalidArgument when outer does not divide it.
+static std::size_t inner_width(const char* op, std::size_t row_size, std::size_t outer) {
+  if (outer == 0 || row_size % outer != 0) {
+    throw InvalidArgument(std::string(op) + ": rows of " + std::to_string(row_size) +
+                          " elements do not split into " + std::to_string(outer) + " blocks");
+  }
+  return row_size / outer;
+}
+
+Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape, std::size_t outer) {
   const DType dtype = rows.front().dtype();
+  const std::size_t width = inner_width("JacobianPack", rows.front().size(), outer);
   Tensor out = dispatch_floating("jacobian", dtype, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> a = xt::empty<T>(shape);
-    T* dst = a.data();
-    for (const Tensor& row : rows) {
-      const auto& r = row.array<T>();
-      if (r.size() != 0) std::memcpy(dst, r.data(), r.size() * sizeof(T));
-      dst += r.size();
-    }
+    std::vector<const T*> parts;
+    parts.reserve(rows.size());
+    for (const Tensor& row : rows) parts.push_back(row.array<T>().data());
+    if (a.size() != 0) join_rows(parts, std::vector<std::size_t>(rows.size(), width), outer, a.data());
     return Tensor(std::move(a));
   });
-  record(pack_op, rows, out);
+  record(pack_op, rows, out,
+         [&] { return Attrs().set("outer", static_cast<std::int64_t>(outer)); });
   return out;
 }
 
-// The inverse of pack_rows: `count` consecutive pieces of `row_shape`.
+// The inverse of pack_rows: `count` rows of `row_shape`.
 static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_shape,
-                                       std::size_t count) {
+                                       std::size_t count, std::size_t outer) {
+  const std::size_t width = inner_width("JacobianUnpack", num_elements(row_shape), outer);
   std::vector<Tensor> rows = detail::dispatch_floating("jacobian", packed.dtype(), [&](auto zero) {
     using T = decltype(zero);
+    std::vector<xt::xarray<T>> arrays;
+    std::vector<T*> parts;
+    arrays.reserve(count);
+    for (std::size_t r = 0; r < count; ++r) {
+      arrays.push_back(xt::empty<T>(row_shape));
+      parts.push_back(arrays.back().data());
+    }
+    if (width != 0) {
+      detail::split_rows(packed.array<T>().data(), outer, parts, std::vector<std::size_t>(count, width));
+    }
     std::vector<Tensor> pieces;
     pieces.reserve(count);
-    const T* src = packed.array<T>().data();
-    for (std::size_t r = 0; r < count; ++r) {
-      xt::xarray<T> a = xt::empty<T>(row_shape);
-      if (a.size() != 0) std::memcpy(a.data(), src, a.size() * sizeof(T));
-      src += a.size();
-      pieces.emplace_back(std::move(a));
-    }
+    for (xt::xarray<T>& a : arrays) pieces.emplace_back(std::move(a));
     return pieces;
   });
-  detail::record(unpack_op, {&packed}, rows);
+  detail::record(unpack_op, {&packed}, rows,
+                 [&] { return Attrs().set("outer", static_cast<std::int64_t>(outer)); });
   return rows;
 }
 
 // Each linear: the op applied to the tangents (zeros for a row without one).
 static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return {detail::pack_rows(detail::tangents_or_zeros(op, tangents), op.outputs[0].shape())};
+  return {detail::pack_rows(detail::tangents_or_zeros(op, tangents), op.outputs[0].shape(),
+                            outer_of(*op.attrs))};
 }
 
 static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(op.outputs.size());
-  return unpack_rows(tangents[0], op.outputs[0].shape(), op.outputs.size());
+  return unpack_rows(tangents[0], op.outputs[0].shape(), op.outputs.size(), outer_of(*op.attrs));
 }
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  std::vector<Tensor> rows = unpack_rows(g[0], op.input_shape(0), op.num_inputs());
+  std::vector<Tensor> rows =
+      unpack_rows(g[0], op.input_shape(0), op.num_inputs(), outer_of(op.attrs()));
   return Grads(rows.begin(), rows.end());
 }
 
 static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  return {detail::pack_rows(g, op.input_shape(0))};
+  return {detail::pack_rows(g, op.input_shape(0), outer_of(op.attrs()))};
 }
 
 // ---- JacobianDiagonal, JacobianDiagonalPart (each the other's gradient) ---------------

@@ -17,10 +17,14 @@ namespace tapegrad::detail {
 // from it. Call only when a tape is active.
 void read_variable(const Variable& v, const Tensor& value);
 
-// `rows` (one shape, one floating dtype) laid end to end as one tensor of `shape`, recorded
-// as JacobianPack, whose gradient splits the output gradient back into rows (JacobianUnpack,
-// whose gradient packs again), so a stack of Jacobian rows stays differentiable.
-Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape);
+// `rows` (one shape, one floating dtype) as one tensor of `shape`, recorded as JacobianPack,
+// whose gradient splits the output gradient back into rows (JacobianUnpack, whose gradient
+// packs again), so a stack of Jacobian rows stays differentiable. With `outer` = 1 the rows lie
+// end to end ([R] ++ row shape); otherwise each row is read as [outer, inner] and the output as
+// [outer, R, inner]: out[o, r, :] = rows[r][o, :] (batch_jacobian's [b, R, x] written at once,
+// without stacking [R, b, x] and transposing). InvalidArgument when `outer` does not divide the
+// rows.
+Tensor pack_rows(const std::vector<Tensor>& rows, const Shape& shape, std::size_t outer = 1);
 
 // The dense batch of diagonal blocks: `d` (one floating dtype, k * n elements: k blocks of n)
 // laid on the diagonals of k n x n blocks, zeros elsewhere, as one tensor of `shape`
