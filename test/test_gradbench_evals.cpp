@@ -436,6 +436,48 @@ TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian bloc
   CHECK(jacobian["vals"][30].get<double>() == Approx(-1.6));
 }
 
+TEST_CASE("gradbench ba: a zero angle-axis takes X + r x X, in one batch with nonzero ones") {
+  const json input = {{"n", 2}, {"m", 3}, {"p", 6},
+                      {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
+                      {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
+                      {"min_runs", 1}, {"min_seconds", 0}};
+  const BaProblem problem(input);
+  const Tensor inputs = problem.observation_inputs();
+  // Observation 2 without rotation: both branches of the rotation in one batch.
+  std::vector<double> z = values(inputs);
+  for (std::size_t c = 0; c < 3; ++c) z[2 * 15 + c] = 0.0;
+  const Tensor mixed = from_values(z, {6, 15}, DType::Float64);
+  const auto r = values(ba_residuals(mixed, problem.features));
+  // Unrotated: the camera-frame point is X - C.
+  const double* cam = &z[2 * 15];
+  const double* X = &z[2 * 15 + 11];
+  const double xc[3] = {X[0] - cam[3], X[1] - cam[4], X[2] - cam[5]};
+  const double proj[2] = {xc[0] / xc[2], xc[1] / xc[2]};
+  const double rsq = proj[0] * proj[0] + proj[1] * proj[1];
+  const double distortion = 1 + cam[9] * rsq + cam[10] * rsq * rsq;
+  CHECK(r[4] == Approx(0.8 * (proj[0] * distortion * cam[6] + cam[7] - 0.1)).epsilon(1e-12));
+  CHECK(r[5] == Approx(0.8 * (proj[1] * distortion * cam[6] + cam[8] + 0.2)).epsilon(1e-12));
+  // The other rows are those of the batch without a zero angle, bit for bit.
+  const auto general = values(ba_residuals(inputs, problem.features));
+  for (std::size_t i = 0; i < 12; ++i) {
+    if (i / 2 != 2) CHECK(r[i] == general[i]);
+  }
+  // The zero row's block and a rotated row's against central differences.
+  GradientTape tape;
+  tape.watch(mixed);
+  const Tensor blocks = tape.batch_jacobian(ba_residuals(mixed, problem.features), mixed);
+  for (const std::int64_t row : {std::int64_t{2}, std::int64_t{3}}) {
+    INFO("observation " << row);
+    const Tensor one = slice(mixed, {row, 0}, {1, 15});
+    const Tensor features = slice(problem.features, {row, 0}, {1, 2});
+    const auto residuals_of = [&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); };
+    require_gradient_matches(residuals_of, {one});
+    const GradientCheck check = check_gradient(residuals_of, {one});
+    const auto expected = values(check.theoretical), got = values(slice(blocks, {row, 0, 0}, {1, 2, 15}));
+    for (std::size_t i = 0; i < 30; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  }
+}
+
 namespace {
 // A small synthetic hand: 22 bones in a chain-like tree, 7 vertices, 4 triangles, 5 points.
 json synthetic_hand(bool complicated) {

@@ -3,6 +3,8 @@
 // Jacobian is a batch Jacobian: two backward passes over the whole batch. The arithmetic runs
 // on [p, 1] columns, as the reference's per-component formulas.
 #include <algorithm>
+#include <limits>
+#include <stdexcept>
 
 #include "evals/evals.hpp"
 
@@ -21,22 +23,31 @@ Columns3 cross(const Columns3& a, const Columns3& b) {
   return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
 }
 
-// Rodrigues' rotation of each point by its angle-axis; X + r × X where the angle is zero.
-Columns3 rotate(const Columns3& r, const Columns3& point) {
-  const Tensor squared_angle = square(r.x) + square(r.y) + square(r.z);
-  const Tensor nonzero = greater(squared_angle, zeros_like(squared_angle));
-  // The zero-angle rows take the other branch; a safe angle keeps NaN out of their gradient.
-  const Tensor angle = sqrt(where(nonzero, squared_angle, ones_like(squared_angle)));
+// Rodrigues' rotation of each point by its angle-axis (angle > 0 on every row).
+Columns3 rotate_by_angle(const Columns3& r, const Tensor& angle, const Columns3& point) {
   const Columns3 axis{r.x / angle, r.y / angle, r.z / angle};
   const Tensor cos_angle = cos(angle), sin_angle = sin(angle);
   const Tensor along_axis = (axis.x * point.x + axis.y * point.y + axis.z * point.z) * (1.0 - cos_angle);
-  const Columns3 axis_cross = cross(axis, point), small_cross = cross(r, point);
-  const auto component = [&](const Tensor& p, const Tensor& c, const Tensor& a, const Tensor& small) {
-    return where(nonzero, p * cos_angle + c * sin_angle + a * along_axis, p + small);
+  const Columns3 axis_cross = cross(axis, point);
+  const auto component = [&](const Tensor& p, const Tensor& c, const Tensor& a) {
+    return p * cos_angle + c * sin_angle + a * along_axis;
   };
-  return {component(point.x, axis_cross.x, axis.x, small_cross.x),
-          component(point.y, axis_cross.y, axis.y, small_cross.y),
-          component(point.z, axis_cross.z, axis.z, small_cross.z)};
+  return {component(point.x, axis_cross.x, axis.x), component(point.y, axis_cross.y, axis.y),
+          component(point.z, axis_cross.z, axis.z)};
+}
+
+// Rodrigues' rotation of each point by its angle-axis; X + r × X where the angle is zero. The
+// second branch and its selects are built only when some angle is zero (as the reference's
+// per-observation `if`): usually none is, and then they would be a quarter of the ops.
+Columns3 rotate(const Columns3& r, const Columns3& point) {
+  const Tensor squared_angle = square(r.x) + square(r.y) + square(r.z);
+  if (reduce_min(squared_angle).item<double>() > 0.0) return rotate_by_angle(r, sqrt(squared_angle), point);
+  const Tensor nonzero = greater(squared_angle, zeros_like(squared_angle));
+  // The zero-angle rows take the other branch; a safe angle keeps NaN out of their gradient.
+  const Tensor angle = sqrt(where(nonzero, squared_angle, ones_like(squared_angle)));
+  const Columns3 rotated = rotate_by_angle(r, angle, point), small_cross = cross(r, point);
+  return {where(nonzero, rotated.x, point.x + small_cross.x), where(nonzero, rotated.y, point.y + small_cross.y),
+          where(nonzero, rotated.z, point.z + small_cross.z)};
 }
 
 }  // namespace
@@ -106,28 +117,38 @@ EvalFunctions ba_functions() {
            const Tensor residuals = ba_residuals(inputs, problem.features);
            // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
            const Tensor blocks = tape.batch_jacobian(residuals, inputs);
-           const Tensor values = concat({reshape(blocks, {-1}), reshape(-2.0 * problem.weights, {-1})}, 0);
-           // The CSR structure: 15 entries in each residual row, one in each weight row.
-           const std::int64_t p = problem.observations, n = problem.cameras, m = problem.points;
-           std::vector<std::int64_t> rows{0}, columns;
-           rows.reserve(static_cast<std::size_t>(3 * p + 1));
-           columns.reserve(static_cast<std::size_t>(31 * p));
-           for (std::int64_t i = 0; i < p; ++i) {
-             const std::int64_t camera = i % n, point = i % m;
+           // The CSR matrix, built as a user would: the values copied out of the two result
+           // arrays, then 15 column indices in each residual row and one in each weight row.
+           const Tensor weight_derivatives = -2.0 * problem.weights;  // [p, 1]
+           const auto p = static_cast<std::size_t>(problem.observations);
+           const auto n = static_cast<std::size_t>(problem.cameras), m = static_cast<std::size_t>(problem.points);
+           const double* block = blocks.array<double>().data();
+           const double* weight_derivative = weight_derivatives.array<double>().data();
+           std::vector<double> values;
+           values.reserve(31 * p);
+           values.insert(values.end(), block, block + 30 * p);
+           values.insert(values.end(), weight_derivative, weight_derivative + p);
+           // 32-bit indices, as GradBench's own C++ tools keep them (half the bytes to write).
+           if (11 * n + 3 * m + 31 * p > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+             throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
+           std::vector<std::int32_t> rows, columns;
+           rows.reserve(3 * p + 1);
+           columns.reserve(31 * p);
+           for (std::size_t r = 0; r <= 2 * p; ++r) rows.push_back(static_cast<std::int32_t>(15 * r));
+           for (std::size_t r = 1; r <= p; ++r) rows.push_back(static_cast<std::int32_t>(30 * p + r));
+           const auto weight_column = static_cast<std::int32_t>(11 * n + 3 * m);
+           for (std::size_t i = 0, camera = 0, point = 0; i < p; ++i) {
              for (int row = 0; row < 2; ++row) {
-               rows.push_back(rows.back() + 15);
-               for (std::int64_t c = 0; c < 11; ++c) columns.push_back(11 * camera + c);
-               for (std::int64_t c = 0; c < 3; ++c) columns.push_back(11 * n + 3 * point + c);
-               columns.push_back(11 * n + 3 * m + i);
+               for (std::size_t c = 0; c < 11; ++c) columns.push_back(static_cast<std::int32_t>(11 * camera + c));
+               for (std::size_t c = 0; c < 3; ++c) columns.push_back(static_cast<std::int32_t>(11 * n + 3 * point + c));
+               columns.push_back(weight_column + static_cast<std::int32_t>(i));
              }
+             if (++camera == n) camera = 0;
+             if (++point == m) point = 0;
            }
-           for (std::int64_t i = 0; i < p; ++i) {
-             rows.push_back(rows.back() + 1);
-             columns.push_back(11 * n + 3 * m + i);
-           }
-           return [values, rows = std::move(rows), columns = std::move(columns)] {
+           for (std::size_t i = 0; i < p; ++i) columns.push_back(weight_column + static_cast<std::int32_t>(i));
+           return [v = std::move(values), rows = std::move(rows), columns = std::move(columns)] {
              // GradBench compares the first 30 entries of each array and the last.
-             const auto v = to_vector(values);
              const auto head = [](const auto& all) {
                const auto count = static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
                std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + count);
