@@ -381,3 +381,30 @@ TEST_CASE("walk: a gradient returned as the walk's seed can be watched without s
   REQUIRE(outer.bytes_held() == held);
   REQUIRE_FALSE(outer.gradient(dy, seed_returned).defined());
 }
+
+TEST_CASE("walk: running sums added in place never change a tensor the caller holds") {
+  // `a` is used three times: its sum starts as the caller's own seed (add passes the output
+  // gradient through), so the first addition must make a new array; the next may go in place.
+  const Tensor x = from_values({1.0, 2.0, 3.0}, {3}, DType::Float64);
+  const Tensor seed = from_values({1.0, -1.0, 0.5}, {3}, DType::Float64);
+  Tensor first;
+  {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor a = identity(x);
+    const Tensor y = a + a * 2.0 + a * 3.0;
+    first = tape.gradient({y}, {x}, {seed})[0];
+  }
+  require_close(first, {3}, {6.0, -6.0, 3.0}, 0.0);
+  require_close(seed, {3}, {1.0, -1.0, 0.5}, 0.0);
+  // A second walk with the same seed: neither the seed nor the first result changes.
+  {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor a = identity(x);
+    const Tensor y = a + a * 4.0 + a;
+    require_close(tape.gradient({y}, {x}, {seed})[0], {3}, {6.0, -6.0, 3.0}, 0.0);
+  }
+  require_close(seed, {3}, {1.0, -1.0, 0.5}, 0.0);
+  require_close(first, {3}, {6.0, -6.0, 3.0}, 0.0);
+}

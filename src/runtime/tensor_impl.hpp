@@ -16,7 +16,8 @@ namespace tapegrad::detail {
 
 // Never mutated after construction (the lazily built Shape is a cache of the array's own
 // shape), so tapes can keep handles to inputs and outputs without copying and without version
-// counters.
+// counters. The one exception is unobservable: the backward walk adds to a running gradient
+// sum in place while its handle is the only one (runtime/vspace.cpp).
 class TensorImpl : public TensorHeader {
  public:
   using Storage = std::variant<storage_array<float>, storage_array<double>,
@@ -68,6 +69,8 @@ class TensorImpl : public TensorHeader {
 struct TensorAccess {
   static const TensorHeader* pointer(const Tensor& t) { return t.impl_.get(); }
   static Tensor wrap(std::shared_ptr<const TensorImpl> impl) { return Tensor(std::move(impl)); }
+  // How many handles share the storage (1: the caller's is the only one).
+  static long use_count(const Tensor& t) { return t.impl_.use_count(); }
 };
 
 [[noreturn]] void throw_variable_handle(const char* op, const TensorImpl& handle);
