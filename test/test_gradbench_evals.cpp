@@ -385,12 +385,19 @@ TEST_CASE("gradbench det: expansion by minors equals the LU determinant, gradien
   for (std::size_t i = 0; i < 16; ++i) CHECK(gradient[i].get<double>() == Approx(cofactors[i]).epsilon(1e-9));
 }
 
+namespace {
+// A ba input of 2 cameras, 3 points and p observations (one camera, point and feature).
+json small_ba_input(int p) {
+  return {{"n", 2}, {"m", 3}, {"p", p},
+          {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
+          {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
+          {"min_runs", 1}, {"min_seconds", 0}};
+}
+}  // namespace
+
 TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian blocks against central differences") {
   // p = 20: the CSR row pointers (3p + 1) outnumber the 31 entries GradBench compares.
-  const json input = {{"n", 2}, {"m", 3}, {"p", 20},
-                      {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
-                      {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
-                      {"min_runs", 1}, {"min_seconds", 0}};
+  const json input = small_ba_input(20);
   const BaProblem problem(input);
   const Tensor inputs = problem.observation_inputs();
   REQUIRE(inputs.shape() == Shape{20, 15});
@@ -437,11 +444,7 @@ TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian bloc
 }
 
 TEST_CASE("gradbench ba: a zero angle-axis takes X + r x X, in one batch with nonzero ones") {
-  const json input = {{"n", 2}, {"m", 3}, {"p", 6},
-                      {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
-                      {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
-                      {"min_runs", 1}, {"min_seconds", 0}};
-  const BaProblem problem(input);
+  const BaProblem problem(small_ba_input(6));
   const Tensor inputs = problem.observation_inputs();
   // Observation 2 without rotation: both branches of the rotation in one batch.
   std::vector<double> z = values(inputs);
