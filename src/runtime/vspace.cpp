@@ -63,9 +63,7 @@ class TensorVSpace final : public VSpace {
       return GradientValue(concat_slices(parts));
     }
     Tensor sum = gradients.front().to_dense();
-    for (std::size_t i = 1; i < gradients.size(); ++i) {
-      sum = tapegrad::add(sum, gradients[i].to_dense());
-    }
+    for (std::size_t i = 1; i < gradients.size(); ++i) sum = add(sum, gradients[i].to_dense());
     return GradientValue(std::move(sum));
   }
 };
