@@ -13,6 +13,7 @@
 #include "ops/conv_ops.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math_special.hpp"
+#include "ops/reduce_support.hpp"
 #include "runtime/forward_context.hpp"
 #include "runtime/op_registry.hpp"
 
@@ -111,6 +112,11 @@ const std::map<std::string, Example>& examples() {
                          return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
                        }};
     t["Min"] = Example{{a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }};
+    // Max's gradient op, with a tie in the first row: linear in g, nothing through x or y.
+    t["ExtremumGrad"] = Example{{with_tie, from_values({0.9, 0.2}, {2}), random_tensor({2}, 26)},
+                                [](const auto& in) {
+                                  return Outputs{detail::extremum_grad(in[0], in[1], in[2], {1})};
+                                }};
     // array*.cpp: the linear ones. SliceGrad and JacobianUnpack run as the gradients of
     // slice and pack_rows, with the watched output gradient as their input.
     const Tensor ids = from_values({1.0, 0.0, 1.0}, {3}, DType::Int64);
@@ -299,6 +305,14 @@ const std::map<std::string, Example>& examples() {
       t["AvgPool"] = Example{{image}, [](const auto& in) {
                                return Outputs{avg_pool2d(in[0], {3, 2}, {2, 2}, Padding::Same)};
                              }};
+      // x is an input too: its tangent must not reach the output (the maxima's positions are
+      // piecewise constant in x).
+      t["MaxPoolGrad"] = Example{{image, random_tensor({1, 3, 4, 2}, 24)}, [](const auto& in) {
+        return Outputs{detail::max_pool_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
+      }};
+      t["MaxPoolGradGrad"] = Example{{image, random_tensor({1, 5, 4, 2}, 25)}, [](const auto& in) {
+        return Outputs{detail::max_pool_grad_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
+      }};
       t["AvgPoolGrad"] = Example{{random_tensor({1, 3, 2, 2}, 23)}, [image_shape](const auto& in) {
         return Outputs{detail::avg_pool_grad(in[0], image_shape, {3, 2}, {2, 2}, Padding::Same)};
       }};

@@ -142,6 +142,37 @@ TEST_CASE("max_pool2d's gradient goes to the first maximum of each window and su
   }
 }
 
+TEST_CASE("MaxPoolGrad and MaxPoolGradGrad are each other's transpose in their second input",
+          "[pooling][gradient]") {
+  // <MaxPoolGrad(x, g), h> = <g, MaxPoolGradGrad(x, h)> for any g, h, overlapping windows
+  // included; and the second order of max_pool2d is zero in x (piecewise linear).
+  const Tensor x = from_values({2, 2, 0, 3, 2, 1, 3, 0, 1, 1, 4, 4, 1, 0, 4, 4}, {1, 4, 4, 1});
+  const Tensor g = random_tensor({1, 3, 3, 1}, 30);
+  const Tensor h = random_tensor({1, 4, 4, 1}, 31);
+  const Tensor dx = detail::max_pool_grad(x, g, {2, 2}, {1, 1}, Padding::Valid);
+  const Tensor read = detail::max_pool_grad_grad(x, h, {2, 2}, {1, 1}, Padding::Valid);
+  // The maxima of the nine windows, by flat position in x (first maximum on ties).
+  const std::vector<std::size_t> argmax{0, 6, 3, 4, 10, 10, 8, 10, 10};
+  std::vector<double> expected_dx(16, 0.0), expected_read;
+  for (std::size_t k = 0; k < 9; ++k) {
+    expected_dx[argmax[k]] += values(g)[k];
+    expected_read.push_back(values(h)[argmax[k]]);
+  }
+  require_close(dx, {1, 4, 4, 1}, expected_dx, 1e-15);
+  require_close(read, {1, 3, 3, 1}, expected_read, 0);
+  CHECK(reduce_sum(dx * h).item<double>() ==
+        Approx(reduce_sum(g * read).item<double>()).epsilon(1e-14));
+
+  GradientTape outer;
+  outer.watch(x);
+  GradientTape inner;
+  inner.watch(x);
+  const Tensor first = inner.gradient(reduce_sum(max_pool2d(x, {2, 2}, {1, 1}, Padding::Valid) * g), x);
+  require_close(first, {1, 4, 4, 1}, expected_dx, 1e-15);
+  require_close(outer.gradient(reduce_sum(first * h), x, UnconnectedGradients::Zero), {1, 4, 4, 1},
+                std::vector<double>(16, 0.0), 0);
+}
+
 TEST_CASE("avg_pool2d's gradient is AvgPoolGrad, the transpose of the averaging", "[pooling][gradient]") {
   unsigned seed = 50;
   for (const Case& c : cases()) {
@@ -222,7 +253,17 @@ TEST_CASE("pooling misuse: each case throws InvalidArgument naming the op, shape
   expect_misuse<InvalidArgument>("AvgPoolGrad: g of the wrong shape", [&] {
     detail::avg_pool_grad(random_tensor({1, 2, 2, 2}, 3), {1, 5, 5, 2}, {2, 2}, {1, 1}, Padding::Valid);
   }, {"avg_pool_grad", "g has shape [1, 2, 2, 2]", "input_shape [1, 5, 5, 2]", "[1, 4, 4, 2]"});
+  const Tensor pooled_g = random_tensor({1, 3, 3, 2}, 4);
+  expect_misuse<InvalidArgument>("MaxPoolGrad: g of the wrong shape", [&] {
+    detail::max_pool_grad(x, random_tensor({1, 2, 2, 2}, 5), {2, 2}, {2, 2}, Padding::Same);
+  }, {"max_pool_grad", "x has shape [1, 5, 5, 2]", "g has shape [1, 2, 2, 2]", "[1, 3, 3, 2]"});
+  expect_misuse<InvalidArgument>("MaxPoolGrad: g of another dtype", [&] {
+    detail::max_pool_grad(x, cast(pooled_g, DType::Float32), {2, 2}, {2, 2}, Padding::Same);
+  }, {"max_pool_grad", "float32", "x's dtype"});
+  expect_misuse<InvalidArgument>("MaxPoolGradGrad: h of the pooled shape instead of x's", [&] {
+    detail::max_pool_grad_grad(x, pooled_g, {2, 2}, {2, 2}, Padding::Same);
+  }, {"max_pool_grad_grad", "h has shape [1, 3, 3, 2]", "[1, 5, 5, 2]"});
   const int run = misuse_cases_run() - before;
   std::cout << "pooling misuse cases: " << run << " run\n";
-  REQUIRE(run == 19);
+  REQUIRE(run == 22);
 }

@@ -1,5 +1,7 @@
-// Random op graphs: the tape's first and second derivatives against central differences
-// (fuzz/random_graph.hpp builds the graphs, fuzz/graph_check.hpp compares).
+// Random op graphs: the tape's first and second derivatives against central differences, and
+// vectorized_map of the gradient and the vectorized Jacobian against their loops on points
+// whose patterns differ in a middle slice (fuzz/random_graph.hpp builds the graphs,
+// fuzz/graph_check.hpp compares).
 //
 // TAPEGRAD_FUZZ_SEED=<seed> sets the first graph's seed (graph i uses seed + i) and
 // TAPEGRAD_FUZZ_GRAPHS=<n> the number of graphs; a failure prints the seed that reproduces it:

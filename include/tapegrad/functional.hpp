@@ -54,10 +54,12 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 /// fn applied to every slice along axis 0 of each elem (all of one leading size B), each of its
 /// outputs stacked along a new axis 0 (TF: tf.vectorized_map; JAX: vmap). fn is traced on two
 /// slices and the trace replayed once on the whole batch with each op's batching rule, so the
-/// results equal a loop of fn over the slices. An op without a batching rule (a user primitive),
-/// or a function whose trace the slices change (it reads values through array() into new
-/// Tensors, draws random numbers, assigns variables or branches on values): a one-time warning
-/// naming the op and the loop, or InvalidArgument naming it when fallback_to_loop is false.
+/// results equal a loop of fn over the slices (a trace holds no value of a slice: what ops and
+/// gradients derive from values are op outputs, batched). fn runs once per slice instead when
+/// it reads a slice-dependent value from C++ (array(), item(), Variable::assign), when an op has
+/// no batching rule (a user primitive), or when its two traces differ (random draws, state,
+/// value-dependent shapes): a one-time warning naming the read, op or difference, or
+/// InvalidArgument naming it when fallback_to_loop is false.
 /// A zero-size batch runs fn once on zeros of one example's shape to learn the output shapes.
 /// InvalidArgument when elems is empty, an elem is undefined or a scalar, or the leading sizes
 /// differ. The result is differentiable under an outer tape (ordinary recorded ops).

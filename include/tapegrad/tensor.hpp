@@ -1,6 +1,8 @@
 // Tensor: an immutable, shareable n-dimensional array with a runtime dtype and a unique id.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -57,6 +59,19 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a);
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a);
 
+// Traces alive in the process (vectorized_map's, on any thread). While there is one,
+// Tensor::array<T>() and item<T>() report the read to note_value_read, which tells the traces
+// of the calling thread when the tensor is one of their traced values: a value read from C++
+// would otherwise become a constant of the trace, the same for every slice.
+extern std::atomic<std::size_t> live_trace_count;
+void note_value_read(const Tensor& t, const char* accessor);
+
+// An op's forward reading its own inputs' elements: as Tensor::array<T>(), but not reported to
+// traces (the op's outputs are what the trace records). Only kernels use it; gradient, forward
+// and batching rules never read values (docs/design.md, "Traces hold no values").
+template <class T>
+const storage_array<T>& kernel_array(const Tensor& t);
+
 template <class T>
 constexpr bool is_tensor_element_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
@@ -101,14 +116,15 @@ class Tensor {
   /// Variable's handle (which holds no elements). The storage type is a consumer's
   /// xt::xarray<T> in a default build; with other flags
   /// `const xt::xarray<T>& a = t.array<T>();` binds a converted copy, `const auto&` does not.
+  /// Inside vectorized_map's fn, reading a value that depends on the slice makes fn run once
+  /// per slice (the read's result could steer fn or become a new tensor tracing cannot see).
   template <class T>
   const storage_array<T>& array() const {
-    static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
-    const detail::TensorHeader& h = checked();
-    if (h.dtype != dtype_of<T>::value || !h.holds_elements) {
-      detail::throw_bad_array_access(h, dtype_of<T>::value);
+    const storage_array<T>& elements = unreported_array<T>();
+    if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+      detail::note_value_read(*this, "array");
     }
-    return *static_cast<const storage_array<T>*>(h.elements_);
+    return elements;
   }
 
   /// The single element of a tensor of size 1. InvalidArgument otherwise.
@@ -117,6 +133,19 @@ class Tensor {
 
  private:
   friend struct detail::TensorAccess;
+  template <class T>
+  friend const storage_array<T>& detail::kernel_array(const Tensor& t);
+
+  template <class T>
+  const storage_array<T>& unreported_array() const {
+    static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
+    const detail::TensorHeader& h = checked();
+    if (h.dtype != dtype_of<T>::value || !h.holds_elements) {
+      detail::throw_bad_array_access(h, dtype_of<T>::value);
+    }
+    return *static_cast<const storage_array<T>*>(h.elements_);
+  }
+
   // Wraps existing storage (the runtime's: users construct from arrays).
   explicit Tensor(std::shared_ptr<const detail::TensorHeader> impl) : impl_(std::move(impl)) {}
   const detail::TensorHeader& checked() const {
@@ -127,6 +156,13 @@ class Tensor {
   // Points at the header of a TensorImpl (the shared_ptr owns the whole TensorImpl).
   std::shared_ptr<const detail::TensorHeader> impl_;
 };
+
+namespace detail {
+template <class T>
+const storage_array<T>& kernel_array(const Tensor& t) {
+  return t.unreported_array<T>();
+}
+}  // namespace detail
 
 /// "Tensor(shape=[2], dtype=float64, [1., 2.])", or "Tensor(undefined)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

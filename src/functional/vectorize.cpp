@@ -69,9 +69,10 @@ bool same_values(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   return dispatch_any(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    // Bytes, not values: NaN constants are the same constant.
-    return a.size() == 0 ||
-           std::memcmp(a.array<T>().data(), b.array<T>().data(), a.size() * sizeof(T)) == 0;
+    // Bytes, not values: NaN constants are the same constant. The runtime's own read (an
+    // outer trace's value seen twice), not fn's: not reported.
+    return a.size() == 0 || std::memcmp(kernel_array<T>(a).data(), kernel_array<T>(b).data(),
+                                        a.size() * sizeof(T)) == 0;
   });
 }
 
@@ -408,14 +409,23 @@ namespace {
 bool vectorizable(const TracedCall& first, const TracedCall& last, const std::vector<bool>& needed,
                   const VectorizeOptions& options) {
   const std::string& caller = options.caller;
-  std::optional<std::string> why_not = trace_difference(first, last);
+  std::optional<std::string> why_not;
   std::string key;
-  if (why_not) {
+  const OpTrace::ValueRead* read = first.trace.unabsorbed_read();
+  if (read == nullptr) read = last.trace.unabsorbed_read();
+  if (read != nullptr) {
+    // Checked first: a read explains any difference between the traces.
+    key = caller + "-value-read-" + read->description;
+    why_not = caller + ": fn cannot be vectorized: it reads " + read->description +
+              " (what C++ reads from a value can steer fn or come back as a new tensor, which "
+              "the trace would hold as a constant: slice 0's value for every slice)";
+  } else if ((why_not = trace_difference(first, last))) {
+    // No value was read from C++, so what differs is an op whose output shape depends on
+    // values, or a constant from outside the slices (a random draw, state fn changes).
     key = caller + "-traces-differ";
     *why_not = caller + ": fn cannot be vectorized: " + *why_not +
-               ". fn depends on its input through something tracing cannot see (a value read "
-               "with array() and made into a new Tensor, a random draw, a variable assigned in "
-               "fn, or control flow on values)";
+               ". Either an op's output shape depends on the values (boolean_mask), or fn "
+               "draws random numbers or uses state that changes between calls";
   } else {
     for (std::size_t k = 0; k < first.trace.ops.size() && !why_not; ++k) {
       const OpDefinition& op = *first.trace.ops[k].op;

@@ -187,10 +187,10 @@ std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& ou
 
 std::vector<std::int64_t> index_values(const Tensor& indices) {
   if (indices.dtype() == DType::Int32) {
-    const auto& a = indices.array<std::int32_t>();
+    const auto& a = detail::kernel_array<std::int32_t>(indices);
     return std::vector<std::int64_t>(a.begin(), a.end());
   }
-  const auto& a = indices.array<std::int64_t>();
+  const auto& a = detail::kernel_array<std::int64_t>(indices);
   return std::vector<std::int64_t>(a.begin(), a.end());
 }
 

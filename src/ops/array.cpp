@@ -24,7 +24,8 @@ static Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
   return detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = xt::empty<T>(shape);
-    std::copy(x.array<T>().data(), x.array<T>().data() + x.size(), out.data());
+    std::copy(detail::kernel_array<T>(x).data(), detail::kernel_array<T>(x).data() + x.size(),
+              out.data());
     return Tensor(std::move(out));
   });
 }
@@ -296,7 +297,7 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
   for (std::size_t i = 0; i < rank; ++i) out_shape[i] = in_shape[static_cast<std::size_t>(perm[i])];
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(permute_axes(x.array<T>(), in_shape, perm, out_shape));
+    return Tensor(permute_axes(detail::kernel_array<T>(x), in_shape, perm, out_shape));
   });
   detail::record(transpose_op, {&x}, out, [&] {
     return Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end()));
@@ -350,7 +351,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
       using T = decltype(zero);
       // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
       const xt::xarray<T> unit = xt::empty<T>(Shape{});
-      return detail::binary_tensor<T>(x.array<T>(), unit, shape, [](T a, T) { return a; });
+      return detail::binary_tensor<T>(detail::kernel_array<T>(x), unit, shape,
+                                      [](T a, T) { return a; });
     });
   });
   detail::record(broadcast_to_op, {&x}, out);

@@ -106,7 +106,7 @@ static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
       parts.reserve(values.size());
       widths.reserve(values.size());
       for (const auto& v : values) {
-        parts.push_back(v.array<T>().data());
+        parts.push_back(detail::kernel_array<T>(v).data());
         widths.push_back(detail::impl_of(v).dims_ref().data[axis] * b.inner);
       }
       detail::join_rows(parts, widths, b.outer, out);
@@ -230,7 +230,7 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
       outputs.push_back(detail::new_tensor<T>(part_dims, part));
       destinations.push_back(part);
     }
-    detail::split_rows(x.array<T>().data(), b.outer, destinations,
+    detail::split_rows(detail::kernel_array<T>(x).data(), b.outer, destinations,
                        std::vector<std::size_t>(parts, run));
     return 0;
   });

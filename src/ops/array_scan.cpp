@@ -42,8 +42,8 @@ static Tensor scan(const char* op, const Tensor& x, const ScanAttrs& s, double i
   return detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>(op, shape);
-    detail::scan_lines(x.array<T>().data(), out.data(), layout, s.exclusive, s.reverse,
-                       static_cast<T>(identity), combine);
+    detail::scan_lines(detail::kernel_array<T>(x).data(), out.data(), layout, s.exclusive,
+                       s.reverse, static_cast<T>(identity), combine);
     return Tensor(std::move(out));
   });
 }
@@ -122,7 +122,7 @@ Tensor cumprod(const Tensor& x, int axis, bool exclusive, bool reverse) {
 // exact product form below is used instead.
 static bool has_zero(const Tensor& x) {
   return detail::dispatch_numeric("cumprod", x, [&](auto zero) {
-    const auto& a = x.array<decltype(zero)>();
+    const auto& a = detail::kernel_array<decltype(zero)>(x);
     return std::find(a.begin(), a.end(), decltype(zero)(0)) != a.end();
   });
 }
@@ -252,7 +252,7 @@ Tensor reverse(const Tensor& x, std::vector<int> axes) {
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> reversed = detail::allocate_array<T>("reverse", x.shape());
-    const T* src = x.array<T>().data();
+    const T* src = detail::kernel_array<T>(x).data();
     if (x.rank() == 0) {
       reversed.data()[0] = src[0];
     } else if (x.size() != 0) {

@@ -78,7 +78,8 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
     xt::xarray<T> part = xt::empty<T>(box);
     const std::vector<std::size_t> origin(shape.size(), 0);
     if (part.size() != 0) {
-      detail::copy_box(x.array<T>().data(), shape, start, part.data(), box, origin, box);
+      detail::copy_box(detail::kernel_array<T>(x).data(), shape, start, part.data(), box, origin,
+                       box);
     }
     return Tensor(std::move(part));
   });
@@ -93,7 +94,8 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
     using T = decltype(zero);
     xt::xarray<T> padded = xt::zeros<T>(shape);
     const std::vector<std::size_t> origin(shape.size(), 0);
-    detail::copy_box(g.array<T>().data(), g.shape(), origin, padded.data(), shape, begin, g.shape());
+    detail::copy_box(detail::kernel_array<T>(g).data(), g.shape(), origin, padded.data(), shape,
+                     begin, g.shape());
     return Tensor(std::move(padded));
   });
   detail::record(slice_grad_op, {&g}, out, [&] {
@@ -202,7 +204,7 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> tiled = detail::allocate_array<T>("tile", out_shape);
-    const T* src = x.array<T>().data();
+    const T* src = detail::kernel_array<T>(x).data();
     if (out_shape.empty()) {
       tiled.data()[0] = src[0];
     } else if (tiled.size() != 0) {

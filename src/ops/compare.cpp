@@ -147,7 +147,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = detail::with_allocation_check("where", shape, a.dtype(), [&] {
     return detail::dispatch_any(a.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      return Tensor(select_kernel<T>(cond.array<bool>(), a.array<T>(), b.array<T>(), shape));
+      return Tensor(select_kernel<T>(detail::kernel_array<bool>(cond), detail::kernel_array<T>(a),
+                                     detail::kernel_array<T>(b), shape));
     });
   });
   detail::record(where_op, {&cond, &a, &b}, out);

@@ -21,4 +21,14 @@ Tensor conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape, const 
 Tensor avg_pool_grad(const Tensor& g, const Shape& input_shape, std::vector<int> ksize,
                      std::vector<int> strides, Padding padding);
 
+// TF's MaxPoolGrad: the gradient of max_pool2d(x, ...) for the output gradient g (pooled
+// shape): g summed into each window's maximum in x. Linear in g; x's shape.
+Tensor max_pool_grad(const Tensor& x, const Tensor& g, std::vector<int> ksize,
+                     std::vector<int> strides, Padding padding);
+
+// TF's MaxPoolGradGrad: h (x's shape) read at each window's maximum in x; the pooled shape.
+// Linear in h; the transpose of max_pool_grad.
+Tensor max_pool_grad_grad(const Tensor& x, const Tensor& h, std::vector<int> ksize,
+                          std::vector<int> strides, Padding padding);
+
 }  // namespace tapegrad::detail

@@ -114,7 +114,7 @@ EighResult eigh(const Tensor& a) {
     if (n == 0 || count == 0) {
       return std::vector<Tensor>{Tensor(std::move(values)), Tensor(std::move(vectors))};
     }
-    if (!detail::all_finite(a.array<T>().data(), a.size())) {
+    if (!detail::all_finite(detail::kernel_array<T>(a).data(), a.size())) {
       throw InvalidArgument(detail::describe("eigh", {{"a", a}}) +
                             ": a has a NaN or infinite entry");
     }
@@ -128,7 +128,8 @@ EighResult eigh(const Tensor& a) {
     std::vector<blasint> iwork(static_cast<std::size_t>(std::max<blasint>(1, iwork_query)));
     for (std::size_t i = 0; i < count; ++i) {
       T* matrix = vectors.data() + i * n * n;
-      std::copy(a.array<T>().data() + i * n * n, a.array<T>().data() + (i + 1) * n * n, matrix);
+      std::copy(detail::kernel_array<T>(a).data() + i * n * n,
+                detail::kernel_array<T>(a).data() + (i + 1) * n * n, matrix);
       const blasint info = detail::symmetric_eigen(
           'U', size, matrix, values.data() + i * n, work.data(), static_cast<blasint>(work.size()),
           iwork.data(), static_cast<blasint>(iwork.size()));
@@ -223,7 +224,7 @@ QrResult qr(const Tensor& a) {
         std::max(detail::workspace_size(query_factor), detail::workspace_size(query_q))));
     const auto lwork = static_cast<blasint>(work.size());
     for (std::size_t i = 0; i < count; ++i) {
-      const T* src = a.array<T>().data() + i * m * n;
+      const T* src = detail::kernel_array<T>(a).data() + i * m * n;
       for (std::size_t row = 0; row < m; ++row) {
         for (std::size_t col = 0; col < n; ++col) columns[col * m + row] = src[row * n + col];
       }

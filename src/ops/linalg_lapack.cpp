@@ -158,7 +158,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
     std::vector<T> columns(lu.count() == 0 ? 0 : b_size);
     for (std::size_t i = 0; i < lu.count(); ++i) {
       if (!lu.factor(i)) fail("the matrix a is singular" + batch_position(i, lu.count()));
-      const T* b_src = b.array<T>().data() + i * b_size;
+      const T* b_src = detail::kernel_array<T>(b).data() + i * b_size;
       for (std::size_t r = 0; r < n; ++r) {
         for (std::size_t c = 0; c < k; ++c) columns[c * n + r] = b_src[r * k + c];
       }
@@ -209,7 +209,7 @@ Tensor cholesky(const Tensor& a) {
     using T = decltype(zero);
     // Factored in place, in the result.
     xt::xarray<T> result = xt::empty<T>(a.shape());
-    const T* matrices = a.array<T>().data();
+    const T* matrices = detail::kernel_array<T>(a).data();
     for (std::size_t i = 0; i < count; ++i) {
       T* dst = result.data() + i * n * n;
       std::copy(matrices + i * n * n, matrices + (i + 1) * n * n, dst);

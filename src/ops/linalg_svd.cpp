@@ -68,7 +68,7 @@ SvdResult svd(const Tensor& a, bool full_matrices) {
       fill_identity_columns(v, n, v_cols);
       return std::vector<Tensor>{Tensor(std::move(s)), Tensor(std::move(u)), Tensor(std::move(v))};
     }
-    if (!detail::all_finite(a.array<T>().data(), a.size())) {
+    if (!detail::all_finite(detail::kernel_array<T>(a).data(), a.size())) {
       throw InvalidArgument(detail::describe("svd", {{"a", a}}) +
                             ": a has a NaN or infinite entry");
     }
@@ -84,8 +84,8 @@ SvdResult svd(const Tensor& a, bool full_matrices) {
                             u.data(), static_cast<blasint>(u_cols), &query, -1, iwork.data());
     std::vector<T> work(static_cast<std::size_t>(detail::workspace_size(query)));
     for (std::size_t i = 0; i < count; ++i) {
-      std::copy(a.array<T>().data() + i * m * n, a.array<T>().data() + (i + 1) * m * n,
-                matrix.begin());
+      std::copy(detail::kernel_array<T>(a).data() + i * m * n,
+                detail::kernel_array<T>(a).data() + (i + 1) * m * n, matrix.begin());
       const blasint info = detail::singular_values(
           jobz, rows, cols, matrix.data(), s.data() + i * k, left.data(), rows,
           u.data() + i * m * u_cols, static_cast<blasint>(u_cols), work.data(),

@@ -142,8 +142,8 @@ static void require_nonzero_integer_divisor(const char* op, const Tensor& x, con
     return false;
   };
   bool zero = false;
-  if (y.dtype() == DType::Int32) zero = any_zero(y.array<std::int32_t>());
-  if (y.dtype() == DType::Int64) zero = any_zero(y.array<std::int64_t>());
+  if (y.dtype() == DType::Int32) zero = any_zero(detail::kernel_array<std::int32_t>(y));
+  if (y.dtype() == DType::Int64) zero = any_zero(detail::kernel_array<std::int64_t>(y));
   if (zero) throw InvalidArgument(detail::describe(op, x, y) + ": integer division by zero");
 }
 
@@ -261,10 +261,10 @@ static T power(T base, T exponent) {
 static bool has_negative_exponent(const Tensor& y) {
   switch (y.dtype()) {
     case DType::Int32:
-      for (auto v : y.array<std::int32_t>()) if (v < 0) return true;
+      for (auto v : detail::kernel_array<std::int32_t>(y)) if (v < 0) return true;
       return false;
     case DType::Int64:
-      for (auto v : y.array<std::int64_t>()) if (v < 0) return true;
+      for (auto v : detail::kernel_array<std::int64_t>(y)) if (v < 0) return true;
       return false;
     default: return false;
   }

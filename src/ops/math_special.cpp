@@ -223,10 +223,10 @@ static T floor_mod(T x, T y) {
 
 static bool has_integer_zero(const Tensor& y) {
   if (y.dtype() == DType::Int32) {
-    for (auto v : y.array<std::int32_t>()) if (v == 0) return true;
+    for (auto v : detail::kernel_array<std::int32_t>(y)) if (v == 0) return true;
   }
   if (y.dtype() == DType::Int64) {
-    for (auto v : y.array<std::int64_t>()) if (v == 0) return true;
+    for (auto v : detail::kernel_array<std::int64_t>(y)) if (v == 0) return true;
   }
   return false;
 }
@@ -341,9 +341,9 @@ Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   require_clip_operands(x, lo, hi);
   Tensor out = detail::dispatch_numeric("clip_by_value", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* xs = x.array<T>().data();
-    const T* los = lo.array<T>().data();
-    const T* his = hi.array<T>().data();
+    const T* xs = detail::kernel_array<T>(x).data();
+    const T* los = detail::kernel_array<T>(lo).data();
+    const T* his = detail::kernel_array<T>(hi).data();
     T* o = nullptr;
     Tensor result = detail::new_tensor<T>(x.shape(), o);
     for_each_clip_element(x.shape(), lo.shape(), hi.shape(),

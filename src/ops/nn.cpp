@@ -208,7 +208,7 @@ static Tensor softmax_forward(const OpDefinition& op, const char* function, cons
   const std::size_t ax = detail::normalize_axis(function, axis, x);
   Tensor out = detail::dispatch_floating(function, x, [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(log_softmax_kernel(x.array<T>(), ax, exponentiate));
+    return Tensor(log_softmax_kernel(detail::kernel_array<T>(x), ax, exponentiate));
   });
   detail::record(op, {&x}, out,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
@@ -305,8 +305,8 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
     using T = decltype(zero);
     const std::size_t classes = shape.back();
     const std::size_t rows = num_elements(row_shape);
-    const T* z = labels.array<T>().data();
-    const T* x = logits.array<T>().data();
+    const T* z = detail::kernel_array<T>(labels).data();
+    const T* x = detail::kernel_array<T>(logits).data();
     xt::xarray<T> loss = xt::empty<T>(row_shape);
     T* o = loss.data();
     // -sum(z * log_softmax(x)) = sum(z * (lse - x)); lse - x >= 0 is finite for finite x.
@@ -377,7 +377,7 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   Tensor out = detail::dispatch_floating(op, logits.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return Tensor(detail::map_binary<T>(
-        labels.array<T>(), logits.array<T>(), logits.shape(),
+        detail::kernel_array<T>(labels), detail::kernel_array<T>(logits), logits.shape(),
         [](T z, T x) { return std::max(x, T(0)) - x * z + std::log1p(std::exp(-std::fabs(x))); }));
   });
   detail::record(sigmoid_cross_entropy_op, {&labels, &logits}, out);

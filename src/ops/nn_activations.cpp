@@ -18,6 +18,7 @@
 #include "ops/op_support.hpp"
 #include "runtime/new_tensor.hpp"
 #include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/indexing.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/nn.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -292,7 +293,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   const std::size_t classes = logits.shape().back();
   Tensor out = detail::dispatch_floating(kSparseXent, logits.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* x = logits.array<T>().data();
+    const T* x = detail::kernel_array<T>(logits).data();
     T* o = nullptr;
     Tensor loss = detail::new_tensor<T>(labels.shape(), o);
     // -log_softmax(x)[label] = logsumexp(x) - x[label].
@@ -306,24 +307,13 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   return out;
 }
 
-// The labels as one-hot rows in logits' dtype and shape: a constant (labels get no gradient).
-static Tensor one_hot_labels(const Tensor& labels, const Tensor& logits) {
-  const std::vector<std::int64_t> ids = detail::index_values(labels);
-  const std::size_t classes = logits.shape().back();
-  return detail::dispatch_floating(kSparseXent, logits.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* o = nullptr;
-    Tensor hot = detail::new_tensor<T>(logits.shape(), o);
-    std::fill(o, o + ids.size() * classes, T(0));
-    for (std::size_t r = 0; r < ids.size(); ++r) o[r * classes + ids[r]] = T(1);
-    return hot;
-  });
-}
-
 // d loss / d logits = softmax(logits) - one_hot(labels), from differentiable ops (softmax),
 // so the second derivative is softmax's (TF's op returns a precomputed backprop instead).
+// The one-hot rows are an op's output (OneHot, not differentiable: labels get no gradient),
+// never read from the labels in C++, so a vectorized_map trace batches them per slice.
 static Tensor softmax_minus_labels(const Tensor& labels, const Tensor& logits) {
-  return subtract(softmax(logits, -1), one_hot_labels(labels, logits));
+  const int classes = static_cast<int>(logits.shape().back());
+  return subtract(softmax(logits, -1), one_hot(labels, classes, logits.dtype()));
 }
 
 static Tangents sparse_xent_tangent(const ForwardContext& op, const Tangents& tangents) {

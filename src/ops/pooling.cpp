@@ -1,11 +1,13 @@
 // 2-D pooling on NHWC inputs (kernels/pooling.cpp): MaxPool, AvgPool and AvgPoolGrad.
 //
-// MaxPool's gradient is a segment sum of g at the windows' argmax positions (recomputed from
-// the kept input); the segment sum's own gradient is a gather at the same positions, and the
-// gather's is the segment sum again, so every order routes through the same argmax (TF's
-// MaxPoolGrad / MaxPoolGradGrad). AvgPool and AvgPoolGrad are linear and each other's
-// gradient.
+// MaxPool's gradient is MaxPoolGrad(x, g), g summed into the windows' maxima (found again
+// from the kept input inside the kernel); MaxPoolGrad's gradient is MaxPoolGradGrad(x, h), h
+// read at the same maxima, and its gradient MaxPoolGrad again, so every order routes through
+// the same positions (TF's MaxPoolGrad / MaxPoolGradGrad). AvgPool and AvgPoolGrad are linear
+// and each other's gradient.
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/dispatch.hpp"
@@ -81,41 +83,140 @@ Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
   return out;
 }
 
-// The flat index into x of each output's window maximum, as a 1-D int64 tensor (a constant:
-// the positions do not depend on x differentiably).
-static Tensor argmax_positions(const Tensor& x, const WindowAttrs& w) {
-  const Described described = [&] { return detail::describe("max_pool2d", x); };
-  const ConvGeometry g = detail::window_geometry(x.shape(), w.ksize[0], w.ksize[1],
-                                                 x.shape()[3], w.strides, {1, 1}, w.padding,
-                                                 described);
-  const std::size_t n = g.rows() * g.in_c;
-  xt::xarray<std::int64_t> positions = detail::allocate_array<std::int64_t>("max_pool2d", {n});
-  detail::dispatch_floating("max_pool2d", x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> scratch = detail::allocate_array<T>("max_pool2d", {n});
-    detail::max_pool_forward(g, x.array<T>().data(), scratch.data(), positions.data());
-  });
-  return Tensor(std::move(positions));
-}
-
-static Tensor flat(const Tensor& t) { return reshape(t, {-1}); }
-
-// The tangent at each window's maximum.
+// The maxima's positions are found inside the kernels below from x, never handed to a rule
+// as a tensor: a position read from x outside an op would be a constant of a vectorized_map
+// trace, slice 0's positions reused for every slice.
 static Tangents max_pool_tangent(const ForwardContext& op, const Tangents& tangents) {
   const WindowAttrs w = WindowAttrs::from(*op.attrs);
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    const Tensor positions = argmax_positions(op.inputs[0], w);
-    return reshape(gather(flat(dx), positions, 0),
-                   detail::signed_shape(op.outputs[0].shape()));
+    return detail::max_pool_grad_grad(op.inputs[0], dx, w.ksize_list(), w.strides_list(),
+                                      w.padding);
   });
 }
 
-// g summed into the maxima's positions (a position can be the maximum of several windows).
 static Grads max_pool_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  const Tensor& x = op.inputs()[0];
-  const Tensor positions = argmax_positions(x, WindowAttrs::from(op.attrs()));
-  return {reshape(unsorted_segment_sum(flat(g[0]), positions, x.size()),
-                  detail::signed_shape(x.shape()))};
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(), w.strides_list(),
+                                w.padding)};
+}
+
+// ---- MaxPoolGrad and MaxPoolGradGrad ----------------------------------------------------
+// MaxPoolGrad(x, g) sums g into the maxima's positions in x; MaxPoolGradGrad(x, h) reads h at
+// them. Both are linear in their second input and each other's transpose there; the positions
+// are piecewise constant in x, so x gets no gradient (TF's MaxPoolGrad / MaxPoolGradGrad).
+
+namespace {
+
+// The flat index into x of each pooled element's window maximum (the first in window order
+// on a tie; a NaN when the window has one: kernels/pooling.cpp).
+template <class T>
+xt::xarray<std::int64_t> window_maxima(const char* op, const ConvGeometry& g, const T* x) {
+  const std::size_t n = g.rows() * g.in_c;
+  xt::xarray<std::int64_t> positions = detail::allocate_array<std::int64_t>(op, {n});
+  xt::xarray<T> scratch = detail::allocate_array<T>(op, {n});
+  detail::max_pool_forward(g, x, scratch.data(), positions.data());
+  return positions;
+}
+
+// x [N, H, W, C] and the second input (pooled or x-shaped) checked; the window geometry.
+ConvGeometry pair_geometry(const char* op, const Tensor& x, const Tensor& second,
+                           const char* second_name, bool second_pooled, WindowAttrs& w,
+                           const std::vector<int>& ksize, const std::vector<int>& strides,
+                           Padding padding) {
+  const Described described = [&] { return detail::describe(op, {{"x", x}, {second_name, second}}); };
+  check_input(op, x, described);
+  detail::require_defined(op, second);
+  const ConvGeometry g = pool_geometry(x.shape(), w, ksize, strides, padding, described);
+  const Shape expected = second_pooled ? pooled_shape(g) : x.shape();
+  if (second.dtype() != x.dtype() || second.shape() != expected) {
+    throw InvalidArgument(described() + ": " + second_name + " must have x's dtype and shape " +
+                          shape_to_string(expected));
+  }
+  return g;
+}
+
+}  // namespace
+
+static Grads max_pool_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents max_pool_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Grads max_pool_grad_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents max_pool_grad_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+
+// Both inputs have the examples axis: the batch is merged into it in both (an unbatched one
+// broadcast first), one call.
+template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::vector<int>,
+                           Padding)>
+static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
+                                        const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  const Tensor x = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 0));
+  const Tensor second = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 1));
+  return {detail::split_first_axis(Kernel(x, second, w.ksize_list(), w.strides_list(), w.padding),
+                                   op.batch_size)};
+}
+
+constexpr OpDefinition max_pool_grad_op = detail::differentiable_op(
+    "MaxPoolGrad", max_pool_grad_gradient, KeepSet::only({0}), KeepSet::none(),
+    max_pool_grad_tangent, pair_batched<&detail::max_pool_grad>);
+constexpr OpDefinition max_pool_grad_grad_op = detail::differentiable_op(
+    "MaxPoolGradGrad", max_pool_grad_grad_gradient, KeepSet::only({0}), KeepSet::none(),
+    max_pool_grad_grad_tangent, pair_batched<&detail::max_pool_grad_grad>);
+
+Tensor detail::max_pool_grad(const Tensor& x, const Tensor& g, std::vector<int> ksize,
+                             std::vector<int> strides, Padding padding) {
+  const char* op = "max_pool_grad";
+  WindowAttrs w;
+  const ConvGeometry geometry = pair_geometry(op, x, g, "g", true, w, ksize, strides, padding);
+  Tensor out = compute_floating(op, x.dtype(), x.shape(), [&](auto* dx) {
+    using T = std::remove_pointer_t<decltype(dx)>;
+    const xt::xarray<std::int64_t> positions = window_maxima(op, geometry, data_of(x, dx));
+    const T* grad = data_of(g, dx);
+    std::fill_n(dx, x.size(), T(0));
+    for (std::size_t k = 0; k < positions.size(); ++k) dx[positions.data()[k]] += grad[k];
+  });
+  record(max_pool_grad_op, {&x, &g}, out, [&] { return w.to_attrs(); });
+  return out;
+}
+
+Tensor detail::max_pool_grad_grad(const Tensor& x, const Tensor& h, std::vector<int> ksize,
+                                  std::vector<int> strides, Padding padding) {
+  const char* op = "max_pool_grad_grad";
+  WindowAttrs w;
+  const ConvGeometry geometry = pair_geometry(op, x, h, "h", false, w, ksize, strides, padding);
+  Tensor out = compute_floating(op, x.dtype(), pooled_shape(geometry), [&](auto* y) {
+    const xt::xarray<std::int64_t> positions = window_maxima(op, geometry, data_of(x, y));
+    const auto* at = data_of(h, y);
+    for (std::size_t k = 0; k < positions.size(); ++k) y[k] = at[positions.data()[k]];
+  });
+  record(max_pool_grad_grad_op, {&x, &h}, out, [&] { return w.to_attrs(); });
+  return out;
+}
+
+// The tangent of g passes through; x's does not (the positions are piecewise constant).
+static Tangents max_pool_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  if (!tangents[1].defined()) return {Tensor()};
+  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  return {detail::max_pool_grad(op.inputs[0], tangents[1], w.ksize_list(), w.strides_list(),
+                                w.padding)};
+}
+
+static Grads max_pool_grad_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {GradientValue(), detail::max_pool_grad_grad(op.inputs()[0], g[0], w.ksize_list(),
+                                                      w.strides_list(), w.padding)};
+}
+
+static Tangents max_pool_grad_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  if (!tangents[1].defined()) return {Tensor()};
+  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  return {detail::max_pool_grad_grad(op.inputs[0], tangents[1], w.ksize_list(), w.strides_list(),
+                                     w.padding)};
+}
+
+static Grads max_pool_grad_grad_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {GradientValue(), detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(),
+                                                 w.strides_list(), w.padding)};
 }
 
 // ---- AvgPool ----------------------------------------------------------------------------
@@ -219,7 +320,8 @@ static Grads avg_pool_grad_gradient(const OpContext& op, const std::vector<Tenso
 namespace detail {
 
 void register_pooling_ops(OpRegistrar& registry) {
-  registry.add({&max_pool_op, &avg_pool_op, &avg_pool_grad_op});
+  registry.add({&max_pool_op, &max_pool_grad_op, &max_pool_grad_grad_op, &avg_pool_op,
+                &avg_pool_grad_op});
 }
 
 }  // namespace detail

@@ -170,7 +170,7 @@ constexpr OpDefinition dropout_op = detail::differentiable_op(
 template <class T>
 static std::vector<Tensor> dropout_kernel(const Tensor& x, double rate, Generator& generator) {
   constexpr const char* op = "dropout";
-  const auto& in = x.array<T>();
+  const auto& in = detail::kernel_array<T>(x);
   auto mask = detail::allocate_array<T>(op, x.shape());
   auto out = detail::allocate_array<T>(op, x.shape());
   const std::size_t n = in.size();

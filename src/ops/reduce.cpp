@@ -97,7 +97,7 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
     using T = decltype(zero);
     // The same fold as reduce_sum: a mean is bit for bit reduce_sum / count.
-    auto sum = detail::reduce_axes<T>(x.array<T>(), ax, keepdims, T(0), SumFold<T>{});
+    auto sum = detail::reduce_axes<T>(detail::kernel_array<T>(x), ax, keepdims, T(0), SumFold<T>{});
     // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
     // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
     for (auto& v : sum) {
@@ -136,12 +136,12 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   });
 }
 
-// Constants describing where x is zero, per reduced group. They are piecewise constant in x,
-// so they are computed outside the tape: the gradient is differentiable through the rest.
-// (A type cannot be static: the unnamed namespace keeps it to this file.)
+// Where x is zero, per reduced group, as tapegrad ops (equal, cast, reduce_sum): never read
+// from x in C++, so that a vectorized_map trace sees the pattern as the ops' outputs (one per
+// slice), not as a constant. The pattern is piecewise constant in x and the comparisons are not
+// differentiable, so the gradient is differentiable through the rest only.
 namespace {
 struct ZeroPattern {
-  bool any_zero = false;
   Tensor is_zero;       // x's shape: 1 where x == 0
   Tensor is_nonzero;    // x's shape: 1 - is_zero
   Tensor no_zero;       // kept shape: 1 where the group has no zero
@@ -150,20 +150,16 @@ struct ZeroPattern {
 }  // namespace
 
 static ZeroPattern zero_pattern(const Tensor& x, const std::vector<std::size_t>& axes) {
-  return detail::dispatch_floating("reduce_prod", x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    ZeroPattern p;
-    auto is_zero = detail::map_unary<T>(x.array<T>(), [](T v) { return v == T(0) ? T(1) : T(0); });
-    auto is_nonzero = detail::map_unary<T>(is_zero, [](T v) { return T(1) - v; });
-    auto zeros_per_group = detail::reduce_axes<T>(is_zero, axes, /*keepdims=*/true, T(0),
-                                                  [](T acc, T v) { return acc + v; });
-    p.any_zero = std::any_of(is_zero.begin(), is_zero.end(), [](T v) { return v != T(0); });
-    p.no_zero = Tensor(detail::map_unary<T>(zeros_per_group, [](T c) { return c == T(0) ? T(1) : T(0); }));
-    p.single_zero = Tensor(detail::map_unary<T>(zeros_per_group, [](T c) { return c == T(1) ? T(1) : T(0); }));
-    p.is_zero = Tensor(std::move(is_zero));
-    p.is_nonzero = Tensor(std::move(is_nonzero));
-    return p;
-  });
+  const std::vector<int> int_axes(axes.begin(), axes.end());
+  const DType dtype = x.dtype();
+  const Tensor zero = scalar(0.0, dtype);
+  ZeroPattern p;
+  p.is_zero = cast(equal(x, zero), dtype);
+  p.is_nonzero = cast(not_equal(x, zero), dtype);
+  const Tensor zeros_per_group = reduce_sum(p.is_zero, int_axes, /*keepdims=*/true);
+  p.no_zero = cast(equal(zeros_per_group, zero), dtype);
+  p.single_zero = cast(equal(zeros_per_group, scalar(1.0, dtype)), dtype);
+  return p;
 }
 
 // d prod / d x_i = product of the other elements of x_i's group. Without zeros that is
@@ -198,16 +194,13 @@ static ZeroAwareFactors zero_aware_factors(const Tensor& x, const std::vector<st
   return f;
 }
 
-// dz = sum(dx * d prod / dx) over each group: z sum(dx / x) without zeros.
+// dz = sum(dx * d prod / dx) over each group, through the zero-aware factors below.
 static Tangents prod_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
   const auto axes = detail::reduction_axes(op);
   const std::vector<std::size_t> sorted_axes(axes.begin(), axes.end());
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     const ZeroPattern zeros = zero_pattern(x, sorted_axes);
-    if (!zeros.any_zero) {
-      return multiply(op.outputs[0], detail::sum_over_reduced_axes(op, divide(dx, x)));
-    }
     const ZeroAwareFactors f = zero_aware_factors(x, sorted_axes, zeros);
     const Tensor partials = multiply(broadcast_to(f.others, x.shape()), f.coefficient);
     return detail::sum_over_reduced_axes(op, multiply(partials, dx));
@@ -218,9 +211,6 @@ static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const auto axes = detail::reduction_axes(op);
   const ZeroPattern zeros = zero_pattern(x, axes);
-  if (!zeros.any_zero) {
-    return {divide(detail::broadcast_to_input(op, multiply(g[0], op.outputs()[0])), x)};
-  }
   const ZeroAwareFactors f = zero_aware_factors(x, axes, zeros);
   const Shape kept = detail::reduction_kept_shape(op);
   const Tensor scale = broadcast_to(
@@ -242,7 +232,7 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_logsumexp", x, axes);
   Tensor out = detail::dispatch_floating("reduce_logsumexp", x, [&](auto zero) {
     using T = decltype(zero);
-    const auto& a = x.array<T>();
+    const auto& a = detail::kernel_array<T>(x);
     const Shape shape = x.shape();
     // Shift by the group maximum so exp never overflows; an infinite maximum (all -inf, or
     // a +inf) is not a usable shift, so those groups are not shifted (as TF).

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce_support.hpp"
@@ -12,7 +13,6 @@
 #include "tapegrad/ops/indexing.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -115,121 +115,128 @@ Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
   return reduce_extremum<false>("reduce_min", min_op, x, axes, keepdims);
 }
 
-// 1 / (number of ties) where x equals its group's extremum, 0 elsewhere. The pattern of
-// extrema is piecewise constant in x, so it is computed outside the tape: a constant for
-// every gradient, which keeps the gradient linear in the incoming gradient and exact to any
-// order away from ties.
-static Tensor tie_weights(const char* op_type, const Tensor& x, const Tensor& extremum,
-                          const std::vector<std::size_t>& axes) {
-  const Shape kept = detail::keepdims_shape(x.shape(), axes);
-  return detail::dispatch_floating(op_type, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> target = extremum.array<T>();
-    target.reshape(kept);
-    // One array of x's size: the indicator, divided in place by its group's count of ties
-    // (skipped when there is no tie, the usual case: every count is 1).
-    auto weights = detail::map_binary<T>(x.array<T>(), target, x.shape(),
-                                         [](T v, T e) { return v == e ? T(1) : T(0); });
-    // Whole-number sums: exact in any order.
-    const auto ties = detail::reduce_axes<T>(weights, axes, /*keepdims=*/true, T(0),
-                                             [](T acc, T v) { return acc + v; }, true);
-    if (std::any_of(ties.begin(), ties.end(), [](T count) { return count != T(1); })) {
-      detail::binary_loop<T>(weights, ties, x.shape(), weights.size(), weights.data(),
-                             [](T hit, T count) { return hit / count; });
-    }
-    return Tensor(std::move(weights));
-  });
+// ---- ExtremumGrad ------------------------------------------------------------------------
+// ExtremumGrad(x, extremum, g): each group's g split evenly over the elements of x equal to
+// the group's extremum (TF's even split of ties), 0 elsewhere; a group whose extremum is NaN
+// has no tie and gets NaN (TF's 0 / 0). Linear in g. The ties are found inside the kernel,
+// never handed to a rule: a pattern read from x outside an op would be a constant of a
+// vectorized_map trace. x and the extremum get no gradient (the pattern is piecewise
+// constant in x), so the rule is exact to any order away from ties.
+
+static Grads extremum_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents extremum_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+// Every input with the batch axis (an unbatched one broadcast), the axes shifted past it.
+static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& op,
+                                                 const std::vector<Tensor>& inputs) {
+  std::vector<std::size_t> axes;
+  for (std::int64_t a : op.attributes().get_ints("axes")) axes.push_back(static_cast<std::size_t>(a) + 1);
+  return {detail::extremum_grad(detail::with_batch_axis(op, inputs, 0),
+                                detail::with_batch_axis(op, inputs, 1),
+                                detail::with_batch_axis(op, inputs, 2), axes)};
 }
+constexpr OpDefinition extremum_grad_op = detail::differentiable_op(
+    "ExtremumGrad", extremum_grad_gradient, KeepSet::only({0, 1}), KeepSet::none(),
+    extremum_grad_tangent, extremum_grad_batched);
+
+Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tensor& g,
+                             const std::vector<std::size_t>& axes) {
+  const char* op = "extremum_grad";
+  const auto described = [&] {
+    return describe(op, {{"x", x}, {"extremum", extremum}, {"g", g}});
+  };
+  require_defined(op, x);
+  require_defined(op, extremum);
+  require_defined(op, g);
+  const Shape kept = keepdims_shape(x.shape(), axes);
+  if (!is_floating(x.dtype()) || extremum.dtype() != x.dtype() || g.dtype() != x.dtype() ||
+      extremum.size() != num_elements(kept) || g.size() != num_elements(kept)) {
+    throw InvalidArgument(described() + ": needs floating x, and extremum and g of x's dtype "
+                          "with one element per group, " + shape_to_string(kept));
+  }
+  Tensor out = dispatch_floating(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    xt::xarray<T> result = allocate_array<T>(op, x.shape());
+    T* dx = result.data();
+    const T* cells = kernel_array<T>(extremum).data();
+    const T* grad = kernel_array<T>(g).data();
+    const std::size_t groups = num_elements(kept);
+    std::vector<std::size_t> ties;
+    std::vector<std::size_t> tie_groups;
+    std::vector<std::size_t> per_group(groups, 0);
+    // One read of x: usually one tie per group, so nothing x-sized but dx is written.
+    for_each_equal_to_cell(kernel_array<T>(x), cells, kept, [&](std::size_t i, std::size_t cell) {
+      ties.push_back(i);
+      tie_groups.push_back(cell);
+      ++per_group[cell];
+    });
+    std::fill_n(dx, x.size(), T(0));
+    for (std::size_t t = 0; t < ties.size(); ++t) {
+      const std::size_t count = per_group[tie_groups[t]];
+      dx[ties[t]] = count == 1 ? grad[tie_groups[t]]
+                               : grad[tie_groups[t]] * (T(1) / static_cast<T>(count));
+    }
+    if (std::none_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c == 0; })) {
+      return Tensor(std::move(result));
+    }
+    // A NaN extremum: its whole group gets g * (0 / 0).
+    xt::xarray<T> missing = xt::zeros<T>(kept);
+    for (std::size_t c = 0; c < groups; ++c) {
+      if (per_group[c] == 0) missing.data()[c] = grad[c] * (T(0) / T(0));
+    }
+    const xt::xarray<T> found = result;
+    binary_loop<T>(found, missing, x.shape(), x.size(), dx, [](T v, T m) { return v + m; });
+    return Tensor(std::move(result));
+  });
+  record(extremum_grad_op, {&x, &extremum, &g}, out, [&] {
+    return Attrs().set("axes", std::vector<std::int64_t>(axes.begin(), axes.end()));
+  });
+  return out;
+}
+
+static std::vector<std::size_t> recorded_axes(const Attrs& attrs) {
+  const auto& a = attrs.get_ints("axes");
+  return std::vector<std::size_t>(a.begin(), a.end());
+}
+
+// The transpose in g: each group's sum of h times its ties' weights (ExtremumGrad of ones).
+static Tensor sum_over_ties(const Tensor& x, const Tensor& extremum, const Tensor& h,
+                            const std::vector<std::size_t>& axes) {
+  const Tensor weights = detail::extremum_grad(x, extremum, ones_like(extremum), axes);
+  const std::vector<int> int_axes(axes.begin(), axes.end());
+  return reshape(reduce_sum(multiply(h, weights), int_axes, /*keepdims=*/true),
+                 detail::signed_shape(extremum.shape()));
+}
+
+static Grads extremum_grad_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {GradientValue(), GradientValue(),
+          sum_over_ties(op.inputs()[0], op.inputs()[1], g[0], recorded_axes(op.attrs()))};
+}
+
+static Tangents extremum_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  if (!tangents[2].defined()) return {Tensor()};
+  return {detail::extremum_grad(op.inputs[0], op.inputs[1], tangents[2], recorded_axes(*op.attrs))};
+}
+
+// ---- the gradient and tangent of Max and Min ----------------------------------------------
 
 // The tangent of the extremum: the tie-weighted mean of the tied elements' tangents.
 static Tangents extremum_tangent(const ForwardContext& op, const Tangents& tangents) {
   const auto axes = detail::reduction_axes(op);
   const std::vector<std::size_t> sorted_axes(axes.begin(), axes.end());
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    const Tensor weights = tie_weights(op.op.name, op.inputs[0], op.outputs[0], sorted_axes);
-    return detail::sum_over_reduced_axes(op, multiply(weights, dx));
+    return sum_over_ties(op.inputs[0], op.outputs[0], dx, sorted_axes);
   });
 }
 
-// Where x equals its group's extremum, found in one read of x: each tie's coordinates in x
-// ([k, rank], int64), its group's flat offset in the kept shape ([k], int64), and each tie's
-// weight 1 / (its group's count of ties). `every_group_hit` is false when some group has no
-// tie (a NaN extremum): TF's 0 / 0 gradient, which only the dense rule reproduces.
-namespace {
-struct Ties {
-  Tensor coordinates;
-  Tensor groups;
-  Tensor weights;
-  std::size_t count = 0;
-  bool any_shared = false;
-  bool every_group_hit = true;
-};
-}  // namespace
-
-static Ties find_ties(const char* op_type, const Tensor& x, const Tensor& extremum,
-                      const Shape& kept) {
-  return detail::dispatch_floating(op_type, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<std::size_t> offsets;
-    std::vector<std::size_t> groups;
-    std::vector<std::size_t> per_group(num_elements(kept), 0);
-    detail::for_each_equal_to_cell(x.array<T>(), extremum.array<T>().data(), kept,
-                                   [&](std::size_t i, std::size_t cell) {
-                                     offsets.push_back(i);
-                                     groups.push_back(cell);
-                                     ++per_group[cell];
-                                   });
-    Ties ties;
-    ties.count = offsets.size();
-    ties.every_group_hit =
-        std::none_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c == 0; });
-    ties.any_shared =
-        std::any_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c > 1; });
-    const Shape& shape = x.shape();
-    const std::size_t rank = shape.size();
-    xt::xarray<std::int64_t> coordinates = xt::empty<std::int64_t>(Shape{ties.count, rank});
-    xt::xarray<std::int64_t> group_ids = xt::empty<std::int64_t>(Shape{ties.count});
-    xt::xarray<T> weights = xt::empty<T>(Shape{ties.count});
-    for (std::size_t t = 0; t < ties.count; ++t) {
-      std::size_t rest = offsets[t];
-      for (std::size_t d = rank; d-- > 0;) {
-        coordinates(t, d) = static_cast<std::int64_t>(rest % shape[d]);
-        rest /= shape[d];
-      }
-      group_ids(t) = static_cast<std::int64_t>(groups[t]);
-      weights(t) = T(1) / static_cast<T>(per_group[groups[t]]);
-    }
-    ties.coordinates = Tensor(std::move(coordinates));
-    ties.groups = Tensor(std::move(group_ids));
-    ties.weights = Tensor(std::move(weights));
-    return ties;
-  });
-}
-
-// g / (number of ties) at each tie of its group, 0 elsewhere (TF's even split). When ties are
-// few (a reduction over runs of 4 or more elements, without many equal values) they are
-// scattered into zeros: one read of x and one write of the result, where the dense form
-// writes and reads an input-sized weights array. The ties and their weights are constants of
-// x (piecewise constant), so both forms are linear in g, in tapegrad ops, to any order.
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  const Tensor& x = op.inputs()[0];
-  const Tensor& extremum = op.outputs()[0];
-  const Shape kept = detail::reduction_kept_shape(op);
-  const auto kept_dims = std::vector<std::int64_t>(kept.begin(), kept.end());
-  const Ties ties = find_ties(op.op_type().c_str(), x, extremum, kept);
-  if (ties.every_group_hit && ties.count > 0 && ties.count * 4 <= x.size()) {
-    Tensor updates = gather(reshape(g[0], {-1}), ties.groups);
-    if (ties.any_shared) updates = multiply(updates, ties.weights);
-    return {scatter_nd(ties.coordinates, updates, x.shape())};
-  }
-  const Tensor weights = tie_weights(op.op_type().c_str(), x, extremum, detail::reduction_axes(op));
-  // g in the kept shape broadcasts in the multiply: no input-sized copy of g.
-  return {multiply(reshape(g[0], kept_dims), weights)};
+  return {detail::extremum_grad(op.inputs()[0], op.outputs()[0], g[0], detail::reduction_axes(op))};
 }
 
 namespace detail {
 
-void register_reduce_extrema_ops(OpRegistrar& registry) { registry.add({&max_op, &min_op}); }
+void register_reduce_extrema_ops(OpRegistrar& registry) {
+  registry.add({&max_op, &min_op, &extremum_grad_op});
+}
 
 }  // namespace detail
 

@@ -51,12 +51,20 @@ Tensor folding_reduction(const OpDefinition& op, const char* function, const Ten
   Tensor out = dispatch_numeric(function, x, [&](auto zero) {
     using T = decltype(zero);
     const auto fold = make_fold(zero);
-    return Tensor(
-        reduce_axes<T>(x.array<T>(), axes, keepdims, fold.init, fold.combine, fold.reorderable));
+    return Tensor(reduce_axes<T>(detail::kernel_array<T>(x), axes, keepdims, fold.init,
+                                 fold.combine, fold.reorderable));
   });
   record(op, {&x}, out, [&] { return reduction_attrs(axes, keepdims); });
   return out;
 }
+
+// The gradient of reduce_max / reduce_min over the sorted, non-negative `axes` of x
+// (recorded as ExtremumGrad): each group's g (extremum and g: one element per group, the
+// reduction's output with or without keepdims) split evenly over the elements of x equal to
+// the group's extremum, 0 elsewhere, NaN over a group whose extremum is NaN. x's shape; linear
+// in g. InvalidArgument naming extremum_grad and the shapes when they do not fit.
+Tensor extremum_grad(const Tensor& x, const Tensor& extremum, const Tensor& g,
+                     const std::vector<std::size_t>& axes);
 
 // In a gradient rule: the axes the reduction recorded.
 inline std::vector<std::size_t> reduction_axes(const OpContext& op) {

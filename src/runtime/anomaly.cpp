@@ -34,7 +34,7 @@ Finding find_anomaly(const Tensor& t) {
   const AnomalySettings& s = settings();
   return dispatch_floating("DetectAnomaly", t.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    for (const T v : t.array<T>()) {
+    for (const T v : detail::kernel_array<T>(t)) {
       if (s.nan && std::isnan(v)) return Finding::NaN;
       if (s.inf && std::isinf(v)) return Finding::Infinity;
     }

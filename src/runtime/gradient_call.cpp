@@ -1,9 +1,11 @@
 #include "runtime/gradient_call.hpp"
 
+#include <optional>
 #include <string>
 
 #include "runtime/error_context.hpp"
 #include "runtime/op_registry.hpp"
+#include "runtime/op_trace.hpp"
 #include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
@@ -68,8 +70,13 @@ void gather_saved(Tensor* saved, std::size_t n, bool take, std::vector<Tensor>& 
 std::vector<GradientValue> call_rule(const OpEntry& e, const Differentiation& how,
                                      const CallBuffers& b) {
   const OpContext ctx = OpContextFactory::make(e, b);
+  if (how.user == nullptr && how.custom == nullptr) return e.op->gradient(ctx, b.output_gradients);
+  // A user's code: a value it reads inside vectorized_map's fn is blamed on it.
+  std::optional<ValueReaderScope> reader;
+  if (any_tracer_active()) {
+    reader.emplace("the gradient function of '" + std::string(e.op->name) + "'");
+  }
   if (how.custom != nullptr) return (*how.custom)(ctx, b.output_gradients);
-  if (how.user == nullptr) return e.op->gradient(ctx, b.output_gradients);
   if (how.user->sparse) return how.user->sparse(ctx, b.output_gradients);
   std::vector<Tensor> dense = how.user->dense(ctx, b.output_gradients);
   return std::vector<GradientValue>(std::make_move_iterator(dense.begin()),

@@ -1,16 +1,25 @@
 #include "runtime/op_trace.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <utility>
 
 namespace tapegrad::detail {
 
 thread_local std::size_t active_tracer_count = 0;
+std::atomic<std::size_t> live_trace_count{0};
 
 namespace {
 
 std::vector<OpTrace*>& live_traces() {
   thread_local std::vector<OpTrace*> traces;
   return traces;
+}
+
+// Empty: fn.
+std::string& current_reader() {
+  thread_local std::string reader;
+  return reader;
 }
 
 void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
@@ -37,6 +46,11 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
     traced.inputs[i].value = v;
     if (v == TracedInput::kConstant) traced.inputs[i].constant = inputs[i];
   }
+  if (op.kind == GradientKind::Registered) {
+    for (OpTrace::ValueRead& read : trace.value_reads) {
+      for (const TracedInput& in : traced.inputs) read.absorbed = read.absorbed || in.value == read.value;
+    }
+  }
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     traced.outputs.push_back(trace.add_value(outputs[j]));
     traced.output_shapes.push_back(outputs[j].shape());
@@ -59,6 +73,7 @@ std::size_t OpTrace::value_of(const Tensor& t) const {
 }
 
 TraceScope::TraceScope(OpTrace& trace) : trace_(trace) {
+  live_trace_count.fetch_add(1, std::memory_order_relaxed);
   live_traces().push_back(&trace_);
   active_tracer_count = live_traces().size();
   refresh_observer_count();
@@ -70,6 +85,35 @@ TraceScope::~TraceScope() {
   if (it != traces.rend()) traces.erase(std::next(it).base());
   active_tracer_count = traces.size();
   refresh_observer_count();
+  live_trace_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+ValueReaderScope::ValueReaderScope(std::string reader)
+    : previous_(std::exchange(current_reader(), std::move(reader))) {}
+
+ValueReaderScope::~ValueReaderScope() { current_reader() = std::move(previous_); }
+
+const OpTrace::ValueRead* OpTrace::unabsorbed_read() const {
+  for (const ValueRead& read : value_reads) {
+    if (!read.absorbed) return &read;
+  }
+  return nullptr;
+}
+
+void note_value_read(const Tensor& t, const char* accessor) {
+  if (!t.defined()) return;
+  for (OpTrace* trace : live_traces()) {
+    const std::size_t value = trace->value_of(t);
+    if (value == TracedInput::kConstant) continue;
+    const std::string& reader = current_reader();
+    const std::string what = std::string(accessor) == "array" || std::string(accessor) == "item"
+                                 ? "Tensor::" + std::string(accessor) + "()"
+                                 : std::string(accessor);
+    trace->value_reads.push_back(
+        {value, what + " of a " + dtype_name(t.dtype()) + " value of shape " +
+                    shape_to_string(t.shape()) + " that depends on the slice, in " +
+                    (reader.empty() ? std::string("fn") : reader)});
+  }
 }
 
 void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs) {

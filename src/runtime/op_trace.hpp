@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,21 @@ struct OpTrace {
   std::vector<TracedOp> ops;
   std::size_t num_values = 0;
   std::unordered_map<std::uint64_t, std::size_t> value_of_id;  // while tracing
+  // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
+  // ("Tensor::item() of a float64 value of shape [] ... in fn"). A read is a user primitive's
+  // own kernel when a later op recorded with record_operation takes the value read as an
+  // input (its outputs are then traced values, batched by its rule): it is absorbed. A trace
+  // with a read that nothing absorbed is not replayed: what was read may have steered fn or
+  // come back as a constant.
+  struct ValueRead {
+    std::size_t value;
+    std::string description;
+    bool absorbed = false;
+  };
+  std::vector<ValueRead> value_reads;
+
+  // The first read that no user primitive absorbed, or null.
+  const ValueRead* unabsorbed_read() const;
 
   // A new traced value for tensor `t` (the trace's inputs, then op outputs).
   std::size_t add_value(const Tensor& t);
@@ -60,6 +76,19 @@ class TraceScope {
 
  private:
   OpTrace& trace_;
+};
+
+// Who runs C++ code while a trace is live, so that a value read can be blamed on it: fn itself
+// (none set), or a gradient function of a user's op that a tape inside fn calls. RAII, nests.
+class ValueReaderScope {
+ public:
+  explicit ValueReaderScope(std::string reader);
+  ~ValueReaderScope();
+  ValueReaderScope(const ValueReaderScope&) = delete;
+  ValueReaderScope& operator=(const ValueReaderScope&) = delete;
+
+ private:
+  std::string previous_;
 };
 
 // The recording hook (record_on_tapes): appends the op to every live trace one of whose

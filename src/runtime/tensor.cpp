@@ -138,7 +138,10 @@ std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
 
 template <class T>
 T Tensor::item() const {
-  const auto& a = array<T>();
+  const auto& a = unreported_array<T>();
+  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+    detail::note_value_read(*this, "item");
+  }
   if (a.size() != 1) {
     throw InvalidArgument("Tensor::item: needs a tensor of size 1, got shape " +
                           shape_to_string(shape()));

@@ -35,9 +35,11 @@ std::vector<VariableReadObserver*>& observer_stack() {
 // A variable's value is always a tensor of its own (never shared with another variable or
 // the caller), so a tape can tell which variable a value came from by its id.
 Tensor private_copy(const Tensor& t) {
+  // A side effect that outlives the call: a traced value stored here would be slice 0's.
+  if (live_trace_count.load(std::memory_order_relaxed) != 0) note_value_read(t, "Variable::assign");
   return dispatch_any(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    return Tensor(xt::xarray<T>(t.array<T>()));
+    return Tensor(xt::xarray<T>(kernel_array<T>(t)));
   });
 }
 
@@ -65,10 +67,14 @@ void check_compatible(const char* op, const Variable& v, const Tensor& t) {
 
 template <class Combine>
 Tensor combine(const char* op, const Tensor& a, const Tensor& b, Combine c) {
+  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
+    note_value_read(a, op);
+    note_value_read(b, op);
+  }
   return dispatch_numeric(op, a, [&](auto zero) {
     using T = decltype(zero);
-    const auto& x = a.array<T>();
-    const auto& y = b.array<T>();
+    const auto& x = kernel_array<T>(a);
+    const auto& y = kernel_array<T>(b);
     xt::xarray<T> out = xt::empty<T>(x.shape());
     for (std::size_t i = 0; i < out.size(); ++i) out.data()[i] = c(x.data()[i], y.data()[i]);
     return Tensor(std::move(out));

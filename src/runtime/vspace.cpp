@@ -32,7 +32,7 @@ bool add_in_place(const Tensor& sum, const Tensor& gradient) {
   dispatch_floating("AddN", sum.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* out = std::get<storage_array<T>>(storage).data();
-    const T* in = gradient.array<T>().data();
+    const T* in = detail::kernel_array<T>(gradient).data();
     const std::size_t n = sum.size();
     for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
   });

@@ -1,5 +1,6 @@
 #include "graph_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -187,6 +188,82 @@ bool compare_jacobians(const std::vector<Tensor>& inputs, const std::vector<Tens
   return true;
 }
 
+// x with its elements in reverse order, each moved by up to `jitter`: the same range of
+// values (the graph's conditioning still mostly applies) in another pattern.
+Tensor moved(const Tensor& x, std::mt19937_64& rng, double jitter) {
+  std::uniform_real_distribution<double> dist(-jitter, jitter);
+  std::vector<double> v = values_of(x);
+  std::reverse(v.begin(), v.end());
+  for (double& e : v) e += dist(rng);
+  return from_values(v, x.shape());
+}
+
+// Equal to rounding, NaN where the other is NaN.
+bool same_values(const std::string& what, const Tensor& got, const Tensor& want,
+                 const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::ostringstream why;
+  if (!got.defined() || got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    why << what << ": got " << got << ", expected the shape and dtype of " << want;
+    result.failure = why.str();
+    return false;
+  }
+  const std::vector<double> a = values_of(got), b = values_of(want);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ++result.values_compared;
+    const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+    if (both_nan || a[i] == b[i] ||
+        std::abs(a[i] - b[i]) <= options.tolerance * 1e-3 * (1.0 + std::abs(b[i]))) {
+      continue;
+    }
+    why.precision(17);
+    why << what << " element " << i << ": " << a[i] << ", expected " << b[i];
+    result.failure = why.str();
+    return false;
+  }
+  return true;
+}
+
+bool compare_vectorized(const RandomGraph& graph, const Objective& objective,
+                        const GraphCheckOptions& options, GraphCheckResult& result) {
+  std::mt19937_64 rng(graph.seed() ^ 0x5bd1e995ULL);
+  const std::vector<Tensor>& x = graph.inputs();
+  std::vector<Tensor> middle;
+  std::vector<Tensor> batches;
+  for (const Tensor& input : x) {
+    middle.push_back(moved(input, rng, 0.05));
+    batches.push_back(stack({input, middle.back(), input}, 0));
+  }
+  const std::vector<Tensor> vectorized = vectorized_map(
+      [&](const std::vector<Tensor>& point) { return objective.gradient(point); }, batches,
+      /*fallback_to_loop=*/false);
+  const std::vector<Tensor> at_base = objective.gradient(x);
+  const std::vector<Tensor> at_middle = objective.gradient(middle);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const Tensor looped = stack({at_base[k], at_middle[k], at_base[k]}, 0);
+    if (!same_values("vectorized_map of the gradient w.r.t. input " + std::to_string(k),
+                     vectorized[k], looped, options, result)) {
+      return false;
+    }
+  }
+  const auto jacobians_at = [&](bool vectorize) {
+    GradientTape tape;
+    tape.watch(middle);
+    JacobianOptions jacobian_options;
+    jacobian_options.unconnected = UnconnectedGradients::Zero;
+    jacobian_options.vectorize = vectorize;
+    return tape.jacobian(graph.evaluate(middle), middle, jacobian_options);
+  };
+  const std::vector<Tensor> fast = jacobians_at(true);
+  const std::vector<Tensor> slow = jacobians_at(false);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (!same_values("vectorized jacobian at the moved point w.r.t. input " + std::to_string(k),
+                     fast[k], slow[k], options, result)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options) {
@@ -201,6 +278,9 @@ GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& 
     if (result.passed && options.jacobian) {
       result.passed = compare_jacobians(x, gradients, objective.jacobians(x), objective.weights(),
                                         options, result);
+    }
+    if (result.passed && options.vectorized) {
+      result.passed = compare_vectorized(graph, objective, options, result);
     }
     if (result.passed && options.second_order) {
       result.passed = compare(

@@ -13,6 +13,9 @@ struct GraphCheckOptions {
   double tolerance = 1e-6;  // |analytic - numeric| <= tolerance * (1 + |numeric|)
   bool second_order = true;
   bool jacobian = true;  // tape.jacobian of the output, contracted with w, is the gradient
+  // vectorized_map of the gradient over three points (the middle one moved) equals the loop,
+  // and the vectorized Jacobian at the moved point equals the looped one
+  bool vectorized = true;
 };
 
 struct GraphCheckResult {
@@ -27,7 +30,11 @@ struct GraphCheckResult {
 // must be a defined float64 tensor of its input's shape (empty inputs included). Second order: the
 // gradient of sum_k sum(v_k * gradient_k) (nested tapes) against central differences of it.
 // Jacobian: tape.jacobian of the output w.r.t. every input, contracted with w, equals the
-// gradient. An exception from the library is a failure too.
+// gradient. Vectorized: on a batch of three points, the base point at both ends and a moved
+// one in the middle (its elements reversed and jittered, so maxima, orders, signs and ties
+// differ there only), vectorized_map of the gradient without its loop fallback equals the
+// gradient at each point, and at the moved point tape.jacobian vectorized equals it looped
+// (NaN where the other has NaN). An exception from the library is a failure too.
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});
 
 }  // namespace tapegrad::fuzz
