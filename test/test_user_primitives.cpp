@@ -197,3 +197,19 @@ TEST_CASE("an op with no gradient behind a cut is no error (it is never visited)
   const Tensor y = x * 3.0 + stop_gradient(u);
   require_close(tape.gradient(y, x), {}, {3.0}, 0.0);
 }
+
+TEST_CASE("record_operation rejects an output that is one of its inputs, and records nothing",
+          "[registry][user_op][misuse]") {
+  Tensor x = constant({1.0, 2.0});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor alias = x;  // a shallow copy: the same tensor
+  const std::string msg = message_of<InvalidArgument>(
+      [&] { record_operation("UserOpReturningItsInput", {constant(5.0), x}, {alias}); });
+  CHECK(msg ==
+        "record_operation('UserOpReturningItsInput'): output 0 is input 1 (the same tensor, "
+        "shape [2] and dtype float64): an op's outputs must be new tensors, not its inputs");
+  // The tape is untouched: x is still the watched leaf, so d(3x)/dx is 3, not 6.
+  const Tensor y = x * 3.0;
+  require_close(tape.gradient(y, x), {2}, {3.0, 3.0}, 0.0);
+}
