@@ -4,6 +4,8 @@
 // repeated eigen/singular values, float32 and float64, batches, and bad input.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 #include "linalg_test_support.hpp"
 #include "misuse_support.hpp"
@@ -463,4 +465,60 @@ TEST_CASE("float32 gradients of the decompositions (first order, loose tolerance
   verify_gradients([](const std::vector<Tensor>& x) { return svd(x[0]).s; },
                    {cast(random_tensor({4, 3}, 63), DType::Float32)}, loose);
   verify_gradients([](const std::vector<Tensor>& x) { return qr(x[0]).r; }, {a}, loose);
+}
+
+TEST_CASE("every op that factorises, inverts or solves with a matrix rejects NaN and inf in it",
+          "[decompositions][errors][nonfinite]") {
+  // A batch of two symmetric positive definite 3x3 matrices; the bad entry is in the second
+  // one (and off the lower triangle that cholesky and eigh read, for the NaN at (1, 0, 2)), so
+  // the check reads every element of every batch matrix.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> spd = {4, 1, 0, 1, 3, 1, 0, 1, 2, 5, 2, 1, 2, 4, 0, 1, 0, 3};
+  const Tensor b = random_tensor({2, 3, 2}, 70);
+  using Call = std::function<void(const Tensor&)>;
+  const std::vector<std::pair<std::string, Call>> ops = {
+      {"matrix_inverse", [](const Tensor& a) { matrix_inverse(a); }},
+      {"matrix_determinant", [](const Tensor& a) { matrix_determinant(a); }},
+      {"solve", [&](const Tensor& a) { solve(a, cast(b, a.dtype())); }},
+      {"cholesky", [](const Tensor& a) { cholesky(a); }},
+      {"slogdet", [](const Tensor& a) { slogdet(a); }},
+      {"logdet", [](const Tensor& a) { logdet(a); }},
+      {"eigh", [](const Tensor& a) { eigh(a); }},
+      {"svd", [](const Tensor& a) { svd(a); }},
+      {"qr", [](const Tensor& a) { qr(a); }},
+      {"triangular_solve", [&](const Tensor& a) { triangular_solve(a, cast(b, a.dtype())); }},
+      {"cholesky_solve", [&](const Tensor& a) { cholesky_solve(a, cast(b, a.dtype())); }},
+      {"lstsq", [&](const Tensor& a) { lstsq(a, cast(b, a.dtype())); }},
+  };
+  for (const DType dtype : {DType::Float64, DType::Float32}) {
+    for (const double bad : {nan, inf, -inf}) {
+      for (const std::size_t where : {std::size_t{9 + 2}, std::size_t{9 + 3}}) {
+        std::vector<double> v = spd;
+        v[where] = bad;
+        const Tensor a = from_values(v, {2, 3, 3}, dtype);
+        for (const auto& [name, call] : ops) {
+          const Call c = call;
+          const std::string what = name + " of a " + dtype_name(dtype) + " batch holding " +
+                                   std::to_string(bad) + " at flat " + std::to_string(where);
+          expect_misuse<InvalidArgument>(what, [&] { c(a); },
+                                         {name + ": ", "[2, 3, 3]", dtype_name(dtype),
+                                          "has a NaN or infinite entry"});
+        }
+      }
+    }
+  }
+  // The same matrices, finite, pass every op; a NaN only in a right-hand side comes out as NaN.
+  const Tensor finite = from_values(spd, {2, 3, 3});
+  for (const auto& [name, call] : ops) {
+    INFO(name);
+    CHECK_NOTHROW(call(finite));
+  }
+  std::vector<double> bad_rhs(6, 1.0);
+  bad_rhs[0] = nan;
+  const Tensor x = solve(from_values({2, 0, 0, 0, 4, 0, 0, 0, 8}, {3, 3}), from_values(bad_rhs, {3, 2}));
+  const auto xv = values(x);
+  CHECK(std::isnan(xv[0]));
+  CHECK(xv[1] == 0.5);
+  CHECK(xv[3] == 0.25);
 }

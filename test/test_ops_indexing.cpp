@@ -54,6 +54,20 @@ TEST_CASE("pad: constant, reflect and symmetric match TF's examples", "[pad]") {
   require_close(pad(constant(5.0), {}), {}, {5});
 }
 
+TEST_CASE("pad of bool: constant mode only, as documented", "[pad][bool]") {
+  const Tensor b = cast(constant({1.0, 0.0, 1.0}), DType::Bool);
+  const Tensor padded = pad(b, {{1, 2}}, PadMode::Constant, 1);
+  CHECK(padded.dtype() == DType::Bool);
+  require_close(padded, {6}, {1, 1, 0, 1, 1, 1});
+  require_close(pad(b, {{2, 0}}), {5}, {0, 0, 1, 0, 1});
+  CHECK(message_of<InvalidArgument>([&] { pad(b, {{1, 1}}, PadMode::Reflect); }) ==
+        "pad: x has shape [3] and dtype bool: paddings [[1, 1]] (mode reflect) need a numeric "
+        "dtype: bool is padded only in constant mode");
+  CHECK(message_of<InvalidArgument>([&] { pad(b, {{0, 2}}, PadMode::Symmetric); }) ==
+        "pad: x has shape [3] and dtype bool: paddings [[0, 2]] (mode symmetric) need a numeric "
+        "dtype: bool is padded only in constant mode");
+}
+
 TEST_CASE("pad gradients: the window back, mirrored copies added", "[pad][gradient]") {
   const Tensor x = constant({1, 2, 3});
   for (auto [mode, expected] : std::vector<std::pair<PadMode, std::vector<double>>>{

@@ -4,6 +4,7 @@
 // first- and second-order numerical checks, and bad input.
 #include "support.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "misuse_support.hpp"
@@ -171,6 +172,53 @@ TEST_CASE("MaxPoolGrad and MaxPoolGradGrad are each other's transpose in their s
   require_close(first, {1, 4, 4, 1}, expected_dx, 1e-15);
   require_close(outer.gradient(reduce_sum(first * h), x, UnconnectedGradients::Zero), {1, 4, 4, 1},
                 std::vector<double>(16, 0.0), 0);
+}
+
+TEST_CASE("max_pool2d and avg_pool2d propagate a NaN from any position of the window",
+          "[pooling][nan]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : kAllFloat) {
+    for (std::size_t p = 0; p < 4; ++p) {
+      INFO(dtype_name(dtype) << ", NaN at window position " << p);
+      // Channel 0 holds the NaN beside a larger value 5 (so neither "first" nor "largest"
+      // hides it); channel 1 has no NaN and must be unaffected.
+      std::vector<double> v = {1, 2, 5, 3, 1, 9, 1, 4};
+      v[2 * p] = nan;
+      if (p == 2) v[0] = 5;  // keep a 5 in channel 0 beside the NaN
+      Tensor x = from_values(v, {1, 2, 2, 2}, dtype);
+      GradientTape tape(/*persistent=*/true);
+      tape.watch(x);
+      const Tensor y = max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+      REQUIRE(y.shape() == Shape{1, 1, 1, 2});
+      const auto yv = values(y);
+      CHECK(std::isnan(yv[0]));
+      CHECK(yv[1] == 9);
+      // The first NaN is the window's argmax: g goes there, not to the 5.
+      const Tensor g = from_values({7, 11}, {1, 1, 1, 2}, dtype);
+      std::vector<double> expected(8, 0.0);
+      expected[2 * p] = 7;
+      expected[5] = 11;
+      require_close(tape.gradient({y}, {x}, {g})[0], {1, 2, 2, 2}, expected);
+
+      const Tensor a = avg_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+      const auto av = values(a);
+      CHECK(std::isnan(av[0]));
+      CHECK(av[1] == 4.5);  // (2 + 3 + 9 + 4) / 4
+      // AvgPool's gradient does not read x: it stays g / 4 everywhere.
+      require_close(tape.gradient({a}, {x}, {g})[0], {1, 2, 2, 2},
+                    {1.75, 2.75, 1.75, 2.75, 1.75, 2.75, 1.75, 2.75});
+    }
+    // Two NaNs in one window: the first of them (window order) gets the gradient; a 1x1
+    // input with SAME padding has the NaN as its only in-bounds tap.
+    Tensor x = from_values({2, nan, 8, nan}, {1, 2, 2, 1}, dtype);
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+    CHECK(std::isnan(values(y)[0]));
+    require_close(tape.gradient(y, x), {1, 2, 2, 1}, {0, 1, 0, 0});
+    CHECK(std::isnan(values(max_pool2d(from_values({nan}, {1, 1, 1, 1}, dtype), {3, 3}, {1, 1},
+                                       Padding::Same))[0]));
+  }
 }
 
 TEST_CASE("avg_pool2d's gradient is AvgPoolGrad, the transpose of the averaging", "[pooling][gradient]") {

@@ -2,6 +2,9 @@
 // differentiated by a gradient registered with register_gradient.
 #include "support.hpp"
 
+#include <functional>
+#include <stdexcept>
+
 #include <xtensor/xmath.hpp>
 
 using namespace tapegrad;
@@ -129,4 +132,84 @@ TEST_CASE("registering a gradient twice is an error", "[registry][user_op]") {
   CHECK_THAT(msg, Catch::Contains("UserCube"));
   msg = message_of<InvalidArgument>([] { not_differentiable("UserRound"); });
   CHECK_THAT(msg, Catch::Contains("UserRound"));
+}
+
+namespace {
+
+// 2 * x, whose gradient function must never run: it is only ever used behind a cut.
+Tensor user_never_differentiated(const Tensor& x) {
+  static const bool registered = [] {
+    register_gradient("UserNeverDifferentiated",
+                      [](const OpContext&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+                        throw std::runtime_error("UserNeverDifferentiated's gradient ran");
+                      });
+    return true;
+  }();
+  (void)registered;
+  Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
+  record_operation("UserNeverDifferentiated", {x}, {y});
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("an op off every differentiable path is never visited: its gradient never runs",
+          "[registry][user_op][pruning]") {
+  register_user_ops();
+  // y = x^2 + user(cut(x)): only x^2 reaches x, so dy/dx = 2x exactly and the user op (whose
+  // gradient throws) lies on no path from y to x.
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cuts = {
+      {"stop_gradient", [](const Tensor& x) { return stop_gradient(x); }},
+      {"cast to int32", [](const Tensor& x) { return cast(cast(x, DType::Int32), DType::Float64); }},
+      {"a comparison",
+       [](const Tensor& x) { return cast(greater(x, scalar(0.0, DType::Float64)), DType::Float64); }},
+      {"argmax", [](const Tensor& x) { return cast(argmax(x, 0), DType::Float64); }},
+      {"a not_differentiable user op", [](const Tensor& x) { return user_round(x); }},
+  };
+  for (const auto& [name, cut] : cuts) {
+    INFO("cut by " << name);
+    Tensor x = constant({1.5, -2.0});
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = x * x + user_never_differentiated(cut(x));
+    require_close(tape.gradient(y, x), {2}, {3.0, -4.0}, 0.0);
+  }
+  {
+    INFO("cut by GradientOptions::stop_gradients");
+    Tensor x = constant({1.5, -2.0});
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor s = tapegrad::sin(x);
+    const Tensor y = x * x + user_never_differentiated(s * 3.0);
+    GradientOptions options;
+    options.stop_gradients = {s};
+    require_close(tape.gradient({y}, {x}, options)[0], {2}, {3.0, -4.0}, 0.0);
+  }
+}
+
+TEST_CASE("an op with no gradient behind a cut is no error (it is never visited)",
+          "[registry][user_op][pruning]") {
+  Tensor x = constant(2.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor u(xt::xarray<double>(x.array<double>() + 1.0));
+  record_operation("UserOpBehindAStopGradient", {x}, {u});
+  const Tensor y = x * 3.0 + stop_gradient(u);
+  require_close(tape.gradient(y, x), {}, {3.0}, 0.0);
+}
+
+TEST_CASE("record_operation rejects an output that is one of its inputs, and records nothing",
+          "[registry][user_op][misuse]") {
+  Tensor x = constant({1.0, 2.0});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor alias = x;  // a shallow copy: the same tensor
+  const std::string msg = message_of<InvalidArgument>(
+      [&] { record_operation("UserOpReturningItsInput", {constant(5.0), x}, {alias}); });
+  CHECK(msg ==
+        "record_operation('UserOpReturningItsInput'): output 0 is input 1 (the same tensor, "
+        "shape [2] and dtype float64): an op's outputs must be new tensors, not its inputs");
+  // The tape is untouched: x is still the watched leaf, so d(3x)/dx is 3, not 6.
+  const Tensor y = x * 3.0;
+  require_close(tape.gradient(y, x), {2}, {3.0, 3.0}, 0.0);
 }

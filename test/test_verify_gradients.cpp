@@ -93,3 +93,23 @@ TEST_CASE("verify_gradients rejects bad options and arguments", "[verify]") {
   CHECK(message_of<InvalidArgument>([&] { verify_gradients(f, {Tensor()}); }) ==
         "verify_gradients: argument 0 is undefined");
 }
+
+TEST_CASE("verify_gradients rejects an f whose output is not floating, naming its dtype",
+          "[verify]") {
+  const Tensor x = constant({1.118, -2.5});
+  const Fn to_int = [](const std::vector<Tensor>& a) { return cast(a[0], DType::Int32); };
+  const Fn to_bool = [](const std::vector<Tensor>& a) {
+    return greater(a[0], scalar(0.0, DType::Float64));
+  };
+  for (const int order : {1, 2}) {
+    INFO("order " << order);
+    VerifyOptions options;
+    options.order = order;
+    CHECK(message_of<InvalidArgument>([&] { verify_gradients(to_int, {x}, options); }) ==
+          "verify_gradients: f's output is not floating point: it has dtype int32 and shape [2] "
+          "(only a float32 or float64 output has derivatives to verify)");
+    CHECK(message_of<InvalidArgument>([&] { verify_gradients(to_bool, {x}, options); }) ==
+          "verify_gradients: f's output is not floating point: it has dtype bool and shape [2] "
+          "(only a float32 or float64 output has derivatives to verify)");
+  }
+}

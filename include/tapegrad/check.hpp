@@ -39,8 +39,9 @@ struct VerifyOptions {
 /// floating argument, which covers every second derivative (mixed ones too). Integer and bool
 /// arguments are held constant. Throws GradientCheckError at the first element that
 /// disagrees, naming the argument(s), the element, the analytic and the numeric value;
-/// InvalidArgument for an order other than 1 or 2, a non-positive delta, negative tolerances
-/// or an undefined argument. Use float64 arguments: float32 needs far looser tolerances.
+/// InvalidArgument for an order other than 1 or 2, a non-positive delta, negative tolerances,
+/// an undefined argument, or an output of f that is not float32 or float64 (naming its
+/// dtype). Use float64 arguments: float32 needs far looser tolerances.
 void verify_gradients(const Fn& f, const std::vector<Tensor>& args,
                       const VerifyOptions& options = {});
 

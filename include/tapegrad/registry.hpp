@@ -132,6 +132,9 @@ std::vector<RegisteredOpInfo> registered_ops();
 /// when `gradient()` runs (LookupError naming it when there is none). When an input carries
 /// a tangent on an active ForwardAccumulator, the outputs get theirs at once through the
 /// transpose of that gradient (LookupError naming the op when it has none yet).
+/// InvalidArgument naming the op when, while something observes (a tape or accumulator), an
+/// input or output is undefined or an output is one of the inputs (the same tensor, as a
+/// shallow copy is): an op's outputs must be new tensors. Nothing is recorded then.
 void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,
                       const std::vector<Tensor>& outputs);
 void record_operation(const std::string& op_type, const std::vector<Tensor>& inputs,

@@ -78,6 +78,14 @@ void verify_gradients(const Fn& f, const std::vector<Tensor>& args, const Verify
   }
   const Tensor y = f(args);
   if (!y.defined()) throw InvalidArgument("verify_gradients: f returned an undefined tensor");
+  // An integer or bool output has no derivative to verify; caught here, it would surface as an
+  // internal error of the weights built for the second order.
+  if (!is_floating(y.dtype())) {
+    throw InvalidArgument("verify_gradients: f's output is not floating point: it has dtype " +
+                          std::string(dtype_name(y.dtype())) + " and shape " +
+                          shape_to_string(y.shape()) +
+                          " (only a float32 or float64 output has derivatives to verify)");
+  }
 
   for (std::size_t i : floating) {
     const GradientCheck check = check_gradient(f, args, i, options.delta);

@@ -3,6 +3,7 @@
 #include "kernels/pooling.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tapegrad::detail {
 
@@ -71,9 +72,12 @@ void max_pool_forward(const ConvGeometry& g, const T* x, T* out, std::int64_t* a
           return;
         }
         for (std::size_t k = 0; k < c; ++k) {
-          // Strictly greater: the first maximum in window order wins a tie.
-          if (x[i + k] > out[o + k]) {
-            out[o + k] = x[i + k];
+          // Strictly greater: the first maximum in window order wins a tie. A NaN compares
+          // false both ways, so it is taken explicitly (as reduce_max and TF's MaxPool do);
+          // once out holds a NaN nothing replaces it, so the first NaN is the argmax.
+          const T v = x[i + k];
+          if (v > out[o + k] || (std::isnan(v) && !std::isnan(out[o + k]))) {
+            out[o + k] = v;
             if (argmax != nullptr) argmax[o + k] = static_cast<std::int64_t>(i + k);
           }
         }

@@ -11,7 +11,7 @@ namespace tapegrad::detail {
 
 // out[n, oh, ow, c] = the largest x over the window; argmax (when not null) gets the flat
 // index into x of that element, the first one in window order (rows, then columns) on ties,
-// as TF's CPU kernel.
+// as TF's CPU kernel. A window holding a NaN gives NaN, and its argmax is the first NaN.
 template <class T>
 void max_pool_forward(const ConvGeometry& geometry, const T* x, T* out, std::int64_t* argmax);
 

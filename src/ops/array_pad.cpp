@@ -49,6 +49,11 @@ static AxisMaps axis_maps(const Shape& shape, DType dtype, const Paddings& paddi
                           " and dtype " + dtype_name(dtype) + ": paddings " + paddings_text(paddings) +
                           " (mode " + mode_name(mode) + ") " + why);
   };
+  // Mirroring is TF's MirrorPad, which has no bool kernel; a bool is padded only with a
+  // constant (docs/ops.md, pad).
+  if (mode != PadMode::Constant && dtype == DType::Bool) {
+    fail("need a numeric dtype: bool is padded only in constant mode");
+  }
   if (paddings.size() != shape.size()) fail("need one (before, after) pair per dimension");
   AxisMaps maps(shape.size());
   for (std::size_t d = 0; d < shape.size(); ++d) {

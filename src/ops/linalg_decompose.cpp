@@ -44,6 +44,7 @@ constexpr OpDefinition slogdet_op =
 
 SlogdetResult slogdet(const Tensor& a) {
   const std::size_t n = detail::require_square("slogdet", "a", a);
+  detail::require_finite("slogdet", "a", a, {{"a", a}});
   std::vector<Tensor> outputs = detail::dispatch_floating("slogdet", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     detail::BatchLu<T> lu(a, n);
@@ -80,6 +81,7 @@ static Grads slogdet_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 Tensor logdet(const Tensor& a) {
   detail::require_square("logdet", "a", a);
+  detail::require_finite("logdet", "a", a, {{"a", a}});
   Tensor chol;
   try {
     chol = cholesky(a);
@@ -104,6 +106,7 @@ constexpr OpDefinition eigh_op =
 
 EighResult eigh(const Tensor& a) {
   const std::size_t n = detail::require_square("eigh", "a", a);
+  detail::require_finite("eigh", "a", a, {{"a", a}});
   const std::size_t count = detail::matrix_count(a.shape());
   std::vector<Tensor> outputs = detail::dispatch_floating("eigh", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -113,10 +116,6 @@ EighResult eigh(const Tensor& a) {
     xt::xarray<T> vectors = detail::allocate_array<T>("eigh", a.shape());
     if (n == 0 || count == 0) {
       return std::vector<Tensor>{Tensor(std::move(values)), Tensor(std::move(vectors))};
-    }
-    if (!detail::all_finite(detail::kernel_array<T>(a).data(), a.size())) {
-      throw InvalidArgument(detail::describe("eigh", {{"a", a}}) +
-                            ": a has a NaN or infinite entry");
     }
     // Row-major a read column-major is a^T, whose upper triangle is a's lower one: 'U'.
     const auto size = static_cast<blasint>(n);
@@ -195,6 +194,7 @@ constexpr OpDefinition qr_op = detail::differentiable_op(
 
 QrResult qr(const Tensor& a) {
   detail::require_matrices("qr", "a", a);
+  detail::require_finite("qr", "a", a, {{"a", a}});
   const std::size_t m = a.shape()[a.rank() - 2], n = a.shape().back();
   const std::size_t k = std::min(m, n);
   const std::size_t count = detail::matrix_count(a.shape());

@@ -44,6 +44,7 @@ constexpr OpDefinition inverse_op = detail::differentiable_op(
 
 Tensor matrix_inverse(const Tensor& a) {
   const std::size_t n = require_square("matrix_inverse", "a", a);
+  detail::require_finite("matrix_inverse", "a", a, {{"a", a}});
   Tensor out = detail::dispatch_floating("matrix_inverse", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     BatchLu<T> lu(a, n);
@@ -90,6 +91,7 @@ constexpr OpDefinition determinant_op =
 
 Tensor matrix_determinant(const Tensor& a) {
   const std::size_t n = require_square("matrix_determinant", "a", a);
+  detail::require_finite("matrix_determinant", "a", a, {{"a", a}});
   Tensor out = detail::dispatch_floating("matrix_determinant", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     BatchLu<T> lu(a, n);
@@ -148,6 +150,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   if (detail::matrix_batch_shape(a.shape()) != detail::matrix_batch_shape(b.shape())) {
     fail("the batch dimensions differ (solve does not broadcast them)");
   }
+  detail::require_finite("solve", "a", a, {{"a", a}, {"b", b}});
   const std::size_t k = b.shape().back();
   Tensor out = detail::dispatch_floating("solve", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -204,6 +207,7 @@ constexpr OpDefinition cholesky_op = detail::differentiable_op(
 
 Tensor cholesky(const Tensor& a) {
   const std::size_t n = require_square("cholesky", "a", a);
+  detail::require_finite("cholesky", "a", a, {{"a", a}});
   const std::size_t count = num_elements(detail::matrix_batch_shape(a.shape()));
   Tensor out = detail::dispatch_floating("cholesky", a.dtype(), [&](auto zero) {
     using T = decltype(zero);

@@ -226,16 +226,6 @@ inline blasint qr_form_q(blasint m, blasint n, blasint k, double* a, const doubl
   return info;
 }
 
-// Whether every entry of a batch is finite (LAPACK's iterative solvers may loop on, or silently
-// return garbage for, a NaN or an infinity).
-template <class T>
-bool all_finite(const T* data, std::size_t size) {
-  for (std::size_t i = 0; i < size; ++i) {
-    if (!std::isfinite(data[i])) return false;
-  }
-  return true;
-}
-
 // The workspace size LAPACK reported in work[0] by a query (at least 1).
 template <class T>
 blasint workspace_size(T reported) {

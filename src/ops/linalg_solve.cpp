@@ -63,6 +63,7 @@ Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoi
   const std::string flags = std::string(" (lower=") + (lower ? "true" : "false") +
                             ", adjoint=" + (adjoint ? "true" : "false") + ")";
   const std::size_t k = require_right_hand_side("triangular_solve", "a", a, b, flags);
+  detail::require_finite("triangular_solve", "a", a, {{"a", a}, {"b", b}});
   const std::size_t count = detail::matrix_count(a.shape());
   Tensor out = detail::dispatch_floating("triangular_solve", a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -130,6 +131,7 @@ static Grads triangular_solve_gradient(const OpContext& op, const std::vector<Te
 Tensor cholesky_solve(const Tensor& chol, const Tensor& b) {
   detail::require_square("cholesky_solve", "chol", chol);
   require_right_hand_side("cholesky_solve", "chol", chol, b);
+  detail::require_finite("cholesky_solve", "chol", chol, {{"chol", chol}, {"b", b}});
   // L L^T x = b: L y = b, then L^T x = y.
   return triangular_solve(chol, triangular_solve(chol, b, true, false), true, true);
 }
@@ -140,6 +142,7 @@ Tensor lstsq(const Tensor& a, const Tensor& b, double l2) {
   detail::require_matrices("lstsq", "a", a);
   const std::string with_l2 = " (l2=" + std::to_string(l2) + ")";
   require_right_hand_side("lstsq", "a", a, b, with_l2);
+  detail::require_finite("lstsq", "a", a, {{"a", a}, {"b", b}});
   if (!(l2 >= 0.0) || !std::isfinite(l2)) {
     throw InvalidArgument(detail::describe("lstsq", {{"a", a}, {"b", b}}) + with_l2 +
                           ": l2 must be finite and >= 0");

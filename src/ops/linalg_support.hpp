@@ -2,6 +2,7 @@
 // the matrix transpose of a batch, and small constant matrices used inside gradient rules.
 #pragma once
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -54,6 +55,27 @@ inline std::size_t require_square(const char* op, const char* name, const Tensor
                           ": expected a square matrix or a batch of square matrices [..., n, n]");
   }
   return s.back();
+}
+
+// The one rule of the ops that factorise, invert or solve with a matrix (docs/ops.md, linalg):
+// a NaN or an infinity in that matrix throws. LAPACK has no single answer for one (an
+// iterative eigen or SVD solver may loop or return garbage, an LU or Cholesky gives NaN or a
+// misleading "singular"), so no op hands one to it. Right-hand sides are not checked: a solve
+// is arithmetic on them, and a NaN there comes out as NaN. `operands` describe the call.
+inline void require_finite(const char* op, const char* name, const Tensor& t,
+                           const std::vector<Operand>& operands) {
+  const auto finite = [](const auto& values) {
+    for (const auto v : values) {
+      if (!std::isfinite(v)) return false;
+    }
+    return true;
+  };
+  const bool ok = t.dtype() == DType::Float32 ? finite(kernel_array<float>(t))
+                                               : finite(kernel_array<double>(t));
+  if (!ok) {
+    throw InvalidArgument(describe(op, operands) + ": " + name +
+                          " has a NaN or infinite entry (its matrices must be finite)");
+  }
 }
 
 // x with its last two axes swapped (the matrix transpose of every batch matrix).

@@ -45,6 +45,7 @@ static void fill_identity_columns(xt::xarray<T>& x, std::size_t rows, std::size_
 
 SvdResult svd(const Tensor& a, bool full_matrices) {
   detail::require_matrices("svd", "a", a);
+  detail::require_finite("svd", "a", a, {{"a", a}});
   const std::size_t m = a.shape()[a.rank() - 2], n = a.shape().back();
   const std::size_t k = std::min(m, n);
   const std::size_t u_cols = full_matrices ? m : k, v_cols = full_matrices ? n : k;
@@ -67,10 +68,6 @@ SvdResult svd(const Tensor& a, bool full_matrices) {
       fill_identity_columns(u, m, u_cols);
       fill_identity_columns(v, n, v_cols);
       return std::vector<Tensor>{Tensor(std::move(s)), Tensor(std::move(u)), Tensor(std::move(v))};
-    }
-    if (!detail::all_finite(detail::kernel_array<T>(a).data(), a.size())) {
-      throw InvalidArgument(detail::describe("svd", {{"a", a}}) +
-                            ": a has a NaN or infinite entry");
     }
     // Row-major a read column-major is a^T (n x m) = U' S V'^T, so a = V' S U'^T: LAPACK's
     // V'^T (u_cols x m, column-major) read row-major is a's u as it stands, and its U'

@@ -1,7 +1,10 @@
 // DetectAnomaly: the scope's thread-local settings and the checks, forward and backward.
 #include "runtime/anomaly.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "kernels/dispatch.hpp"
@@ -12,6 +15,16 @@ namespace tapegrad::detail {
 
 thread_local bool anomaly_scope_alive = false;
 
+struct AnomalyScopeState {
+  AnomalyScopeState(bool nan_, bool inf_, std::shared_ptr<std::atomic<bool>> sweep_)
+      : nan(nan_), inf(inf_), sweep(std::move(sweep_)) {}
+  const bool nan;
+  const bool inf;
+  std::atomic<bool> destroyed{false};
+  // The creating thread's flag: set when this scope is destroyed on another thread.
+  const std::shared_ptr<std::atomic<bool>> sweep;
+};
+
 namespace {
 
 struct AnomalySettings {
@@ -19,10 +32,35 @@ struct AnomalySettings {
   bool inf = true;
 };
 
-AnomalySettings& settings() {
-  thread_local AnomalySettings s;
-  return s;
+// The scopes created on this thread and not yet destroyed, in creation order. A count alone
+// would not do: scopes may end in any order (unique_ptrs reset out of order), and the settings
+// that apply are those of the newest scope still alive, so each scope must be found and
+// removed by identity.
+struct ThreadScopes {
+  std::vector<std::shared_ptr<AnomalyScopeState>> live;
+  std::shared_ptr<std::atomic<bool>> sweep = std::make_shared<std::atomic<bool>>(false);
+  AnomalySettings current;
+
+  void refresh() noexcept {
+    if (sweep->exchange(false, std::memory_order_acquire)) {
+      live.erase(std::remove_if(live.begin(), live.end(),
+                                [](const std::shared_ptr<AnomalyScopeState>& s) {
+                                  return s->destroyed.load(std::memory_order_acquire);
+                                }),
+                 live.end());
+    }
+    current = live.empty() ? AnomalySettings{} : AnomalySettings{live.back()->nan, live.back()->inf};
+    anomaly_scope_alive = !live.empty();
+    refresh_observer_count();
+  }
+};
+
+ThreadScopes& thread_scopes() {
+  thread_local ThreadScopes scopes;
+  return scopes;
 }
+
+const AnomalySettings& settings() { return thread_scopes().current; }
 
 thread_local int walks_running = 0;
 
@@ -68,6 +106,12 @@ std::string position_text(const TapeImpl& tape, std::int64_t index) {
 }
 
 }  // namespace
+
+bool anomaly_scopes_remain() noexcept {
+  ThreadScopes& scopes = thread_scopes();
+  if (scopes.sweep->load(std::memory_order_relaxed)) scopes.refresh();  // one died elsewhere
+  return anomaly_scope_alive;
+}
 
 AnomalyBackwardScope::AnomalyBackwardScope() noexcept { ++walks_running; }
 AnomalyBackwardScope::~AnomalyBackwardScope() { --walks_running; }
@@ -125,19 +169,24 @@ void check_backward_gradients(const TapeImpl& tape, std::int64_t op_index,
 namespace tapegrad {
 
 DetectAnomaly::DetectAnomaly(bool nan, bool inf) {
-  auto& s = detail::settings();
-  previous_nan_ = s.nan;
-  previous_inf_ = s.inf;
-  previous_active_ = detail::anomaly_scope_alive;
-  s = {nan, inf};
-  detail::anomaly_scope_alive = true;
-  detail::refresh_observer_count();
+  detail::ThreadScopes& scopes = detail::thread_scopes();
+  state_ = std::make_shared<detail::AnomalyScopeState>(nan, inf, scopes.sweep);
+  scopes.live.push_back(state_);
+  scopes.refresh();
 }
 
 DetectAnomaly::~DetectAnomaly() {
-  detail::settings() = {previous_nan_, previous_inf_};
-  detail::anomaly_scope_alive = previous_active_;
-  detail::refresh_observer_count();
+  state_->destroyed.store(true, std::memory_order_release);
+  // On its own thread the scope leaves the list now; anywhere else it flags the creating
+  // thread (alive or not: the flag is shared), which drops it before its next check.
+  detail::ThreadScopes& here = detail::thread_scopes();
+  if (state_->sweep == here.sweep) {
+    auto& live = here.live;
+    live.erase(std::remove(live.begin(), live.end(), state_), live.end());
+    here.refresh();
+  } else {
+    state_->sweep->store(true, std::memory_order_release);
+  }
 }
 
 }  // namespace tapegrad

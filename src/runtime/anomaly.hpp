@@ -13,10 +13,20 @@ namespace tapegrad::detail {
 class TapeImpl;
 struct OpEntry;
 
-// True while a DetectAnomaly scope is alive on this thread: a plain thread_local, read on the
-// recording path of every op and every step of the walk.
+// True while a DetectAnomaly scope created on this thread is alive, as far as this thread
+// knows: a plain thread_local, read on the recording path of every op and every step of the
+// walk. A scope destroyed on another thread only flags its creating thread, which drops it in
+// anomaly_scopes_remain().
 extern thread_local bool anomaly_scope_alive;
-inline bool anomaly_checks_active() noexcept { return anomaly_scope_alive; }
+// Drops the scopes another thread destroyed (when flagged); true when some scope is left.
+bool anomaly_scopes_remain() noexcept;
+inline bool anomaly_checks_active() noexcept {
+  return anomaly_scope_alive && anomaly_scopes_remain();
+}
+
+// One DetectAnomaly scope, shared by the scope object and its creating thread's list, so that
+// either may go first (a scope destroyed on another thread, or after its thread ended).
+struct AnomalyScopeState;
 
 // While a backward walk runs, the ops its gradient rules call are not checked one by one: the
 // walk checks what each rule returns, so the error names the op being differentiated.

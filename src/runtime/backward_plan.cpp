@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/id_map.hpp"
+#include "runtime/op_registry.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -28,6 +29,18 @@ bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::F
 
 bool is_stopped(const std::vector<std::uint64_t>& stop_ids, std::uint64_t id) {
   return !stop_ids.empty() && std::binary_search(stop_ids.begin(), stop_ids.end(), id);
+}
+
+// An op no gradient crosses (StopGradient, comparisons, argmax, a user op marked
+// not_differentiable): it ends every path through it. Were it a step, its outputs would get
+// slots and the ops using them would be called with gradients that can reach no source (TF
+// never calls those). A custom backward overrides the registry, as in differentiation_of.
+bool cuts_paths(const OpEntry& e) {
+  if (e.custom_backward() != nullptr) return false;
+  if (e.op->kind == GradientKind::NotDifferentiable) return true;
+  if (e.op->kind != GradientKind::Registered) return false;
+  const UserGradient* user = registered_gradient(*e.op);
+  return user != nullptr && user->not_differentiable;
 }
 
 Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std::size_t n_ops,
@@ -68,8 +81,13 @@ Reach reach_from_targets(TapeImpl& tape, const std::vector<Tensor>& targets, std
     r.outputs += e.n_outputs;
     for (std::size_t j = 0; j < e.n_outputs; ++j) r.blocks.push_back(kNoSlot);
     const RecordedTensors inputs = e.inputs();
+    // Nothing is reached through a path-cutting op or an integer or bool input: the ops behind
+    // them could receive no gradient, and would otherwise become steps that the walk pops
+    // (asking for a gradient function they may not have).
+    const bool cut = cuts_paths(e);
     for (std::size_t i = inputs.size(); i-- > 0;) {
-      const std::int32_t producer = producer_op(inputs[i].id);
+      const std::int32_t producer =
+          cut || !floating(inputs[i].dtype()) ? -1 : producer_op(inputs[i].id);
       r.blocks.push_back(producer);
       if (producer >= 0 && static_cast<std::size_t>(producer) < op) {
         r.reached[static_cast<std::size_t>(producer)] = true;
@@ -184,7 +202,7 @@ BackwardPlan plan_backward(TapeImpl& tape, const std::vector<Tensor>& targets,
       relevant = relevant || s != kNoSlot;
     }
     read += inputs.size() + outputs.size();
-    if (!relevant) continue;
+    if (!relevant || cuts_paths(e)) continue;
     const auto step = static_cast<std::int32_t>(plan.steps.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const Slot s = plan.slots[first + i];

@@ -3,7 +3,10 @@
 //
 //   plan       backward_plan.cpp   The ops between the targets and the sources: reachable
 //                                  backwards from the targets, kept when an input leads to a
-//                                  source. A dense slot per tensor on that path; per op, the
+//                                  source; not-differentiable ops, integer and bool tensors
+//                                  and stop_gradients cut both ways, so an op off every
+//                                  differentiable path is never visited (nor its gradient
+//                                  function called). A dense slot per tensor on that path; per op, the
 //                                  number of gradients its outputs wait for (one per use of an
 //                                  output by a later op on the path).
 //   seed       seed()              Each target's slot receives its output gradient, or

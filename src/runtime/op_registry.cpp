@@ -195,6 +195,19 @@ void record_operation(const std::string& op_type, const std::vector<Tensor>& inp
   for (const auto& t : outputs) {
     if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an output is undefined");
   }
+  // An output that is one of the inputs would make the tape's producer of that tensor this
+  // op, whose gradient then also reaches the input it was meant to come from: every later use
+  // of the tensor would be counted twice (gradient(x * 3, x) gave 6).
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (outputs[j].id() != inputs[i].id()) continue;
+      throw InvalidArgument("record_operation('" + op_type + "'): output " + std::to_string(j) +
+                            " is input " + std::to_string(i) + " (the same tensor, shape " +
+                            shape_to_string(outputs[j].shape()) + " and dtype " +
+                            dtype_name(outputs[j].dtype()) +
+                            "): an op's outputs must be new tensors, not its inputs");
+    }
+  }
   detail::record_on_tapes(detail::op_named(op_type), inputs, outputs, &attrs, nullptr);
 }
 

@@ -137,7 +137,7 @@ bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::F
 
 void refresh_observer_count() noexcept {
   active_observer_count = active_tape_count + active_accumulator_count + active_tracer_count +
-                          (anomaly_checks_active() ? 1 : 0);
+                          (anomaly_scope_alive ? 1 : 0);
 }
 
 void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,

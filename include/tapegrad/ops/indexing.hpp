@@ -67,7 +67,10 @@ Tensor reverse(const Tensor& x, std::vector<int> axes);
 enum class PadMode { Constant, Reflect, Symmetric };
 /// TF tf.pad(x, paddings, mode, constant_values): one (before, after) pair per dimension, each
 /// >= 0. Numeric dtypes (and Bool for Constant with value 0 or 1). Gradient: the padded-out
-/// window taken back, mirrored parts added onto the elements they copy.
+/// window taken back, mirrored parts added onto the elements they copy. InvalidArgument
+/// naming pad, x's shape and dtype, the paddings and the mode for a pair per dimension
+/// missing, a negative padding, a Reflect (Symmetric) padding above dim - 1 (dim), a
+/// constant x's dtype cannot hold, or a bool x with Reflect or Symmetric.
 Tensor pad(const Tensor& x, std::vector<std::pair<std::int64_t, std::int64_t>> paddings,
            PadMode mode = PadMode::Constant, double value = 0);
 

@@ -1,6 +1,10 @@
 // Linear algebra through OpenBLAS / LAPACK. Float32 and float64 only (InvalidArgument naming
 // the op, the shapes and the dtypes otherwise). Matrices are the last two axes; any leading
-// axes are a batch.
+// axes are a batch. Every op that factorises, inverts or solves with a matrix
+// (matrix_inverse, matrix_determinant, solve, cholesky, triangular_solve, cholesky_solve,
+// lstsq, slogdet, logdet, eigh, svd, qr) throws InvalidArgument naming the op, the shapes and
+// dtypes when that matrix (a, or chol) holds a NaN or an infinity; right-hand sides are not
+// checked (a NaN there comes out as NaN). matmul and the structure ops propagate NaN and inf.
 #pragma once
 
 #include <cstdint>
