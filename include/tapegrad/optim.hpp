@@ -1,4 +1,5 @@
-// Optimizers that apply gradients to Variables (TF: tf.keras.optimizers.SGD and Adam).
+// Optimizers that apply gradients to Variables (TF: tf.keras.optimizers.SGD and Adam;
+// PyTorch: torch.optim.AdamW).
 #pragma once
 
 #include <cstdint>
@@ -97,9 +98,23 @@ class SGD : public Optimizer {
   bool nesterov_;
 };
 
+/// Adam's hyperparameters by name, for `Adam(const AdamOptions&)`.
+/// `pytorch_epsilon` chooses where epsilon enters the step (both rules are the same but for
+/// epsilon; they differ visibly only when sqrt(v_hat) is not much larger than epsilon, i.e.
+/// for tiny gradients):
+///   false (TF/Keras):  w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + epsilon)
+///   true (torch.optim.Adam): w -= lr * m_hat / (sqrt(v_hat) + epsilon),
+///                      m_hat = m/(1-b1^t), v_hat = v/(1-b2^t)
+/// Note that the defaults are Keras's (epsilon 1e-7); torch.optim.Adam's epsilon is 1e-8.
+struct AdamOptions {
+  double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-7;
+  bool pytorch_epsilon = false;
+};
+
 /// Adam (TF: tf.keras.optimizers.Adam, same defaults). At step t:
 ///   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
 ///   w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + epsilon)
+/// (or PyTorch's placement of epsilon, see AdamOptions::pytorch_epsilon).
 /// Sparse gradients follow TF's (non-lazy) Adam: m and v decay on EVERY row and every row is
 /// updated, exactly as for the densified gradient; rows that never had a gradient stay put
 /// (their m is 0), rows touched earlier keep moving on their momentum. (TF Addons' LazyAdam,
@@ -109,6 +124,8 @@ class Adam : public Optimizer {
  public:
   explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                 double epsilon = 1e-7);
+  /// The same with the hyperparameters by name, and the choice of epsilon rule.
+  explicit Adam(const AdamOptions& options);
   std::vector<std::string> slot_names() const override;
   double learning_rate() const { return learning_rate_; }
   /// Changes the learning rate of the next updates, e.g. for a schedule (TF: assigning
@@ -125,6 +142,43 @@ class Adam : public Optimizer {
 
  private:
   double learning_rate_;
+  double beta_1_;
+  double beta_2_;
+  double epsilon_;
+  bool pytorch_epsilon_ = false;
+};
+
+/// Adam with decoupled weight decay (PyTorch: torch.optim.AdamW, same defaults; Loshchilov &
+/// Hutter). At step t, with m and v as Adam's:
+///   w -= lr * weight_decay * w                       (the decay, from w before this step)
+///   w -= lr * m_hat / (sqrt(v_hat) + epsilon),       m_hat = m/(1-b1^t), v_hat = v/(1-b2^t)
+/// The decay is not part of the gradient, so it never enters m or v (unlike Adam on a loss
+/// with an L2 term). Slots "m" and "v". Sparse gradients are handled as Adam handles them (as
+/// the densified gradient): every row decays and every row is updated.
+/// InvalidArgument for a negative learning rate or weight_decay, betas outside [0, 1),
+/// epsilon < 0 (NaN included), naming AdamW and the value.
+class AdamW : public Optimizer {
+ public:
+  explicit AdamW(double learning_rate = 1e-3, double weight_decay = 1e-2, double beta1 = 0.9,
+                 double beta2 = 0.999, double epsilon = 1e-8);
+  std::vector<std::string> slot_names() const override;
+  double learning_rate() const { return learning_rate_; }
+  double weight_decay() const { return weight_decay_; }
+  /// Changes the learning rate of the next updates (the decay is lr * weight_decay, so it
+  /// follows the schedule, as in PyTorch); m, v and the step count are kept. InvalidArgument
+  /// when negative or NaN.
+  void set_learning_rate(double learning_rate);
+
+ protected:
+  void update_dense(Variable& variable, const Tensor& grad, Slots& slots,
+                    std::int64_t step) override;
+  void update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                     const Tensor& summed_rows, Slots& slots, std::int64_t step) override;
+  const char* name() const override { return "AdamW"; }
+
+ private:
+  double learning_rate_;
+  double weight_decay_;
   double beta_1_;
   double beta_2_;
   double epsilon_;
