@@ -1,5 +1,6 @@
 // Optimizers that apply gradients to Variables (TF: tf.keras.optimizers.SGD and Adam;
-// PyTorch: torch.optim.AdamW).
+// PyTorch: torch.optim.AdamW), and gradient clipping by norm (TF: tf.clip_by_norm,
+// tf.clip_by_global_norm).
 #pragma once
 
 #include <cstdint>
@@ -183,5 +184,28 @@ class AdamW : public Optimizer {
   double beta_2_;
   double epsilon_;
 };
+
+// ---- Gradient clipping by norm ----------------------------------------------------------
+
+/// x * clip_norm / max(l2norm(x), clip_norm) (TF: tf.clip_by_norm): x unchanged when its L2
+/// norm over `axes` is at most clip_norm, else rescaled to norm clip_norm. `axes` ({} = every
+/// axis; negative axes count from the end) gives one norm per slice: the result has x's shape
+/// and dtype, each slice scaled by its own norm. Built from differentiable tapegrad ops (its
+/// gradient is exact and differentiable again; at x = 0 it is the identity's, not NaN).
+/// InvalidArgument naming clip_by_norm for an undefined or non-floating x, bad axes, or a
+/// clip_norm that is <= 0, NaN or infinite (the value is named).
+Tensor clip_by_norm(const Tensor& x, double clip_norm, std::vector<int> axes = {});
+
+/// Clips a list of tensors (typically gradients) by the norm of all of them together
+/// (TF: tf.clip_by_global_norm). global_norm = sqrt(sum of sum(t^2) over the defined
+/// entries); every entry is scaled by clip_norm / max(global_norm, clip_norm), so the list is
+/// unchanged when global_norm <= clip_norm. Returns the clipped list (undefined entries stay
+/// undefined, in place) and global_norm, a rank-0 tensor of the entries' dtype. When
+/// global_norm is infinite or NaN every clipped value is NaN (as TF). With no defined entry the
+/// norm is a float64 0. Differentiable (the scale's dependence on the entries included).
+/// InvalidArgument naming clip_by_global_norm for clip_norm <= 0, NaN or infinite, a
+/// non-floating entry, or entries of different dtypes (the index and dtypes are named).
+std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Tensor>& tensors,
+                                                           double clip_norm);
 
 }  // namespace tapegrad
