@@ -1,9 +1,10 @@
 // Optimizers that apply gradients to Variables (TF: tf.keras.optimizers.SGD and Adam;
-// PyTorch: torch.optim.AdamW), and gradient clipping by norm (TF: tf.clip_by_norm,
+// PyTorch: torch.optim.AdamW and LBFGS), and gradient clipping by norm (TF: tf.clip_by_norm,
 // tf.clip_by_global_norm).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
@@ -207,5 +208,47 @@ Tensor clip_by_norm(const Tensor& x, double clip_norm, std::vector<int> axes = {
 /// non-floating entry, or entries of different dtypes (the index and dtypes are named).
 std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Tensor>& tensors,
                                                            double clip_norm);
+
+// ---- L-BFGS -----------------------------------------------------------------------------
+
+/// Options of minimize_lbfgs. Stops when max|gradient| <= tolerance_grad, when the loss
+/// changes by <= tolerance_change in one iteration or every element of the step is
+/// <= tolerance_change in magnitude, or after max_iterations iterations.
+/// strong_wolfe: a line search satisfying the strong Wolfe conditions (c1 = 1e-4, c2 = 0.9);
+/// false: the quasi-Newton step is taken with step length 1 (for well-scaled problems).
+struct LBFGSOptions {
+  int max_iterations = 100;
+  int history_size = 10;
+  double tolerance_grad = 1e-7;
+  double tolerance_change = 1e-9;
+  bool strong_wolfe = true;
+};
+
+/// loss: the loss at the final variables (a rank-0 tensor). iterations: the L-BFGS iterations
+/// taken (0 when the start already meets tolerance_grad). function_evaluations: calls of the
+/// loss function (each with one gradient). converged: a tolerance test was met (false when
+/// max_iterations ran out or the line search found no decrease).
+struct LBFGSResult {
+  Tensor loss;
+  int iterations;
+  int function_evaluations;
+  bool converged;
+};
+
+/// Minimises `loss()` over `variables` by L-BFGS (PyTorch: torch.optim.LBFGS; TF Probability:
+/// tfp.optimizer.lbfgs_minimize): the two-loop recursion over the last history_size (s, y)
+/// pairs (Nocedal & Wright, Algorithm 7.4), a strong-Wolfe line search (Algorithms 3.5 and
+/// 3.6, zoom by safeguarded cubic interpolation or bisection). Each evaluation runs `loss()`
+/// under a GradientTape watching `variables` (a variable the loss does not use gets a zero
+/// gradient). The variables are assigned in place; they end at the best point found. The
+/// arithmetic is float64 (float32 variables are assigned the rounded values). Pairs with
+/// y.s <= 1e-10 |y| |s| are skipped, which keeps the inverse-Hessian estimate positive definite.
+/// InvalidArgument naming minimize_lbfgs for: no variables, a non-floating or repeated
+/// variable, max_iterations < 1, history_size < 1, a loss that is undefined, not rank 0 or
+/// not float32/float64 (its shape and dtype are named). An exception thrown by `loss()`
+/// propagates and leaves the variables at the point being evaluated.
+LBFGSResult minimize_lbfgs(const std::function<Tensor()>& loss,
+                           const std::vector<Variable>& variables,
+                           const LBFGSOptions& options = {});
 
 }  // namespace tapegrad
