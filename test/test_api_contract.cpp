@@ -349,3 +349,52 @@ TEST_CASE("API 0.2: math, nn, random and linalg ops") {
   require_close(lstsq(a, reshape(constant({6.0, 5.0}), {2, 1})), {2, 1}, {1, 1});
   require_close(lstsq(a, reshape(constant({6.0, 5.0}), {2, 1}), /*l2=*/0.0), {2, 1}, {1, 1});
 }
+
+TEST_CASE("API 0.3: AdamOptions, AdamW, LBFGSOptions, LBFGSResult, minimize_lbfgs") {
+  AdamOptions options;
+  static_assert(std::is_same_v<decltype(options.learning_rate), double>);
+  static_assert(std::is_same_v<decltype(options.beta1), double>);
+  static_assert(std::is_same_v<decltype(options.beta2), double>);
+  static_assert(std::is_same_v<decltype(options.epsilon), double>);
+  static_assert(std::is_same_v<decltype(options.pytorch_epsilon), bool>);
+  CHECK(options.epsilon == 1e-7);
+  options.pytorch_epsilon = true;
+  static_assert(!std::is_convertible_v<AdamOptions, Adam>);  // explicit
+  Adam adam(options);
+  Variable w(constant(1.0), true, "w");
+  adam.apply_gradients({{constant(2.0), w}});
+  require_close(w.peek(), {}, {1.0 - 1e-3 * 2.0 / (2.0 + 1e-7)});
+
+  static_assert(std::is_base_of_v<Optimizer, AdamW>);
+  static_assert(std::is_constructible_v<AdamW, double, double, double, double, double>);
+  AdamW adamw;  // 1e-3, 1e-2, 0.9, 0.999, 1e-8
+  Variable u(constant(1.0), true, "u");
+  adamw.apply_gradients({{constant(2.0), u}});
+  require_close(u.peek(), {}, {1.0 - 1e-5 - 1e-3 * 2.0 / (2.0 + 1e-8)});
+
+  LBFGSOptions lbfgs;
+  CHECK(lbfgs.max_iterations == 100);
+  CHECK(lbfgs.history_size == 10);
+  CHECK(lbfgs.tolerance_grad == 1e-7);
+  CHECK(lbfgs.tolerance_change == 1e-9);
+  CHECK(lbfgs.strong_wolfe);
+  Variable x(constant({3.0, -1.0}), true, "x");
+  const std::function<Tensor()> loss = [&] { return reduce_sum(square(x.value() - 1.0)); };
+  const std::vector<Variable> variables{x};
+  LBFGSResult result = minimize_lbfgs(loss, variables);
+  static_assert(std::is_same_v<decltype(result.loss), Tensor>);
+  static_assert(std::is_same_v<decltype(result.iterations), int>);
+  static_assert(std::is_same_v<decltype(result.function_evaluations), int>);
+  static_assert(std::is_same_v<decltype(result.converged), bool>);
+  CHECK(result.converged);
+  require_close(x.peek(), {2}, {1.0, 1.0}, 1e-7);
+  result = minimize_lbfgs(loss, variables, lbfgs);
+  CHECK(result.iterations == 0);
+
+  Tensor clipped = clip_by_norm(constant({3.0, 4.0}), 1.0);
+  require_close(clipped, {2}, {0.6, 0.8});
+  std::pair<std::vector<Tensor>, Tensor> global =
+      clip_by_global_norm({constant({3.0, 4.0}), Tensor()}, 1.0);
+  require_close(global.second, {}, {5.0});
+  require_close(clip_by_norm(constant({{3.0, 4.0}}), 1.0, std::vector<int>{1}), {1, 2}, {0.6, 0.8});
+}

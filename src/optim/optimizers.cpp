@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
+#include "optim/adam_update.hpp"
 #include "runtime/warn.hpp"
 
 namespace tapegrad {
@@ -251,6 +252,11 @@ Adam::Adam(double learning_rate, double beta_1, double beta_2, double epsilon)
   }
 }
 
+Adam::Adam(const AdamOptions& options)
+    : Adam(options.learning_rate, options.beta1, options.beta2, options.epsilon) {
+  pytorch_epsilon_ = options.pytorch_epsilon;
+}
+
 void Adam::set_learning_rate(double learning_rate) {
   if (!(learning_rate >= 0.0)) {
     throw InvalidArgument("Adam: learning_rate must be >= 0, got " + std::to_string(learning_rate));
@@ -261,44 +267,16 @@ void Adam::set_learning_rate(double learning_rate) {
 std::vector<std::string> Adam::slot_names() const { return {"m", "v"}; }
 
 void Adam::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t step) {
-  const double t = static_cast<double>(step);
-  const double alpha =
-      learning_rate_ * std::sqrt(1.0 - std::pow(beta_2_, t)) / (1.0 - std::pow(beta_1_, t));
-  detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> w = copy_of<T>(variable.peek());
-    xt::xarray<T> m = copy_of<T>(slots[0]);
-    xt::xarray<T> v = copy_of<T>(slots[1]);
-    const T* g = grad.array<T>().data();
-    const T b1 = static_cast<T>(beta_1_), b2 = static_cast<T>(beta_2_);
-    const T a = static_cast<T>(alpha), eps = static_cast<T>(epsilon_);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      m.data()[i] = b1 * m.data()[i] + (T(1) - b1) * g[i];
-      v.data()[i] = b2 * v.data()[i] + (T(1) - b2) * g[i] * g[i];
-      w.data()[i] -= a * m.data()[i] / (std::sqrt(v.data()[i]) + eps);
-    }
-    slots[0] = Tensor(std::move(m));
-    slots[1] = Tensor(std::move(v));
-    variable.assign(Tensor(std::move(w)));
-  });
+  const detail::AdamRule rule{learning_rate_, beta_1_, beta_2_, epsilon_, pytorch_epsilon_, 0.0};
+  detail::adam_update(name(), rule, variable, grad, slots, step);
 }
 
 void Adam::update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
                          const Tensor& summed_rows, Slots& slots, std::int64_t step) {
   // TF's Adam decays m and v on every row, then adds the (deduplicated) rows: the same as the
   // dense update with zeros in the rows not named.
-  Tensor dense = detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const std::size_t width = row_size(variable.shape());
-    xt::xarray<T> g = xt::zeros<T>(variable.shape());
-    const T* rows = summed_rows.array<T>().data();
-    for (std::size_t k = 0; k < unique_indices.size(); ++k) {
-      std::copy(rows + k * width, rows + (k + 1) * width,
-                g.data() + static_cast<std::size_t>(unique_indices[k]) * width);
-    }
-    return Tensor(std::move(g));
-  });
-  update_dense(variable, dense, slots, step);
+  update_dense(variable, detail::densify_rows(name(), variable, unique_indices, summed_rows), slots,
+               step);
 }
 
 }  // namespace tapegrad
