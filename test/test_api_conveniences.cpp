@@ -1,0 +1,145 @@
+// The 0.3 conveniences ported programs need (issue 26, section 2): a double on either side of
+// every binary op, reshape and slice taking a Shape, a tape whose recording ends for good
+// (TF's `with` block), and vectorized_map over a Tensor -> Tensor function. Exact values,
+// overload resolution of the calls programs write, and the errors of bad input.
+#include "support.hpp"
+
+#include "captured_stderr.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+const std::string kStillRecording = "still recording";
+
+Tensor int32s(const std::vector<double>& v, const Shape& shape) {
+  return from_values(v, shape, DType::Int32);
+}
+
+std::vector<double> gradient_of(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = f(x);
+  return values(tape.gradient(y, x, UnconnectedGradients::Zero));
+}
+
+}  // namespace
+
+// ---- 1. Scalars on either side of every binary op ----------------------------------------
+
+TEST_CASE("binary ops take a double on either side, in the tensor's dtype", "[api][scalar]") {
+  const Tensor x = constant({-2.0, 0.5, 3.0});
+  CHECK(values(add(x, 1.0)) == std::vector<double>{-1.0, 1.5, 4.0});
+  CHECK(values(add(1.0, x)) == std::vector<double>{-1.0, 1.5, 4.0});
+  CHECK(values(subtract(x, 1.0)) == std::vector<double>{-3.0, -0.5, 2.0});
+  CHECK(values(subtract(1.0, x)) == std::vector<double>{3.0, 0.5, -2.0});
+  CHECK(values(multiply(x, 2.0)) == std::vector<double>{-4.0, 1.0, 6.0});
+  CHECK(values(multiply(2.0, x)) == std::vector<double>{-4.0, 1.0, 6.0});
+  CHECK(values(divide(x, 2.0)) == std::vector<double>{-1.0, 0.25, 1.5});
+  CHECK(values(divide(3.0, x)) == std::vector<double>{-1.5, 6.0, 1.0});
+  CHECK(values(maximum(x, 0.0)) == std::vector<double>{0.0, 0.5, 3.0});
+  CHECK(values(maximum(0.0, x)) == std::vector<double>{0.0, 0.5, 3.0});
+  CHECK(values(minimum(x, 1.0)) == std::vector<double>{-2.0, 0.5, 1.0});
+  CHECK(values(minimum(1.0, x)) == std::vector<double>{-2.0, 0.5, 1.0});
+  CHECK(values(pow(2.0, x)) == std::vector<double>{0.25, std::pow(2.0, 0.5), 8.0});
+  CHECK(values(pow(x, 2.0)) == std::vector<double>{4.0, 0.25, 9.0});
+  CHECK(values(atan2(x, 1.0)) ==
+        std::vector<double>{std::atan2(-2.0, 1.0), std::atan2(0.5, 1.0), std::atan2(3.0, 1.0)});
+  CHECK(values(atan2(1.0, x)) ==
+        std::vector<double>{std::atan2(1.0, -2.0), std::atan2(1.0, 0.5), std::atan2(1.0, 3.0)});
+  CHECK(values(floormod(x, 2.0)) == std::vector<double>{0.0, 0.5, 1.0});
+  CHECK(values(floormod(7.0, x)) == std::vector<double>{-1.0, 0.0, 1.0});
+  CHECK(values(squared_difference(x, 1.0)) == std::vector<double>{9.0, 0.25, 4.0});
+  CHECK(values(squared_difference(1.0, x)) == std::vector<double>{9.0, 0.25, 4.0});
+  CHECK(values(equal(x, 0.5)) == std::vector<double>{0, 1, 0});
+  CHECK(values(equal(0.5, x)) == std::vector<double>{0, 1, 0});
+  CHECK(values(not_equal(x, 0.5)) == std::vector<double>{1, 0, 1});
+  CHECK(values(not_equal(0.5, x)) == std::vector<double>{1, 0, 1});
+  CHECK(values(less(x, 0.5)) == std::vector<double>{1, 0, 0});
+  CHECK(values(less(0.5, x)) == std::vector<double>{0, 0, 1});
+  CHECK(values(less_equal(x, 0.5)) == std::vector<double>{1, 1, 0});
+  CHECK(values(less_equal(0.5, x)) == std::vector<double>{0, 1, 1});
+  CHECK(values(greater(x, 0.5)) == std::vector<double>{0, 0, 1});
+  CHECK(values(greater(0.5, x)) == std::vector<double>{1, 0, 0});
+  CHECK(values(greater_equal(x, 0.5)) == std::vector<double>{0, 1, 1});
+  CHECK(values(greater_equal(0.5, x)) == std::vector<double>{1, 1, 0});
+  CHECK(equal(x, 0.5).dtype() == DType::Bool);
+  CHECK(maximum(x, 0.0).shape() == Shape{3});
+}
+
+TEST_CASE("a double operand takes float32 and int32 tensors' dtypes", "[api][scalar]") {
+  const Tensor f = from_values({1.5, -2.0}, {2}, DType::Float32);
+  const Tensor m = maximum(f, 0.0);
+  CHECK(m.dtype() == DType::Float32);
+  CHECK(values(m) == std::vector<double>{1.5, 0.0});
+  CHECK(minimum(0.25, f).dtype() == DType::Float32);
+
+  const Tensor i = int32s({-7, 7, 4}, {3});
+  const Tensor r = floormod(i, 3.0);
+  CHECK(r.dtype() == DType::Int32);
+  CHECK(values(r) == std::vector<double>{2, 1, 1});
+  CHECK(values(pow(i, 2)) == std::vector<double>{49, 49, 16});  // an int literal, as before
+  CHECK(values(pow(2.0, int32s({0, 3}, {2}))) == std::vector<double>{1, 8});
+  CHECK(values(maximum(i, 0)) == std::vector<double>{0, 7, 4});
+  CHECK(values(less(i, 5.0)) == std::vector<double>{1, 0, 1});
+  CHECK(values(squared_difference(i, 1.0)) == std::vector<double>{64, 36, 9});
+}
+
+TEST_CASE("double operands are differentiable in the tensor", "[api][scalar]") {
+  const Tensor x = constant({-2.0, 0.5, 3.0});
+  CHECK(gradient_of([](const Tensor& t) { return maximum(t, 0.0); }, x) ==
+        std::vector<double>{0.0, 1.0, 1.0});
+  CHECK(gradient_of([](const Tensor& t) { return minimum(1.0, t); }, x) ==
+        std::vector<double>{1.0, 1.0, 0.0});
+  CHECK(gradient_of([](const Tensor& t) { return multiply(3.0, t); }, x) ==
+        std::vector<double>{3.0, 3.0, 3.0});
+  CHECK(gradient_of([](const Tensor& t) { return subtract(1.0, t); }, x) ==
+        std::vector<double>{-1.0, -1.0, -1.0});
+  CHECK(gradient_of([](const Tensor& t) { return divide(t, 4.0); }, x) ==
+        std::vector<double>{0.25, 0.25, 0.25});
+  CHECK(gradient_of([](const Tensor& t) { return squared_difference(t, 1.0); }, x) ==
+        std::vector<double>{-6.0, -1.0, 4.0});
+  // d 2^x / dx = 2^x log 2, as pow's gradient computes it from the same operands.
+  const Tensor two = constant({2.0, 2.0, 2.0});
+  CHECK(gradient_of([](const Tensor& t) { return pow(2.0, t); }, x) ==
+        gradient_of([&two](const Tensor& t) { return pow(two, t); }, x));
+  CHECK(gradient_of([](const Tensor& t) { return atan2(t, 1.0); }, x) ==
+        gradient_of([](const Tensor& t) { return atan2(t, ones({}, DType::Float64)); }, x));
+}
+
+TEST_CASE("Variables and the operators resolve alongside the double forms", "[api][scalar]") {
+  Variable v(constant({-1.0, 2.0}));
+  CHECK(values(maximum(v, 0.0)) == std::vector<double>{0.0, 2.0});
+  CHECK(values(maximum(v, v)) == std::vector<double>{-1.0, 2.0});
+  const Tensor x = constant({1.0, 2.0});
+  CHECK(values(x * 2.0 + 1.0) == std::vector<double>{3.0, 5.0});
+  CHECK(values(maximum(x, x)) == std::vector<double>{1.0, 2.0});
+  // A pointer to the Tensor-Tensor form still names it.
+  Tensor (*tensor_form)(const Tensor&, const Tensor&) = maximum;
+  CHECK(values(tensor_form(x, constant({1.5, 1.5}))) == std::vector<double>{1.5, 2.0});
+}
+
+TEST_CASE("a double an integer tensor cannot hold exactly is rejected, naming the op",
+          "[api][scalar]") {
+  const Tensor i = int32s({1, 2}, {2});
+  const std::string m = message_of<InvalidArgument>([&] { maximum(i, 0.5); });
+  CHECK(m.find("maximum") != std::string::npos);
+  CHECK(m.find("[2]") != std::string::npos);
+  CHECK(m.find("int32") != std::string::npos);
+  CHECK(m.find("0.5") != std::string::npos);
+  const std::string l = message_of<InvalidArgument>([&] { less(0.5, i); });
+  CHECK(l.find("less") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] { pow(0.5, i); }).find("pow") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] { atan2(Tensor(), 1.0); }).find("atan2") !=
+        std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] { pow(2.0, int32s({-1}, {1})); }).find("negative") !=
+        std::string::npos);
+}
