@@ -143,3 +143,58 @@ TEST_CASE("a double an integer tensor cannot hold exactly is rejected, naming th
   CHECK(message_of<InvalidArgument>([&] { pow(2.0, int32s({-1}, {1})); }).find("negative") !=
         std::string::npos);
 }
+
+// ---- 2. reshape and slice with a Shape ---------------------------------------------------
+
+TEST_CASE("reshape takes a braced list or a Shape", "[api][shape]") {
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6}, {6});
+  const Tensor y = zeros({3, 2});
+  const Tensor a = reshape(x, {2, -1});
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(values(a) == std::vector<double>{1, 2, 3, 4, 5, 6});
+  const Tensor b = reshape(x, y.shape());
+  CHECK(b.shape() == Shape{3, 2});
+  CHECK(values(b) == std::vector<double>{1, 2, 3, 4, 5, 6});
+  const Shape target{1, 6};
+  CHECK(reshape(x, target).shape() == Shape{1, 6});
+  CHECK(reshape(x, {6}).shape() == Shape{6});
+  CHECK(reshape(constant(4.0), {}).shape() == Shape{});
+  CHECK(reshape(constant(4.0), Shape{}).shape() == Shape{});
+  const std::vector<std::int64_t> dims{3, -1};
+  CHECK(reshape(x, dims).shape() == Shape{3, 2});
+  // Differentiable through the Shape form as through the other.
+  CHECK(gradient_of([&y](const Tensor& t) { return reshape(t, y.shape()) * 2.0; }, x) ==
+        std::vector<double>{2, 2, 2, 2, 2, 2});
+}
+
+TEST_CASE("slice takes braced lists, Shapes, or one of each", "[api][shape]") {
+  const Tensor x = from_values({0, 1, 2, 3, 4, 5, 6, 7, 8}, {3, 3});
+  const Tensor window = zeros({2, 2});
+  const Tensor a = slice(x, {0, 1}, {2, 2});
+  CHECK(a.shape() == Shape{2, 2});
+  CHECK(values(a) == std::vector<double>{1, 2, 4, 5});
+  CHECK(values(slice(x, {1, 0}, {-1, 2})) == std::vector<double>{3, 4, 6, 7});
+  const Shape begin{1, 1};
+  CHECK(values(slice(x, begin, window.shape())) == std::vector<double>{4, 5, 7, 8});
+  CHECK(values(slice(x, {0, 1}, window.shape())) == std::vector<double>{1, 2, 4, 5});
+  CHECK(values(slice(x, begin, {1, 2})) == std::vector<double>{4, 5});
+  CHECK(gradient_of([&](const Tensor& t) { return slice(t, begin, window.shape()); }, x) ==
+        std::vector<double>{0, 0, 0, 0, 1, 1, 0, 1, 1});
+}
+
+TEST_CASE("reshape and slice with a Shape report misuse as the int64 forms do",
+          "[api][shape]") {
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6}, {6});
+  const std::string bad_reshape = message_of<InvalidArgument>([&] { reshape(x, Shape{4}); });
+  CHECK(bad_reshape == message_of<InvalidArgument>([&] { reshape(x, {4}); }));
+  CHECK(bad_reshape.find("reshape") != std::string::npos);
+  CHECK(bad_reshape.find("[6]") != std::string::npos);
+  const std::string bad_slice =
+      message_of<InvalidArgument>([&] { slice(x, Shape{5}, Shape{2}); });
+  CHECK(bad_slice == message_of<InvalidArgument>([&] { slice(x, {5}, {2}); }));
+  CHECK(bad_slice.find("slice") != std::string::npos);
+  const std::string huge =
+      message_of<InvalidArgument>([&] { reshape(x, Shape{std::size_t{1} << 63}); });
+  CHECK(huge.find("reshape") != std::string::npos);
+  CHECK(huge.find("9223372036854775808") != std::string::npos);
+}
