@@ -198,3 +198,113 @@ TEST_CASE("reshape and slice with a Shape report misuse as the int64 forms do",
   CHECK(huge.find("reshape") != std::string::npos);
   CHECK(huge.find("9223372036854775808") != std::string::npos);
 }
+
+// ---- 3. Ending a tape's recording (TF's `with` block) ------------------------------------
+
+TEST_CASE("end_recording: later ops are not recorded, gradients and jacobians stay exact",
+          "[api][tape]") {
+  const Tensor x = constant({1.0, 2.0, 3.0});
+  const Tensor batch = from_values({1.0, 2.0, 3.0}, {3, 1});
+  CapturedStderr captured;
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  tape.watch(batch);
+  const Tensor y = x * x;
+  const Tensor per_example = batch * batch * batch;
+  tape.end_recording();
+  CHECK_FALSE(tape.recording());
+  const Tensor z = y * 3.0;  // after the block: not recorded
+  CHECK(values(tape.gradient(y, x)) == std::vector<double>{2.0, 4.0, 6.0});
+  CHECK_FALSE(tape.gradient(z, x).defined());
+  const Tensor j = tape.jacobian(y, x);
+  CHECK(j.shape() == Shape{3, 3});
+  CHECK(values(j) == std::vector<double>{2, 0, 0, 0, 4, 0, 0, 0, 6});
+  const Tensor b = tape.batch_jacobian(per_example, batch);
+  CHECK(b.shape() == Shape{3, 1, 1});
+  CHECK(values(b) == std::vector<double>{3.0, 12.0, 27.0});
+  // Ops after the end are not recorded: a reshape then is a new, unconnected tensor (zeros).
+  const Tensor late = tape.batch_jacobian(reshape(per_example, {3, 1}), batch);
+  CHECK(values(late) == std::vector<double>{0.0, 0.0, 0.0});
+  CHECK(values(tape.gradient(y, x)) == std::vector<double>{2.0, 4.0, 6.0});  // again
+  CHECK(captured.text().find(kStillRecording) == std::string::npos);
+  CHECK(captured.text().empty());
+}
+
+// The control of the capture above: without end_recording the same calls warn (once per
+// process, so this comes after the cases that must not warn).
+TEST_CASE("without end_recording a persistent tape's gradient warns that it still records",
+          "[api][tape]") {
+  const Tensor x = constant(2.0);
+  CapturedStderr captured;
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = x * x;
+  CHECK(tape.gradient(y, x).item<double>() == 4.0);
+  CHECK(captured.text().find(kStillRecording) != std::string::npos);
+}
+
+TEST_CASE("end_recording is permanent: guards and record() do not resume it", "[api][tape]") {
+  const Tensor x = constant(2.0);
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = x * x;
+  {
+    auto paused = tape.stop_recording();
+    tape.end_recording();
+  }  // the guard would resume recording: the tape has ended
+  CHECK_FALSE(tape.recording());
+  const Tensor after_guard = x * 5.0;
+  CHECK_FALSE(tape.gradient(after_guard, x).defined());
+  const std::string m = message_of<TapeError>([&] { auto resumed = tape.record(); });
+  CHECK(m.find("GradientTape::record") != std::string::npos);
+  CHECK(m.find("end_recording") != std::string::npos);
+  CHECK_THROWS_AS(tape.stop_recording(), TapeError);  // not recording
+  tape.end_recording();                               // again: nothing to do
+  CHECK(tape.gradient(y, x).item<double>() == 4.0);
+  tape.reset();
+  CHECK_FALSE(tape.recording());
+  CHECK(tapes_on_this_thread() == 1);
+}
+
+TEST_CASE("end_recording on a non-persistent tape allows its one gradient", "[api][tape]") {
+  const Tensor x = constant(3.0);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x * x;
+  tape.end_recording();
+  CHECK(tape.gradient(y, x).item<double>() == 27.0);
+  CHECK_THROWS_AS(tape.gradient(y, x), TapeError);
+  tape.end_recording();  // on a used tape: nothing to do
+}
+
+TEST_CASE("an outer tape still records what an ended inner tape's gradient computes",
+          "[api][tape]") {
+  const Tensor x = constant(3.0);
+  GradientTape outer;
+  outer.watch(x);
+  Tensor dy_dx;
+  {
+    GradientTape inner(/*persistent=*/true);
+    inner.watch(x);
+    const Tensor y = x * x * x;
+    inner.end_recording();
+    dy_dx = inner.gradient(y, x);  // 3 x^2 = 27, recorded by the outer tape
+  }
+  CHECK(dy_dx.item<double>() == 27.0);
+  CHECK(outer.gradient(dy_dx, x).item<double>() == 18.0);  // 6 x
+}
+
+TEST_CASE("end_recording on another thread throws TapeError naming it", "[api][tape]") {
+  GradientTape tape;
+  std::string message;
+  std::thread worker([&] {
+    try {
+      tape.end_recording();
+    } catch (const TapeError& e) {
+      message = e.what();
+    }
+  });
+  worker.join();
+  CHECK(message.find("GradientTape::end_recording") != std::string::npos);
+  CHECK(tape.recording());
+}
