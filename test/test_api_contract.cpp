@@ -384,3 +384,18 @@ TEST_CASE("API 0.3: scalar operands of every binary op, reshape and slice with a
   require_close(slice(m, {0, 1}, {2, 2}), {2, 2}, {2, 3, 5, 6});
   require_close(slice(m, Shape{0, 1}, Shape{2, 2}), {2, 2}, {2, 3, 5, 6});
 }
+
+TEST_CASE("API 0.3: GradientTape::end_recording, vectorized_map of Tensor -> Tensor") {
+  const Tensor x = constant({1.0, 2.0});
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = x * x;
+  tape.end_recording();
+  CHECK_FALSE(tape.recording());
+  require_close(tape.jacobian(y, x), {2, 2}, {2, 0, 0, 4});
+  require_close(tape.gradient(y, x), {2}, {2, 4});
+
+  const Tensor rows = constant({{1.0, 2.0}, {3.0, 4.0}});
+  require_close(vectorized_map([](const Tensor& row) { return reduce_sum(row); }, rows), {2},
+                {3, 7});
+}

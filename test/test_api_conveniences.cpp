@@ -308,3 +308,52 @@ TEST_CASE("end_recording on another thread throws TapeError naming it", "[api][t
   CHECK(message.find("GradientTape::end_recording") != std::string::npos);
   CHECK(tape.recording());
 }
+
+// ---- 4. vectorized_map over a Tensor -> Tensor function ----------------------------------
+
+TEST_CASE("vectorized_map takes a Tensor -> Tensor function", "[api][vectorized_map]") {
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor sums = vectorized_map([](const Tensor& row) { return reduce_sum(row * row); }, x);
+  CHECK(sums.shape() == Shape{3});
+  CHECK(values(sums) == std::vector<double>{5, 25, 61});
+  const Tensor scaled = vectorized_map([](const Tensor& row) { return maximum(row, 3.0); }, x,
+                                       /*fallback_to_loop=*/false);
+  CHECK(scaled.shape() == Shape{3, 2});
+  CHECK(values(scaled) == std::vector<double>{3, 3, 3, 4, 5, 6});
+  // The vector form, with a lambda, beside it: both resolve.
+  const std::vector<Tensor> both = vectorized_map(
+      [](const std::vector<Tensor>& rows) {
+        return std::vector<Tensor>{rows[0] * 2.0, reduce_sum(rows[0])};
+      },
+      {x});
+  CHECK(values(both[0]) == std::vector<double>{2, 4, 6, 8, 10, 12});
+  CHECK(values(both[1]) == std::vector<double>{3, 7, 11});
+  const std::function<Tensor(const Tensor&)> fn = [](const Tensor& row) { return row + 1.0; };
+  CHECK(values(vectorized_map(fn, x)) == std::vector<double>{2, 3, 4, 5, 6, 7});
+}
+
+TEST_CASE("vectorized_map nests and is differentiable", "[api][vectorized_map]") {
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
+  // Inside fn, a map over the rows of each example: pairwise products.
+  const auto outer_fn = [](const Tensor& example) {
+    return vectorized_map(
+        [](const Tensor& row) { return reduce_prod(row); }, example, /*fallback_to_loop=*/false);
+  };
+  const Tensor nested = vectorized_map(outer_fn, x, /*fallback_to_loop=*/false);
+  CHECK(nested.shape() == Shape{2, 2});
+  CHECK(values(nested) == std::vector<double>{2, 12, 30, 56});
+  CHECK(gradient_of([&](const Tensor& t) { return vectorized_map(outer_fn, t); }, x) ==
+        std::vector<double>{2, 1, 4, 3, 6, 5, 8, 7});
+}
+
+TEST_CASE("vectorized_map's Tensor form reports misuse", "[api][vectorized_map]") {
+  const std::function<Tensor(const Tensor&)> empty;
+  CHECK(message_of<InvalidArgument>([&] { vectorized_map(empty, constant({1.0})); })
+            .find("vectorized_map") != std::string::npos);
+  const std::string scalar_elem = message_of<InvalidArgument>(
+      [] { vectorized_map([](const Tensor& t) { return t; }, constant(1.0)); });
+  CHECK(scalar_elem.find("vectorized_map") != std::string::npos);
+  CHECK(message_of<InvalidArgument>(
+            [] { vectorized_map([](const Tensor& t) { return t; }, Tensor()); })
+            .find("vectorized_map") != std::string::npos);
+}

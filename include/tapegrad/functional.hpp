@@ -66,6 +66,14 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 std::vector<Tensor> vectorized_map(
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
     const std::vector<Tensor>& elems, bool fallback_to_loop = true);
+/// The same for a function of one tensor to one tensor: vectorized_map(fn, x) stacks fn(x[i])
+/// over the rows i of x (TF: tf.vectorized_map(fn, x) with a single tensor). Lambdas pick
+/// their form by their parameter: `[](const Tensor& row) { ... }` this one,
+/// `[](const std::vector<Tensor>& rows) { ... }` the one above (a generic `auto` parameter
+/// fits both: name the type). fn may call vectorized_map itself (nesting: the inner map runs
+/// over the row's own leading axis). Errors as above; InvalidArgument when fn is empty.
+Tensor vectorized_map(const std::function<Tensor(const Tensor&)>& fn, const Tensor& elems,
+                      bool fallback_to_loop = true);
 
 /// d f(x)[i...] / d x[j...], shape f(x).shape ++ x.shape; zeros where f does not depend on x
 /// (TF: GradientTape.jacobian on a tape watching x).
