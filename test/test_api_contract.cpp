@@ -2,6 +2,7 @@
 // contract other work is written against), each with a value that can fail.
 #include "support.hpp"
 
+#include <cmath>
 #include <sstream>
 #include <type_traits>
 
@@ -397,4 +398,53 @@ TEST_CASE("API 0.3: AdamOptions, AdamW, LBFGSOptions, LBFGSResult, minimize_lbfg
       clip_by_global_norm({constant({3.0, 4.0}), Tensor()}, 1.0);
   require_close(global.second, {}, {5.0});
   require_close(clip_by_norm(constant({{3.0, 4.0}}), 1.0, std::vector<int>{1}), {1, 2}, {0.6, 0.8});
+}
+
+TEST_CASE("API 0.3: scalar operands of every binary op, reshape and slice with a Shape") {
+  const Tensor x = constant({-1.0, 2.0});
+  require_close(add(x, 1.0), {2}, {0, 3});
+  require_close(add(1.0, x), {2}, {0, 3});
+  require_close(subtract(x, 1.0), {2}, {-2, 1});
+  require_close(subtract(1.0, x), {2}, {2, -1});
+  require_close(multiply(x, 2.0), {2}, {-2, 4});
+  require_close(multiply(2.0, x), {2}, {-2, 4});
+  require_close(divide(x, 2.0), {2}, {-0.5, 1});
+  require_close(divide(2.0, x), {2}, {-2, 1});
+  require_close(maximum(x, 0.0), {2}, {0, 2});
+  require_close(maximum(0.0, x), {2}, {0, 2});
+  require_close(minimum(x, 0.0), {2}, {-1, 0});
+  require_close(minimum(0.0, x), {2}, {-1, 0});
+  require_close(pow(x, 2.0), {2}, {1, 4});
+  require_close(pow(x, 2), {2}, {1, 4});
+  require_close(pow(2.0, x), {2}, {0.5, 4});
+  require_close(atan2(x, 1.0), {2}, {std::atan2(-1.0, 1.0), std::atan2(2.0, 1.0)});
+  require_close(atan2(1.0, x), {2}, {std::atan2(1.0, -1.0), std::atan2(1.0, 2.0)});
+  require_close(floormod(x, 2.0), {2}, {1, 0});
+  require_close(floormod(3.0, x), {2}, {0, 1});
+  require_close(squared_difference(x, 1.0), {2}, {4, 1});
+  require_close(squared_difference(1.0, x), {2}, {4, 1});
+  require_close(greater(x, 0.0), {2}, {0, 1});
+  require_close(less_equal(0.0, x), {2}, {0, 1});
+
+  const Tensor m = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  const Tensor target = zeros({3, 2});
+  require_close(reshape(m, target.shape()), {3, 2}, {1, 2, 3, 4, 5, 6});
+  require_close(reshape(m, {2, -1}), {2, 3}, {1, 2, 3, 4, 5, 6});
+  require_close(slice(m, {0, 1}, {2, 2}), {2, 2}, {2, 3, 5, 6});
+  require_close(slice(m, Shape{0, 1}, Shape{2, 2}), {2, 2}, {2, 3, 5, 6});
+}
+
+TEST_CASE("API 0.3: GradientTape::end_recording, vectorized_map of Tensor -> Tensor") {
+  const Tensor x = constant({1.0, 2.0});
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = x * x;
+  tape.end_recording();
+  CHECK_FALSE(tape.recording());
+  require_close(tape.jacobian(y, x), {2, 2}, {2, 0, 0, 4});
+  require_close(tape.gradient(y, x), {2}, {2, 4});
+
+  const Tensor rows = constant({{1.0, 2.0}, {3.0, 4.0}});
+  require_close(vectorized_map([](const Tensor& row) { return reduce_sum(row); }, rows), {2},
+                {3, 7});
 }

@@ -1,7 +1,7 @@
 // Functional forms of differentiation: each call runs its own tapes, so they nest (a gradient
 // of a gradient, a Hessian inside a tape...). TF: the eager backprop module's
 // value_and_gradients_function, gradients_function, make_vjp, implicit_value_and_gradients,
-// and tf.hessians / forward-over-back style helpers.
+// and tf.hessians (reverse over reverse, as hessian and hessian_vector_product say below).
 #pragma once
 
 #include <functional>
@@ -66,16 +66,27 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 std::vector<Tensor> vectorized_map(
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
     const std::vector<Tensor>& elems, bool fallback_to_loop = true);
+/// The same for a function of one tensor to one tensor: vectorized_map(fn, x) stacks fn(x[i])
+/// over the rows i of x (TF: tf.vectorized_map(fn, x) with a single tensor). Lambdas pick
+/// their form by their parameter: `[](const Tensor& row) { ... }` this one,
+/// `[](const std::vector<Tensor>& rows) { ... }` the one above (a generic `auto` parameter
+/// fits both: name the type). fn may call vectorized_map itself (nesting: the inner map runs
+/// over the row's own leading axis). Errors as above; InvalidArgument when fn is empty.
+Tensor vectorized_map(const std::function<Tensor(const Tensor&)>& fn, const Tensor& elems,
+                      bool fallback_to_loop = true);
 
 /// d f(x)[i...] / d x[j...], shape f(x).shape ++ x.shape; zeros where f does not depend on x
 /// (TF: GradientTape.jacobian on a tape watching x).
 Tensor jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
-/// Second derivatives of a scalar f at x, shape x.shape ++ x.shape (TF: tf.hessians), one
-/// forward-over-reverse pass per element of x.
+/// Second derivatives of a scalar f at x, shape x.shape ++ x.shape (TF: tf.hessians), reverse
+/// over reverse: the gradient of f is recorded by an outer tape, whose jacobian of it (one
+/// batched backward pass over its rows, as GradientTape::jacobian) is the Hessian.
 /// InvalidArgument naming hessian and f(x)'s shape when f(x) has more than one element.
 Tensor hessian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
-/// H v for the Hessian H of the sum of f at x, shape x.shape, without forming H:
-/// forward-over-reverse (a ForwardAccumulator carrying v around one gradient computation).
+/// H v for the Hessian H of the sum of f at x, shape x.shape, without forming H: reverse over
+/// reverse (the gradient of <grad f(x), v>, one more backward pass through the recorded
+/// gradient). Forward over reverse (a ForwardAccumulator around a gradient) gives the same
+/// product but measures slower with eager ops (bench/README.md "hessian_vector_product").
 /// InvalidArgument when v's shape or dtype differs from x's.
 Tensor hessian_vector_product(const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
                               const Tensor& v);

@@ -54,11 +54,11 @@ struct JacobianOptions {
 /// thread.
 ///
 /// Threads (TF: a tape records on its own thread only): a tape belongs to the thread that
-/// created it. It records that thread's ops only; watch, stop_recording, record, reset,
-/// gradient, gradient_values, jacobian, batch_jacobian, watched_variables and bytes_held
-/// called on another thread throw TapeError naming the method. Destroying it on another
-/// thread is safe: it stops recording, and its creating thread frees its records at that
-/// thread's next tape operation or recorded op.
+/// created it. It records that thread's ops only; watch, stop_recording, end_recording,
+/// record, reset, gradient, gradient_values, jacobian, batch_jacobian, watched_variables and
+/// bytes_held called on another thread throw TapeError naming the method. Destroying it on
+/// another thread is safe: it stops recording, and its creating thread frees its records at
+/// that thread's next tape operation or recorded op.
 class GradientTape {
  public:
   /// Restores a tape's recording state when it dies. Returned by stop_recording() and
@@ -100,18 +100,28 @@ class GradientTape {
   RecordingGuard stop_recording();
   /// Resumes recording on a tape that is not recording, until the guard is destroyed (TF:
   /// re-entering `with tape:`). TapeError "Tape is still recording..." when it already is,
-  /// and on a used non-persistent tape.
+  /// on a used non-persistent tape, and after end_recording().
   RecordingGuard record();
 
-  /// Forgets everything recorded so far and keeps recording (TF: reset). TapeError when
+  /// Ends recording for good (TF: the end of a `with tf.GradientTape(persistent=True) as
+  /// tape:` block, after which the program calls tape.gradient or tape.jacobian). Later ops
+  /// are not recorded and nothing resumes recording: a stop_recording() guard alive now does
+  /// nothing when it dies, record() throws TapeError. gradient, jacobian and batch_jacobian on
+  /// a persistent tape then differentiate what was recorded, without recording their own work
+  /// and without the "still recording" warning. Safe to call more than once, and on a paused
+  /// or used tape; reset() still forgets the records (the tape stays ended). TapeError only
+  /// when called on another thread than the tape's.
+  void end_recording();
+
+  /// Forgets everything recorded so far and keeps recording, if it was (TF: reset). TapeError when
   /// called from inside this tape's own gradient computation (a gradient function or custom
   /// backward of a walk over this tape), whose records it would free.
   void reset();
   /// The variables this tape watches, in creation order (TF: watched_variables).
   std::vector<Variable> watched_variables() const;
   bool persistent() const { return persistent_; }
-  /// The tape's own recording flag: true from construction or record() until stop_recording()
-  /// or the gradient call of a non-persistent tape. Inside a custom_gradient or recompute_grad
+  /// The tape's own recording flag: true from construction or record() until stop_recording(),
+  /// end_recording() or the gradient call of a non-persistent tape. Inside a custom_gradient or recompute_grad
   /// forward the tape is additionally paused whatever this says. Any thread may ask.
   bool recording() const;
   /// Bytes the tape currently owns: its entries, their descriptions (arena chunks), its id

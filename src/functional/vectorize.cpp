@@ -520,4 +520,13 @@ std::vector<Tensor> vectorized_map(
   return detail::vectorize(fn, elems, options);
 }
 
+Tensor vectorized_map(const std::function<Tensor(const Tensor&)>& fn, const Tensor& elems,
+                      bool fallback_to_loop) {
+  if (!fn) throw InvalidArgument("vectorized_map: fn is empty");
+  const auto one_output = [&fn](const std::vector<Tensor>& slices) {
+    return std::vector<Tensor>{fn(slices[0])};
+  };
+  return vectorized_map(one_output, std::vector<Tensor>{elems}, fallback_to_loop)[0];
+}
+
 }  // namespace tapegrad

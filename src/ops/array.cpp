@@ -5,6 +5,8 @@
 #include "tapegrad/ops/array.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 #include <numeric>
 
 #include "kernels/dispatch.hpp"
@@ -81,6 +83,20 @@ static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangen
 constexpr OpDefinition reshape_op =
     detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
                               reshape_tangent, reshape_batched);
+
+std::vector<std::int64_t> detail::shape_entries(const char* op, const char* what,
+                                                const Shape& shape) {
+  std::vector<std::int64_t> entries;
+  entries.reserve(shape.size());
+  for (const std::size_t d : shape) {
+    if (d > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw InvalidArgument(std::string(op) + ": " + what + " " + shape_to_string(shape) +
+                            " has an entry " + std::to_string(d) + " beyond 2^63 - 1");
+    }
+    entries.push_back(static_cast<std::int64_t>(d));
+  }
+  return entries;
+}
 
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   detail::require_defined("reshape", x);

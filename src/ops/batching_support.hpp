@@ -4,7 +4,8 @@
 //
 //   batch_unary<&tapegrad::exp>               one input, any leading axes (elementwise, and
 //                                              ops batched over leading axes: cholesky, ...)
-//   batch_broadcasting<&tapegrad::add>        n-ary elementwise with NumPy broadcasting
+//   batch_broadcasting<&tapegrad::where>      n-ary elementwise with NumPy broadcasting
+//   batch_binary_broadcasting<&tapegrad::add> the same, picking a binary op's Tensor-Tensor form
 //   batch_all_batched<&detail::tanh_grad_op>  any op over leading axes whose inputs must agree
 //                                              on them: unbatched inputs are broadcast first
 //   batch_axis<&tapegrad::softmax>            f(x, int axis), the recorded "axis" shifted
@@ -82,6 +83,15 @@ template <auto Forward>
 std::vector<Tensor> batch_broadcasting(const BatchingContext& op,
                                        const std::vector<Tensor>& inputs) {
   return call_with_all<Forward>(aligned_for_broadcast(op, inputs));
+}
+
+// The Tensor-Tensor form of a binary op that also has double-operand forms (add(x, 2.0)): a
+// template argument of this type picks it from the overload set.
+using BinaryForward = Tensor (*)(const Tensor&, const Tensor&);
+template <BinaryForward Forward>
+std::vector<Tensor> batch_binary_broadcasting(const BatchingContext& op,
+                                              const std::vector<Tensor>& inputs) {
+  return batch_broadcasting<Forward>(op, inputs);
 }
 
 template <auto Forward>

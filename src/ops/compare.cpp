@@ -21,17 +21,17 @@ namespace tapegrad {
 // ---- Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual ----------------------------
 
 constexpr OpDefinition equal_op =
-    detail::not_differentiable_op("Equal", detail::batch_broadcasting<&tapegrad::equal>);
+    detail::not_differentiable_op("Equal", detail::batch_binary_broadcasting<&tapegrad::equal>);
 constexpr OpDefinition not_equal_op =
-    detail::not_differentiable_op("NotEqual", detail::batch_broadcasting<&tapegrad::not_equal>);
+    detail::not_differentiable_op("NotEqual", detail::batch_binary_broadcasting<&tapegrad::not_equal>);
 constexpr OpDefinition less_op =
-    detail::not_differentiable_op("Less", detail::batch_broadcasting<&tapegrad::less>);
+    detail::not_differentiable_op("Less", detail::batch_binary_broadcasting<&tapegrad::less>);
 constexpr OpDefinition less_equal_op =
-    detail::not_differentiable_op("LessEqual", detail::batch_broadcasting<&tapegrad::less_equal>);
+    detail::not_differentiable_op("LessEqual", detail::batch_binary_broadcasting<&tapegrad::less_equal>);
 constexpr OpDefinition greater_op =
-    detail::not_differentiable_op("Greater", detail::batch_broadcasting<&tapegrad::greater>);
+    detail::not_differentiable_op("Greater", detail::batch_binary_broadcasting<&tapegrad::greater>);
 constexpr OpDefinition greater_equal_op = detail::not_differentiable_op(
-    "GreaterEqual", detail::batch_broadcasting<&tapegrad::greater_equal>);
+    "GreaterEqual", detail::batch_binary_broadcasting<&tapegrad::greater_equal>);
 
 template <class Predicate>
 static Tensor compare_numeric(const OpDefinition& definition, const char* op, const Tensor& x,

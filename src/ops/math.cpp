@@ -18,25 +18,7 @@
 
 namespace tapegrad {
 
-// The scalar operand of `x (op) value`: it takes x's dtype, which must hold it exactly
-// (int32 * 0.5 is rejected, as TF rejects it, instead of silently multiplying by 0).
-static Tensor scalar_operand(const char* op, const Tensor& x, double value) {
-  detail::require_defined(op, x);
-  const bool exact = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    return detail::exactly_representable<decltype(zero)>(value);
-  });
-  if (!exact) {
-    throw InvalidArgument(detail::describe(op, x) + ": the scalar " + std::to_string(value) +
-                          " is not exactly representable in x's dtype " + dtype_name(x.dtype()) +
-                          " (no implicit promotion; cast x to a floating dtype first)");
-  }
-  return scalar(value, x.dtype());
-}
-
 // ---- Add, Sub ---------------------------------------------------------------------------
-
-// pow's tensor overload, for its batching rule.
-static Tensor pow_of_tensors(const Tensor& x, const Tensor& y) { return pow(x, y); }
 
 static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents add_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -44,10 +26,10 @@ static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g
 static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition add_op =
     detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
-                              add_tangent, detail::batch_broadcasting<&tapegrad::add>);
+                              add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>);
 constexpr OpDefinition subtract_op =
     detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
-                              subtract_tangent, detail::batch_broadcasting<&tapegrad::subtract>);
+                              subtract_tangent, detail::batch_binary_broadcasting<&tapegrad::subtract>);
 
 Tensor add(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(add_op, "add", x, y,
@@ -100,7 +82,7 @@ static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g
 static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition multiply_op =
     detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
-                              multiply_tangent, detail::batch_broadcasting<&tapegrad::multiply>);
+                              multiply_tangent, detail::batch_binary_broadcasting<&tapegrad::multiply>);
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(multiply_op, "multiply", x, y,
@@ -131,7 +113,7 @@ static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition divide_op =
     detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
-                              divide_tangent, detail::batch_broadcasting<&tapegrad::divide>);
+                              divide_tangent, detail::batch_binary_broadcasting<&tapegrad::divide>);
 
 // Integer division by zero has no value (TF raises): rejected before the kernel runs.
 static void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
@@ -204,7 +186,7 @@ static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition pow_op =
     detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all(),
-                              pow_tangent, detail::batch_broadcasting<&pow_of_tensors>);
+                              pow_tangent, detail::batch_binary_broadcasting<&tapegrad::pow>);
 
 // Integer power by squaring; unsigned arithmetic so that overflow wraps (as TF's kernel)
 // instead of being undefined behaviour. The caller rejects negative exponents.
@@ -285,7 +267,7 @@ Tensor pow(const Tensor& x, double y) {
     throw InvalidArgument(detail::describe("pow", x) + ": the exponent " + std::to_string(y) +
                           " is not an integer, so it cannot take x's integer dtype");
   }
-  return pow(x, scalar_operand("pow", x, y));
+  return pow(x, detail::scalar_operand("pow", x, y));
 }
 
 // dz = dx y x^(y-1) + dy z log(x), log(x) masked to 0 where x <= 0 as in the gradient.
@@ -334,10 +316,10 @@ static Grads minimum_gradient(const OpContext& op, const std::vector<Tensor>& g)
 static Tangents minimum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition maximum_op =
     detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
-                              maximum_tangent, detail::batch_broadcasting<&tapegrad::maximum>);
+                              maximum_tangent, detail::batch_binary_broadcasting<&tapegrad::maximum>);
 constexpr OpDefinition minimum_op =
     detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
-                              minimum_tangent, detail::batch_broadcasting<&tapegrad::minimum>);
+                              minimum_tangent, detail::batch_binary_broadcasting<&tapegrad::minimum>);
 
 // NaN in either operand gives NaN (NumPy's and TF's maximum/minimum), whichever order.
 template <class T>
@@ -405,6 +387,9 @@ Tensor operator-(const Tensor& x, const Tensor& y) { return subtract(x, y); }
 Tensor operator*(const Tensor& x, const Tensor& y) { return multiply(x, y); }
 Tensor operator/(const Tensor& x, const Tensor& y) { return divide(x, y); }
 Tensor operator-(const Tensor& x) { return negative(x); }
+// A double operand becomes a rank-0 tensor of the other operand's dtype.
+using detail::scalar_operand;
+
 Tensor operator+(const Tensor& x, double y) { return add(x, scalar_operand("add", x, y)); }
 Tensor operator-(const Tensor& x, double y) { return subtract(x, scalar_operand("subtract", x, y)); }
 Tensor operator*(const Tensor& x, double y) { return multiply(x, scalar_operand("multiply", x, y)); }

@@ -158,7 +158,7 @@ static Grads atan2_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents atan2_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition atan2_op =
     detail::differentiable_op("Atan2", atan2_gradient, KeepSet::all(), KeepSet::none(),
-                              atan2_tangent, detail::batch_broadcasting<&tapegrad::atan2>);
+                              atan2_tangent, detail::batch_binary_broadcasting<&tapegrad::atan2>);
 
 // std::atan2 gives TF's (the C library's) values on the axes: atan2(0, 0) = 0,
 // atan2(0, -0) = pi, atan2(-0, -1) = -pi.
@@ -205,7 +205,7 @@ static Grads floormod_gradient(const OpContext& op, const std::vector<Tensor>& g
 static Tangents floormod_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition floormod_op =
     detail::differentiable_op("FloorMod", floormod_gradient, KeepSet::all(), KeepSet::none(),
-                              floormod_tangent, detail::batch_broadcasting<&tapegrad::floormod>);
+                              floormod_tangent, detail::batch_binary_broadcasting<&tapegrad::floormod>);
 
 // The remainder with the divisor's sign (Python's %, TF's floormod). For integers y = -1 is
 // answered directly because INT_MIN % -1 is undefined behaviour in C++.
@@ -423,7 +423,7 @@ static Tangents squared_difference_tangent(const ForwardContext& op, const Tange
 constexpr OpDefinition squared_difference_op =
     detail::differentiable_op("SquaredDifference", squared_difference_gradient, KeepSet::all(),
                               KeepSet::none(), squared_difference_tangent,
-                              detail::batch_broadcasting<&tapegrad::squared_difference>);
+                              detail::batch_binary_broadcasting<&tapegrad::squared_difference>);
 
 Tensor squared_difference(const Tensor& a, const Tensor& b) {
   return detail::numeric_binary_op(squared_difference_op, "squared_difference", a, b,

@@ -14,6 +14,11 @@
 
 namespace tapegrad::detail {
 
+// The scalar operand of `x (op) value` or `value (op) x`: a rank-0 tensor of x's dtype, which
+// must hold `value` exactly (int32 * 0.5 is rejected, as TF rejects it, instead of silently
+// multiplying by 0). InvalidArgument naming `op`, x's shape and dtype and the value otherwise.
+Tensor scalar_operand(const char* op, const Tensor& x, double value);
+
 // The forward of a two-input elementwise op over float and integer dtypes, recorded as `op`:
 // `function` is its public name (for errors), `kernel` maps one pair of elements. The operands
 // must share a dtype and broadcast (NumPy).

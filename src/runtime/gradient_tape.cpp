@@ -31,7 +31,9 @@ GradientTape::RecordingGuard::RecordingGuard(RecordingGuard&& other) noexcept
 GradientTape::RecordingGuard::~RecordingGuard() {
   detail::TapeState* s = state_.get();
   // A guard that outlived its tape, or dies on a foreign thread, has nothing it may restore.
-  if (s == nullptr || !s->on_owner_thread() || s->destroyed.load() || !s->impl || s->consumed) {
+  // Nor one of a tape whose recording has ended for good.
+  if (s == nullptr || !s->on_owner_thread() || s->destroyed.load() || !s->impl || s->consumed ||
+      s->ended) {
     return;
   }
   if (s->recording.load() != restore_recording_) detail::set_recording(*s, restore_recording_);
@@ -96,8 +98,19 @@ GradientTape::RecordingGuard GradientTape::stop_recording() {
   return RecordingGuard(state_, /*restore_recording=*/true);
 }
 
+void GradientTape::end_recording() {
+  check_thread("end_recording");
+  state_->ended = true;
+  if (state_->recording.load()) detail::set_recording(*state_, false);
+}
+
 GradientTape::RecordingGuard GradientTape::record() {
   live_tape("record");
+  if (state_->ended) {
+    throw TapeError("GradientTape::record: the tape's recording was ended by end_recording(); "
+                    "it records nothing more (use a new tape, or stop_recording()'s guard to "
+                    "pause and resume)");
+  }
   if (state_->recording.load()) {
     throw TapeError("GradientTape::record: Tape is still recording, This can happen if you try "
                     "to re-enter an already-active tape.");

@@ -2,12 +2,22 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tapegrad {
+
+namespace detail {
+// A Shape's entries as the int64 entries reshape and slice take; InvalidArgument naming `op`,
+// `what` and the entry when one exceeds 2^63 - 1.
+std::vector<std::int64_t> shape_entries(const char* op, const char* what, const Shape& shape);
+// Only Shape itself (not a braced list, which cannot deduce S) selects the Shape forms.
+template <class S>
+using if_shape_t = std::enable_if_t<std::is_same_v<S, Shape>, int>;
+}  // namespace detail
 
 /// Same values, a new tensor (TF: tf.identity). Gradient: the incoming gradient.
 Tensor identity(const Tensor& x);
@@ -21,6 +31,14 @@ Tensor cast(const Tensor& x, DType dtype);
 /// TF: tf.reshape. One entry may be -1 (inferred). InvalidArgument when sizes disagree or the
 /// target's element count overflows (checked, never wrapped).
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);
+/// The same with a Shape, what shape() returns: reshape(x, y.shape()) (no -1 entry, since a
+/// Shape is unsigned). A template only so that a braced list, reshape(x, {2, -1}), still
+/// means the int64 form: S is Shape. Errors as above, and InvalidArgument for an entry
+/// beyond 2^63 - 1.
+template <class S, detail::if_shape_t<S> = 0>
+Tensor reshape(const Tensor& x, const S& shape) {
+  return reshape(x, detail::shape_entries("reshape", "target shape", shape));
+}
 /// TF: tf.transpose. perm empty reverses the axes.
 Tensor transpose(const Tensor& x, std::vector<int> perm = {});
 /// TF: tf.expand_dims; axis in [-rank-1, rank].
@@ -43,6 +61,15 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis = 0);
 /// TF: tf.slice; size -1 takes the rest of that dimension. InvalidArgument when the window
 /// does not fit in x.
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size);
+/// The same with Shapes (what shape() returns): slice(x, begin, y.shape()). With one Shape
+/// argument the other may be a braced list of non-negative entries, slice(x, {0, 1},
+/// y.shape()); with two braced lists the int64 form above is called. Errors as above, and
+/// InvalidArgument for an entry beyond 2^63 - 1.
+template <class S, detail::if_shape_t<S> = 0>
+Tensor slice(const Tensor& x, const S& begin, const S& size) {
+  return slice(x, detail::shape_entries("slice", "begin", begin),
+               detail::shape_entries("slice", "size", size));
+}
 /// TF: tf.gather. indices: Int32 or Int64, any shape; result shape
 /// params.shape[:axis] ++ indices.shape ++ params.shape[axis+1:]. Out-of-range indices throw.
 /// The gradient for params is an IndexedSlices when axis is 0.

@@ -3,6 +3,14 @@
 // promotion: InvalidArgument naming the op, the shapes and the dtypes). A C++ scalar operand
 // takes the tensor's dtype. Integer dtypes are accepted where TF accepts them and are never
 // differentiated.
+//
+// Scalar operands (TF: a Python number as either operand): every binary op here (add,
+// subtract, multiply, divide, pow, maximum, minimum, atan2, floormod, squared_difference and
+// the comparisons) also takes a double on either side. The double becomes a rank-0 tensor of
+// the tensor operand's dtype (scalar(value, dtype)) and the tensor form runs, so
+// maximum(x, 0.0) is recorded and differentiable in x like maximum(x, scalar(0.0, x.dtype())).
+// The dtype must hold the value exactly: maximum(int32 x, 2.0) is accepted, maximum(int32 x,
+// 0.5) throws InvalidArgument naming the op, the tensor's shape and dtype and the value.
 #pragma once
 
 #include "tapegrad/tensor.hpp"
@@ -14,18 +22,34 @@ namespace tapegrad {
 // arithmetic wraps (two's complement, as TF and NumPy). InvalidArgument naming the op, both
 // shapes and dtypes for mismatched dtypes, shapes that do not broadcast, bool operands.
 Tensor add(const Tensor& x, const Tensor& y);
+Tensor add(const Tensor& x, double y);
+Tensor add(double x, const Tensor& y);
 Tensor subtract(const Tensor& x, const Tensor& y);
+Tensor subtract(const Tensor& x, double y);
+Tensor subtract(double x, const Tensor& y);
 Tensor multiply(const Tensor& x, const Tensor& y);
+Tensor multiply(const Tensor& x, double y);
+Tensor multiply(double x, const Tensor& y);
 /// Integer division truncates toward zero, as C++ does; INT_MIN / -1 wraps to INT_MIN;
 /// division by an integer 0 throws InvalidArgument naming divide and the shapes.
 Tensor divide(const Tensor& x, const Tensor& y);
+Tensor divide(const Tensor& x, double y);
+Tensor divide(double x, const Tensor& y);
 Tensor negative(const Tensor& x);
 Tensor pow(const Tensor& x, const Tensor& y);
 Tensor pow(const Tensor& x, double y);
+/// pow(x, double) of an integer x takes only integer exponents (InvalidArgument naming pow
+/// otherwise). pow(2.0, y) raises the scalar, taken in y's dtype, to each element of y
+/// (differentiable in y: d a^y/dy = a^y log a). Integers to negative integer powers throw InvalidArgument.
+Tensor pow(double x, const Tensor& y);
 /// NaN in either operand gives NaN (TF, NumPy). Ties send the gradient to x (the first
 /// argument), as TF.
 Tensor maximum(const Tensor& x, const Tensor& y);
+Tensor maximum(const Tensor& x, double y);
+Tensor maximum(double x, const Tensor& y);
 Tensor minimum(const Tensor& x, const Tensor& y);
+Tensor minimum(const Tensor& x, double y);
+Tensor minimum(double x, const Tensor& y);
 
 // Unary math (TF: tf.math.*). abs and sign give 0 gradient at 0; sign's gradient is zero.
 Tensor square(const Tensor& x);
@@ -76,10 +100,14 @@ Tensor digamma(const Tensor& x);
 /// Gradients x / (x^2 + y^2) for y and -y / (x^2 + y^2) for x (NaN at the origin, as TF).
 /// Floating, same dtype.
 Tensor atan2(const Tensor& y, const Tensor& x);
+Tensor atan2(const Tensor& y, double x);
+Tensor atan2(double y, const Tensor& x);
 /// The remainder of floor division, with y's sign (TF: tf.math.floormod, Python's %):
 /// floormod(-7, 3) = 2, floormod(7, -3) = -2. Int and float; an integer 0 in y throws
 /// InvalidArgument (TF raises), a float 0 gives NaN. Gradients g and -g floor(x / y).
 Tensor floormod(const Tensor& x, const Tensor& y);
+Tensor floormod(const Tensor& x, double y);
+Tensor floormod(double x, const Tensor& y);
 /// x limited to [lo, hi] (TF: tf.clip_by_value). lo and hi broadcast to x's shape (the
 /// result has x's shape); same dtype as x (int or float). InvalidArgument naming the op, the
 /// shapes and the values when lo > hi anywhere (or either is NaN), or when lo/hi do not
@@ -91,14 +119,29 @@ Tensor clip_by_value(const Tensor& x, double lo, double hi);
 /// (a - b)^2, broadcasting (TF: tf.math.squared_difference); int (wrapping) and float.
 /// Gradients 2 (a - b) g and its negative, summed back to each operand's shape.
 Tensor squared_difference(const Tensor& a, const Tensor& b);
+Tensor squared_difference(const Tensor& a, double b);
+Tensor squared_difference(double a, const Tensor& b);
 
-// Comparisons: Bool results, not differentiable.
+// Comparisons: Bool results, not differentiable. The double forms compare with a scalar of
+// the tensor's dtype (less(int32 x, 0.5) throws, as for every scalar operand).
 Tensor equal(const Tensor& x, const Tensor& y);
+Tensor equal(const Tensor& x, double y);
+Tensor equal(double x, const Tensor& y);
 Tensor not_equal(const Tensor& x, const Tensor& y);
+Tensor not_equal(const Tensor& x, double y);
+Tensor not_equal(double x, const Tensor& y);
 Tensor less(const Tensor& x, const Tensor& y);
+Tensor less(const Tensor& x, double y);
+Tensor less(double x, const Tensor& y);
 Tensor less_equal(const Tensor& x, const Tensor& y);
+Tensor less_equal(const Tensor& x, double y);
+Tensor less_equal(double x, const Tensor& y);
 Tensor greater(const Tensor& x, const Tensor& y);
+Tensor greater(const Tensor& x, double y);
+Tensor greater(double x, const Tensor& y);
 Tensor greater_equal(const Tensor& x, const Tensor& y);
+Tensor greater_equal(const Tensor& x, double y);
+Tensor greater_equal(double x, const Tensor& y);
 
 /// Elementwise cond ? a : b; the three operands broadcast (TF2 tf.where). cond is Bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
