@@ -4,25 +4,38 @@
 #   bench/gradbench/install_tool.sh /path/to/gradbench
 # The wrapper runs `make -C tools/tapegrad bin/<eval>`; the Makefile written here links
 # bin/<eval> to the one tapegrad_gradbench program, which reads the eval from its own name.
+# Environment:
+#   BUILD_DIR  the CMake build directory (default: build/gradbench in this repository)
+#   MARCH      the -march flag (default -march=native, as GradBench's C++ tools; MARCH= builds
+#              for any x86-64)
+#   TOOL_BIN   an already-built tapegrad_gradbench: install it as it is, build nothing
+#   TOOL_NAME  the tool's name in the checkout, tools/<TOOL_NAME> (default: tapegrad)
 set -euo pipefail
 GRADBENCH=${1:?usage: install_tool.sh GRADBENCH_DIR}
+[ -d "$GRADBENCH/tools" ] || { echo "install_tool.sh: $GRADBENCH has no tools/ folder: not a GradBench checkout" >&2; exit 1; }
+GRADBENCH=$(cd "$GRADBENCH" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${BUILD_DIR:-$ROOT/build/gradbench}
-# -O3 -march=native as GradBench's own C++ tools (its cpp/common.mk, which `manual` uses);
-# MARCH= (empty) builds for any x86-64.
-MARCH=${MARCH--march=native}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_GRADBENCH=ON \
-  -DCMAKE_CXX_FLAGS="$MARCH" -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target tapegrad_gradbench
-TOOL="$GRADBENCH/tools/tapegrad"
+TOOL_NAME=${TOOL_NAME:-tapegrad}
+if [ -n "${TOOL_BIN:-}" ]; then
+  [ -x "$TOOL_BIN" ] || { echo "install_tool.sh: TOOL_BIN=$TOOL_BIN is not an executable" >&2; exit 1; }
+  BIN=$(cd "$(dirname "$TOOL_BIN")" && pwd)/$(basename "$TOOL_BIN")
+else
+  BUILD=${BUILD_DIR:-$ROOT/build/gradbench}
+  MARCH=${MARCH--march=native}
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_BUILD_GRADBENCH=ON \
+    -DCMAKE_CXX_FLAGS="$MARCH" -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF > /dev/null
+  cmake --build "$BUILD" -j "$(nproc)" --target tapegrad_gradbench
+  BIN=$BUILD/bench/gradbench/tapegrad_gradbench
+fi
+TOOL="$GRADBENCH/tools/$TOOL_NAME"
 mkdir -p "$TOOL"
 cat > "$TOOL/Makefile" <<MAKEFILE
 # Written by tapegrad's bench/gradbench/install_tool.sh: every eval is one program.
-TAPEGRAD_TOOL=$BUILD/bench/gradbench/tapegrad_gradbench
+TAPEGRAD_TOOL=$BIN
 bin/%: \$(TAPEGRAD_TOOL)
 	@mkdir -p bin
 	ln -sf \$(TAPEGRAD_TOOL) \$@
 MAKEFILE
 printf '%s\n' hello llsq lse ode kmeans gmm lstm det ba ht saddle particle > "$TOOL/evals.txt"
-echo "installed the tapegrad tool in $TOOL"
+echo "installed $BIN as the tool $TOOL_NAME in $TOOL"
