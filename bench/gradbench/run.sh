@@ -119,6 +119,7 @@ for tool in $tools; do
       echo "--- ht: evals/ht/data/complicated_big/hand12_t26_c100000.txt is missing; running hand1-hand11"
     fi
     out=$LOGS/$e-$tool.txt
+    rm -f "$out" "$LOGS/$e-$tool.jsonl"  # no stale log of an earlier run in the table
     echo "=== $e ($tool) $(date +%T)"
     rc=0
     "$PY" "$RUNNER/run_eval.py" --cwd "$GRADBENCH" -o "$LOGS/$e-$tool.jsonl" --timeout "$TIMEOUT" \
@@ -128,7 +129,7 @@ for tool in $tools; do
     [ -s "$LOGS/$e-$tool.jsonl" ] && logs+=("$LOGS/$e-$tool.jsonl")
     if [ "$rc" -ne 0 ]; then
       failures+=("$e ($tool): exit $rc, $(tail -n 1 "$out"); full output in $out")
-      tail -n 20 "$out" | sed 's/^/    | /'
+      tail -n 21 "$out" | head -n -1 | sed 's/^/    | /'  # the outcome line is above
     fi
   done
 done
