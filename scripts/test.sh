@@ -16,6 +16,10 @@ BUILD_DIR=${BUILD_DIR:-build/test}
 JOBS=$(nproc)
 LAUNCHER=()
 if command -v ccache > /dev/null; then LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+# Paths below the checkout hashed relative to it, and the build folder left out of the -g
+# builds' hashes, so that another clone (CI's, a second worktree) reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$SOURCE_DIR}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
 STAGE=""
 STAGE_START=$SECONDS
