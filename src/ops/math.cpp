@@ -18,6 +18,8 @@
 
 namespace tapegrad {
 
+using detail::sum_to_input;
+
 // ---- Add, Sub ---------------------------------------------------------------------------
 
 static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -54,11 +56,6 @@ static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tange
   const Tensor minus_dy =
       detail::if_defined(tangents[1], [](const Tensor& dy) { return negative(dy); });
   return {detail::output_tangent(op, 0, {tangents[0], minus_dy})};
-}
-
-// The gradient summed back to input i's shape (a no-op for an operand that was not broadcast).
-static Tensor sum_to_input(const OpContext& op, std::size_t i, const Tensor& g) {
-  return op.input_shape_matches(i, g) ? g : unbroadcast(g, op.input_shape(i));
 }
 
 static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g) {

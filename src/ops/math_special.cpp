@@ -25,13 +25,9 @@
 
 namespace tapegrad {
 
-static Tensor constant_like(double value, const Tensor& x) { return scalar(value, x.dtype()); }
-
-// f computed in double and rounded to x's floating type.
-template <class F>
-static auto in_double(F f) {
-  return [f](auto v) { return static_cast<decltype(v)>(f(static_cast<double>(v))); };
-}
+using detail::sum_to_input;
+using detail::constant_like;
+using detail::in_double;
 
 // ---- Erf, Erfc: +-2/sqrt(pi) exp(-x^2) --------------------------------------------------
 
@@ -145,11 +141,6 @@ static void require_floating_pair(const char* op, const char* a_name, const Tens
     throw InvalidArgument(describe_pair(op, a_name, a, b_name, b) +
                           ": expected float32 or float64 operands");
   }
-}
-
-// The gradient summed back to input i's shape (a no-op for an operand that was not broadcast).
-static Tensor sum_to_input(const OpContext& op, std::size_t i, const Tensor& g) {
-  return op.input_shape_matches(i, g) ? g : unbroadcast(g, op.input_shape(i));
 }
 
 // ---- Atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2) ----------------------------

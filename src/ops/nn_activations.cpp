@@ -25,7 +25,8 @@
 
 namespace tapegrad {
 
-static Tensor constant_like(double value, const Tensor& x) { return scalar(value, x.dtype()); }
+using detail::constant_like;
+using detail::in_double;
 
 // The rules of an activation y = f(x) whose slope f'(x) = Slope(y) is a function of its output
 // (ELU, SELU: TF's EluGrad, SeluGrad read the output too). The op keeps its output only.
@@ -37,12 +38,6 @@ template <Tensor (*Slope)(const Tensor& y)>
 static Tangents output_slope_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return multiply(dx, Slope(y)); });
-}
-
-// f computed in double and rounded to x's floating type.
-template <class F>
-static auto in_double(F f) {
-  return [f](auto v) { return static_cast<decltype(v)>(f(static_cast<double>(v))); };
 }
 
 // ---- LeakyRelu: x > 0 ? x : alpha x ------------------------------------------------------

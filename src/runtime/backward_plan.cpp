@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/floating_dtype.hpp"
 #include "runtime/id_map.hpp"
 #include "runtime/op_registry.hpp"
 
@@ -12,7 +13,6 @@ namespace tapegrad::detail {
 namespace {
 
 using Slot = BackwardPlan::Slot;
-constexpr Slot kNoSlot = BackwardPlan::kNoSlot;
 
 // The ops reachable backwards from the targets, and for each of them (ascending op id) a
 // block of its inputs' producing ops (-1 for none) followed by room for its outputs' slots.
@@ -23,9 +23,6 @@ struct Reach {
   std::size_t ops = 0;                         // reached
   std::size_t outputs = 0;                     // of the reached ops
 };
-
-// is_floating, inlined: the passes ask it for every input and output of a reached op.
-bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 
 bool is_stopped(const std::vector<std::uint64_t>& stop_ids, std::uint64_t id) {
   return !stop_ids.empty() && std::binary_search(stop_ids.begin(), stop_ids.end(), id);

@@ -45,6 +45,9 @@ struct BackwardPlan {
   std::vector<TensorMeta> sources;
 };
 
+// "No slot", for the files that walk a plan.
+inline constexpr BackwardPlan::Slot kNoSlot = BackwardPlan::kNoSlot;
+
 // `forget_producers`: free the tape's id map as soon as the plan has done its lookups (for the
 // only walk of a non-persistent tape). Ops recorded after the call (a persistent tape recording
 // its own backward) are never part of the plan. `stop_ids` (sorted): tensors treated as

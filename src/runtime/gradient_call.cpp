@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/error_context.hpp"
+#include "runtime/floating_dtype.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/tensor_impl.hpp"
@@ -22,9 +23,6 @@ namespace {
 
 // The recorded shape against the gradient's array, without building either as a Shape (this
 // runs once per gradient of every step).
-// is_floating, inlined: asked for every output of every op the walk calls.
-bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
-
 bool same_dims(const RecordedTensor& recorded, const Tensor& t) {
   const TensorImpl& impl = impl_of(t);
   if (!impl.holds_elements) return recorded.same_shape(t);

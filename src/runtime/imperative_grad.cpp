@@ -51,7 +51,6 @@ namespace tapegrad::detail {
 namespace {
 
 using Slot = BackwardPlan::Slot;
-constexpr Slot kNoSlot = BackwardPlan::kNoSlot;
 
 // What a run consumes of its plan: a copy for one of many runs (Jacobian rows), the plan's own
 // for the only run.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/anomaly.hpp"
+#include "runtime/floating_dtype.hpp"
 #include "runtime/forward_accumulator.hpp"
 #include "runtime/op_trace.hpp"
 
@@ -127,13 +128,6 @@ PauseAllTapes::~PauseAllTapes() {
   tapes.paused_through = previous_boundary_;
   tapes.refresh();
 }
-
-namespace {
-
-// is_floating, inlined: the record path asks it for every input and output.
-bool floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
-
-}  // namespace
 
 void refresh_observer_count() noexcept {
   active_observer_count = active_tape_count + active_accumulator_count + active_tracer_count +
