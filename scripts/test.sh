@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
-# Installs what is missing, then runs every check, each stage timed:
+# Installs what is missing, then runs the checks, each stage timed:
 #   1. build (Release, -O2) and the whole ctest suite;
 #   2. install into a scratch prefix, check the exported symbols name no -march-dependent
 #      allocator, and build and run the consumer programs: the CMake package consumer with
 #      default flags, -mavx2 and -march=native; a plain g++ line from pkg-config; a project
 #      that add_subdirectory()s the source tree;
+# and with --sanitizers (what CI runs) also:
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build (-O1 -g), the whole ctest suite;
 #   4. ThreadSanitizer build (-O1 -g), every test executable named test_thread*.
 # Build directories live under $BUILD_DIR (default build/test); ccache keeps reruns short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+SANITIZERS=0
+for argument in "$@"; do
+  case "$argument" in
+    --sanitizers) SANITIZERS=1 ;;
+    -h | --help)
+      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+      echo "usage: scripts/test.sh [--sanitizers]"
+      exit 0 ;;
+    *)
+      echo "scripts/test.sh: unknown argument '$argument' (usage: scripts/test.sh [--sanitizers])" >&2
+      exit 2 ;;
+  esac
+done
 bash scripts/setup.sh
 SOURCE_DIR=$PWD
 BUILD_DIR=${BUILD_DIR:-build/test}
@@ -104,13 +119,22 @@ cmake -S test/consumer_subdirectory -B "$BUILD_DIR/consumer-subdirectory" \
 cmake --build "$BUILD_DIR/consumer-subdirectory" -j "$JOBS" --target consumer > /dev/null
 "$BUILD_DIR/consumer-subdirectory/consumer"
 
+if [ "$SANITIZERS" -eq 0 ]; then
+  stage ""
+  echo "== build, tests and consumers passed in $SECONDS s (the sanitizer stages run with --sanitizers)"
+  exit 0
+fi
+
 # ---- 3. AddressSanitizer + UndefinedBehaviorSanitizer ------------------------------------
 stage "ASan+UBSan build (-O1 -g) and ctest"
 # Without the MPI component: OpenMPI is not instrumented, and LSan would report its own
 # allocations; the MPI tests run in stage 1.
 SANITIZER_BUILD=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
   -DTAPEGRAD_BUILD_TESTS=ON -DTAPEGRAD_BUILD_EXAMPLES=OFF -DTAPEGRAD_WITH_MPI=OFF)
-cmake -S . -B "$BUILD_DIR/asan" "${SANITIZER_BUILD[@]}" -DTAPEGRAD_SANITIZE=address,undefined > /dev/null
+# Not a unity build (stage 1's is): each library source compiles on its own here, which checks
+# that it includes what it uses and that no file-local helper is shadowed by another file's.
+cmake -S . -B "$BUILD_DIR/asan" "${SANITIZER_BUILD[@]}" -DTAPEGRAD_SANITIZE=address,undefined \
+  -DTAPEGRAD_UNITY_BUILD=OFF > /dev/null
 cmake --build "$BUILD_DIR/asan" -j "$JOBS" > /dev/null
 # halt/abort on the first report: a sanitizer finding fails its test. allocator_may_return_null:
 # the misuse catalogue asks for absurd allocations and checks they become ResourceExhausted
