@@ -85,6 +85,13 @@ class Tensor {
  public:
   /// An undefined tensor: what `gradient()` returns for an unconnected source.
   Tensor() = default;
+  // Out of line: a copy or destruction is an atomic count on the shared storage, and inlined
+  // into every expression of a user's program it was most of what that program compiled.
+  Tensor(const Tensor& other);
+  Tensor(Tensor&& other) noexcept = default;
+  Tensor& operator=(const Tensor& other);
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
 
   /// From an xt::xarray<T>: takes the array without copying it when it is the storage type
   /// (a default build's xt::xarray<T>: pass an rvalue or std::move).

@@ -132,6 +132,11 @@ void throw_bad_array_access(const TensorHeader& header, DType requested) {
 
 }  // namespace detail
 
+Tensor::Tensor(const Tensor& other) = default;
+Tensor& Tensor::operator=(const Tensor& other) = default;
+Tensor& Tensor::operator=(Tensor&& other) noexcept = default;
+Tensor::~Tensor() = default;
+
 const Shape& Tensor::shape() const { return detail::impl_of(*this).shape(); }
 std::size_t Tensor::rank() const { return detail::impl_of(*this).rank(); }
 std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
