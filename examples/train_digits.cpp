@@ -113,7 +113,12 @@ int run(const digits::TrainingOptions& options) {
   // The test set as one batch, in its own order.
   std::vector<std::size_t> test_order(test.labels.size());
   std::iota(test_order.begin(), test_order.end(), std::size_t{0});
-  const auto [test_x, test_y] = digits::make_batch(test, test_order, 0, test_order.size());
+  // Named copies rather than a structured binding: a lambda below captures them, which C++17
+  // does not allow for a binding (GCC accepts it, Clang does not).
+  const std::pair<tg::Tensor, tg::Tensor> test_batch =
+      digits::make_batch(test, test_order, 0, test_order.size());
+  const tg::Tensor test_x = test_batch.first;
+  const tg::Tensor test_y = test_batch.second;
 
   // 2. Model and optimizer. One generator, seeded once, drives the initial weights and the
   //    shuffles, so a run is reproducible.

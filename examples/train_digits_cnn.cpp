@@ -193,8 +193,12 @@ int run(const digits::TrainingOptions& options) {
 
   std::vector<std::size_t> test_order(test.labels.size());
   std::iota(test_order.begin(), test_order.end(), std::size_t{0});
-  const auto [test_features, test_y] =
+  // Named copies rather than a structured binding: a lambda below captures test_y, which
+  // C++17 does not allow for a binding (GCC accepts it, Clang does not).
+  const std::pair<tg::Tensor, tg::Tensor> test_batch =
       digits::make_batch(test, test_order, 0, test_order.size());
+  const tg::Tensor test_features = test_batch.first;
+  const tg::Tensor test_y = test_batch.second;
   const tg::Tensor test_x = as_images(test_features);
 
   // 2. Model and optimizer: the weights, shuffles and shifts from one std::mt19937, dropout
