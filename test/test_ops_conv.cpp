@@ -2,8 +2,11 @@
 // sizes, float32 and float64), hand-computed values, conv2d_transpose as conv2d's gradient
 // with respect to x (and the filter backprop as the one with respect to filters), the adjoint
 // identity, conv1d against conv2d, first- and second-order numerical checks of every op, and
-// bad input.
+// bad input; and DataFormat::NCHW (NCW) against the NHWC op on the transposed image, bit for
+// bit, through the tape, forward mode and vectorized_map.
 #include "support.hpp"
+
+#include <functional>
 
 #include "misuse_support.hpp"
 #include "ops/conv_ops.hpp"
@@ -423,4 +426,312 @@ TEST_CASE("convolution misuse: each case throws InvalidArgument naming the op, s
   const int run = misuse_cases_run() - before;
   std::cout << "convolution misuse cases: " << run << " run\n";
   REQUIRE(run == 27);
+}
+
+// ---- DataFormat::NCHW -------------------------------------------------------------------
+
+namespace {
+
+// [n, h, w, c] <-> [n, c, h, w], and [n, w, c] <-> [n, c, w] for conv1d.
+Tensor to_channels_first(const Tensor& t) {
+  return t.rank() == 3 ? transpose(t, {0, 2, 1}) : transpose(t, {0, 3, 1, 2});
+}
+Tensor to_channels_last(const Tensor& t) {
+  return t.rank() == 3 ? transpose(t, {0, 2, 1}) : transpose(t, {0, 2, 3, 1});
+}
+Shape channels_first_shape(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
+
+// The same shape, dtype and bits: the two layouts run the same kernel on the same numbers.
+void require_identical(const Tensor& actual, const Tensor& expected) {
+  REQUIRE(actual.defined());
+  REQUIRE(expected.defined());
+  REQUIRE(actual.dtype() == expected.dtype());
+  REQUIRE(actual.shape() == expected.shape());
+  CHECK(values(actual) == values(expected));
+}
+
+using ImageOp = std::function<Tensor(const Tensor& image, const Tensor& filters)>;
+
+// `first` on a channels-first image against `last` on the same image channels last: the
+// result, and the tape's gradients for both operands under a random output gradient, equal
+// bit for bit (up to the layout's transposes).
+void require_layouts_agree(const ImageOp& first, const ImageOp& last, const Tensor& image_last,
+                           const Tensor& filters, unsigned seed) {
+  const Tensor image_first = to_channels_first(image_last);
+  GradientTape tape_first;
+  tape_first.watch(std::vector<Tensor>{image_first, filters});
+  const Tensor y_first = first(image_first, filters);
+  const Tensor g_first = random_tensor(y_first.shape(), seed);
+  const auto grads_first = tape_first.gradient(std::vector<Tensor>{y_first},
+                                               std::vector<Tensor>{image_first, filters},
+                                               std::vector<Tensor>{g_first});
+
+  GradientTape tape_last;
+  tape_last.watch(std::vector<Tensor>{image_last, filters});
+  const Tensor y_last = last(image_last, filters);
+  const auto grads_last = tape_last.gradient(std::vector<Tensor>{y_last},
+                                             std::vector<Tensor>{image_last, filters},
+                                             std::vector<Tensor>{to_channels_last(g_first)});
+
+  require_identical(y_first, to_channels_first(y_last));
+  require_identical(grads_first[0], to_channels_first(grads_last[0]));
+  require_identical(grads_first[1], grads_last[1]);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d NCHW equals the NHWC conv2d on the transposed image, values and gradients "
+          "bit for bit",
+          "[conv][nchw]") {
+  unsigned seed = 700;
+  for (const Case& c : cases()) {
+    INFO(describe_case(c));
+    const ImageOp first = [&](const Tensor& x, const Tensor& f) {
+      return conv2d(x, f, c.strides, c.padding, c.dilations, DataFormat::NCHW);
+    };
+    const ImageOp last = [&](const Tensor& x, const Tensor& f) {
+      return conv2d(x, f, c.strides, c.padding, c.dilations);
+    };
+    require_layouts_agree(first, last, random_tensor(c.x, seed), random_tensor(c.f, seed + 1),
+                          seed + 2);
+    seed += 3;
+  }
+}
+
+TEST_CASE("conv2d_transpose NCHW (output_shape in NCHW) equals the NHWC op on the transposed "
+          "input, values and gradients bit for bit",
+          "[conv][nchw]") {
+  unsigned seed = 730;
+  for (const Case& c : cases()) {
+    INFO(describe_case(c));
+    const Shape y_shape =
+        conv2d(zeros(c.x), zeros(c.f), c.strides, c.padding, c.dilations).shape();
+    const ImageOp first = [&](const Tensor& y, const Tensor& f) {
+      return conv2d_transpose(y, f, channels_first_shape(c.x), c.strides, c.padding,
+                              c.dilations, DataFormat::NCHW);
+    };
+    const ImageOp last = [&](const Tensor& y, const Tensor& f) {
+      return conv2d_transpose(y, f, c.x, c.strides, c.padding, c.dilations);
+    };
+    require_layouts_agree(first, last, random_tensor(y_shape, seed), random_tensor(c.f, seed + 1),
+                          seed + 2);
+    seed += 3;
+  }
+}
+
+TEST_CASE("conv1d NCW equals the NWC conv1d on the transposed signal, values and gradients "
+          "bit for bit",
+          "[conv][nchw]") {
+  unsigned seed = 760;
+  for (Padding padding : {Padding::Valid, Padding::Same}) {
+    for (int stride : {1, 2}) {
+      for (int dilation : {1, 2}) {
+        INFO(name_of(padding) << ", stride " << stride << ", dilation " << dilation);
+        const ImageOp first = [&](const Tensor& x, const Tensor& f) {
+          return conv1d(x, f, stride, padding, dilation, DataFormat::NCHW);
+        };
+        const ImageOp last = [&](const Tensor& x, const Tensor& f) {
+          return conv1d(x, f, stride, padding, dilation);
+        };
+        require_layouts_agree(first, last, random_tensor({3, 11, 2}, seed),
+                              random_tensor({3, 2, 4}, seed + 1), seed + 2);
+        seed += 3;
+      }
+    }
+  }
+}
+
+TEST_CASE("NCHW reads a 4-value strides or dilations list as TF's [1, 1, h, w]",
+          "[conv][nchw]") {
+  const Tensor x = random_tensor({2, 3, 9, 8}, 790);
+  const Tensor f = random_tensor({3, 3, 3, 2}, 791);
+  const Tensor expected = conv2d(x, f, {2, 1}, Padding::Same, {1, 2}, DataFormat::NCHW);
+  require_identical(conv2d(x, f, {1, 1, 2, 1}, Padding::Same, {1, 1, 1, 2}, DataFormat::NCHW),
+                    expected);
+  const Tensor y = random_tensor(expected.shape(), 792);
+  require_identical(conv2d_transpose(y, f, x.shape(), {1, 1, 2, 1}, Padding::Same, {1, 1, 1, 2},
+                                     DataFormat::NCHW),
+                    conv2d_transpose(y, f, x.shape(), {2, 1}, Padding::Same, {1, 2},
+                                     DataFormat::NCHW));
+}
+
+TEST_CASE("the convolutions' overloads: with and without dilations, with and without a data "
+          "format, all compile unambiguously and agree",
+          "[conv][nchw]") {
+  // Each call below must resolve to one overload: a change that makes one ambiguous fails to
+  // compile here.
+  const Tensor x = random_tensor({1, 6, 7, 2}, 793);
+  const Tensor f = random_tensor({3, 3, 2, 3}, 794);
+  const Tensor x_first = to_channels_first(x);
+  require_identical(conv2d(x, f, {1, 1}, Padding::Same),
+                    conv2d(x, f, {1, 1}, Padding::Same, {1, 1}, DataFormat::NHWC));
+  require_identical(conv2d(x, f, {1, 1}, Padding::Same, {2, 2}),
+                    conv2d(x, f, {1, 1}, Padding::Same, {2, 2}, DataFormat::NHWC));
+  require_identical(conv2d(x, f, {1, 1}, Padding::Same, {2}),
+                    conv2d(x, f, {1, 1}, Padding::Same, {2, 2}));
+  require_identical(conv2d(x, f, {1, 1}, Padding::Same, DataFormat::NHWC),
+                    conv2d(x, f, {1, 1}, Padding::Same));
+  require_identical(conv2d(x_first, f, {1, 1}, Padding::Same, DataFormat::NCHW),
+                    conv2d(x_first, f, {1, 1}, Padding::Same, {1, 1}, DataFormat::NCHW));
+  require_identical(conv2d(x_first, f, {2, 2}, Padding::Valid, {2, 1}, DataFormat::NCHW),
+                    to_channels_first(conv2d(x, f, {2, 2}, Padding::Valid, {2, 1})));
+
+  const Tensor signal = random_tensor({2, 9, 2}, 795);
+  const Tensor f1 = random_tensor({3, 2, 3}, 796);
+  const Tensor signal_first = to_channels_first(signal);
+  require_identical(conv1d(signal, f1, 1, Padding::Same),
+                    conv1d(signal, f1, 1, Padding::Same, 1, DataFormat::NHWC));
+  require_identical(conv1d(signal, f1, 1, Padding::Same, 2),
+                    conv1d(signal, f1, 1, Padding::Same, 2, DataFormat::NHWC));
+  require_identical(conv1d(signal_first, f1, 2, Padding::Valid, DataFormat::NCHW),
+                    conv1d(signal_first, f1, 2, Padding::Valid, 1, DataFormat::NCHW));
+
+  const Tensor y = conv2d(x, f, {2, 2}, Padding::Same);
+  const Tensor y_first = to_channels_first(y);
+  require_identical(conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same),
+                    conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same, {1, 1},
+                                     DataFormat::NHWC));
+  require_identical(conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same,
+                                     DataFormat::NCHW),
+                    conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same,
+                                     {1, 1}, DataFormat::NCHW));
+}
+
+TEST_CASE("NCHW convolutions: forward mode equals the NHWC tangent transposed, bit for bit",
+          "[conv][nchw][forward]") {
+  const Tensor x = random_tensor({2, 7, 6, 3}, 797);
+  const Tensor f = random_tensor({3, 2, 3, 4}, 798);
+  const Tensor dx = random_tensor(x.shape(), 799);
+  const Tensor df = random_tensor(f.shape(), 800);
+  const auto [y_first, tangent_first] = jvp(
+      [](const std::vector<Tensor>& a) {
+        return conv2d(a[0], a[1], {2, 1}, Padding::Same, {1, 2}, DataFormat::NCHW);
+      },
+      {to_channels_first(x), f}, {to_channels_first(dx), df});
+  const auto [y_last, tangent_last] = jvp(
+      [](const std::vector<Tensor>& a) {
+        return conv2d(a[0], a[1], {2, 1}, Padding::Same, {1, 2});
+      },
+      {x, f}, {dx, df});
+  require_identical(y_first, to_channels_first(y_last));
+  require_identical(tangent_first, to_channels_first(tangent_last));
+}
+
+TEST_CASE("NCHW convolutions: first and second derivatives match central differences",
+          "[conv][nchw][gradient]") {
+  const Fn conv = [](const std::vector<Tensor>& a) {
+    return conv2d(a[0], a[1], {2, 1}, Padding::Same, {1, 2}, DataFormat::NCHW);
+  };
+  verify_gradients(conv, {random_tensor({1, 2, 5, 4}, 810), random_tensor({2, 3, 2, 2}, 811)});
+  const Shape y_shape = conv2d(zeros({1, 2, 5, 4}), zeros({2, 3, 2, 2}), {2, 1}, Padding::Valid,
+                               {1, 1}, DataFormat::NCHW)
+                            .shape();
+  const Fn transposed = [](const std::vector<Tensor>& a) {
+    return conv2d_transpose(a[0], a[1], {1, 2, 5, 4}, {2, 1}, Padding::Valid, DataFormat::NCHW);
+  };
+  verify_gradients(transposed, {random_tensor(y_shape, 812), random_tensor({2, 3, 2, 2}, 813)});
+  const Fn conv_1d = [](const std::vector<Tensor>& a) {
+    return conv1d(a[0], a[1], 2, Padding::Same, 1, DataFormat::NCHW);
+  };
+  verify_gradients(conv_1d, {random_tensor({2, 2, 7}, 814), random_tensor({3, 2, 2}, 815)});
+}
+
+TEST_CASE("per-example gradients of an NCHW conv2d + max_pool2d model through vectorized_map "
+          "equal a loop",
+          "[conv][nchw][vectorized_map]") {
+  const Tensor conv1 = random_tensor({3, 3, 2, 4}, 820, -0.5, 0.5);
+  const Tensor bias1 = random_tensor({4, 1, 1}, 821, -0.1, 0.1);  // NCHW: per channel
+  const Tensor conv2 = random_tensor({2, 2, 4, 3}, 822, -0.5, 0.5);
+  const std::vector<Tensor> parameters{conv1, bias1, conv2};
+  const std::size_t batch = 4;
+  const Tensor images = random_tensor({batch, 2, 7, 6}, 823);
+  using MapFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  const MapFn per_example = [&](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    tape.watch(parameters);
+    Tensor h = relu(conv2d(reshape(in[0], {1, 2, 7, 6}), conv1, {1, 1}, Padding::Same,
+                           DataFormat::NCHW) +
+                    bias1);
+    h = max_pool2d(h, {2, 2}, {2, 2}, Padding::Same, DataFormat::NCHW);  // [1, 4, 4, 3]
+    h = conv2d(h, conv2, {1, 1}, Padding::Valid, DataFormat::NCHW);      // [1, 3, 3, 2]
+    const Tensor loss = reduce_sum(multiply(tapegrad::tanh(h), h));
+    return tape.gradient(loss, parameters);
+  };
+  const std::vector<Tensor> vectorized = vectorized_map(per_example, {images}, false);
+  REQUIRE(vectorized.size() == parameters.size());
+  for (std::size_t k = 0; k < parameters.size(); ++k) {
+    std::vector<Tensor> rows;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const auto i = static_cast<std::int64_t>(b);
+      rows.push_back(per_example({reshape(slice(images, {i, 0, 0, 0}, {1, 2, 7, 6}),
+                                          {2, 7, 6})})[k]);
+    }
+    INFO("parameter " << k);
+    const Tensor looped = stack(rows, 0);
+    require_close(vectorized[k], looped.shape(), values(looped), 1e-12);
+  }
+}
+
+TEST_CASE("NCHW convolution misuse: errors name the op, the shapes as passed and the layout",
+          "[conv][nchw][misuse]") {
+  const int before = misuse_cases_run();
+  const Tensor f = random_tensor({3, 3, 2, 4}, 830);
+  const DataFormat bad = static_cast<DataFormat>(7);
+  const auto conv_case = [](const std::string& name, const std::function<void()>& body,
+                            const std::vector<std::string>& mentions) {
+    expect_misuse<InvalidArgument>(name, body, mentions);
+  };
+  conv_case("conv2d NCHW: x of rank 3",
+            [&] { conv2d(random_tensor({2, 5, 5}, 831), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            {"conv2d", "x has shape [2, 5, 5]", "data_format NCHW", "x must have rank 4 (NCHW)"});
+  conv_case("conv2d NCHW: channel mismatch",
+            [&] { conv2d(random_tensor({1, 3, 5, 6}, 832), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            {"conv2d", "x has shape [1, 3, 5, 6]", "data_format NCHW", "x has 3 channels",
+             "expects 2"});
+  conv_case("conv2d NCHW: VALID window taller than x",
+            [&] { conv2d(random_tensor({1, 2, 2, 6}, 833), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            {"conv2d", "x has shape [1, 2, 2, 6]", "VALID", "height 2", "window's 3"});
+  conv_case("conv2d NCHW: strides in NHWC's 4-value order",
+            [&] { conv2d(random_tensor({1, 2, 5, 5}, 834), f, {1, 2, 2, 1}, Padding::Same, DataFormat::NCHW); },
+            {"conv2d", "strides [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
+  conv_case("conv2d NCHW: integer x",
+            [&] { conv2d(cast(random_tensor({1, 2, 5, 5}, 835), DType::Int32), cast(f, DType::Int32),
+                         {1, 1}, Padding::Same, DataFormat::NCHW); },
+            {"conv2d", "x has shape [1, 2, 5, 5] and dtype int32", "only float32 and float64"});
+  conv_case("conv2d: a DataFormat that is neither enumerator",
+            [&] { conv2d(random_tensor({1, 5, 5, 2}, 836), f, {1, 1}, Padding::Same, bad); },
+            {"conv2d", "x has shape [1, 5, 5, 2]", "data_format", "NHWC or DataFormat::NCHW",
+             "got the value 7"});
+  const Tensor y = random_tensor({1, 4, 3, 3}, 837);
+  conv_case("conv2d_transpose NCHW: output_shape does not give x's shape",
+            [&] { conv2d_transpose(y, f, {1, 2, 6, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            {"conv2d_transpose", "x has shape [1, 4, 3, 3]", "output_shape [1, 2, 6, 7]",
+             "data_format NCHW", "has shape [1, 4, 4, 5], not x's"});
+  conv_case("conv2d_transpose NCHW: output_shape of rank 3",
+            [&] { conv2d_transpose(y, f, {2, 5, 5}, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            {"conv2d_transpose", "output_shape [2, 5, 5]", "4 dimensions (NCHW)"});
+  conv_case("conv2d_transpose NCHW: x of rank 5",
+            [&] { conv2d_transpose(random_tensor({1, 4, 3, 3, 1}, 838), f, {1, 2, 5, 5}, {1, 1},
+                                   Padding::Valid, DataFormat::NCHW); },
+            {"conv2d_transpose", "x has shape [1, 4, 3, 3, 1]", "x must have rank 4 (NCHW)"});
+  conv_case("conv2d_transpose: a DataFormat that is neither enumerator",
+            [&] { conv2d_transpose(y, f, {1, 2, 5, 5}, {1, 1}, Padding::Valid, {1, 1}, bad); },
+            {"conv2d_transpose", "data_format", "got the value 7"});
+  const Tensor f1 = random_tensor({3, 3, 2}, 839);
+  conv_case("conv1d NCW: x of rank 4",
+            [&] { conv1d(random_tensor({1, 3, 5, 5}, 840), f1, 1, Padding::Valid, DataFormat::NCHW); },
+            {"conv1d", "x has shape [1, 3, 5, 5]", "data_format NCW", "x must have rank 3 (NCW)"});
+  conv_case("conv1d NCW: channel mismatch",
+            [&] { conv1d(random_tensor({2, 2, 6}, 841), f1, 1, Padding::Valid, DataFormat::NCHW); },
+            {"conv1d", "x has shape [2, 2, 6]", "x has 2 channels", "expects 3"});
+  conv_case("conv1d: a DataFormat that is neither enumerator",
+            [&] { conv1d(random_tensor({2, 6, 3}, 842), f1, 1, Padding::Valid, 1, bad); },
+            {"conv1d", "data_format", "got the value 7"});
+  expect_defined("conv2d NCHW: an empty batch", [&] {
+    CHECK(conv2d(zeros({0, 2, 5, 5}), f, {2, 2}, Padding::Same, DataFormat::NCHW).shape() ==
+          Shape{0, 4, 3, 3});
+  });
+  const int run = misuse_cases_run() - before;
+  std::cout << "NCHW convolution misuse cases: " << run << " run\n";
+  REQUIRE(run == 14);
 }

@@ -1,10 +1,12 @@
 // Pooling: max_pool2d and avg_pool2d against explicit reference loops (strides, paddings, odd
 // sizes, float32 and float64), hand-computed values, where max pooling's gradient goes (ties
 // to the first maximum, overlapping windows summed), avg_pool's gradient as its transpose,
-// first- and second-order numerical checks, and bad input.
+// first- and second-order numerical checks, and bad input; and DataFormat::NCHW against the
+// NHWC ops on the transposed image, bit for bit (ties included).
 #include "support.hpp"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "misuse_support.hpp"
@@ -273,11 +275,14 @@ TEST_CASE("pooling misuse: each case throws InvalidArgument naming the op, shape
           "[pooling][misuse]") {
   const int before = misuse_cases_run();
   const Tensor x = random_tensor({1, 5, 5, 2}, 1);
-  using PoolFn = Tensor (*)(const Tensor&, std::vector<int>, std::vector<int>, Padding);
+  using PoolFn = Tensor (*)(const Tensor&, std::vector<int>, std::vector<int>, Padding, DataFormat);
   const std::vector<std::pair<std::string, PoolFn>> ops = {{"max_pool2d", max_pool2d},
                                                            {"avg_pool2d", avg_pool2d}};
   for (const auto& [name, pool] : ops) {
-    const PoolFn p = pool;
+    const auto p = [pool = pool](const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
+                                 Padding padding) {
+      return pool(x, std::move(ksize), std::move(strides), padding, DataFormat::NHWC);
+    };
     expect_misuse<InvalidArgument>(name + ": rank 3", [&] { p(random_tensor({5, 5, 2}, 2), {2, 2}, {2, 2}, Padding::Valid); },
                                    {name, "[5, 5, 2]", "rank 4"});
     expect_misuse<InvalidArgument>(name + ": integer x", [&] { p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid); },
@@ -314,4 +319,132 @@ TEST_CASE("pooling misuse: each case throws InvalidArgument naming the op, shape
   const int run = misuse_cases_run() - before;
   std::cout << "pooling misuse cases: " << run << " run\n";
   REQUIRE(run == 22);
+}
+
+// ---- DataFormat::NCHW -------------------------------------------------------------------
+
+namespace {
+
+Tensor to_channels_first(const Tensor& t) { return transpose(t, {0, 3, 1, 2}); }
+Tensor to_channels_last(const Tensor& t) { return transpose(t, {0, 2, 3, 1}); }
+
+// The same shape, dtype and bits: the two layouts run the same kernel on the same numbers.
+void require_identical(const Tensor& actual, const Tensor& expected) {
+  REQUIRE(actual.defined());
+  REQUIRE(expected.defined());
+  REQUIRE(actual.dtype() == expected.dtype());
+  REQUIRE(actual.shape() == expected.shape());
+  CHECK(values(actual) == values(expected));
+}
+
+using Pool = std::function<Tensor(const Tensor&, DataFormat)>;
+
+// pool(x, NCHW) on the channels-first image against pool(x, NHWC) on the channels-last one:
+// the value and the tape's gradient under a random output gradient, bit for bit.
+void require_layouts_agree(const Pool& pool, const Tensor& image_last, unsigned seed) {
+  const Tensor image_first = to_channels_first(image_last);
+  GradientTape tape_first;
+  tape_first.watch(image_first);
+  const Tensor y_first = pool(image_first, DataFormat::NCHW);
+  const Tensor g_first = random_tensor(y_first.shape(), seed);
+  const Tensor dx_first = tape_first.gradient(sum_of_product(y_first, g_first), image_first);
+
+  GradientTape tape_last;
+  tape_last.watch(image_last);
+  const Tensor y_last = pool(image_last, DataFormat::NHWC);
+  const Tensor dx_last =
+      tape_last.gradient(sum_of_product(y_last, to_channels_last(g_first)), image_last);
+
+  require_identical(y_first, to_channels_first(y_last));
+  require_identical(dx_first, to_channels_first(dx_last));
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d and avg_pool2d NCHW equal the NHWC ops on the transposed image, values "
+          "and gradients bit for bit",
+          "[pooling][nchw]") {
+  unsigned seed = 500;
+  for (const Case& c : cases()) {
+    INFO(describe_case(c));
+    const Tensor x = random_tensor(c.x, seed++);
+    require_layouts_agree([&](const Tensor& image, DataFormat format) {
+      return max_pool2d(image, c.ksize, c.strides, c.padding, format);
+    }, x, seed++);
+    require_layouts_agree([&](const Tensor& image, DataFormat format) {
+      return avg_pool2d(image, c.ksize, c.strides, c.padding, format);
+    }, x, seed++);
+  }
+}
+
+TEST_CASE("max_pool2d NCHW breaks ties as NHWC does: the first maximum in row-major window "
+          "order",
+          "[pooling][nchw]") {
+  // Values drawn from {0, 1, 2}: most windows hold a tie for their maximum.
+  const Tensor x = tapegrad::floor(random_tensor({2, 6, 7, 3}, 530, 0.0, 3.0));
+  for (Padding padding : {Padding::Valid, Padding::Same}) {
+    require_layouts_agree([&](const Tensor& image, DataFormat format) {
+      return max_pool2d(image, {3, 2}, {1, 2}, padding, format);
+    }, x, 531);
+  }
+  // The hand-checked window [[2, 2], [2, 1]] of one channel: its gradient goes to the first 2.
+  const Tensor single = from_values({2, 2, 2, 1}, {1, 1, 2, 2});
+  GradientTape tape;
+  tape.watch(single);
+  const Tensor y = max_pool2d(single, {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
+  require_close(tape.gradient(y, single), {1, 1, 2, 2}, {1, 0, 0, 0});
+}
+
+TEST_CASE("NCHW pooling: first and second derivatives match central differences",
+          "[pooling][nchw][gradient]") {
+  // Random values are distinct, so no window's maximum is a tie that a step could flip.
+  const Tensor x = random_tensor({2, 3, 5, 4}, 540);
+  verify_gradients([](const std::vector<Tensor>& a) {
+    return max_pool2d(a[0], {2, 2}, {2, 1}, Padding::Same, DataFormat::NCHW);
+  }, {x});
+  verify_gradients([](const std::vector<Tensor>& a) {
+    return avg_pool2d(a[0], {3, 2}, {1, 2}, Padding::Valid, DataFormat::NCHW);
+  }, {x});
+  verify_gradients([](const std::vector<Tensor>& a) {
+    const Tensor m = max_pool2d(multiply(a[0], a[0]), {2, 2}, {2, 2}, Padding::Same,
+                                DataFormat::NCHW);
+    const Tensor v = avg_pool2d(tapegrad::sin(a[0]), {2, 2}, {2, 2}, Padding::Same,
+                                DataFormat::NCHW);
+    return reduce_sum(multiply(multiply(m, m), v));
+  }, {x});
+}
+
+TEST_CASE("NCHW pooling misuse: errors name the op, the shape as passed and the layout",
+          "[pooling][nchw][misuse]") {
+  const int before = misuse_cases_run();
+  const Tensor x = random_tensor({1, 2, 5, 6}, 550);  // NCHW: 2 channels, 5 x 6
+  using PoolFn = Tensor (*)(const Tensor&, std::vector<int>, std::vector<int>, Padding, DataFormat);
+  const std::vector<std::pair<std::string, PoolFn>> ops = {{"max_pool2d", max_pool2d},
+                                                           {"avg_pool2d", avg_pool2d}};
+  for (const auto& [name, pool] : ops) {
+    const PoolFn p = pool;
+    expect_misuse<InvalidArgument>(name + " NCHW: rank 3", [&] {
+      p(random_tensor({2, 5, 6}, 551), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
+    }, {name, "x has shape [2, 5, 6]", "data_format NCHW", "x must have rank 4 (NCHW)"});
+    expect_misuse<InvalidArgument>(name + " NCHW: VALID window wider than x", [&] {
+      p(x, {2, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+    }, {name, "x has shape [1, 2, 5, 6]", "VALID", "width 6", "window's 7"});
+    expect_misuse<InvalidArgument>(name + " NCHW: ksize in NHWC's 4-value order", [&] {
+      p(x, {1, 2, 2, 1}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+    }, {name, "ksize [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
+    expect_misuse<InvalidArgument>(name + " NCHW: integer x", [&] {
+      p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
+    }, {name, "x has shape [1, 2, 5, 6] and dtype int64", "only float32 and float64"});
+    expect_misuse<InvalidArgument>(name + ": a DataFormat that is neither enumerator", [&] {
+      p(x, {2, 2}, {2, 2}, Padding::Valid, static_cast<DataFormat>(-1));
+    }, {name, "x has shape [1, 2, 5, 6]", "data_format", "NHWC or DataFormat::NCHW",
+        "got the value -1"});
+    expect_defined(name + " NCHW: TF's 4-value ksize and strides", [&] {
+      require_identical(p(x, {1, 1, 2, 3}, {1, 1, 2, 2}, Padding::Same, DataFormat::NCHW),
+                        p(x, {2, 3}, {2, 2}, Padding::Same, DataFormat::NCHW));
+    });
+  }
+  const int run = misuse_cases_run() - before;
+  std::cout << "NCHW pooling misuse cases: " << run << " run\n";
+  REQUIRE(run == 12);
 }

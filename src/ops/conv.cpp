@@ -1,8 +1,11 @@
 // 2-D convolution and its two transposes, each im2col + one gemm (kernels/im2col.cpp):
 // Conv2D (conv2d), Conv2DBackpropInput (conv2d_transpose) and Conv2DBackpropFilter. Each is
 // bilinear in its two tensor inputs and its gradients are the other two ops (TF's rules), so
-// derivatives of any order stay inside this family. conv1d is conv2d on a unit height.
+// derivatives of any order stay inside this family. conv1d is conv2d on a unit height. The
+// recorded ops are channels last; a channels-first call records Transposes around them
+// (ImageLayout, conv_support.hpp).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/dispatch.hpp"
@@ -21,14 +24,16 @@ namespace {
 
 using detail::ConvGeometry;
 using detail::Described;
+using detail::ImageLayout;
 using detail::WindowAttrs;
 
 std::string dims(std::size_t n) { return std::to_string(n); }
 
-// Defined operands of one floating dtype with the given ranks.
+// Defined operands of one floating dtype with the given ranks; `a_layout` ("NHWC", ...) is
+// named when a has another rank.
 void check_operands(const char* op, const Tensor& a, const char* a_name, std::size_t a_rank,
-                    const Tensor& b, const char* b_name, std::size_t b_rank,
-                    const Described& described) {
+                    const std::string& a_layout, const Tensor& b, const char* b_name,
+                    std::size_t b_rank, const Described& described) {
   detail::require_defined(op, a);
   detail::require_defined(op, b);
   const auto fail = [&](const std::string& why) {
@@ -36,7 +41,9 @@ void check_operands(const char* op, const Tensor& a, const char* a_name, std::si
   };
   if (a.dtype() != b.dtype()) fail("the dtypes differ");
   if (!is_floating(a.dtype())) fail("only float32 and float64 are supported");
-  if (a.rank() != a_rank) fail(std::string(a_name) + " must have rank " + dims(a_rank));
+  if (a.rank() != a_rank) {
+    fail(std::string(a_name) + " must have rank " + dims(a_rank) + " (" + a_layout + ")");
+  }
   if (b.rank() != b_rank) fail(std::string(b_name) + " must have rank " + dims(b_rank));
 }
 
@@ -97,25 +104,34 @@ constexpr OpDefinition conv2d_op = detail::differentiable_op(
     "Conv2D", conv2d_gradient, KeepSet::all(), KeepSet::none(), conv2d_tangent, conv2d_batched);
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
-              std::vector<int> dilations) {
+              std::vector<int> dilations, DataFormat data_format) {
   const char* op = "conv2d";
-  const Described described = [&] {
+  const Described operands = [&] {
     return detail::describe(op, {{"x", x}, {"filters", filters}});
   };
-  check_operands(op, x, "x", 4, filters, "filters", 4, described);
+  const ImageLayout layout(data_format, 4, operands);
+  const Described described = layout.describing(operands);
+  check_operands(op, x, "x", 4, layout.name(), filters, "filters", 4, described);
+  const Shape x_shape = layout.channels_last(x.shape());
   const Shape& f = filters.shape();
-  check_filter(f, x.shape()[3], "x", described);
+  check_filter(f, x_shape[3], "x", described);
   WindowAttrs w;
-  w.strides = detail::spatial_pair(strides, "strides", described);
-  w.dilations = detail::spatial_pair(dilations, "dilations", described);
+  w.strides = detail::spatial_pair(strides, "strides", described, data_format);
+  w.dilations = detail::spatial_pair(dilations, "dilations", described, data_format);
   w.padding = padding;
-  const ConvGeometry g = detail::window_geometry(x.shape(), f[0], f[1], f[3], w.strides,
+  const ConvGeometry g = detail::window_geometry(x_shape, f[0], f[1], f[3], w.strides,
                                                  w.dilations, padding, described);
+  const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), output_shape_of(g), [&](auto* y) {
-    detail::conv2d_forward(g, detail::data_of(x, y), detail::data_of(filters, y), y);
+    detail::conv2d_forward(g, detail::data_of(input, y), detail::data_of(filters, y), y);
   });
-  detail::record(conv2d_op, {&x, &filters}, out, [&] { return w.to_attrs(); });
-  return out;
+  detail::record(conv2d_op, {&input, &filters}, out, [&] { return w.to_attrs(); });
+  return layout.from_channels_last(out);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
+              DataFormat data_format) {
+  return conv2d(x, filters, std::move(strides), padding, {1, 1}, data_format);
 }
 
 // One call: x batched, the batch merged into its examples axis; filters batched, the batch
@@ -194,41 +210,55 @@ constexpr OpDefinition backprop_input_op =
                               KeepSet::none(), backprop_input_tangent, backprop_input_batched);
 
 Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& output_shape,
-                        std::vector<int> strides, Padding padding, std::vector<int> dilations) {
+                        std::vector<int> strides, Padding padding, std::vector<int> dilations,
+                        DataFormat data_format) {
   const char* op = "conv2d_transpose";
-  const Described described = [&] {
+  const Described operands = [&] {
     return detail::describe(op, {{"x", x}, {"filters", filters}}) + ", output_shape " +
            shape_to_string(output_shape);
   };
-  check_operands(op, x, "x", 4, filters, "filters", 4, described);
+  const ImageLayout layout(data_format, 4, operands);
+  const Described described = layout.describing(operands);
+  check_operands(op, x, "x", 4, layout.name(), filters, "filters", 4, described);
   const auto fail = [&](const std::string& why) {
     throw InvalidArgument(described() + ": " + why);
   };
-  if (output_shape.size() != 4) fail("output_shape must have 4 dimensions (NHWC)");
+  if (output_shape.size() != 4) {
+    fail("output_shape must have 4 dimensions (" + layout.name() + ")");
+  }
+  const Shape x_shape = layout.channels_last(x.shape());
+  const Shape out_shape = layout.channels_last(output_shape);
   const Shape& f = filters.shape();
-  check_filter(f, output_shape[3], "output_shape", described);
-  if (x.shape()[3] != f[3]) {
-    fail("x has " + dims(x.shape()[3]) + " channels but the filter has " + dims(f[3]) +
+  check_filter(f, out_shape[3], "output_shape", described);
+  if (x_shape[3] != f[3]) {
+    fail("x has " + dims(x_shape[3]) + " channels but the filter has " + dims(f[3]) +
          " output channels (filters are [k_h, k_w, in_c, out_c])");
   }
   WindowAttrs w;
-  w.strides = detail::spatial_pair(strides, "strides", described);
-  w.dilations = detail::spatial_pair(dilations, "dilations", described);
+  w.strides = detail::spatial_pair(strides, "strides", described, data_format);
+  w.dilations = detail::spatial_pair(dilations, "dilations", described, data_format);
   w.padding = padding;
-  const ConvGeometry g = detail::window_geometry(output_shape, f[0], f[1], f[3], w.strides,
+  const ConvGeometry g = detail::window_geometry(out_shape, f[0], f[1], f[3], w.strides,
                                                  w.dilations, padding, described);
-  if (output_shape_of(g) != x.shape()) {
+  if (output_shape_of(g) != x_shape) {
     fail("a conv2d of output_shape with these strides, padding and dilations has shape " +
-         shape_to_string(output_shape_of(g)) + ", not x's");
+         shape_to_string(layout.as_given(output_shape_of(g))) + ", not x's");
   }
-  detail::check_new_shape(op, output_shape, x.dtype());
-  Tensor out = detail::compute_floating(op, x.dtype(), output_shape, [&](auto* dx) {
-    detail::conv2d_backprop_input(g, detail::data_of(x, dx), detail::data_of(filters, dx),
+  detail::check_new_shape(op, out_shape, x.dtype());
+  const Tensor input = layout.to_channels_last(x);
+  Tensor out = detail::compute_floating(op, x.dtype(), out_shape, [&](auto* dx) {
+    detail::conv2d_backprop_input(g, detail::data_of(input, dx), detail::data_of(filters, dx),
                                   dx);
   });
-  detail::record(backprop_input_op, {&x, &filters}, out,
-                 [&] { return w.to_attrs().set("output_shape", output_shape); });
-  return out;
+  detail::record(backprop_input_op, {&input, &filters}, out,
+                 [&] { return w.to_attrs().set("output_shape", out_shape); });
+  return layout.from_channels_last(out);
+}
+
+Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& output_shape,
+                        std::vector<int> strides, Padding padding, DataFormat data_format) {
+  return conv2d_transpose(x, filters, output_shape, std::move(strides), padding, {1, 1},
+                          data_format);
 }
 
 static Tangents backprop_input_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -299,7 +329,7 @@ Tensor detail::conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape
     return detail::describe(op, {{"x", x}, {"g", g}}) + ", filter_shape " +
            shape_to_string(filter_shape);
   };
-  check_operands(op, x, "x", 4, g, "g", 4, described);
+  check_operands(op, x, "x", 4, "NHWC", g, "g", 4, described);
   const auto fail = [&](const std::string& why) {
     throw InvalidArgument(described() + ": " + why);
   };
@@ -355,22 +385,30 @@ static Grads backprop_filter_gradient(const OpContext& op, const std::vector<Ten
 
 // ---- conv1d -----------------------------------------------------------------------------
 
-Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding, int dilation) {
+Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding, int dilation,
+              DataFormat data_format) {
   const char* op = "conv1d";
-  const Described described = [&] {
+  const Described operands = [&] {
     return detail::describe(op, {{"x", x}, {"filters", filters}});
   };
-  check_operands(op, x, "x", 3, filters, "filters", 3, described);
-  const Shape& xs = x.shape();
+  const ImageLayout layout(data_format, 3, operands);
+  const Described described = layout.describing(operands);
+  check_operands(op, x, "x", 3, layout.name(), filters, "filters", 3, described);
+  const Shape xs = layout.channels_last(x.shape());
   const Shape& f = filters.shape();
   check_filter({1, f[0], f[1], f[2]}, xs[2], "x", described);
   const auto strides = detail::spatial_pair({1, stride}, "stride", described);
   const auto dilations = detail::spatial_pair({1, dilation}, "dilation", described);
   detail::window_geometry({xs[0], 1, xs[1], xs[2]}, 1, f[0], f[2], strides, dilations, padding,
                           described);
-  const Tensor y = conv2d(expand_dims(x, 1), expand_dims(filters, 0), {1, stride}, padding,
-                          {1, dilation});
-  return squeeze(y, {1});
+  const Tensor y = conv2d(expand_dims(layout.to_channels_last(x), 1), expand_dims(filters, 0),
+                          {1, stride}, padding, {1, dilation});
+  return layout.from_channels_last(squeeze(y, {1}));
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding,
+              DataFormat data_format) {
+  return conv1d(x, filters, stride, padding, 1, data_format);
 }
 
 namespace detail {

@@ -5,11 +5,12 @@
 
 #include "ops/op_support.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/array.hpp"
 
 namespace tapegrad::detail {
 
 std::array<std::size_t, 2> spatial_pair(const std::vector<int>& values, const char* what,
-                                        const Described& described) {
+                                        const Described& described, DataFormat data_format) {
   const auto fail = [&](const std::string& why) {
     throw InvalidArgument(described() + ": " + what + " " + ints_to_string(values) + " " + why);
   };
@@ -18,6 +19,12 @@ std::array<std::size_t, 2> spatial_pair(const std::vector<int>& values, const ch
     hw = {values[0], values[0]};
   } else if (values.size() == 2) {
     hw = values;
+  } else if (values.size() == 4 && data_format == DataFormat::NCHW) {
+    // TF reads a 4-value list in the data format's axis order.
+    if (values[0] != 1 || values[1] != 1) {
+      fail("must be 1 in the batch and channel positions (TF's [1, 1, h, w] for NCHW)");
+    }
+    hw = {values[2], values[3]};
   } else if (values.size() == 4) {
     if (values[0] != 1 || values[3] != 1) {
       fail("must be 1 in the batch and channel positions (TF's [1, h, w, 1])");
@@ -34,6 +41,69 @@ std::array<std::size_t, 2> spatial_pair(const std::vector<int>& values, const ch
 
 const char* padding_name(Padding padding) {
   return padding == Padding::Same ? "SAME" : "VALID";
+}
+
+ImageLayout::ImageLayout(DataFormat data_format, std::size_t rank, const Described& described)
+    : rank_(rank), channels_first_(data_format == DataFormat::NCHW) {
+  if (data_format != DataFormat::NHWC && data_format != DataFormat::NCHW) {
+    // Reachable only through a cast, which the enum's type does not prevent.
+    throw InvalidArgument(described() + ": data_format must be DataFormat::NHWC or "
+                          "DataFormat::NCHW (got the value " +
+                          std::to_string(static_cast<int>(data_format)) + ")");
+  }
+}
+
+std::string ImageLayout::name() const {
+  if (rank_ == 3) return channels_first_ ? "NCW" : "NWC";
+  return channels_first_ ? "NCHW" : "NHWC";
+}
+
+Described ImageLayout::describing(Described operands) const {
+  if (!channels_first_) return operands;
+  return [operands = std::move(operands), layout = name()] {
+    return operands() + ", data_format " + layout;
+  };
+}
+
+// Channels first -> last moves axis 1 to the end: {0, 2, ..., rank - 1, 1}.
+std::vector<int> ImageLayout::to_last_perm() const {
+  std::vector<int> perm{0};
+  for (std::size_t axis = 2; axis < rank_; ++axis) perm.push_back(static_cast<int>(axis));
+  perm.push_back(1);
+  return perm;
+}
+
+// And back: the last axis to position 1, {0, rank - 1, 1, ..., rank - 2}.
+std::vector<int> ImageLayout::to_first_perm() const {
+  std::vector<int> perm{0, static_cast<int>(rank_) - 1};
+  for (std::size_t axis = 1; axis + 1 < rank_; ++axis) perm.push_back(static_cast<int>(axis));
+  return perm;
+}
+
+namespace {
+
+Shape permuted(const Shape& shape, const std::vector<int>& perm) {
+  Shape out;
+  for (int axis : perm) out.push_back(shape.at(static_cast<std::size_t>(axis)));
+  return out;
+}
+
+}  // namespace
+
+Shape ImageLayout::channels_last(const Shape& shape) const {
+  return channels_first_ ? permuted(shape, to_last_perm()) : shape;
+}
+
+Shape ImageLayout::as_given(const Shape& channels_last_shape) const {
+  return channels_first_ ? permuted(channels_last_shape, to_first_perm()) : channels_last_shape;
+}
+
+Tensor ImageLayout::to_channels_last(const Tensor& image) const {
+  return channels_first_ ? transpose(image, to_last_perm()) : image;
+}
+
+Tensor ImageLayout::from_channels_last(const Tensor& image) const {
+  return channels_first_ ? transpose(image, to_first_perm()) : image;
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // What conv.cpp and pooling.cpp share: reading TF-style strides / dilations / ksize lists,
-// the padding attribute, and the window geometry of an NHWC op, with errors that name the op
-// and its operands.
+// the padding attribute, the window geometry of an NHWC op, and the move of a channels-first
+// image to channels last and back, with errors that name the op and its operands.
 #pragma once
 
 #include <array>
@@ -19,10 +19,41 @@ namespace tapegrad::detail {
 // The op's operands as an error message prefix ("conv2d: x has shape [...] and dtype ...").
 using Described = std::function<std::string()>;
 
-// {h, w} from a list of 1, 2 or 4 (TF's [1, h, w, 1]) values, each >= 1. `what` names the
-// list in the error ("strides", "dilations", "ksize").
+// {h, w} from a list of 1, 2 or 4 (TF's [1, h, w, 1], or [1, 1, h, w] for NCHW) values, each
+// >= 1. `what` names the list in the error ("strides", "dilations", "ksize").
 std::array<std::size_t, 2> spatial_pair(const std::vector<int>& values, const char* what,
-                                        const Described& described);
+                                        const Described& described,
+                                        DataFormat data_format = DataFormat::NHWC);
+
+// The layout a user gave an op's images in (rank 4: NHWC / NCHW; rank 3, conv1d: NWC / NCW).
+// Every kernel here works channels last, so an op checks its operands in the user's layout
+// (errors then show the shapes as passed), finds the channels-last shapes with
+// channels_last(), and moves the image with to_channels_last / from_channels_last only once
+// every check has passed: no stray transpose is recorded before an error.
+class ImageLayout {
+ public:
+  // InvalidArgument (described + why) for a DataFormat that is neither enumerator.
+  ImageLayout(DataFormat data_format, std::size_t rank, const Described& described);
+
+  // "NHWC", "NCHW", "NWC" or "NCW".
+  std::string name() const;
+  // An error prefix: `operands`, and the layout when it is not the default one.
+  Described describing(Described operands) const;
+  // A shape in this layout reordered channels last, and back (no data moves).
+  Shape channels_last(const Shape& shape) const;
+  Shape as_given(const Shape& channels_last_shape) const;
+  // The image in channels-last order and back, as recorded Transposes (so the tape, forward
+  // mode and vectorized_map see ordinary ops); the tensor itself when already channels last.
+  Tensor to_channels_last(const Tensor& image) const;
+  Tensor from_channels_last(const Tensor& image) const;
+
+ private:
+  std::vector<int> to_last_perm() const;
+  std::vector<int> to_first_perm() const;
+
+  std::size_t rank_;
+  bool channels_first_;
+};
 
 const char* padding_name(Padding padding);
 

@@ -4,7 +4,8 @@
 // from the kept input inside the kernel); MaxPoolGrad's gradient is MaxPoolGradGrad(x, h), h
 // read at the same maxima, and its gradient MaxPoolGrad again, so every order routes through
 // the same positions (TF's MaxPoolGrad / MaxPoolGradGrad). AvgPool and AvgPoolGrad are linear
-// and each other's gradient.
+// and each other's gradient. The recorded ops are channels last; a channels-first call records
+// Transposes around them (ImageLayout, conv_support.hpp).
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -26,27 +27,32 @@ namespace {
 
 using detail::ConvGeometry;
 using detail::Described;
+using detail::ImageLayout;
 using detail::WindowAttrs;
 
 // The window geometry of a pooling op on an NHWC input of `input_shape`: checks the ksize and
-// strides lists and that a Valid window fits.
+// strides lists (given in `data_format`'s axis order) and that a Valid window fits.
 ConvGeometry pool_geometry(const Shape& input_shape, WindowAttrs& w, const std::vector<int>& ksize,
                            const std::vector<int>& strides, Padding padding,
-                           const Described& described) {
-  w.ksize = detail::spatial_pair(ksize, "ksize", described);
-  w.strides = detail::spatial_pair(strides, "strides", described);
+                           const Described& described,
+                           DataFormat data_format = DataFormat::NHWC) {
+  w.ksize = detail::spatial_pair(ksize, "ksize", described, data_format);
+  w.strides = detail::spatial_pair(strides, "strides", described, data_format);
   w.padding = padding;
   return detail::window_geometry(input_shape, w.ksize[0], w.ksize[1], input_shape[3], w.strides,
                                  {1, 1}, padding, described);
 }
 
-// A defined float tensor of rank 4.
-void check_input(const char* op, const Tensor& x, const Described& described) {
+// A defined float tensor of rank 4 (`layout` names its axes in the error).
+void check_input(const char* op, const Tensor& x, const Described& described,
+                 const std::string& layout = "NHWC") {
   detail::require_defined(op, x);
   if (!is_floating(x.dtype())) {
     throw InvalidArgument(described() + ": only float32 and float64 are supported");
   }
-  if (x.rank() != 4) throw InvalidArgument(described() + ": x must have rank 4 (NHWC)");
+  if (x.rank() != 4) {
+    throw InvalidArgument(described() + ": x must have rank 4 (" + layout + ")");
+  }
 }
 
 Shape pooled_shape(const ConvGeometry& g) { return {g.batch, g.out_h, g.out_w, g.in_c}; }
@@ -70,17 +76,21 @@ constexpr OpDefinition max_pool_op =
                               max_pool_tangent, max_pool_batched);
 
 Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
-                  Padding padding) {
+                  Padding padding, DataFormat data_format) {
   const char* op = "max_pool2d";
-  const Described described = [&] { return detail::describe(op, x); };
-  check_input(op, x, described);
+  const Described operands = [&] { return detail::describe(op, x); };
+  const ImageLayout layout(data_format, 4, operands);
+  const Described described = layout.describing(operands);
+  check_input(op, x, described, layout.name());
   WindowAttrs w;
-  const ConvGeometry g = pool_geometry(x.shape(), w, ksize, strides, padding, described);
+  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides,
+                                       padding, described, data_format);
+  const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
-    detail::max_pool_forward(g, detail::data_of(x, y), y, nullptr);
+    detail::max_pool_forward(g, detail::data_of(input, y), y, nullptr);
   });
-  detail::record(max_pool_op, {&x}, out, [&] { return w.to_attrs(); });
-  return out;
+  detail::record(max_pool_op, {&input}, out, [&] { return w.to_attrs(); });
+  return layout.from_channels_last(out);
 }
 
 // The maxima's positions are found inside the kernels below from x, never handed to a rule
@@ -235,17 +245,21 @@ constexpr OpDefinition avg_pool_op =
                               avg_pool_tangent, avg_pool_batched);
 
 Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
-                  Padding padding) {
+                  Padding padding, DataFormat data_format) {
   const char* op = "avg_pool2d";
-  const Described described = [&] { return detail::describe(op, x); };
-  check_input(op, x, described);
+  const Described operands = [&] { return detail::describe(op, x); };
+  const ImageLayout layout(data_format, 4, operands);
+  const Described described = layout.describing(operands);
+  check_input(op, x, described, layout.name());
   WindowAttrs w;
-  const ConvGeometry g = pool_geometry(x.shape(), w, ksize, strides, padding, described);
+  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides,
+                                       padding, described, data_format);
+  const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
-    detail::avg_pool_forward(g, detail::data_of(x, y), y);
+    detail::avg_pool_forward(g, detail::data_of(input, y), y);
   });
-  detail::record(avg_pool_op, {&x}, out, [&] { return w.to_attrs(); });
-  return out;
+  detail::record(avg_pool_op, {&input}, out, [&] { return w.to_attrs(); });
+  return layout.from_channels_last(out);
 }
 
 static Tangents avg_pool_tangent(const ForwardContext& op, const Tangents& tangents) {

@@ -66,53 +66,82 @@ Tensor layer_normalization(const Tensor& x, const std::vector<int>& axes = {-1},
 /// x / sqrt(max(sum(x^2 over axes), epsilon)) ({} = every axis) (TF: tf.math.l2_normalize).
 Tensor l2_normalize(const Tensor& x, const std::vector<int>& axes = {}, double epsilon = 1e-12);
 
-// ---- Convolution and pooling (NHWC images; src/ops/conv.cpp, src/ops/pooling.cpp) --------
+// ---- Convolution and pooling (NHWC or NCHW images; src/ops/conv.cpp, src/ops/pooling.cpp) -
 //
 // Common rules: float32 or float64, x and filters of one dtype. `strides`, `dilations` and
-// `ksize` take 1 value (both spatial axes), 2 ({h, w}) or 4 (TF's {1, h, w, 1}); each must be
-// >= 1. Padding follows TF: Valid uses only windows inside x (output (in - k_eff) / s + 1, an
-// error when in < k_eff, k_eff = (k - 1) * dilation + 1); Same gives ceil(in / s) outputs,
-// padding max((out - 1) * s + k_eff - in, 0) split with the odd element at the end. Bad
-// input throws InvalidArgument naming the op, the operands' shapes and dtypes and the bad
-// value.
+// `ksize` take 1 value (both spatial axes), 2 ({h, w}) or 4 (TF's {1, h, w, 1}; with
+// DataFormat::NCHW, TF's {1, 1, h, w}); each must be >= 1. Padding follows TF: Valid uses
+// only windows inside x (output (in - k_eff) / s + 1, an error when in < k_eff,
+// k_eff = (k - 1) * dilation + 1); Same gives ceil(in / s) outputs, padding
+// max((out - 1) * s + k_eff - in, 0) split with the odd element at the end. Bad input throws
+// InvalidArgument naming the op, the operands' shapes (as passed) and dtypes and the bad
+// value; so does a DataFormat that is neither enumerator (e.g. cast from an int).
+//
+// Layouts: the kernels work on channels-last images. A channels-first x is transposed to
+// channels last, the channels-last op runs, and its result is transposed back, all three
+// recorded; so gradients, forward mode, vectorized_map and higher orders are those of these
+// ops, and the numbers are bit-equal to the NHWC op on the transposed input. Filters are HWIO
+// (WIO for conv1d) in both layouts, as TF.
 
 /// TF's padding="VALID" / "SAME".
 enum class Padding { Valid, Same };
 
-/// 2-D convolution (TF: tf.nn.conv2d, NHWC): x [batch, h, w, in_c], filters
-/// [k_h, k_w, in_c, out_c] -> [batch, out_h, out_w, out_c]; im2col + one BLAS gemm. Gradients:
-/// x gets conv2d_transpose(g, filters, ...), filters a Conv2DBackpropFilter of x and g; both
-/// are differentiable again (TF's formulas), so every higher derivative exists.
-Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
-              std::vector<int> dilations = {1, 1});
+/// Where an image's channels are (TF's data_format). NHWC: channels last, [batch, height,
+/// width, channels], TF's default. NCHW: channels first, [batch, channels, height, width],
+/// PyTorch's layout. For conv1d NHWC means NWC ([batch, width, channels]) and NCHW means NCW
+/// ([batch, channels, width]).
+enum class DataFormat { NHWC, NCHW };
 
-/// 1-D convolution (TF: tf.nn.conv1d, NWC): x [batch, w, in_c], filters [k, in_c, out_c] ->
-/// [batch, out_w, out_c]. conv2d on a unit height (recorded as reshapes around a Conv2D).
+/// 2-D convolution (TF: tf.nn.conv2d): filters [k_h, k_w, in_c, out_c] in both layouts;
+/// NHWC: x [batch, h, w, in_c] -> [batch, out_h, out_w, out_c];
+/// NCHW: x [batch, in_c, h, w] -> [batch, out_c, out_h, out_w].
+/// im2col + one BLAS gemm. Gradients: x gets conv2d_transpose(g, filters, ...), filters a
+/// Conv2DBackpropFilter of x and g; both are differentiable again (TF's formulas), so every
+/// higher derivative exists. The overload without dilations takes dilation 1, so that
+/// conv2d(x, filters, {1, 1}, Padding::Same, DataFormat::NCHW) needs no {1, 1} for them.
+Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
+              std::vector<int> dilations = {1, 1}, DataFormat data_format = DataFormat::NHWC);
+Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
+              DataFormat data_format);
+
+/// 1-D convolution (TF: tf.nn.conv1d): filters [k, in_c, out_c] in both layouts;
+/// NHWC (NWC): x [batch, w, in_c] -> [batch, out_w, out_c];
+/// NCHW (NCW): x [batch, in_c, w] -> [batch, out_c, out_w].
+/// conv2d on a unit height (recorded as reshapes around a Conv2D). The overload without a
+/// dilation takes dilation 1.
 Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding,
-              int dilation = 1);
+              int dilation = 1, DataFormat data_format = DataFormat::NHWC);
+Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding,
+              DataFormat data_format);
 
 /// The transpose of conv2d with respect to its input (TF: tf.nn.conv2d_transpose, op
-/// Conv2DBackpropInput): x [batch, out_h, out_w, out_c] (shaped like conv2d's output),
-/// filters [k_h, k_w, in_c, out_c] (the same HWIO filters as conv2d's), output_shape
-/// {batch, h, w, in_c}: the input shape of the conv2d it transposes, whose output shape with
-/// these strides, padding and dilations must be x's. conv2d_transpose(g, w, shape(x), ...) is
-/// d<conv2d(x, w), g>/dx. Gradients: x gets conv2d(h, filters), filters a
-/// Conv2DBackpropFilter of h and x.
+/// Conv2DBackpropInput): x shaped like conv2d's output (NHWC [batch, out_h, out_w, out_c],
+/// NCHW [batch, out_c, out_h, out_w]), filters [k_h, k_w, in_c, out_c] (the same HWIO filters
+/// as conv2d's, in both layouts), output_shape the input shape of the conv2d it transposes, in
+/// x's data format (NHWC {batch, h, w, in_c}, NCHW {batch, in_c, h, w}); that conv2d's output
+/// shape with these strides, padding and dilations must be x's. The result has output_shape.
+/// conv2d_transpose(g, w, shape(x), ...) is d<conv2d(x, w), g>/dx. Gradients: x gets
+/// conv2d(h, filters), filters a Conv2DBackpropFilter of h and x. The overload without
+/// dilations takes dilation 1.
 Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& output_shape,
                         std::vector<int> strides, Padding padding,
-                        std::vector<int> dilations = {1, 1});
+                        std::vector<int> dilations = {1, 1},
+                        DataFormat data_format = DataFormat::NHWC);
+Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& output_shape,
+                        std::vector<int> strides, Padding padding, DataFormat data_format);
 
-/// Max pooling (TF: tf.nn.max_pool2d, NHWC): x [batch, h, w, c] -> [batch, out_h, out_w, c],
-/// the largest value of each ksize window (padding never wins). The gradient goes to the
-/// window's maximum, the first one in row-major window order on ties (TF's CPU kernel); it is
-/// a segment sum at those positions, whose own gradient is a gather at them (second order).
+/// Max pooling (TF: tf.nn.max_pool2d): NHWC x [batch, h, w, c] -> [batch, out_h, out_w, c];
+/// NCHW x [batch, c, h, w] -> [batch, c, out_h, out_w]. The largest value of each ksize
+/// window (padding never wins). The gradient goes to the window's maximum, the first one in
+/// row-major window order on ties (TF's CPU kernel); it is a segment sum at those positions,
+/// whose own gradient is a gather at them (second order).
 Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
-                  Padding padding);
+                  Padding padding, DataFormat data_format = DataFormat::NHWC);
 
-/// Average pooling (TF: tf.nn.avg_pool2d, NHWC): the mean of each window over its positions
-/// inside x (Same padding is not counted). Linear; the gradient spreads g evenly over each
-/// window (AvgPoolGrad, whose gradient is avg_pool2d again).
+/// Average pooling (TF: tf.nn.avg_pool2d), shapes as max_pool2d's: the mean of each window
+/// over its positions inside x (Same padding is not counted). Linear; the gradient spreads g
+/// evenly over each window (AvgPoolGrad, whose gradient is avg_pool2d again).
 Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
-                  Padding padding);
+                  Padding padding, DataFormat data_format = DataFormat::NHWC);
 
 }  // namespace tapegrad
