@@ -32,7 +32,7 @@ class Attrs {
   const Shape& get_shape(const std::string& name) const;
   bool empty() const { return items_.empty(); }
   /// Same names, in the same order, with equal values.
-  bool operator==(const Attrs& other) const { return items_ == other.items_; }
+  bool operator==(const Attrs& other) const;  // out of line: costly to compile in every file
   bool operator!=(const Attrs& other) const { return !(*this == other); }
 
  private:

@@ -16,6 +16,8 @@ Attrs& Attrs::set(std::string name, Value value) {
   return *this;
 }
 
+bool Attrs::operator==(const Attrs& other) const { return items_ == other.items_; }
+
 bool Attrs::has(const std::string& name) const {
   return std::any_of(items_.begin(), items_.end(),
                      [&](const auto& item) { return item.first == name; });
