@@ -114,8 +114,15 @@ c++ "$BUILD_DIR"/consumer-pkg-config/*.o -o "$BUILD_DIR/consumer-pkg-config/cons
 
 # add_subdirectory: the source tree built inside another project, same target name.
 echo "-- add_subdirectory consumer"
+# tapegrad's objects go as deep below the source tree as stage 1's ("${BUILD_DIR}-..."): ccache
+# then hashes the same relative paths and reuses stage 1's objects instead of compiling them.
+case "$BUILD_DIR" in
+  /*) SUBDIRECTORY_BINARY_DIR="${BUILD_DIR}-subdirectory-tapegrad" ;;
+  *) SUBDIRECTORY_BINARY_DIR="$SOURCE_DIR/${BUILD_DIR}-subdirectory-tapegrad" ;;
+esac
 cmake -S test/consumer_subdirectory -B "$BUILD_DIR/consumer-subdirectory" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" > /dev/null
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+  -DTAPEGRAD_BINARY_DIR="$SUBDIRECTORY_BINARY_DIR" > /dev/null
 cmake --build "$BUILD_DIR/consumer-subdirectory" -j "$JOBS" --target consumer > /dev/null
 "$BUILD_DIR/consumer-subdirectory/consumer"
 
