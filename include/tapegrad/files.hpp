@@ -15,8 +15,8 @@ namespace tapegrad {
 /// C order, dtype '<f4', '<f8', '<i4', '<i8' or '|b1' for float32, float64, int32, int64,
 /// bool; any rank, including scalars and shapes with a zero.
 /// The write is atomic: the bytes go to a new temporary file in the same folder, are flushed
-/// to disk (fsync), and the file is then renamed over `path`, so a crash leaves either the old
-/// file or the new one, whole. The new file's permissions follow the umask (0666 & ~umask).
+/// to disk (fsync), and renamed over `path`: a crash leaves the old file or the new one, whole.
+/// A new file's mode is 0666 & ~umask; a symbolic link at `path` is replaced, not followed.
 /// Throws InvalidArgument naming save_npy and `path` when the tensor is undefined or a
 /// Variable's handle (pass variable.value()), or when the file cannot be written (a missing
 /// folder, no permission, a full disk: the message has the system's reason).
