@@ -9,6 +9,10 @@ TAPEGRAD_PACKAGES=(
   catch2 zlib1g-dev python3
   # Philox4x32-10 for the random ops (header-only, needed to build tapegrad only)
   librandom123-dev
+  # save_npz/load_npz write and read NumPy's .npz (a zip archive) through libzip
+  libzip-dev
+  # the NumPy file tests check that numpy reads what tapegrad writes, and the reverse
+  python3-numpy
   # the GradBench tool's evals, which the test suite builds
   nlohmann-json3-dev
   # tapegrad::distributed and its tests under mpiexec (optional: the rest builds without)

@@ -7,6 +7,7 @@
 #include "tapegrad/diagnostics.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/files.hpp"
 #include "tapegrad/forward.hpp"
 #include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
