@@ -23,9 +23,12 @@
 #include <typeinfo>
 #include <vector>
 
+#include "identical_support.hpp"
 #include "support.hpp"
 
 using namespace tapegrad;
+using tapegrad::testing::element_bytes;
+using tapegrad::testing::require_identical;
 namespace fs = std::filesystem;
 
 #ifndef TAPEGRAD_TEST_PYTHON
@@ -135,31 +138,6 @@ Tensor sample(DType dtype, const Shape& shape, unsigned seed) {
     case DType::Bool: return Tensor(sample_array<bool>(shape, seed));
   }
   return Tensor();
-}
-
-// The row-major element bytes of a tensor (bool: one byte 0 or 1 each).
-std::string element_bytes(const Tensor& t) {
-  auto bytes = [&](auto zero) {
-    using T = decltype(zero);
-    const auto& a = t.array<T>();
-    return std::string(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(T));
-  };
-  switch (t.dtype()) {
-    case DType::Float32: return bytes(float{});
-    case DType::Float64: return bytes(double{});
-    case DType::Int32: return bytes(std::int32_t{});
-    case DType::Int64: return bytes(std::int64_t{});
-    case DType::Bool: return bytes(bool{});
-  }
-  return {};
-}
-
-// Same dtype, same shape, same bits in every element (NaN payloads and -0.0 included).
-void require_identical(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.defined());
-  REQUIRE(actual.dtype() == expected.dtype());
-  REQUIRE(actual.shape() == expected.shape());
-  REQUIRE(element_bytes(actual) == element_bytes(expected));
 }
 
 std::string shape_label(const Shape& shape) { return shape_to_string(shape); }

@@ -8,6 +8,8 @@
 
 #include <functional>
 
+#include "identical_support.hpp"
+#include "image_layout_support.hpp"
 #include "misuse_support.hpp"
 #include "ops/conv_ops.hpp"
 
@@ -432,23 +434,7 @@ TEST_CASE("convolution misuse: each case throws InvalidArgument naming the op, s
 
 namespace {
 
-// [n, h, w, c] <-> [n, c, h, w], and [n, w, c] <-> [n, c, w] for conv1d.
-Tensor to_channels_first(const Tensor& t) {
-  return t.rank() == 3 ? transpose(t, {0, 2, 1}) : transpose(t, {0, 3, 1, 2});
-}
-Tensor to_channels_last(const Tensor& t) {
-  return t.rank() == 3 ? transpose(t, {0, 2, 1}) : transpose(t, {0, 2, 3, 1});
-}
 Shape channels_first_shape(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
-
-// The same shape, dtype and bits: the two layouts run the same kernel on the same numbers.
-void require_identical(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.defined());
-  REQUIRE(expected.defined());
-  REQUIRE(actual.dtype() == expected.dtype());
-  REQUIRE(actual.shape() == expected.shape());
-  CHECK(values(actual) == values(expected));
-}
 
 using ImageOp = std::function<Tensor(const Tensor& image, const Tensor& filters)>;
 

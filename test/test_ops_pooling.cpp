@@ -9,6 +9,8 @@
 #include <functional>
 #include <limits>
 
+#include "identical_support.hpp"
+#include "image_layout_support.hpp"
 #include "misuse_support.hpp"
 #include "ops/conv_ops.hpp"
 
@@ -324,18 +326,6 @@ TEST_CASE("pooling misuse: each case throws InvalidArgument naming the op, shape
 // ---- DataFormat::NCHW -------------------------------------------------------------------
 
 namespace {
-
-Tensor to_channels_first(const Tensor& t) { return transpose(t, {0, 3, 1, 2}); }
-Tensor to_channels_last(const Tensor& t) { return transpose(t, {0, 2, 3, 1}); }
-
-// The same shape, dtype and bits: the two layouts run the same kernel on the same numbers.
-void require_identical(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.defined());
-  REQUIRE(expected.defined());
-  REQUIRE(actual.dtype() == expected.dtype());
-  REQUIRE(actual.shape() == expected.shape());
-  CHECK(values(actual) == values(expected));
-}
 
 using Pool = std::function<Tensor(const Tensor&, DataFormat)>;
 
