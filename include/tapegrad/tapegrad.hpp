@@ -11,6 +11,8 @@
 #include "tapegrad/forward.hpp"
 #include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
+#include "tapegrad/layers.hpp"
+#include "tapegrad/module.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/indexing.hpp"
 #include "tapegrad/ops/linalg.hpp"
