@@ -23,11 +23,15 @@
 #include <typeinfo>
 #include <vector>
 
+#include "file_support.hpp"
 #include "identical_support.hpp"
 #include "support.hpp"
 
 using namespace tapegrad;
 using tapegrad::testing::element_bytes;
+using tapegrad::testing::read_bytes;
+using tapegrad::testing::TempFolder;
+using tapegrad::testing::write_bytes;
 using tapegrad::testing::require_identical;
 namespace fs = std::filesystem;
 
@@ -36,41 +40,6 @@ namespace fs = std::filesystem;
 #endif
 
 namespace {
-
-// A fresh folder under the system's temporary folder, removed with everything in it at the end.
-class TempFolder {
- public:
-  explicit TempFolder(const std::string& tag, const fs::path& base = fs::temp_directory_path()) {
-    static int counter = 0;
-    path_ = base /
-            ("tapegrad_files_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  TempFolder(const TempFolder&) = delete;
-  TempFolder& operator=(const TempFolder&) = delete;
-  ~TempFolder() {
-    std::error_code ignored;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ignored);
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 std::vector<std::string> folder_entries(const fs::path& folder) {
   std::vector<std::string> names;

@@ -17,6 +17,10 @@
 
 namespace tapegrad {
 
+namespace detail {
+struct OptimizerState;
+}
+
 /// Updates variables in place from (gradient, variable) pairs (TF: Optimizer.apply_gradients).
 /// Slots (momentum, Adam's m and v) are created on a variable's first update, zero-filled,
 /// keyed by Variable::id(). Updates are not recorded on any tape. An optimizer object is not
@@ -64,6 +68,12 @@ class Optimizer {
   virtual const char* name() const = 0;
 
  private:
+  friend struct detail::OptimizerState;  // what a Checkpoint saves and restores
+  /// The learning rate a Checkpoint saves and restores; NaN for an optimizer without one.
+  virtual double checkpointed_learning_rate() const;
+  /// Called by Checkpoint::restore with a finite, non-negative saved learning rate.
+  virtual void restore_learning_rate(double learning_rate);
+
   Slots& slots_for(const Variable& variable);
   void apply_one(const GradientValue& grad, Variable& variable, std::int64_t step);
 
@@ -95,6 +105,8 @@ class SGD : public Optimizer {
   const char* name() const override { return "SGD"; }
 
  private:
+  double checkpointed_learning_rate() const override { return learning_rate_; }
+  void restore_learning_rate(double learning_rate) override { learning_rate_ = learning_rate; }
   double learning_rate_;
   double momentum_;
   bool nesterov_;
@@ -143,6 +155,8 @@ class Adam : public Optimizer {
   const char* name() const override { return "Adam"; }
 
  private:
+  double checkpointed_learning_rate() const override { return learning_rate_; }
+  void restore_learning_rate(double learning_rate) override { learning_rate_ = learning_rate; }
   double learning_rate_;
   double beta_1_;
   double beta_2_;
@@ -179,6 +193,8 @@ class AdamW : public Optimizer {
   const char* name() const override { return "AdamW"; }
 
  private:
+  double checkpointed_learning_rate() const override { return learning_rate_; }
+  void restore_learning_rate(double learning_rate) override { learning_rate_ = learning_rate; }
   double learning_rate_;
   double weight_decay_;
   double beta_1_;

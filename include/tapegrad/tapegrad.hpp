@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tapegrad/check.hpp"
+#include "tapegrad/checkpoint.hpp"
 #include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/diagnostics.hpp"
 #include "tapegrad/dtype.hpp"

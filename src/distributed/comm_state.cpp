@@ -306,6 +306,7 @@ void ensure_world_runtime() {
     check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
               "Communicator::world: MPI_Comm_set_errhandler");
     previous_terminate = std::set_terminate(abort_every_rank);
+    install_checkpoint_ranks();
   });
 }
 

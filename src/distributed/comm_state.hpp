@@ -70,6 +70,9 @@ void require_same_signature(CommState& state, const Signature& signature, const 
 
 // Starts the process-wide MPI runtime for Communicator::world() (once).
 void ensure_world_runtime();
+
+// Makes Checkpoint::save and restore collectives over MPI_COMM_WORLD (checkpoint_ranks.cpp).
+void install_checkpoint_ranks();
 // Marks that a collective timed out: at exit the process aborts instead of finalising.
 void note_broken_communicator();
 

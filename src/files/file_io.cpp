@@ -79,6 +79,16 @@ std::size_t read_fully(int descriptor, void* buffer, std::size_t count, const st
   return done;
 }
 
+std::vector<char> read_whole_file(const std::string& path, const std::string& call) {
+  InputFile file = open_input_file(path, call);
+  std::vector<char> bytes(static_cast<std::size_t>(file.size));
+  const std::size_t got = read_fully(file.descriptor.get(), bytes.data(), bytes.size(), call);
+  // A file that shrank while it was read: what was read is all there is (the parser refuses a
+  // torn archive).
+  bytes.resize(got);
+  return bytes;
+}
+
 namespace {
 
 // The folder part of a path ("." for a bare name), for the folder's fsync after the rename.

@@ -1,10 +1,15 @@
-// POSIX file plumbing for the NumPy file functions: an owned file descriptor, and a file
-// written atomically (a temporary next to the target, fsync'ed, renamed over it).
+// POSIX file plumbing for the NumPy file functions: an owned file descriptor, a file
+// written atomically (a temporary next to the target, fsync'ed, renamed over it), and reading
+// a .npz from memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/tensor.hpp"
 
 namespace tapegrad::detail::files {
 
@@ -76,5 +81,13 @@ class AtomicFile {
   FileDescriptor descriptor_;
   bool committed_ = false;
 };
+
+// The whole of a regular file, for a reader that works from memory (Checkpoint::restore
+// across MPI ranks). Throws InvalidArgument starting with `call` as open_input_file does.
+std::vector<char> read_whole_file(const std::string& path, const std::string& call);
+
+// load_npz of a .npz file's bytes already in memory; messages name `path` as load_npz's do.
+std::vector<std::pair<std::string, Tensor>> load_npz_bytes(const std::vector<char>& bytes,
+                                                           const std::string& path);
 
 }  // namespace tapegrad::detail::files

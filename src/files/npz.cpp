@@ -140,6 +140,40 @@ Tensor read_member(zip_t* archive, zip_uint64_t index, const zip_stat_t& status,
   return tensor;
 }
 
+// Every member of an open archive, in the archive's order.
+std::vector<std::pair<std::string, Tensor>> read_members(zip_t* archive,
+                                                         std::uint64_t archive_size,
+                                                         const std::string& call) {
+  const zip_int64_t count = zip_get_num_entries(archive, 0);
+  if (count < 0) throw InvalidArgument(call + ": cannot count the archive's entries");
+
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::set<std::string> seen;
+  for (zip_int64_t index = 0; index < count; ++index) {
+    const auto member_index = static_cast<zip_uint64_t>(index);
+    zip_stat_t status;
+    zip_stat_init(&status);
+    if (zip_stat_index(archive, member_index, 0, &status) != 0 ||
+        (status.valid & ZIP_STAT_NAME) == 0 || status.name == nullptr) {
+      throw InvalidArgument(call + ": cannot read entry " + std::to_string(index) + ": " +
+                            zip_strerror(archive));
+    }
+    std::string name = status.name;
+    // A folder entry (some zip tools add them for "conv1/...") holds no array.
+    if (!name.empty() && name.back() == '/') continue;
+    // NumPy's own naming: array "w" is member "w.npy"; another member keeps its name.
+    if (name.size() >= kSuffixSize && name.compare(name.size() - kSuffixSize, kSuffixSize, kSuffix) == 0) {
+      name.resize(name.size() - kSuffixSize);
+    }
+    const std::string context = entry_context(call, name);
+    if (!seen.insert(name).second) {
+      throw InvalidArgument(context + ": the name appears twice in the archive");
+    }
+    tensors.emplace_back(name, read_member(archive, member_index, status, archive_size, context));
+  }
+  return tensors;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
@@ -154,35 +188,34 @@ std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
   if (!archive) {
     throw InvalidArgument(call + ": not a readable zip archive: " + zip_error_text(error_code));
   }
-  const zip_int64_t count = zip_get_num_entries(archive.get(), 0);
-  if (count < 0) throw InvalidArgument(call + ": cannot count the archive's entries");
-
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  std::set<std::string> seen;
-  for (zip_int64_t index = 0; index < count; ++index) {
-    const auto member_index = static_cast<zip_uint64_t>(index);
-    zip_stat_t status;
-    zip_stat_init(&status);
-    if (zip_stat_index(archive.get(), member_index, 0, &status) != 0 ||
-        (status.valid & ZIP_STAT_NAME) == 0 || status.name == nullptr) {
-      throw InvalidArgument(call + ": cannot read entry " + std::to_string(index) + ": " +
-                            zip_strerror(archive.get()));
-    }
-    std::string name = status.name;
-    // A folder entry (some zip tools add them for "conv1/...") holds no array.
-    if (!name.empty() && name.back() == '/') continue;
-    // NumPy's own naming: array "w" is member "w.npy"; another member keeps its name.
-    if (name.size() >= kSuffixSize && name.compare(name.size() - kSuffixSize, kSuffixSize, kSuffix) == 0) {
-      name.resize(name.size() - kSuffixSize);
-    }
-    const std::string context = entry_context(call, name);
-    if (!seen.insert(name).second) {
-      throw InvalidArgument(context + ": the name appears twice in the archive");
-    }
-    tensors.emplace_back(name, read_member(archive.get(), member_index, status, archive_size, context));
-  }
-  return tensors;
+  return read_members(archive.get(), archive_size, call);
 }
+
+namespace detail::files {
+
+std::vector<std::pair<std::string, Tensor>> load_npz_bytes(const std::vector<char>& bytes,
+                                                           const std::string& path) {
+  const std::string call = describe_call("load_npz", path);
+  zip_error_t error;
+  zip_error_init(&error);
+  Source source(zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error));
+  if (!source) {
+    const std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw InvalidArgument(call + ": cannot read the archive from memory: " + text);
+  }
+  Archive archive(zip_open_from_source(source.get(), ZIP_RDONLY, &error));
+  if (!archive) {
+    const std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw InvalidArgument(call + ": not a readable zip archive: " + text);
+  }
+  source.release();  // the archive owns it now
+  zip_error_fini(&error);
+  return read_members(archive.get(), bytes.size(), call);
+}
+
+}  // namespace detail::files
 
 void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors) {
   const std::string call = detail::files::describe_call("save_npz", path);

@@ -25,6 +25,11 @@ Generator::Generator(std::uint64_t seed) : Generator(seed, 0) {}
 
 Generator::Generator(std::uint64_t seed, std::uint64_t counter) : seed_(seed), counter_(counter) {}
 
+void Generator::reset(std::uint64_t seed, std::uint64_t counter) {
+  seed_ = seed;
+  counter_.store(counter, std::memory_order_relaxed);
+}
+
 namespace detail {
 
 struct GeneratorAccess {

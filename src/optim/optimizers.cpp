@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "kernels/dispatch.hpp"
@@ -119,6 +120,12 @@ Optimizer::Slots& Optimizer::slots_for(const Variable& variable) {
   }
   return slots_.emplace(variable.id(), std::move(slots)).first->second;
 }
+
+double Optimizer::checkpointed_learning_rate() const {
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+void Optimizer::restore_learning_rate(double) {}
 
 Tensor Optimizer::slot(const Variable& variable, const std::string& slot_name) const {
   const auto names = slot_names();

@@ -1,10 +1,14 @@
 // tapegrad::distributed under mpirun (-np 2 and -np 3): allreduce values (dense, fused,
 // row-sparse), broadcast, shape/dtype mismatches across ranks, and the bucketed allreduce:
 // its values, the order its buckets start in (last layer first, during the backward pass)
-// and data-parallel gradients equal to the whole batch's.
+// and data-parallel gradients equal to the whole batch's; Checkpoint's save on rank 0 and
+// restore on every rank.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -384,4 +388,45 @@ TEST_CASE("every rank gets bitwise the same sums, small and large messages", "[m
     for (std::size_t i = 0; i < n; ++i) differing += mine[i] != root[i] ? 1 : 0;
     CHECK(differing == 0);
   }
+}
+
+TEST_CASE("Checkpoint: rank 0 writes, every rank restores rank 0's values", "[mpi][checkpoint]") {
+  const Communicator c = world();
+  const int rank = c.rank();
+  // One path for every rank: rank 0's process id, summed across ranks (the others add 0).
+  const Tensor pid = c.allreduce(constant(rank == 0 ? static_cast<double>(::getpid()) : 0.0),
+                                 Reduction::Sum);
+  const std::string path = "/tmp/tapegrad_mpi_checkpoint_" +
+                           std::to_string(static_cast<long>(pid.item<double>())) + ".npz";
+
+  // Each rank holds its own values: the file must hold rank 0's.
+  Variable weights(fill({3}, rank + 1.0), true, "weights");
+  Generator generator(static_cast<std::uint64_t>(100 + rank));
+  SGD sgd(0.5, 0.9);
+  sgd.apply_gradients({{fill({3}, rank + 1.0), weights}});
+  Checkpoint checkpoint;
+  checkpoint.track("weights", weights).track("sgd", sgd).track("generator", generator);
+  checkpoint.save(path);
+
+  weights.assign(fill({3}, -7.0));
+  generator.reset(5, 5);
+  sgd.set_learning_rate(0.01);
+  checkpoint.restore(path);
+  // Rank 0's state after its step: w = 1 - 0.5 * 1, momentum -0.5, seed 100.
+  require_close(weights.peek(), {3}, {0.5, 0.5, 0.5}, 0.0);
+  require_close(sgd.slot(weights, "momentum"), {3}, {-0.5, -0.5, -0.5}, 0.0);
+  CHECK(generator.seed() == 100);
+  CHECK(generator.counter() == 0);
+  CHECK(sgd.learning_rate() == 0.5);
+  c.barrier();
+  if (rank == 0) std::remove(path.c_str());
+
+  // A save rank 0 cannot write, and a restore of a file that does not exist, throw on every
+  // rank (none is left waiting).
+  const std::string nowhere = "/nonexistent_tapegrad_folder/run.npz";
+  CHECK_THROWS_WITH(checkpoint.save(nowhere),
+                    Catch::Contains("Checkpoint::save(\"" + nowhere + "\")"));
+  CHECK_THROWS_WITH(checkpoint.restore(path), Catch::Contains("Checkpoint::restore(\"" + path + "\")"));
+  require_close(weights.peek(), {3}, {0.5, 0.5, 0.5}, 0.0);
+  c.barrier();
 }

@@ -47,10 +47,13 @@ class Generator {
   std::uint64_t seed() const { return seed_; }
   /// The number of values drawn so far (where the next draw starts).
   std::uint64_t counter() const { return counter_.load(std::memory_order_relaxed); }
+  /// Continues as Generator(seed, counter) would (TF: Generator.reset; what
+  /// Checkpoint::restore does). Not while another thread draws from this generator.
+  void reset(std::uint64_t seed, std::uint64_t counter);
 
  private:
   friend struct detail::GeneratorAccess;
-  const std::uint64_t seed_;
+  std::uint64_t seed_;
   std::atomic<std::uint64_t> counter_;
 };
 
