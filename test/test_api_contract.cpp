@@ -2,7 +2,10 @@
 // contract other work is written against), each with a value that can fail.
 #include "support.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 #include <type_traits>
 
@@ -447,4 +450,52 @@ TEST_CASE("API 0.3: GradientTape::end_recording, vectorized_map of Tensor -> Ten
   const Tensor rows = constant({{1.0, 2.0}, {3.0, 4.0}});
   require_close(vectorized_map([](const Tensor& row) { return reduce_sum(row); }, rows), {2},
                 {3, 7});
+}
+
+namespace {
+// A Module subclass as a user writes one: add_variable and add_module are protected.
+struct ContractModel : Module {
+  layers::Dense& dense;
+  Variable scale;
+  explicit ContractModel(Generator& generator)
+      : dense(add_module("dense", layers::Dense(2, 3, generator))),
+        scale(add_variable("scale", constant(1.0f))) {}
+};
+}  // namespace
+
+TEST_CASE("API 0.3: Module, layers, initialisers, NumPy files and Checkpoint") {
+  Generator generator(1);
+  ContractModel model(generator);
+  const std::vector<Variable> trainable = model.trainable_variables();
+  const std::vector<std::pair<std::string, Variable>> named = model.named_variables();
+  CHECK(trainable.size() == 3);
+  REQUIRE(named.size() == 3);
+  CHECK(named[0].first == "dense/kernel");
+  CHECK(named[2].first == "scale");
+
+  // Dense(in, out, Generator&, bool bias = true, DType = Float32); Conv2D's defaults.
+  const layers::Dense dense(2, 3, generator);
+  CHECK(dense(zeros({4, 2}, DType::Float32)).shape() == Shape{4, 3});
+  const layers::Conv2D conv(1, 2, {3, 3}, generator);  // Valid, strides {1, 1}, NHWC, Float32
+  CHECK(conv(zeros({1, 5, 5, 1}, DType::Float32)).shape() == Shape{1, 3, 3, 2});
+  const layers::Conv2D conv_full(1, 2, {3, 3}, generator, Padding::Same, {2, 2}, DataFormat::NCHW,
+                                 DType::Float64);
+  CHECK(conv_full(zeros({1, 1, 5, 5})).shape() == Shape{1, 2, 3, 3});
+  CHECK(glorot_uniform({2, 2}, generator).dtype() == DType::Float32);
+  CHECK(he_normal({2, 2}, generator, DType::Float64).dtype() == DType::Float64);
+
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  const std::string path = folder + "/tapegrad_api_contract_" + std::to_string(::getpid()) + ".npz";
+  Adam adam;
+  Checkpoint checkpoint;
+  Checkpoint& chained = checkpoint.track("model", model)
+                            .track("scale_again", model.scale)
+                            .track("adam", static_cast<Optimizer&>(adam))
+                            .track("generator", generator);
+  CHECK(&chained == &checkpoint);
+  checkpoint.save(path);
+  model.scale.assign(constant(5.0f));
+  checkpoint.restore(path);
+  require_close(model.scale.peek(), {}, {1.0});
+  std::filesystem::remove(path);
 }
