@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <iostream>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace digits {
 
@@ -30,9 +32,16 @@ double scalar_of(const tg::Tensor& t) { return tg::cast(t, tg::DType::Float64).i
 
 }  // namespace
 
-int check_gradients(const std::function<tg::Tensor()>& loss,
-                    const std::vector<tg::Variable>& variables, std::uint32_t seed) {
+int check_gradients(const std::function<tg::Tensor()>& loss, const tg::Module& model,
+                    std::uint32_t seed) {
   constexpr double kStep = 3e-3;
+  std::vector<std::string> names;
+  std::vector<tg::Variable> variables;
+  for (const auto& [name, variable] : model.named_variables()) {
+    if (!variable.trainable()) continue;
+    names.push_back(name);
+    variables.push_back(variable);
+  }
   std::vector<tg::Tensor> grads;
   {
     tg::GradientTape tape;
@@ -61,7 +70,7 @@ int check_gradients(const std::function<tg::Tensor()>& loss,
                     std::abs(analytic - numeric) <=
                         1e-4 + 0.10 * std::max(std::abs(analytic), std::abs(numeric));
     if (!ok) status = 4;
-    std::cout << "  " << std::left << std::setw(12) << v.name() << std::right << std::scientific
+    std::cout << "  " << std::left << std::setw(14) << names[i] << std::right << std::scientific
               << std::setprecision(4) << " tape " << std::setw(11) << analytic << "  numeric "
               << std::setw(11) << numeric << (ok ? "  ok" : "  MISMATCH") << "\n"
               << std::defaultfloat;

@@ -7,17 +7,17 @@
 
 #include <cstdint>
 #include <functional>
-#include <vector>
 
 #include <tapegrad/tapegrad.hpp>
 
 namespace digits {
 
-// Prints one line per variable; returns 0 when every directional derivative agrees with its
-// central difference within 10 % (relative, plus 1e-4 absolute; ReLU kinks and float32
-// rounding stay within ~5 %, a wrong gradient is off by far more), 4 otherwise. `loss` must be
-// deterministic (no dropout) and read the variables inside the call.
-int check_gradients(const std::function<tapegrad::Tensor()>& loss,
-                    const std::vector<tapegrad::Variable>& variables, std::uint32_t seed);
+// Checks each trainable variable of `model` and prints one line per variable, named by its
+// path ("hidden/kernel"); returns 0 when every directional derivative agrees with its central
+// difference within 10 % (relative, plus 1e-4 absolute; ReLU kinks and float32 rounding stay
+// within ~5 %, a wrong gradient is off by far more), 4 otherwise. `loss` must be
+// deterministic (no dropout) and read the model's variables inside the call.
+int check_gradients(const std::function<tapegrad::Tensor()>& loss, const tapegrad::Module& model,
+                    std::uint32_t seed);
 
 }  // namespace digits

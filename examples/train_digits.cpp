@@ -1,7 +1,8 @@
 // train_digits: trains a small neural network to read handwritten digits.
 //
-// An MLP 64-128-10 (ReLU hidden layer) with softmax cross-entropy and Adam, on the UCI
-// "Optical Recognition of Handwritten Digits" data (1797 8x8 images, see examples/data/).
+// An MLP 64-128-10 (ReLU hidden layer; a tapegrad::Module of two layers::Dense) with softmax
+// cross-entropy and Adam, on the UCI "Optical Recognition of Handwritten Digits" data (1797
+// 8x8 images, see examples/data/).
 // 80 % of the images (shuffled with a fixed seed) train the network in mini-batches of 32;
 // the other 20 % measure its accuracy after every epoch. Prints a progress bar per epoch,
 // writes the curve (loss and accuracy per epoch) to a CSV file and, when gnuplot is
@@ -15,7 +16,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -64,31 +64,21 @@ digits::TrainingOptions default_options() {
   return options;
 }
 
-// Glorot (Xavier) uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out)), as Keras' default.
-tg::Tensor glorot_uniform(std::size_t fan_in, std::size_t fan_out, std::mt19937& generator) {
-  const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-  std::uniform_real_distribution<float> uniform(-limit, limit);
-  auto weights = xt::xarray<float>::from_shape({fan_in, fan_out});
-  for (float& w : weights) w = uniform(generator);
-  return tg::Tensor(std::move(weights));
-}
+// The network: logits = relu(x W1 + b1) W2 + b2, a Module made of two Dense layers. The layers
+// own their Variables (kernel and bias, Glorot-uniform and zeros); add_module registers each
+// layer under a name, so model.trainable_variables() lists all four for the tape and the
+// optimizer ("hidden/kernel", "hidden/bias", "output/kernel", "output/bias").
+struct Mlp : tg::Module {
+  tg::layers::Dense& hidden;  // 64 -> 128
+  tg::layers::Dense& output;  // 128 -> 10
 
-// The network: logits = relu(x W1 + b1) W2 + b2. Reading the Variables inside a tape's scope
-// is what lets the tape differentiate with respect to them.
-struct Mlp {
-  tg::Variable w1, b1, w2, b2;
+  explicit Mlp(tg::Generator& generator)
+      : hidden(add_module("hidden", tg::layers::Dense(digits::kPixels, kHidden, generator))),
+        output(add_module("output", tg::layers::Dense(kHidden, digits::kClasses, generator))) {}
 
-  explicit Mlp(std::mt19937& generator)
-      : w1(glorot_uniform(digits::kPixels, kHidden, generator), true, "w1"),
-        b1(tg::zeros({kHidden}, tg::DType::Float32), true, "b1"),
-        w2(glorot_uniform(kHidden, digits::kClasses, generator), true, "w2"),
-        b2(tg::zeros({std::size_t{digits::kClasses}}, tg::DType::Float32), true, "b2") {}
-
-  tg::Tensor logits(const tg::Tensor& x) const {
-    const tg::Tensor hidden = tg::relu(tg::matmul(x, w1) + b1);  // [batch, 128]
-    return tg::matmul(hidden, w2) + b2;                          // [batch, 10]
-  }
-  std::vector<tg::Variable> variables() const { return {w1, b1, w2, b2}; }
+  // x [batch, 64] -> logits [batch, 10]. Reading the layers' Variables inside a tape's scope
+  // is what lets the tape differentiate with respect to them.
+  tg::Tensor logits(const tg::Tensor& x) const { return output(tg::relu(hidden(x))); }
 };
 
 int run(const digits::TrainingOptions& options) {
@@ -120,12 +110,14 @@ int run(const digits::TrainingOptions& options) {
   const tg::Tensor test_x = test_batch.first;
   const tg::Tensor test_y = test_batch.second;
 
-  // 2. Model and optimizer. One generator, seeded once, drives the initial weights and the
-  //    shuffles, so a run is reproducible.
-  std::mt19937 generator(options.seed);
-  Mlp model(generator);
+  // 2. Model and optimizer. A tapegrad Generator draws the initial weights and a std::mt19937
+  //    the shuffles (std::shuffle needs a standard generator), both seeded with --seed, so a
+  //    run is reproducible.
+  tg::Generator init_generator(options.seed);
+  Mlp model(init_generator);
+  std::mt19937 shuffle_generator(options.seed);
   tg::Adam adam(kLearningRate);
-  const std::vector<tg::Variable> variables = model.variables();
+  const std::vector<tg::Variable> variables = model.trainable_variables();
 
   ProgressBar progress(isatty(STDOUT_FILENO) != 0);
   std::vector<EpochResult> curve;
@@ -137,7 +129,7 @@ int run(const digits::TrainingOptions& options) {
 
   // 3. Training: one pass over the shuffled training set per epoch.
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), generator);
+    std::shuffle(order.begin(), order.end(), shuffle_generator);
     double loss_sum = 0.0;
     std::size_t correct = 0;
     for (std::size_t batch = 0; batch < batches; ++batch) {
@@ -191,7 +183,7 @@ int run(const digits::TrainingOptions& options) {
           [&] {
             return tg::reduce_mean(tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x)));
           },
-          variables, options.seed);
+          model, options.seed);
       if (status != 0) return status;
     }
     if (goal_reached_at < 0.0 && test_accuracy >= kGoalAccuracy) {

@@ -24,7 +24,7 @@
 //       [--check-gradients]
 //
 // Everything is float32 and deterministic: the same seed gives the same numbers (the split,
-// the weights, the shuffles and the shifts from std::mt19937s, dropout from a
+// the shuffles and the shifts from std::mt19937s, the initial weights and dropout from a
 // tapegrad::Generator, all seeded from --seed).
 #include <unistd.h>  // isatty
 
@@ -78,57 +78,36 @@ digits::TrainingOptions default_options() {
   return options;
 }
 
-// Glorot (Xavier) uniform of `shape`: U(-l, l), l = sqrt(6 / (fan_in + fan_out)), as Keras'
-// default; for a conv filter [k_h, k_w, in_c, out_c] the fans are k_h k_w in_c and
-// k_h k_w out_c.
-tg::Tensor glorot_uniform(const tg::Shape& shape, std::size_t fan_in, std::size_t fan_out,
-                          std::mt19937& generator) {
-  const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-  std::uniform_real_distribution<float> uniform(-limit, limit);
-  auto weights = xt::xarray<float>::from_shape(shape);
-  for (float& w : weights) w = uniform(generator);
-  return tg::Tensor(std::move(weights));
-}
+// The network, a Module of four layers. Each layer owns its Variables (a Glorot-uniform
+// kernel, conv fans 9 in_c and 9 out_c, and a zero bias) and add_module registers it under a
+// name, so model.trainable_variables() lists all eight for the tape and the optimizer
+// ("conv1/kernel", "conv1/bias", ..., "output/bias"). The layers are created, and draw
+// their initial weights, in the order they are listed here.
+struct Cnn : tg::Module {
+  tg::layers::Conv2D& conv1;  // 3x3, 1 -> 16 channels, SAME
+  tg::layers::Conv2D& conv2;  // 3x3, 16 -> 32 channels, SAME
+  tg::layers::Dense& hidden;  // 512 -> 128
+  tg::layers::Dense& output;  // 128 -> 10
 
-tg::Variable filters(std::size_t in_c, std::size_t out_c, std::mt19937& generator,
-                     const char* name) {
-  return tg::Variable(glorot_uniform({3, 3, in_c, out_c}, 9 * in_c, 9 * out_c, generator), true,
-                      name);
-}
-tg::Variable dense(std::size_t in, std::size_t out, std::mt19937& generator, const char* name) {
-  return tg::Variable(glorot_uniform({in, out}, in, out, generator), true, name);
-}
-tg::Variable bias(std::size_t size, const char* name) {
-  return tg::Variable(tg::zeros({size}, tg::DType::Float32), true, name);
-}
-
-struct Cnn {
-  tg::Variable conv1, conv1_bias, conv2, conv2_bias, hidden, hidden_bias, out, out_bias;
-
-  explicit Cnn(std::mt19937& generator)
-      : conv1(filters(1, kFilters1, generator, "conv1")),
-        conv1_bias(bias(kFilters1, "conv1_bias")),
-        conv2(filters(kFilters1, kFilters2, generator, "conv2")),
-        conv2_bias(bias(kFilters2, "conv2_bias")),
-        hidden(dense(kFlat, kHidden, generator, "hidden")),
-        hidden_bias(bias(kHidden, "hidden_bias")),
-        out(dense(kHidden, digits::kClasses, generator, "out")),
-        out_bias(bias(digits::kClasses, "out_bias")) {}
+  explicit Cnn(tg::Generator& generator)
+      : conv1(add_module("conv1", tg::layers::Conv2D(1, kFilters1, {3, 3}, generator,
+                                                      tg::Padding::Same))),
+        conv2(add_module("conv2", tg::layers::Conv2D(kFilters1, kFilters2, {3, 3}, generator,
+                                                      tg::Padding::Same))),
+        hidden(add_module("hidden", tg::layers::Dense(kFlat, kHidden, generator))),
+        output(add_module("output", tg::layers::Dense(kHidden, digits::kClasses, generator))) {}
 
   // images [n, 8, 8, 1] -> logits [n, 10]. With a generator the dense layer's output goes
   // through dropout (training); without, it does not (evaluation).
   tg::Tensor logits(const tg::Tensor& images, tg::Generator* dropout) const {
     const auto n = static_cast<std::int64_t>(images.shape()[0]);
-    tg::Tensor h = tg::relu(tg::conv2d(images, conv1, {1, 1}, tg::Padding::Same) + conv1_bias);
-    h = tg::max_pool2d(h, {2, 2}, {2, 2}, tg::Padding::Valid);                 // [n, 4, 4, 16]
-    h = tg::relu(tg::conv2d(h, conv2, {1, 1}, tg::Padding::Same) + conv2_bias);  // [n, 4, 4, 32]
-    h = tg::reshape(h, {n, static_cast<std::int64_t>(kFlat)});                  // flatten
-    h = tg::relu(tg::matmul(h, hidden) + hidden_bias);
+    tg::Tensor h = tg::relu(conv1(images));                      // [n, 8, 8, 16]
+    h = tg::max_pool2d(h, {2, 2}, {2, 2}, tg::Padding::Valid);   // [n, 4, 4, 16]
+    h = tg::relu(conv2(h));                                      // [n, 4, 4, 32]
+    h = tg::reshape(h, {n, static_cast<std::int64_t>(kFlat)});  // flatten: [n, 512]
+    h = tg::relu(hidden(h));                                     // [n, 128]
     if (dropout != nullptr) h = tg::dropout(h, kDropoutRate, *dropout);
-    return tg::matmul(h, out) + out_bias;
-  }
-  std::vector<tg::Variable> variables() const {
-    return {conv1, conv1_bias, conv2, conv2_bias, hidden, hidden_bias, out, out_bias};
+    return output(h);
   }
 };
 
@@ -201,13 +180,14 @@ int run(const digits::TrainingOptions& options) {
   const tg::Tensor test_y = test_batch.second;
   const tg::Tensor test_x = as_images(test_features);
 
-  // 2. Model and optimizer: the weights, shuffles and shifts from one std::mt19937, dropout
-  //    from a tapegrad Generator, both seeded from --seed.
-  std::mt19937 generator(options.seed);
-  tg::Generator dropout_generator(options.seed);
+  // 2. Model and optimizer. A tapegrad Generator draws the initial weights and then the
+  //    dropout masks; a std::mt19937 the shuffles and the shifts (std::shuffle needs a
+  //    standard generator). Both are seeded from --seed.
+  tg::Generator generator(options.seed);
   Cnn model(generator);
+  std::mt19937 data_generator(options.seed);
   tg::Adam adam(kLearningRate);
-  const std::vector<tg::Variable> variables = model.variables();
+  const std::vector<tg::Variable> variables = model.trainable_variables();
 
   digits::ProgressBar progress(isatty(STDOUT_FILENO) != 0);
   std::vector<digits::EpochResult> curve;
@@ -220,20 +200,20 @@ int run(const digits::TrainingOptions& options) {
   // 3. Training: one pass over the shuffled, freshly shifted training set per epoch.
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     adam.set_learning_rate(learning_rate_at(epoch, options.epochs));
-    std::shuffle(order.begin(), order.end(), generator);
+    std::shuffle(order.begin(), order.end(), data_generator);
     double loss_sum = 0.0;
     std::size_t correct = 0;
     for (std::size_t batch = 0; batch < batches; ++batch) {
       const std::size_t first = batch * kBatchSize;
       const std::size_t count = std::min(kBatchSize, order.size() - first);
       const auto [features, y] = digits::make_batch(train, order, first, count);
-      const tg::Tensor x = as_images(shifted_images(features, generator));
+      const tg::Tensor x = as_images(shifted_images(features, data_generator));
 
       tg::Tensor logits, loss;
       std::vector<tg::Tensor> grads;
       {
         tg::GradientTape tape;  // records the forward pass, including conv and pooling
-        logits = model.logits(x, &dropout_generator);
+        logits = model.logits(x, &generator);
         loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, logits));
         grads = tape.gradient(loss, variables);
       }
@@ -272,7 +252,7 @@ int run(const digits::TrainingOptions& options) {
           [&] {
             return tg::reduce_mean(tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x, nullptr)));
           },
-          variables, options.seed);
+          model, options.seed);
       if (status != 0) return status;
     }
     if (goal_reached_at < 0.0 && test_accuracy >= kGoalAccuracy) {

@@ -13,7 +13,6 @@
 // --check also trains the single-process model (whole batches, no MPI) on every rank and
 // exits non-zero unless the weights agree to 1e-6 and the test accuracies are equal.
 #include <algorithm>
-#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
@@ -107,26 +106,16 @@ std::pair<tg::Tensor, tg::Tensor> make_batch(const Examples& e, const std::vecto
           tg::from_values(y, {count, std::size_t{digits::kClasses}}, dtype)};
 }
 
-tg::Tensor glorot_uniform(std::size_t fan_in, std::size_t fan_out, std::mt19937& generator,
-                          tg::DType dtype) {
-  const double limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-  std::uniform_real_distribution<double> uniform(-limit, limit);
-  std::vector<double> w(fan_in * fan_out);
-  for (double& v : w) v = uniform(generator);
-  return tg::from_values(w, {fan_in, fan_out}, dtype);
-}
-
-struct Mlp {
-  tg::Variable w1, b1, w2, b2;
-  Mlp(std::mt19937& g, tg::DType dtype)
-      : w1(glorot_uniform(digits::kPixels, kHidden, g, dtype), true, "w1"),
-        b1(tg::zeros({kHidden}, dtype), true, "b1"),
-        w2(glorot_uniform(kHidden, digits::kClasses, g, dtype), true, "w2"),
-        b2(tg::zeros({std::size_t{digits::kClasses}}, dtype), true, "b2") {}
-  tg::Tensor logits(const tg::Tensor& x) const {
-    return tg::matmul(tg::relu(tg::matmul(x, w1) + b1), w2) + b2;
-  }
-  std::vector<tg::Variable> variables() const { return {w1, b1, w2, b2}; }
+// train_digits' model: a Module of two Dense layers (Glorot-uniform kernels, zero biases) of
+// the chosen dtype.
+struct Mlp : tg::Module {
+  tg::layers::Dense& hidden;
+  tg::layers::Dense& output;
+  Mlp(tg::Generator& g, tg::DType dtype)
+      : hidden(add_module("hidden", tg::layers::Dense(digits::kPixels, kHidden, g, true, dtype))),
+        output(add_module("output",
+                          tg::layers::Dense(kHidden, digits::kClasses, g, true, dtype))) {}
+  tg::Tensor logits(const tg::Tensor& x) const { return output(tg::relu(hidden(x))); }
 };
 
 double accuracy(const Mlp& model, const Examples& test, tg::DType dtype) {
@@ -150,12 +139,14 @@ struct Trained {
 };
 
 // Trains with `comm` (data-parallel: this rank's shard of every batch) or without (whole
-// batches). The same seed gives the same initial weights and batch order either way.
+// batches). The same seed gives the same initial weights (a tapegrad Generator) and batch
+// order (a std::mt19937) either way.
 Trained train(const Options& o, const Examples& train_set, const Examples& test_set,
               const td::Communicator* comm) {
-  std::mt19937 generator(o.seed);
-  Mlp model(generator, o.dtype);
-  const std::vector<tg::Variable> variables = model.variables();
+  tg::Generator init_generator(o.seed);
+  Mlp model(init_generator, o.dtype);
+  std::mt19937 shuffle_generator(o.seed);
+  const std::vector<tg::Variable> variables = model.trainable_variables();
   tg::Adam adam(kLearningRate);
   const int rank = comm != nullptr ? comm->rank() : 0;
   const int ranks = comm != nullptr ? comm->size() : 1;
@@ -171,7 +162,7 @@ Trained train(const Options& o, const Examples& train_set, const Examples& test_
   const std::size_t batches = (order.size() + kBatchSize - 1) / kBatchSize;
   Trained result;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), generator);
+    std::shuffle(order.begin(), order.end(), shuffle_generator);
     double loss_sum = 0;
     for (std::size_t batch = 0; batch < batches; ++batch) {
       const std::size_t first = batch * kBatchSize;
