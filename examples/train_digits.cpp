@@ -9,22 +9,23 @@
 // installed, a PNG plot of it next to the CSV.
 //
 //   ./train_digits [--data PATH] [--curve PATH] [--epochs N] [--seed N] [--min-accuracy A]
-//       [--check-gradients]
+//       [--check-gradients] [--checkpoint PATH]
+//
+// With --checkpoint the run is saved after every epoch (a tapegrad::Checkpoint of the model,
+// Adam and the epoch count) and resumed from the file when it exists: stop it at any moment,
+// start it again with the same flags, and it ends with the uninterrupted run's weights.
 //
 // Everything is float32 and deterministic: the same seed gives the same numbers.
 #include <unistd.h>  // isatty
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
 #include <random>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,7 @@ digits::TrainingOptions default_options() {
   options.data_path = TAPEGRAD_DIGITS_CSV;
   options.curve_path = "train_digits_curve.csv";
   options.epochs = 25;
+  options.checkpoint_supported = true;
   return options;
 }
 
@@ -127,8 +129,31 @@ int run(const digits::TrainingOptions& options) {
   std::iota(order.begin(), order.end(), std::size_t{0});
   const std::size_t batches = (order.size() + kBatchSize - 1) / kBatchSize;
 
-  // 3. Training: one pass over the shuffled training set per epoch.
-  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+  // 3. With --checkpoint: everything that steers the rest of the run (the weights, Adam's
+  //    moments and step count, the epochs done) in one file, saved after every epoch. A run
+  //    started again with the same --checkpoint resumes where the file left off and ends with
+  //    the weights the uninterrupted run ends with, bit for bit.
+  tg::Variable epochs_done(tg::zeros({}, tg::DType::Int64), /*trainable=*/false, "epochs_done");
+  tg::Checkpoint checkpoint;
+  checkpoint.track("model", model).track("adam", adam).track("epochs_done", epochs_done);
+  int first_epoch = 1;
+  if (!options.checkpoint_path.empty() && std::filesystem::exists(options.checkpoint_path)) {
+    checkpoint.restore(options.checkpoint_path);
+    const auto done = static_cast<int>(epochs_done.peek().item<std::int64_t>());
+    // The shuffles come from a std::mt19937 the checkpoint cannot hold; they depend on the
+    // seed only, so replaying the finished epochs' shuffles restores the data order.
+    for (int epoch = 1; epoch <= done; ++epoch) std::shuffle(order.begin(), order.end(), shuffle_generator);
+    first_epoch = done + 1;
+    std::cout << "resumed from " << options.checkpoint_path << " after epoch " << done << "\n";
+    if (first_epoch > options.epochs) {
+      std::cout << "nothing to train: the checkpoint has " << done << " epochs, --epochs is "
+                << options.epochs << "\n";
+      return 0;
+    }
+  }
+
+  // 4. Training: one pass over the shuffled training set per epoch.
+  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), shuffle_generator);
     double loss_sum = 0.0;
     std::size_t correct = 0;
@@ -190,10 +215,14 @@ int run(const digits::TrainingOptions& options) {
       goal_reached_at = result.seconds;
       goal_epoch = epoch;
     }
+    if (!options.checkpoint_path.empty()) {
+      epochs_done.assign(tg::fill({}, epoch, tg::DType::Int64));
+      checkpoint.save(options.checkpoint_path);  // atomic: a crash keeps the previous epoch's
+    }
   }
   const double total_seconds = seconds_since_start();
 
-  // 4. Report, curve CSV, plot.
+  // 5. Report, curve CSV, plot.
   const EpochResult& last = curve.back();
   std::cout << std::fixed << std::setprecision(1) << "final test accuracy "
             << 100.0 * last.test_accuracy << "% (" << test.labels.size()

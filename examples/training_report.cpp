@@ -77,6 +77,9 @@ TrainingOptions parse_training_options(int argc, char** argv, const TrainingOpti
       options.seed = static_cast<std::uint32_t>(parse_int(flag, value, 0));
     } else if (flag == "--min-accuracy") {
       options.min_accuracy = parse_fraction(flag, value);
+    } else if (flag == "--checkpoint" && defaults.checkpoint_supported) {
+      if (value.empty()) throw UsageError("--checkpoint needs a path");
+      options.checkpoint_path = value;
     } else {
       throw UsageError("unknown option '" + flag + "'");
     }
@@ -88,7 +91,7 @@ std::string usage(const std::string& program, const TrainingOptions& d) {
   std::ostringstream out;
   out << "usage: " << program
       << " [--data PATH] [--curve PATH] [--epochs N] [--seed N] [--min-accuracy A]\n"
-      << "       [--check-gradients]\n"
+      << "       [--check-gradients]" << (d.checkpoint_supported ? " [--checkpoint PATH]" : "") << "\n"
       << "  --data PATH       digits CSV, gzip or plain (default: " << d.data_path << ")\n"
       << "  --curve PATH      where to write the loss/accuracy curve (default: " << d.curve_path
       << ";\n                    a PNG plot goes next to it when gnuplot is installed)\n"
@@ -100,6 +103,10 @@ std::string usage(const std::string& program, const TrainingOptions& d) {
       << "  --check-gradients  after the first epoch, compare the tape's gradient of the test loss\n"
       << "                    with central differences along a random direction per variable\n"
       << "                    (exit with status 4 on a mismatch)\n";
+  if (d.checkpoint_supported) {
+    out << "  --checkpoint PATH save the run (weights, Adam's state, epochs done) to PATH after\n"
+        << "                    every epoch; when PATH exists, resume from it first\n";
+  }
   return out.str();
 }
 

@@ -26,6 +26,10 @@ struct TrainingOptions {
   std::uint32_t seed = 42;
   double min_accuracy = 0.0;  // exit status 3 when the final test accuracy is below it
   bool check_gradients = false;  // probe the gradients after epoch 1 (exit status 4)
+  // --checkpoint PATH: save after every epoch, resume from PATH when it exists. Only for the
+  // examples that set checkpoint_supported in their defaults (train_digits).
+  std::string checkpoint_path;
+  bool checkpoint_supported = false;
   bool help = false;
 };
 
