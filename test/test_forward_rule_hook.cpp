@@ -1,7 +1,7 @@
-// The runtime's forward-rule hook (OpDefinition::forward_rule), tested below the public API
-// until the built-in ops get their rules: a rule, when set, is what an accumulator uses (not
-// the generic fallback), it sees the op's inputs, outputs and attributes, and a rule returning
-// tangents that do not fit the outputs is an InvalidArgument naming the op.
+// The runtime's forward-rule hook (OpDefinition::forward_rule), tested on ops defined here,
+// below the public API: a rule, when set, is what an accumulator uses (not the generic
+// fallback), it sees the op's inputs, outputs and attributes, and a rule returning tangents
+// that do not fit the outputs is an InvalidArgument naming the op.
 #include "support.hpp"
 
 #include "runtime/forward_context.hpp"

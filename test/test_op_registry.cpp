@@ -24,9 +24,8 @@ namespace {
 // Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file.
 std::map<std::string, std::string> op_definitions_in_sources() {
   std::map<std::string, std::string> found;
-  // A definition given its batching rule by with_batching_rule(...) counts too.
   const std::regex definition(
-      R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*(?:[\w:]*with_batching_rule\(\s*)?[\w:]+\(\s*"(\w+)")re");
+      R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*[\w:]+\(\s*"(\w+)")re");
   for (const auto& entry : std::filesystem::recursive_directory_iterator(TAPEGRAD_SOURCE_DIR)) {
     if (entry.path().extension() != ".cpp" && entry.path().extension() != ".hpp") continue;
     std::ifstream in(entry.path());

@@ -81,6 +81,25 @@ class Optimizer {
   std::int64_t iterations_ = 0;
 };
 
+namespace detail {
+
+/// An optimizer's state as a Checkpoint saves and restores it (not for user code): the step
+/// count, the learning rate (NaN for an optimizer without one) and each variable's slots by
+/// Variable::id(), in slot_names() order.
+struct OptimizerState {
+  std::int64_t iterations = 0;
+  double learning_rate = 0.0;
+  std::unordered_map<std::uint64_t, std::vector<Tensor>> slots;
+
+  static const char* name_of(const Optimizer& optimizer) { return optimizer.name(); }
+  static OptimizerState read(const Optimizer& optimizer);
+  /// Replaces the optimizer's state (slots of variables absent from `state` are dropped). The
+  /// caller has checked every value.
+  static void write(Optimizer& optimizer, OptimizerState state);
+};
+
+}  // namespace detail
+
 /// Gradient descent with optional momentum (TF: tf.keras.optimizers.SGD):
 ///   momentum == 0:  w -= lr * g
 ///   otherwise:      velocity = momentum * velocity - lr * g

@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "files/file_io.hpp"
-#include "optim/optimizer_state.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/files.hpp"
+#include "tapegrad/optim.hpp"
 
 namespace tapegrad {
 
@@ -182,34 +182,22 @@ void Checkpoint::add(Tracked tracked) {
 }
 
 Checkpoint& Checkpoint::track(const std::string& name, const Variable& variable) {
-  Tracked tracked;
-  tracked.name = name;
-  tracked.variable.push_back(variable);
-  add(std::move(tracked));
+  add(Tracked{name, {variable}, nullptr, nullptr, nullptr});
   return *this;
 }
 
 Checkpoint& Checkpoint::track(const std::string& name, const Module& module) {
-  Tracked tracked;
-  tracked.name = name;
-  tracked.module = &module;
-  add(std::move(tracked));
+  add(Tracked{name, {}, &module, nullptr, nullptr});
   return *this;
 }
 
 Checkpoint& Checkpoint::track(const std::string& name, Optimizer& optimizer) {
-  Tracked tracked;
-  tracked.name = name;
-  tracked.optimizer = &optimizer;
-  add(std::move(tracked));
+  add(Tracked{name, {}, nullptr, &optimizer, nullptr});
   return *this;
 }
 
 Checkpoint& Checkpoint::track(const std::string& name, Generator& generator) {
-  Tracked tracked;
-  tracked.name = name;
-  tracked.generator = &generator;
-  add(std::move(tracked));
+  add(Tracked{name, {}, nullptr, nullptr, &generator});
   return *this;
 }
 

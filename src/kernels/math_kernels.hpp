@@ -95,16 +95,6 @@ Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Expression exp
   });
 }
 
-// fn(v) -> T for float32/float64 x, or for float and integer x.
-template <class ScalarFn>
-Tensor floating_unary(const char* op, const Tensor& x, ScalarFn fn) {
-  return unary_kernel<DTypeSet::Floating>(op, x, fn);
-}
-template <class ScalarFn>
-Tensor numeric_unary(const char* op, const Tensor& x, ScalarFn fn) {
-  return unary_kernel<DTypeSet::Numeric>(op, x, fn);
-}
-
 // Fused activation gradients (TF's TanhGrad, SigmoidGrad): g * (1 - y^2) and g * y * (1 - y)
 // for y and g of one shape, each differentiable.
 Tensor tanh_grad_op(const Tensor& y, const Tensor& g);

@@ -1,5 +1,7 @@
-// What the math family's files share: the forwards of its elementwise ops (one line each) and
-// the gradient rule of a fused activation gradient (TanhGrad; nn's SigmoidGrad has its form).
+// What the math family's files share: the forwards of its elementwise ops (one line each), the
+// scalar operands of the binary ops, the rules of an op given by its slope, zero rules, the sum
+// of a broadcast gradient back to an input's shape, constants of an operand's dtype, and
+// computing in double for the float types.
 #pragma once
 
 #include <cstddef>

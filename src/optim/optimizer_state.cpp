@@ -1,4 +1,5 @@
-#include "optim/optimizer_state.hpp"
+// detail::OptimizerState: an optimizer's private state read out and put back for Checkpoint.
+#include "tapegrad/optim.hpp"
 
 #include <cmath>
 

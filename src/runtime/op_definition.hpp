@@ -68,7 +68,7 @@ struct BatchingContext;
 // of size B) -> its outputs, each with the leading batch axis, computed by one call of the
 // batched kernel. Written with tapegrad ops, so that tapes and accumulators observe it. Generic
 // makers for the common shapes of rule are in ops/batching_support.hpp. An op without one
-// makes vectorized_map fall back to a loop (runtime/vectorized_trace.hpp).
+// makes vectorized_map fall back to a loop (functional/vectorize.cpp).
 using BatchingRule = std::vector<Tensor> (*)(const BatchingContext& op,
                                              const std::vector<Tensor>& inputs);
 
@@ -116,12 +116,6 @@ constexpr OpDefinition identity_gradient_op(const char* name,
                                             BatchingRule batching_rule = nullptr) {
   return OpDefinition{name,           GradientKind::Identity, nullptr, KeepSet::none(),
                       KeepSet::none(), nullptr,               batching_rule};
-}
-// `definition` with `batching_rule`: gives an existing definition its rule in one line,
-//   constexpr OpDefinition foo_op = with_batching_rule(differentiable_op(...), batch_unary<&foo>);
-constexpr OpDefinition with_batching_rule(OpDefinition definition, BatchingRule batching_rule) {
-  definition.batching_rule = batching_rule;
-  return definition;
 }
 
 // The registry's side of a family file: each family's register_<family>_ops() hands its
