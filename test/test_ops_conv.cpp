@@ -717,7 +717,20 @@ TEST_CASE("NCHW convolution misuse: errors name the op, the shapes as passed and
     CHECK(conv2d(zeros({0, 2, 5, 5}), f, {2, 2}, Padding::Same, DataFormat::NCHW).shape() ==
           Shape{0, 4, 3, 3});
   });
+  // A Padding cast from another integer would otherwise act as Valid.
+  const Padding bad_padding = static_cast<Padding>(5);
+  conv_case("conv2d: a Padding that is neither enumerator",
+            [&] { conv2d(random_tensor({1, 5, 5, 2}, 837), f, {1, 1}, bad_padding); },
+            {"conv2d", "padding must be Padding::Valid or Padding::Same", "got the value 5"});
+  conv_case("conv1d: a Padding that is neither enumerator",
+            [&] { conv1d(random_tensor({1, 5, 2}, 838), random_tensor({3, 2, 4}, 839), 1, bad_padding); },
+            {"conv1d", "padding must be Padding::Valid or Padding::Same", "got the value 5"});
+  conv_case("conv2d_transpose: a Padding that is neither enumerator",
+            [&] { conv2d_transpose(random_tensor({1, 3, 3, 4}, 840), f, Shape{1, 5, 5, 2}, {1, 1},
+                                   bad_padding); },
+            {"conv2d_transpose", "padding must be Padding::Valid or Padding::Same",
+             "got the value 5"});
   const int run = misuse_cases_run() - before;
   std::cout << "NCHW convolution misuse cases: " << run << " run\n";
-  REQUIRE(run == 14);
+  REQUIRE(run == 17);
 }

@@ -429,6 +429,9 @@ TEST_CASE("NCHW pooling misuse: errors name the op, the shape as passed and the 
       p(x, {2, 2}, {2, 2}, Padding::Valid, static_cast<DataFormat>(-1));
     }, {name, "x has shape [1, 2, 5, 6]", "data_format", "NHWC or DataFormat::NCHW",
         "got the value -1"});
+    expect_misuse<InvalidArgument>(name + ": a Padding that is neither enumerator", [&] {
+      p(x, {2, 2}, {2, 2}, static_cast<Padding>(2), DataFormat::NCHW);
+    }, {name, "padding must be Padding::Valid or Padding::Same", "got the value 2"});
     expect_defined(name + " NCHW: TF's 4-value ksize and strides", [&] {
       require_identical(p(x, {1, 1, 2, 3}, {1, 1, 2, 2}, Padding::Same, DataFormat::NCHW),
                         p(x, {2, 3}, {2, 2}, Padding::Same, DataFormat::NCHW));
@@ -436,5 +439,5 @@ TEST_CASE("NCHW pooling misuse: errors name the op, the shape as passed and the 
   }
   const int run = misuse_cases_run() - before;
   std::cout << "NCHW pooling misuse cases: " << run << " run\n";
-  REQUIRE(run == 12);
+  REQUIRE(run == 14);
 }

@@ -136,6 +136,11 @@ ConvGeometry window_geometry(const Shape& input_shape, std::size_t k_h, std::siz
                              std::size_t out_channels, std::array<std::size_t, 2> strides,
                              std::array<std::size_t, 2> dilations, Padding padding,
                              const Described& described) {
+  if (padding != Padding::Valid && padding != Padding::Same) {
+    // Reachable only through a cast; any other value would silently act as one of the two.
+    throw InvalidArgument(described() + ": padding must be Padding::Valid or Padding::Same (got "
+                          "the value " + std::to_string(static_cast<int>(padding)) + ")");
+  }
   ConvGeometry g;
   g.batch = input_shape[0];
   g.in_h = input_shape[1];

@@ -83,13 +83,15 @@ Tensor l2_normalize(const Tensor& x, const std::vector<int>& axes = {}, double e
 // ops, and the numbers are bit-equal to the NHWC op on the transposed input. Filters are HWIO
 // (WIO for conv1d) in both layouts, as TF.
 
-/// TF's padding="VALID" / "SAME".
+/// TF's padding="VALID" / "SAME". A value cast from another integer is an InvalidArgument
+/// naming the op (never silently one of the two).
 enum class Padding { Valid, Same };
 
 /// Where an image's channels are (TF's data_format). NHWC: channels last, [batch, height,
 /// width, channels], TF's default. NCHW: channels first, [batch, channels, height, width],
 /// PyTorch's layout. For conv1d NHWC means NWC ([batch, width, channels]) and NCHW means NCW
-/// ([batch, channels, width]).
+/// ([batch, channels, width]). A value cast from another integer is an InvalidArgument naming
+/// the op.
 enum class DataFormat { NHWC, NCHW };
 
 /// 2-D convolution (TF: tf.nn.conv2d): filters [k_h, k_w, in_c, out_c] in both layouts;
