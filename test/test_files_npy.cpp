@@ -2,11 +2,13 @@
 // tapegrad writes and the reverse (python3 with numpy: scripts/setup.sh installs it), every
 // refusal with what its message names, atomic replacement, and a deterministic fuzz of
 // mutated files (every load succeeds or throws InvalidArgument, never anything else).
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -353,6 +355,51 @@ TEST_CASE("save_npy and save_npz replace an existing file whole, and a refused s
   CHECK((status.st_mode & 0777) == (0666 & ~mask));
   REQUIRE(::stat(archive.c_str(), &status) == 0);
   CHECK((status.st_mode & 0777) == (0666 & ~mask));
+}
+
+TEST_CASE("a write that fails midway (a full disk) throws, keeps the old file and leaves no temporary") {
+  TempFolder folder("full_disk");
+  const std::string archive = folder.file("big.npz");
+  const std::string single = folder.file("big.npy");
+  save_npz(archive, {{"small", sample(DType::Float32, {3}, 4)}});
+  save_npy(single, sample(DType::Float32, {3}, 5));
+  const std::string archive_before = read_bytes(archive);
+  const std::string single_before = read_bytes(single);
+  const Tensor large = zeros({1 << 20}, DType::Float64);  // 8 MiB
+
+  // A file-size limit of 1 MiB makes the writes past it fail with EFBIG, as a full disk fails
+  // them with ENOSPC (SIGXFSZ ignored, so the write returns the error instead).
+  struct rlimit original {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &original) == 0);
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limited = original;
+  limited.rlim_cur = 1 << 20;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  std::string archive_message, single_message;
+  try {
+    save_npz(archive, {{"a", large}, {"b", large}});
+  } catch (const InvalidArgument& e) {
+    archive_message = e.what();
+  }
+  try {
+    save_npy(single, large);
+  } catch (const InvalidArgument& e) {
+    single_message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &original);
+  std::signal(SIGXFSZ, previous_handler);
+
+  CHECK_THAT(archive_message, Catch::Contains("save_npz(\"" + archive + "\")"));
+  CHECK_THAT(archive_message, Catch::Contains("cannot write the archive"));
+  CHECK_THAT(archive_message, Catch::Contains("File too large"));
+  CHECK_THAT(single_message, Catch::Contains("save_npy(\"" + single + "\")"));
+  CHECK_THAT(single_message, Catch::Contains("File too large"));
+  CHECK(read_bytes(archive) == archive_before);
+  CHECK(read_bytes(single) == single_before);
+  CHECK(folder_entries(folder.path()) == std::vector<std::string>{"big.npy", "big.npz"});
+  // The same saves succeed without the limit.
+  save_npz(archive, {{"a", large}, {"b", large}});
+  CHECK(load_npz(archive).size() == 2);
 }
 
 // ---- NumPy interop ------------------------------------------------------------------------

@@ -156,20 +156,7 @@ void AtomicFile::write(const void* bytes, std::size_t count) {
   }
 }
 
-void AtomicFile::close_for_path_writer() {
-  if (const int error = descriptor_.close_checked(); error != 0) {
-    throw InvalidArgument(call_ + ": cannot close the file: " + system_error_text(error));
-  }
-}
-
 void AtomicFile::commit() {
-  if (!descriptor_.is_open()) {
-    descriptor_ = FileDescriptor(::open(temporary_path_.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!descriptor_.is_open()) {
-      throw InvalidArgument(call_ + ": cannot reopen the written file: " +
-                            system_error_text(errno));
-    }
-  }
   // Without the fsync, a crash soon after the rename could leave the new name with no data
   // (the rename reaches the disk before the contents on some file systems).
   if (::fsync(descriptor_.get()) != 0) {

@@ -67,11 +67,10 @@ class AtomicFile {
   const std::string& temporary_path() const { return temporary_path_; }
   // Writes to the open temporary. Throws InvalidArgument on a write error (a full disk).
   void write(const void* bytes, std::size_t count);
-  // Closes the descriptor without committing, for a writer (libzip) that replaces the
-  // temporary's contents through the path instead.
-  void close_for_path_writer();
-  // fsync()s the temporary (reopened by path after close_for_path_writer), renames it over
-  // the target and fsyncs the folder so that the rename itself survives a crash.
+  // The open temporary, for a writer that writes at offsets (the .npz archive's sink).
+  int descriptor() const { return descriptor_.get(); }
+  // fsync()s the temporary, renames it over the target and fsyncs the folder so that the
+  // rename itself survives a crash.
   void commit();
 
  private:

@@ -12,6 +12,7 @@
 
 #include "files/file_io.hpp"
 #include "files/npy_format.hpp"
+#include "files/zip_file_sink.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/files.hpp"
 
@@ -247,15 +248,23 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
     file.commit();
     return;
   }
-  // libzip writes through the path: it builds the archive in a file of its own next to the
-  // temporary and renames it over the temporary at zip_close; commit() then fsyncs that and
-  // renames it over the target, so the target is only ever replaced whole.
-  file.close_for_path_writer();
-  int error_code = 0;
-  Archive archive(zip_open(file.temporary_path().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error_code));
+  // libzip writes the archive into the temporary through a sink of ours (large writes, no
+  // temporary of libzip's own); commit() then fsyncs it and renames it over the target, so the
+  // target is only ever replaced whole.
+  detail::files::ZipFileSink sink(file.descriptor());
+  zip_error_t error;
+  zip_error_init(&error);
+  Source sink_source(sink.make_source(&error));
+  Archive archive(sink_source
+                      ? zip_open_from_source(sink_source.get(), ZIP_CREATE | ZIP_TRUNCATE, &error)
+                      : nullptr);
   if (!archive) {
-    throw InvalidArgument(call + ": cannot create the archive: " + zip_error_text(error_code));
+    const std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw InvalidArgument(call + ": cannot create the archive: " + text);
   }
+  sink_source.release();  // the archive owns it now
+  zip_error_fini(&error);
   // Each member's bytes as two fragments, the header and the tensor's own storage, so the
   // elements are not copied. libzip only reads them (the fragment type is not const-qualified).
   // The headers, the tensors and these descriptions all outlive the archive, which reads
