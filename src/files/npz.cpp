@@ -55,14 +55,23 @@ std::string entry_context(const std::string& call, const std::string& name) {
   return call + ", entry \"" + shown + "\"";
 }
 
+// A libzip error record, released by its destructor; text() is libzip's message for it.
+class ZipError {
+ public:
+  ZipError() { zip_error_init(&error_); }
+  explicit ZipError(int code) { zip_error_init_with_code(&error_, code); }
+  ZipError(const ZipError&) = delete;
+  ZipError& operator=(const ZipError&) = delete;
+  ~ZipError() { zip_error_fini(&error_); }
+  zip_error_t* get() { return &error_; }
+  std::string text() { return zip_error_strerror(&error_); }
+
+ private:
+  zip_error_t error_;
+};
+
 // libzip's text for an error code from zip_open.
-std::string zip_error_text(int code) {
-  zip_error_t error;
-  zip_error_init_with_code(&error, code);
-  std::string text = zip_error_strerror(&error);
-  zip_error_fini(&error);
-  return text;
-}
+std::string zip_error_text(int code) { return ZipError(code).text(); }
 
 // A member of an open archive as read_npy's input.
 class MemberSource final : public detail::npy::ByteSource {
@@ -197,22 +206,11 @@ namespace detail::files {
 std::vector<std::pair<std::string, Tensor>> load_npz_bytes(const std::vector<char>& bytes,
                                                            const std::string& path) {
   const std::string call = describe_call("load_npz", path);
-  zip_error_t error;
-  zip_error_init(&error);
-  Source source(zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error));
-  if (!source) {
-    const std::string text = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    throw InvalidArgument(call + ": cannot read the archive from memory: " + text);
-  }
-  Archive archive(zip_open_from_source(source.get(), ZIP_RDONLY, &error));
-  if (!archive) {
-    const std::string text = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    throw InvalidArgument(call + ": not a readable zip archive: " + text);
-  }
+  ZipError error;
+  Source source(zip_source_buffer_create(bytes.data(), bytes.size(), 0, error.get()));
+  Archive archive(source ? zip_open_from_source(source.get(), ZIP_RDONLY, error.get()) : nullptr);
+  if (!archive) throw InvalidArgument(call + ": not a readable zip archive: " + error.text());
   source.release();  // the archive owns it now
-  zip_error_fini(&error);
   return read_members(archive.get(), bytes.size(), call);
 }
 
@@ -252,19 +250,13 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   // temporary of libzip's own); commit() then fsyncs it and renames it over the target, so the
   // target is only ever replaced whole.
   detail::files::ZipFileSink sink(file.descriptor());
-  zip_error_t error;
-  zip_error_init(&error);
-  Source sink_source(sink.make_source(&error));
-  Archive archive(sink_source
-                      ? zip_open_from_source(sink_source.get(), ZIP_CREATE | ZIP_TRUNCATE, &error)
-                      : nullptr);
-  if (!archive) {
-    const std::string text = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    throw InvalidArgument(call + ": cannot create the archive: " + text);
-  }
+  ZipError error;
+  Source sink_source(sink.make_source(error.get()));
+  Archive archive(sink_source ? zip_open_from_source(sink_source.get(), ZIP_CREATE | ZIP_TRUNCATE,
+                                                     error.get())
+                              : nullptr);
+  if (!archive) throw InvalidArgument(call + ": cannot create the archive: " + error.text());
   sink_source.release();  // the archive owns it now
-  zip_error_fini(&error);
   // Each member's bytes as two fragments, the header and the tensor's own storage, so the
   // elements are not copied. libzip only reads them (the fragment type is not const-qualified).
   // The headers, the tensors and these descriptions all outlive the archive, which reads

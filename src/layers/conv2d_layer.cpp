@@ -53,24 +53,29 @@ Conv2D::Conv2D(std::size_t in_channels, std::size_t filters, std::vector<int> ke
       data_format_(data_format),
       dtype_(dtype),
       kernel_(add_variable(
-          "kernel", glorot_uniform(checked_kernel_shape(in_channels, filters, kernel, data_format, dtype),
-                                   generator, dtype))),
+          "kernel",
+          glorot_uniform(checked_kernel_shape(in_channels, filters, kernel, data_format, dtype),
+                         generator, dtype))),
       bias_(add_variable("bias", zeros({filters}, dtype))) {}
 
 Tensor Conv2D::operator()(const Tensor& x) const {
-  const Shape& kernel_shape = kernel_.shape();
-  const std::string layer =
-      describe(in_channels_, filters_, {static_cast<int>(kernel_shape[0]), static_cast<int>(kernel_shape[1])},
-               data_format_, dtype_);
-  if (!x.defined()) throw InvalidArgument(layer + ": the input is undefined");
+  // The layer's description is built only for an error: a call in a training loop pays nothing.
+  const auto layer = [this] {
+    const Shape kernel_shape = kernel_.shape();
+    return describe(in_channels_, filters_,
+                    {static_cast<int>(kernel_shape[0]), static_cast<int>(kernel_shape[1])},
+                    data_format_, dtype_);
+  };
+  if (!x.defined()) throw InvalidArgument(layer() + ": the input is undefined");
   const std::size_t channel_axis = data_format_ == DataFormat::NCHW ? 1 : 3;
   if (x.rank() != 4 || x.shape()[channel_axis] != in_channels_ || x.dtype() != dtype_) {
+    const std::string channels = std::to_string(in_channels_);
     const std::string expected = data_format_ == DataFormat::NCHW
-                                     ? "[batch, " + std::to_string(in_channels_) + ", height, width]"
-                                     : "[batch, height, width, " + std::to_string(in_channels_) + "]";
-    throw InvalidArgument(layer + ": input of shape " + shape_to_string(x.shape()) + " and dtype " +
-                          dtype_name(x.dtype()) + "; the layer takes " + expected + " " +
-                          dtype_name(dtype_));
+                                     ? "[batch, " + channels + ", height, width]"
+                                     : "[batch, height, width, " + channels + "]";
+    throw InvalidArgument(layer() + ": input of shape " + shape_to_string(x.shape()) +
+                          " and dtype " + dtype_name(x.dtype()) + "; the layer takes " + expected +
+                          " " + dtype_name(dtype_));
   }
   const Tensor y = conv2d(x, kernel_, strides_, padding_, data_format_);
   if (data_format_ == DataFormat::NCHW) return y + reshape(bias_.value(), Shape{filters_, 1, 1});
