@@ -941,6 +941,110 @@ TEST_CASE("vectorized_map of a zero-size batch gives empty results of the exampl
   CHECK(out[1].dtype() == DType::Float32);
 }
 
+namespace {
+
+// elems with their first 0 rows: a zero-size batch of the same examples.
+std::vector<Tensor> no_rows(const std::vector<Tensor>& elems) {
+  std::vector<Tensor> empty;
+  for (const Tensor& e : elems) {
+    std::vector<std::int64_t> begin(e.rank(), 0), size(e.shape().begin(), e.shape().end());
+    size[0] = 0;
+    empty.push_back(slice(e, begin, size));
+  }
+  return empty;
+}
+
+// vectorized_map of the empty batch, with and without fallback, gives results shaped [0] ++
+// what the loop gives for one slice, in the loop's dtypes.
+void require_empty_batch_like_loop(const MapFn& fn, const std::vector<Tensor>& elems) {
+  const std::vector<Tensor> expected = loop_reference(fn, elems);
+  for (const bool fallback : {false, true}) {
+    INFO("fallback_to_loop " << fallback);
+    const std::vector<Tensor> got = vectorized_map(fn, no_rows(elems), fallback);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t j = 0; j < got.size(); ++j) {
+      INFO("output " << j);
+      REQUIRE(got[j].defined() == expected[j].defined());
+      if (!got[j].defined()) continue;
+      Shape shape = expected[j].shape();
+      shape[0] = 0;
+      CHECK(got[j].shape() == shape);
+      CHECK(got[j].dtype() == expected[j].dtype());
+    }
+  }
+}
+
+}  // namespace
+
+// The shapes of an empty batch come from the batching rules, not from fn run on invented
+// values: every op of the table, and its per-example gradient, on zero rows.
+TEST_CASE("every built-in op and its gradient under vectorized_map of an empty batch",
+          "[vectorized_map]") {
+  std::size_t checked = 0;
+  for (const Case& c : op_cases()) {
+    INFO("case: " << c.name);
+    require_empty_batch_like_loop(c.fn, c.elems);
+    if (has_floating(c.elems)) require_empty_batch_like_loop(per_example_gradient(c.fn), c.elems);
+    ++checked;
+  }
+  CHECK(checked >= 150);
+}
+
+TEST_CASE("an empty batch: fn never sees a value, so what rejects zeros does not run on them",
+          "[vectorized_map]") {
+  // Zeros are singular, divide by zero, and have an infinite log: no kernel rejects them.
+  std::size_t calls = 0;
+  const MapFn rejects_zeros = [&calls](const std::vector<Tensor>& in) {
+    ++calls;
+    return std::vector<Tensor>{matrix_inverse(in[0]), cholesky(in[0]),
+                               solve(in[0], reduce_sum(in[0], {1}, true)),
+                               divide(in[1], in[1]), floormod(in[1], in[1]), log(in[0])};
+  };
+  {
+    DetectAnomaly anomaly;
+    const std::vector<Tensor> out = vectorized_map(
+        rejects_zeros, {zeros({0, 3, 3}), zeros({0, 4}, DType::Int32)}, false);
+    REQUIRE(out.size() == 6);
+    CHECK(out[0].shape() == Shape{0, 3, 3});
+    CHECK(out[1].shape() == Shape{0, 3, 3});
+    CHECK(out[2].shape() == Shape{0, 3, 1});
+    CHECK(out[3].shape() == Shape{0, 4});
+    CHECK(out[3].dtype() == DType::Int32);
+    CHECK(out[4].shape() == Shape{0, 4});
+    CHECK(out[5].shape() == Shape{0, 3, 3});
+  }
+  CHECK(calls == 1);  // traced once
+  // The checks are back once the trace is gone.
+  tapegrad::testing::expect_misuse<InvalidArgument>(
+      "matrix_inverse of zeros after an empty batch", [] { matrix_inverse(zeros({2, 2})); },
+      {"matrix_inverse", "singular"});
+  tapegrad::testing::expect_misuse<InvalidArgument>(
+      "integer division by zero after an empty batch",
+      [] { divide(ones({2}, DType::Int32), zeros({2}, DType::Int32)); },
+      {"divide", "division by zero"});
+
+  // What fn reads from C++ has no value on a placeholder: the error says which read.
+  const MapFn reads = [](const std::vector<Tensor>& in) {
+    const double first = in[0].item<double>();
+    return std::vector<Tensor>{multiply(in[0], scalar(first, DType::Float64))};
+  };
+  tapegrad::testing::expect_misuse<InvalidArgument>(
+      "vectorized_map of an empty batch, fn reads its input", [&] {
+        vectorized_map(reads, {zeros({0})});
+      },
+      {"vectorized_map", "batch is empty", "placeholder", "Tensor::item()", "float64",
+       "shape []"});
+  // An output whose shape depends on values (boolean_mask of a batched mask) cannot be known.
+  const MapFn masked = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{boolean_mask(in[0], greater(in[1], scalar(0.0, DType::Float64)))};
+  };
+  tapegrad::testing::expect_misuse<InvalidArgument>(
+      "vectorized_map of an empty batch, boolean_mask of a batched mask", [&] {
+        vectorized_map(masked, {zeros({0, 4}), zeros({0, 4})});
+      },
+      {"vectorized_map", "batch is empty", "depend on its inputs' values", "'Where'"});
+}
+
 TEST_CASE("vectorized_map of one slice, of scalars, of constants and of fn's own input",
           "[vectorized_map]") {
   const Tensor w = random_tensor({3, 2}, 90);

@@ -60,7 +60,7 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 /// no batching rule (a user primitive), or when its two traces differ (random draws, state,
 /// value-dependent shapes): a one-time warning naming the read, op or difference, or
 /// InvalidArgument naming it when fallback_to_loop is false.
-/// A zero-size batch runs fn once on zeros of one example's shape to learn the output shapes.
+/// A zero-size batch traces fn once on placeholders it cannot read: results shaped [0, ...].
 /// InvalidArgument when elems is empty, an elem is undefined or a scalar, or the leading sizes
 /// differ. The result is differentiable under an outer tape (ordinary recorded ops).
 std::vector<Tensor> vectorized_map(

@@ -42,8 +42,9 @@ std::vector<Tensor> slices_at(const std::vector<Tensor>& elems, std::size_t b) {
 }
 
 TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices,
-                      bool keep_results = false) {
+                      bool keep_results = false, bool placeholders = false) {
   TracedCall call;
+  call.trace.placeholders = placeholders;
   for (const Tensor& s : slices) call.trace.add_value(s);
   std::vector<Tensor> outputs;
   {
@@ -289,26 +290,29 @@ std::size_t batch_size_of(const std::vector<Tensor>& elems, const std::string& c
   return batch;
 }
 
-// A zero-size batch: fn runs once on zeros shaped like one example, only to learn the
-// outputs' shapes and dtypes; the results are empty.
+// A zero-size batch has no example to run fn on. fn is traced once on placeholders (zeros
+// shaped like an example, which fn cannot read and whose kernels skip their value checks:
+// op_trace.hpp), and the trace is replayed on the empty elems by the batching rules. The
+// results' shapes and dtypes are the ops', and no value was invented for anyone to see.
 std::vector<Tensor> empty_batch(const BatchFunction& fn, const std::vector<Tensor>& elems,
                                 const std::string& caller) {
-  std::vector<Tensor> example;
+  std::vector<Tensor> placeholders;
   for (const Tensor& e : elems) {
-    example.push_back(zeros(Shape(e.shape().begin() + 1, e.shape().end()), e.dtype()));
+    placeholders.push_back(zeros(Shape(e.shape().begin() + 1, e.shape().end()), e.dtype()));
   }
-  std::vector<Tensor> outputs;
+  const std::string why = caller + ": the batch is empty, so fn is traced once on placeholders "
+                                   "(inputs without values) to learn its output shapes";
+  TracedCall call;
   try {
-    outputs = fn(example);
+    call = trace_call(fn, placeholders, false, true);
   } catch (const Error& e) {
-    throw InvalidArgument(caller + ": the batch is empty, so fn ran once on zeros to learn its "
-                          "output shapes, and failed: " + e.what());
+    throw InvalidArgument(why + "; it failed: " + e.what());
   }
-  std::vector<Tensor> result;
-  for (const Tensor& out : outputs) {
-    result.push_back(out.defined() ? zeros(with_batch(0, out.shape()), out.dtype()) : Tensor());
+  try {
+    return replay(call, needed_ops(call), elems, caller, 0);
+  } catch (const NotBatchable& e) {
+    throw InvalidArgument(why + ", but they depend on its inputs' values: " + e.what());
   }
-  return result;
 }
 
 std::vector<Tensor> stacked(const std::vector<std::vector<Tensor>>& rows, const std::string& caller) {

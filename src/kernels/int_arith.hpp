@@ -53,11 +53,13 @@ T wrapping_abs(T a) {
   }
 }
 
-// Truncating division; INT_MIN / -1 wraps to INT_MIN. The caller rejects b == 0.
+// Truncating division; INT_MIN / -1 wraps to INT_MIN. The caller rejects b == 0 except on
+// placeholders (op_trace.hpp), whose results are never seen: 0 then, not a trap.
 template <class T>
 T wrapping_div(T a, T b) {
   if constexpr (is_wrapping_int_v<T>) {
     if (b == T(-1)) return wrapping_neg(a);
+    if (b == T(0)) return T(0);
     return static_cast<T>(a / b);
   } else {
     return a / b;

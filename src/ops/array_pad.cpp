@@ -60,7 +60,8 @@ static AxisMaps axis_maps(const Shape& shape, DType dtype, const Paddings& paddi
     const auto dim = static_cast<std::int64_t>(shape[d]);
     const auto [before, after] = paddings[d];
     if (before < 0 || after < 0) fail("must be >= 0");
-    const std::int64_t limit = mode == PadMode::Reflect ? dim - 1 : dim;
+    // No padding is always possible, even of an empty dimension (a batch of none).
+    const std::int64_t limit = mode == PadMode::Reflect ? std::max<std::int64_t>(dim - 1, 0) : dim;
     if (mode != PadMode::Constant && (before > limit || after > limit)) {
       fail("exceed dimension " + std::to_string(d) + " of size " + std::to_string(dim) +
            (mode == PadMode::Reflect ? " (at most size - 1)" : " (at most size)"));

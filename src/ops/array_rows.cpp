@@ -49,6 +49,7 @@ constexpr OpDefinition unpack_op = detail::differentiable_op("JacobianUnpack", u
 
 // The width of each row's [outer, inner] blocks; InvalidArgument when outer does not divide it.
 static std::size_t inner_width(const char* op, std::size_t row_size, std::size_t outer) {
+  if (row_size == 0) return 0;  // nothing to split (a batch of none has no blocks)
   if (outer == 0 || row_size % outer != 0) {
     throw InvalidArgument(std::string(op) + ": rows of " + std::to_string(row_size) +
                           " elements do not split into " + std::to_string(outer) + " blocks");

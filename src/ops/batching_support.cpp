@@ -122,7 +122,9 @@ std::vector<Tensor> merged_into_first_axis(const BatchingContext& op,
   std::vector<Tensor> merged = inputs;
   merged[0] = merge_first_two_axes(inputs[0]);
   std::vector<Tensor> outputs = forward(merged);
-  for (Tensor& out : outputs) out = split_first_axis(out, op.batch_size);
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    outputs[j] = split_first_axis(outputs[j], op.batch_size, op.output_shapes.at(j).at(0));
+  }
   return outputs;
 }
 
@@ -156,9 +158,9 @@ Tensor merge_first_two_axes(const Tensor& x) {
   return reshape(x, shape);
 }
 
-Tensor split_first_axis(const Tensor& x, std::size_t batch) {
+Tensor split_first_axis(const Tensor& x, std::size_t batch, std::size_t examples) {
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(batch),
-                                  static_cast<std::int64_t>(batch == 0 ? 0 : x.shape()[0] / batch)};
+                                  static_cast<std::int64_t>(examples)};
   shape.insert(shape.end(), x.shape().begin() + 1, x.shape().end());
   return reshape(x, shape);
 }

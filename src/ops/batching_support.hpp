@@ -127,9 +127,9 @@ std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>&
                            std::size_t b);
 // Row results stacked along a new axis 0, output by output.
 std::vector<Tensor> stack_rows(const std::vector<std::vector<Tensor>>& rows);
-// x [B, N, ...] as [B N, ...], and back.
+// x [B, N, ...] as [B N, ...], and back (N given: B N may be 0).
 Tensor merge_first_two_axes(const Tensor& x);
-Tensor split_first_axis(const Tensor& x, std::size_t batch);
+Tensor split_first_axis(const Tensor& x, std::size_t batch, std::size_t examples);
 
 // The op's forward on a list of inputs (an op whose forward also reads recorded attributes
 // binds them in a lambda).

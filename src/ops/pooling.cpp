@@ -162,7 +162,7 @@ static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
   const Tensor x = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 0));
   const Tensor second = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 1));
   return {detail::split_first_axis(Kernel(x, second, w.ksize_list(), w.strides_list(), w.padding),
-                                   op.batch_size)};
+                                   op.batch_size, op.output_shapes.at(0).at(0))};
 }
 
 constexpr OpDefinition max_pool_grad_op = detail::differentiable_op(

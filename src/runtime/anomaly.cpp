@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/dispatch.hpp"
+#include "runtime/op_trace.hpp"
 #include "runtime/tape_stack.hpp"
 #include "tapegrad/diagnostics.hpp"
 
@@ -117,7 +118,7 @@ AnomalyBackwardScope::AnomalyBackwardScope() noexcept { ++walks_running; }
 AnomalyBackwardScope::~AnomalyBackwardScope() { --walks_running; }
 
 void check_forward_outputs(const OpDefinition& op, OpInputs inputs, OpOutputs outputs) {
-  if (walks_running > 0) return;
+  if (walks_running > 0 || computing_on_placeholders()) return;
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     const Finding f = find_anomaly(outputs[j]);
     if (f == Finding::None) continue;
@@ -141,6 +142,7 @@ void check_forward_outputs(const OpDefinition& op, OpInputs inputs, OpOutputs ou
 void check_backward_gradients(const TapeImpl& tape, std::int64_t op_index,
                               const std::vector<GradientValue>& input_gradients,
                               const std::vector<Tensor>& output_gradients) {
+  if (computing_on_placeholders()) return;
   for (std::size_t i = 0; i < input_gradients.size(); ++i) {
     if (!input_gradients[i].defined()) continue;
     const Tensor dense = input_gradients[i].is_sparse() ? input_gradients[i].sparse().values

@@ -4,9 +4,12 @@
 #include <atomic>
 #include <utility>
 
+#include "tapegrad/errors.hpp"
+
 namespace tapegrad::detail {
 
 thread_local std::size_t active_tracer_count = 0;
+thread_local std::size_t placeholder_trace_count = 0;
 std::atomic<std::size_t> live_trace_count{0};
 
 namespace {
@@ -76,6 +79,7 @@ TraceScope::TraceScope(OpTrace& trace) : trace_(trace) {
   live_trace_count.fetch_add(1, std::memory_order_relaxed);
   live_traces().push_back(&trace_);
   active_tracer_count = live_traces().size();
+  if (trace_.placeholders) ++placeholder_trace_count;
   refresh_observer_count();
 }
 
@@ -84,6 +88,7 @@ TraceScope::~TraceScope() {
   auto it = std::find(traces.rbegin(), traces.rend(), &trace_);
   if (it != traces.rend()) traces.erase(std::next(it).base());
   active_tracer_count = traces.size();
+  if (trace_.placeholders) --placeholder_trace_count;
   refresh_observer_count();
   live_trace_count.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -109,6 +114,12 @@ void note_value_read(const Tensor& t, const char* accessor) {
     const std::string what = std::string(accessor) == "array" || std::string(accessor) == "item"
                                  ? "Tensor::" + std::string(accessor) + "()"
                                  : std::string(accessor);
+    if (trace->placeholders) {
+      throw InvalidArgument(what + " of a " + dtype_name(t.dtype()) + " placeholder of shape " +
+                            shape_to_string(t.shape()) + " in " +
+                            (reader.empty() ? std::string("fn") : reader) +
+                            ": a placeholder has no value to read");
+    }
     trace->value_reads.push_back(
         {value, what + " of a " + dtype_name(t.dtype()) + " value of shape " +
                     shape_to_string(t.shape()) + " that depends on the slice, in " +

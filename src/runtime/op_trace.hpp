@@ -23,6 +23,14 @@ namespace tapegrad::detail {
 extern thread_local std::size_t active_tracer_count;
 inline bool any_tracer_active() noexcept { return active_tracer_count != 0; }
 
+// vectorized_map of an empty batch has no example to run fn on: it traces fn once on
+// placeholders, zeros shaped like an example that stand for no value. While such a trace lives
+// on this thread, a read of one of its traced values from C++ throws, and kernels skip the
+// checks of their inputs' values (a singular matrix, an integer division by zero, a NaN into
+// a decomposition, DetectAnomaly): what they compute is never seen, only the ops and shapes.
+extern thread_local std::size_t placeholder_trace_count;
+inline bool computing_on_placeholders() noexcept { return placeholder_trace_count != 0; }
+
 // One input of a traced op: a traced value (by index) or a constant.
 struct TracedInput {
   static constexpr std::size_t kConstant = static_cast<std::size_t>(-1);
@@ -41,6 +49,7 @@ struct TracedOp {
 
 struct OpTrace {
   std::vector<TracedOp> ops;
+  bool placeholders = false;  // its inputs stand for no value (computing_on_placeholders)
   std::size_t num_values = 0;
   std::unordered_map<std::uint64_t, std::size_t> value_of_id;  // while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
