@@ -35,12 +35,15 @@ constexpr int kScale = 1;
 #endif
 
 // Bytes handed out by the allocator and not yet freed.
+// What the allocator has handed out, less the buffers tapegrad's cache holds for reuse (they
+// are free from the program's point of view: docs/guide.md, "Memory").
 std::size_t heap_in_use() {
+  const std::size_t cached = memory_stats().bytes_cached;
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
-  return __sanitizer_get_current_allocated_bytes();
+  return __sanitizer_get_current_allocated_bytes() - cached;
 #else
   const struct mallinfo2 info = mallinfo2();
-  return info.uordblks + info.hblkhd;
+  return info.uordblks + info.hblkhd - cached;
 #endif
 }
 

@@ -11,7 +11,8 @@ using tapegrad::testing::message_of;
 using tapegrad::testing::require_close;
 
 TEST_CASE("a Tensor takes an xarray without copying and keeps its dtype and shape") {
-  xt::xarray<double> a = {{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}};
+  // The storage type is moved in; a default xt::xarray (another allocator) is copied once.
+  storage_array<double> a = {{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}};
   const double* data = a.data();
   Tensor t(std::move(a));
   CHECK(t.defined());
@@ -21,6 +22,10 @@ TEST_CASE("a Tensor takes an xarray without copying and keeps its dtype and shap
   CHECK(t.size() == 6);
   CHECK(t.array<double>().data() == data);  // moved, not copied
   CHECK(t.array<double>()(1, 2) == 6.0);
+  xt::xarray<double> b = {{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}};
+  const Tensor u(std::move(b));
+  CHECK(u.shape() == Shape{2, 3});
+  CHECK(u.array<double>()(1, 2) == 6.0);
 }
 
 TEST_CASE("every element type maps to its dtype") {

@@ -1,10 +1,17 @@
 // The pinned storage type of a Tensor (include/tapegrad/storage.hpp): its allocator does not
 // follow -march or XTENSOR_USE_XSIMD, and any xt::xarray converts to it. The consumer programs
 // (test/consumer/, run by scripts/test.sh under several -march) check the same from outside.
+// Then the buffer cache behind the storage (include/tapegrad/memory.hpp): reuse, the figures,
+// release, and buffers that cross threads (the suite's TSan and ASan runs include these).
 #include "support.hpp"
 
+#include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
 #include <xtensor/xbuilder.hpp>
@@ -25,17 +32,22 @@ using ColumnMajor = xt::xarray<double, xt::layout_type::column_major>;
 TEST_CASE("the storage type's allocator and layout are fixed when the library is configured") {
   using Storage = storage_array<double>;
   STATIC_REQUIRE(std::is_same_v<Storage::allocator_type, storage_allocator<double>>);
+  STATIC_REQUIRE(std::is_same_v<storage_allocator<float>, buffer_allocator<float>>);
   STATIC_REQUIRE(Storage::static_layout == xt::layout_type::row_major);
-#if TAPEGRAD_STORAGE_XSIMD
-  STATIC_REQUIRE(std::is_same_v<storage_allocator<float>,
-                                xsimd::aligned_allocator<float, TAPEGRAD_STORAGE_ALIGNMENT>>);
   STATIC_REQUIRE(TAPEGRAD_STORAGE_ALIGNMENT == 16);
-  // Every element of every dtype starts on that alignment.
-  Tensor t = fill({7}, 1.0, DType::Float32);
-  CHECK(reinterpret_cast<std::uintptr_t>(t.array<float>().data()) % TAPEGRAD_STORAGE_ALIGNMENT == 0);
-#else
-  STATIC_REQUIRE(std::is_same_v<storage_allocator<float>, std::allocator<float>>);
-#endif
+  // Every element of every dtype starts on a cache line (more than the documented 16 bytes).
+  const auto aligned = [](auto zero, DType dtype) {
+    using T = decltype(zero);
+    for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      const Tensor t = zeros({n}, dtype);
+      CHECK(reinterpret_cast<std::uintptr_t>(t.array<T>().data()) % 64 == 0);
+    }
+  };
+  aligned(float{}, DType::Float32);
+  aligned(double{}, DType::Float64);
+  aligned(std::int32_t{}, DType::Int32);
+  aligned(std::int64_t{}, DType::Int64);
+  aligned(bool{}, DType::Bool);
 }
 
 TEST_CASE("a Tensor takes the storage type itself without copying") {
@@ -101,4 +113,144 @@ TEST_CASE("a converted tensor is differentiable like any other") {
   tape.watch(x);
   const Tensor y = reduce_sum(x * x * x);
   CHECK(values(tape.gradient(y, x)) == std::vector<double>{0.75, 3.0, 12.0});
+}
+
+// ---- The buffer cache -------------------------------------------------------------------
+
+namespace {
+
+// The class a request of `bytes` is rounded to, as memory.hpp documents it: 64 bytes at least,
+// then four classes per doubling.
+std::size_t class_bytes_of(std::size_t bytes) {
+  std::size_t size = 64;
+  while (size < bytes) {
+    size += (std::size_t{1} << (63 - __builtin_clzll(size))) / 4;  // a quarter of the power of 2
+  }
+  return size;
+}
+
+// Resident set size in bytes (Linux).
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+}  // namespace
+
+TEST_CASE("the buffer cache: classes, bytes in use, peak") {
+  CHECK(class_bytes_of(1) == 64);
+  CHECK(class_bytes_of(65) == 80);
+  CHECK(class_bytes_of(8000) == 8192);
+  CHECK(class_bytes_of(8193) == 10240);
+  release_cached_memory();
+  const MemoryStats before = memory_stats();
+  CHECK(before.bytes_cached == 0);
+  {
+    const Tensor t = zeros({1000});  // 8000 bytes: the 8192-byte class
+    const MemoryStats during = memory_stats();
+    CHECK(during.bytes_in_use == before.bytes_in_use + 8192);
+    CHECK(during.system_allocations == before.system_allocations + 1);
+    CHECK(during.peak_bytes_in_use >= during.bytes_in_use);
+  }
+  const MemoryStats after = memory_stats();
+  CHECK(after.bytes_in_use == before.bytes_in_use);
+  CHECK(after.bytes_cached == 8192);  // kept for the next request of that class
+  {
+    const Tensor t = zeros({1024});  // 8192 bytes: the same class, from the cache
+    const MemoryStats again = memory_stats();
+    CHECK(again.system_allocations == after.system_allocations);
+    CHECK(again.cache_hits == after.cache_hits + 1);
+    CHECK(again.bytes_cached == 0);
+  }
+
+  // The peak holds until reset.
+  reset_peak_memory();
+  const std::size_t base = memory_stats().bytes_in_use;
+  CHECK(memory_stats().peak_bytes_in_use == base);
+  { const Tensor big = zeros({1 << 17}); }  // 1 MiB
+  CHECK(memory_stats().bytes_in_use == base);
+  CHECK(memory_stats().peak_bytes_in_use == base + (std::size_t{1} << 20));
+  reset_peak_memory();
+  CHECK(memory_stats().peak_bytes_in_use == base);
+}
+
+TEST_CASE("a loop of the same shapes obtains nothing from the system after its first step") {
+  const Tensor w = fill({32, 16}, 0.25);
+  const Tensor x = fill({8, 32}, 0.5);
+  const auto step = [&] {
+    GradientTape tape;
+    tape.watch(w);
+    const Tensor loss = reduce_sum(tanh(matmul(x, w)) * 2.0);
+    return tape.gradient(loss, w);
+  };
+  // Two warm-up steps: from the second on, the previous step's result is alive during a step.
+  Tensor last = step();
+  last = step();
+  const MemoryStats warm = memory_stats();
+  for (int i = 0; i < 100; ++i) last = step();
+  const MemoryStats done = memory_stats();
+  CHECK(done.system_allocations == warm.system_allocations);
+  CHECK(done.cache_hits > warm.cache_hits + 100);
+  // d/dw sum(2 tanh(x w)) = x^T (2 (1 - tanh^2)): every entry 8 * 0.5 * 2 (1 - tanh(4)^2).
+  const double expected = 8.0 * 0.5 * 2.0 * (1.0 - std::tanh(4.0) * std::tanh(4.0));
+  for (const double v : values(last)) CHECK(v == Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("release_cached_memory hands cached buffers back to the system") {
+  release_cached_memory();
+  const std::size_t bytes = std::size_t{64} << 20;  // a 64 MiB class
+  std::size_t resident_with = 0;
+  {
+    const Tensor big = fill({bytes / sizeof(double)}, 1.0);  // every page touched
+    resident_with = resident_bytes();
+  }
+  const MemoryStats cached = memory_stats();
+  CHECK(cached.bytes_cached >= bytes);
+  CHECK(resident_bytes() + bytes / 2 > resident_with);  // still held by the cache
+  release_cached_memory();
+  const MemoryStats released = memory_stats();
+  CHECK(released.bytes_cached == 0);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // The pages are the system's again (sanitizers keep freed memory in quarantine instead).
+  CHECK(resident_bytes() + bytes / 2 < resident_with);
+#endif
+  // The next request of that class is the system's too.
+  const Tensor again = zeros({bytes / sizeof(double)});
+  CHECK(memory_stats().system_allocations == released.system_allocations + 1);
+}
+
+TEST_CASE("buffers freed on other threads than their own, and threads that exit") {
+  release_cached_memory();
+  const std::size_t in_use = memory_stats().bytes_in_use;
+  // Thread a makes tensors, thread b drops them, while both also compute.
+  constexpr int kRounds = 2000;
+  std::vector<Tensor> made(kRounds);
+  std::atomic<int> ready{0};
+  std::thread a([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      made[i] = fill({static_cast<std::size_t>(1 + i % 300)}, static_cast<double>(i));
+      ready.store(i + 1, std::memory_order_release);
+    }
+  });
+  double sum = 0.0;
+  std::thread b([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      while (ready.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+      sum += reduce_sum(made[i] * 2.0).item<double>() / (2.0 * static_cast<double>(1 + i % 300));
+      made[i] = Tensor();
+    }
+  });
+  a.join();
+  b.join();
+  CHECK(sum == Approx(static_cast<double>(kRounds) * (kRounds - 1) / 2.0));
+  CHECK(memory_stats().bytes_in_use == in_use);
+  // What the exited threads cached went to the process pool: this thread's requests of those
+  // classes are hits, not system allocations.
+  const MemoryStats after = memory_stats();
+  CHECK(after.bytes_cached > 0);
+  std::vector<Tensor> again;
+  for (int i = 0; i < 50; ++i) again.push_back(fill({static_cast<std::size_t>(1 + i)}, 1.0));
+  CHECK(memory_stats().system_allocations == after.system_allocations);
 }

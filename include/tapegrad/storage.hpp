@@ -1,12 +1,12 @@
 // The array type a Tensor stores, pinned so that the library's ABI does not follow the
 // consumer's -march or whether the consumer defines XTENSOR_USE_XSIMD.
 //
-// xt::xarray<T>'s default allocator is xsimd::aligned_allocator<T, A> with A the alignment of
-// the widest SIMD target the compiler was told about (16 bytes by default on x86-64, 32 with
-// -mavx2, 64 with -mavx512f), or std::allocator<T> without XTENSOR_USE_XSIMD. A signature
-// naming xt::xarray<T> would therefore name a different type in every such consumer. Tensor
-// names storage_array<T> instead, whose allocator and layout are fixed when the library is
-// configured (tapegrad/config.hpp), and converts any consumer xt::xarray to it.
+// xt::xarray<T>'s default allocator depends on the consumer's flags (xsimd's aligned allocator
+// at the alignment of the widest SIMD target the compiler was told about, or std::allocator
+// without XTENSOR_USE_XSIMD), so a signature naming xt::xarray<T> would name a different type
+// in every such consumer. Tensor names storage_array<T> instead: its allocator is tapegrad's
+// buffer_allocator<T> (the buffer cache, include/tapegrad/buffer_allocator.hpp) whatever the
+// flags, and any consumer xt::xarray converts to it.
 #pragma once
 
 #include <cstddef>
@@ -15,26 +15,18 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "tapegrad/buffer_allocator.hpp"
 #include "tapegrad/config.hpp"
-#if TAPEGRAD_STORAGE_XSIMD
-#include <xsimd/memory/xsimd_aligned_allocator.hpp>
-#endif
 
 namespace tapegrad {
 
-#if TAPEGRAD_STORAGE_XSIMD
-/// The allocator of every Tensor's elements: xsimd's, at a fixed alignment (16 bytes, the
-/// default of a plain x86-64 or ARM build, so such a consumer's xt::xarray<T> is this type).
+/// The allocator of every Tensor's elements: the buffer cache (64-byte aligned buffers).
 template <class T>
-using storage_allocator = xsimd::aligned_allocator<T, TAPEGRAD_STORAGE_ALIGNMENT>;
-#else
-template <class T>
-using storage_allocator = std::allocator<T>;
-#endif
+using storage_allocator = buffer_allocator<T>;
 
 /// The array a Tensor holds: row-major, dynamic rank, storage_allocator<T>. It is an
-/// xt::xarray, and the same type as a consumer's xt::xarray<T> in a default build; with other
-/// flags it converts to and from the consumer's xt::xarray<T> (one copy).
+/// xt::xarray; a consumer's xt::xarray<T> converts to and from it (one copy), unless the
+/// consumer makes buffer_allocator its default allocator too (README, "Any -march").
 template <class T>
 using storage_array =
     xt::xarray_container<xt::uvector<T, storage_allocator<T>>, xt::layout_type::row_major,

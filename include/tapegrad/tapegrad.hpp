@@ -13,6 +13,7 @@
 #include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/layers.hpp"
+#include "tapegrad/memory.hpp"
 #include "tapegrad/module.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/indexing.hpp"

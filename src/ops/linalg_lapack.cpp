@@ -160,7 +160,9 @@ Tensor solve(const Tensor& a, const Tensor& b) {
     // b's batch matrix in column-major order, then the solution.
     std::vector<T> columns(lu.count() == 0 ? 0 : b_size);
     for (std::size_t i = 0; i < lu.count(); ++i) {
-      if (!lu.factor(i) && !detail::computing_on_placeholders()) fail("the matrix a is singular" + batch_position(i, lu.count()));
+      if (!lu.factor(i) && !detail::computing_on_placeholders()) {
+        fail("the matrix a is singular" + batch_position(i, lu.count()));
+      }
       const T* b_src = detail::kernel_array<T>(b).data() + i * b_size;
       for (std::size_t r = 0; r < n; ++r) {
         for (std::size_t c = 0; c < k; ++c) columns[c * n + r] = b_src[r * k + c];

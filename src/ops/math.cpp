@@ -124,7 +124,9 @@ static void require_nonzero_integer_divisor(const char* op, const Tensor& x, con
   bool zero = false;
   if (y.dtype() == DType::Int32) zero = any_zero(detail::kernel_array<std::int32_t>(y));
   if (y.dtype() == DType::Int64) zero = any_zero(detail::kernel_array<std::int64_t>(y));
-  if (zero && !detail::computing_on_placeholders()) throw InvalidArgument(detail::describe(op, x, y) + ": integer division by zero");
+  if (zero && !detail::computing_on_placeholders()) {
+    throw InvalidArgument(detail::describe(op, x, y) + ": integer division by zero");
+  }
 }
 
 Tensor divide(const Tensor& x, const Tensor& y) {

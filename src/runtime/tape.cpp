@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "kernels/buffer_cache.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
 #include "runtime/warn.hpp"
@@ -200,9 +201,8 @@ std::size_t tensor_footprint(const Tensor& t) {
   std::visit(
       [&](const auto& a) {
         using T = typename std::decay_t<decltype(a)>::value_type;
-        // posix_memalign: an alignment above malloc's own 16 costs up to that much more.
-        constexpr std::size_t kExtra = XTENSOR_DEFAULT_ALIGNMENT > 16 ? XTENSOR_DEFAULT_ALIGNMENT : 0;
-        bytes += malloc_footprint(a.size() * sizeof(T) + (a.size() > 0 ? kExtra : 0));
+        // The elements' buffer, a whole size class of the buffer cache.
+        if (a.size() > 0) bytes += buffer_class_bytes(a.size() * sizeof(T));
         if (a.dimension() > 4) bytes += 3 * malloc_footprint(a.dimension() * sizeof(std::size_t));
       },
       impl.data);
