@@ -133,6 +133,7 @@ struct Measured {
 
 template <class Forward, class Backward>
 Measured measure(bool persistent, Forward forward, Backward backward) {
+  tg::release_cached_memory();  // what the last workload left cached is not this one's
   malloc_trim(0);
   Measured m;
   const Rss rss_before = read_rss();

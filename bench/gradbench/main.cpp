@@ -8,26 +8,7 @@
 
 #include "tool.hpp"
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 namespace {
-
-// Eager ops allocate a fresh array for every result, and glibc returns a freed array above
-// its mmap threshold (32 MiB at most) or at the top of the heap to the kernel, which zeroes
-// the pages again on the next allocation: kmeans' 10^4 x 10^3 distance matrices spent half
-// their time in page faults. The tool keeps freed memory in the process instead (the whole
-// run is one function on one input). TAPEGRAD_GRADBENCH_SYSTEM_MALLOC=1 keeps glibc's defaults.
-void keep_freed_memory() {
-#if defined(__GLIBC__)
-  const char* keep_defaults = std::getenv("TAPEGRAD_GRADBENCH_SYSTEM_MALLOC");
-  if (keep_defaults != nullptr && std::string(keep_defaults) == "1") return;
-  mallopt(M_MMAP_MAX, 0);                 // every block from the heap, reusable after free
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);     // never give the heap's top back below 1 GiB
-  mallopt(M_TOP_PAD, 64 << 20);           // grow it in 64 MiB steps
-#endif
-}
 
 // GradBench's C++ protocol starts a new process for every evaluate, so the first op and the
 // first tape of the process pay for paging in their code and setting up the thread's state
@@ -49,7 +30,6 @@ void warm_up_library() {
 
 int main(int argc, char** argv) {
   using namespace tapegrad::gradbench;
-  keep_freed_memory();
   warm_up_library();
   std::string program = argv[0];
   program = program.substr(program.find_last_of('/') + 1);

@@ -15,12 +15,12 @@
 namespace tapegrad {
 namespace detail {
 
-// Every buffer starts on this boundary (a cache line; enough for any SIMD load).
+// Buffers of 256 bytes or more start on this boundary (a cache line); smaller ones on 16.
 inline constexpr std::size_t kBufferAlignment = 64;
 static_assert(kBufferAlignment % TAPEGRAD_STORAGE_ALIGNMENT == 0,
               "buffers must meet the storage type's documented alignment");
 
-// A buffer of at least `bytes` bytes, aligned to kBufferAlignment: from the calling thread's
+// A buffer of at least `bytes` bytes, aligned as above: from the calling thread's
 // cache, the process pool, or the system. std::bad_alloc when the system has none.
 void* acquire_buffer(std::size_t bytes);
 // Gives back a buffer acquire_buffer(bytes) returned, with the same `bytes`. Any thread.

@@ -9,8 +9,8 @@
 
 namespace tapegrad {
 
-/// Process-wide figures, in bytes of whole buffers (a request is rounded up to its size
-/// class: at most 25 % more, and at least 64 bytes).
+/// Process-wide figures, in bytes of whole buffers (a request up to 4 KiB is rounded up to its
+/// size class, at most 25 % more and at least 16 bytes; a larger one to a multiple of 64).
 struct MemoryStats {
   std::size_t bytes_in_use = 0;         // buffers alive now, on every thread
   std::size_t bytes_cached = 0;         // held for reuse, not in use
@@ -26,7 +26,7 @@ MemoryStats memory_stats();
 void reset_peak_memory();
 
 /// Hands every cached buffer back to the system (torch.cuda.empty_cache): the process pool's
-/// and the calling thread's at once; another thread's own small cache (at most 8 MiB) at its
+/// and the calling thread's at once; another thread's own small cache (at most 2 MiB) at its
 /// next allocation or free, or when it exits. Buffers in use are untouched.
 void release_cached_memory();
 

@@ -20,7 +20,7 @@
 
 namespace tapegrad {
 
-/// The allocator of every Tensor's elements: the buffer cache (64-byte aligned buffers).
+/// The allocator of every Tensor's elements: the buffer cache (buffer_allocator.hpp).
 template <class T>
 using storage_allocator = buffer_allocator<T>;
 

@@ -1,13 +1,16 @@
 // The buffer cache behind buffer_allocator (include/tapegrad/buffer_allocator.hpp) and the
 // memory figures (include/tapegrad/memory.hpp).
 //
-// Requests are rounded up to size classes, four per doubling from 64 bytes (at most 25 % more).
-// A freed buffer goes to the freeing thread's own lists when it is small (no lock), otherwise
-// to the process pool (one mutex); a request looks in the same places before asking the
-// system. Why: glibc's malloc hands large freed blocks back to the kernel (munmap, or a trimmed
-// heap top) and the next step pays for fresh pages again, thousands of times a second in an
-// eager training loop. The system allocator stays behind the cache (docs/performance.md says
-// why not mimalloc or jemalloc).
+// Why: glibc's malloc hands large freed blocks back to the kernel (munmap, or a trimmed heap
+// top), and an eager loop asks for them again every step, paying for fresh pages thousands of
+// times a second. Here a freed buffer waits for the next request of its size.
+//
+// Sizes: a request up to 4 KiB is rounded up to a class (16, 32, 48, 64, then four per
+// doubling: at most 25 % more), a larger one to a multiple of 64 bytes, so that the large
+// buffers a program keeps (a tape's saved outputs) waste under 2 %. A freed small buffer goes
+// to the freeing thread's own lists (no lock); a large one, or a leaving thread's lists, to the
+// process pool behind one mutex (its cost is nothing next to an op on 4 KiB). The system
+// allocator stays behind the cache: the steady state never reaches it.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/buffer_cache.hpp"
@@ -25,34 +29,40 @@ namespace tapegrad {
 namespace detail {
 namespace {
 
-constexpr std::size_t kSmallestClass = 64;
-constexpr std::size_t kClassCount = 4 * (64 - 6) + 1;
-// A thread keeps buffers up to this size in its own lists, up to kThreadBytes in all.
-constexpr std::size_t kThreadLargest = std::size_t{1} << 20;
-constexpr std::size_t kThreadBytes = std::size_t{8} << 20;
+constexpr std::size_t kLargeAbove = 4096;  // larger requests: 64-byte granules, no classes
+constexpr std::size_t kGranule = 64;
+// Below this, buffers come from malloc (16-byte aligned); from it on, 64-byte aligned.
+constexpr std::size_t kAlignedFrom = 256;
+// A thread keeps at most this much in its own lists.
+constexpr std::size_t kThreadBytes = std::size_t{2} << 20;
 // The cache may always hold this much; beyond it, no more than the most ever in use at once.
 constexpr std::size_t kCacheFloor = std::size_t{256} << 20;
 
-// Class 0 is 64 bytes; then 80, 96, 112, 128, 160, ...: (4 + s + 1) << (k - 2) for the k-th
-// power of two and its quarter s.
-constexpr std::size_t class_of(std::size_t bytes) {
-  if (bytes <= kSmallestClass) return 0;
+// Classes 0-3: 16, 32, 48, 64 bytes; then (5 + s) << (k - 2) for the k-th power of two and its
+// quarter s: 80, 96, 112, 128, 160, ..., 4096.
+constexpr std::size_t small_class_of(std::size_t bytes) {
+  if (bytes <= 64) return bytes == 0 ? 0 : (bytes - 1) / 16;
   const std::size_t v = bytes - 1;
   const auto k = static_cast<std::size_t>(63 - __builtin_clzll(v));
-  const std::size_t quarter = (v >> (k - 2)) & 3;
-  return (k - 6) * 4 + quarter + 1;
+  return 4 + (k - 6) * 4 + ((v >> (k - 2)) & 3);
 }
 
-constexpr std::size_t class_bytes(std::size_t index) {
-  if (index == 0) return kSmallestClass;
-  const std::size_t k = (index - 1) / 4 + 6;
-  const std::size_t quarter = (index - 1) % 4;
-  return (5 + quarter) << (k - 2);
+constexpr std::size_t small_class_bytes(std::size_t index) {
+  if (index < 4) return (index + 1) * 16;
+  const std::size_t k = (index - 4) / 4 + 6;
+  return (5 + (index - 4) % 4) << (k - 2);
 }
 
-constexpr std::size_t kThreadClasses = class_of(kThreadLargest) + 1;
-static_assert(class_bytes(class_of(kThreadLargest)) == kThreadLargest);
-static_assert(class_of(65) == 1 && class_bytes(1) == 80 && class_bytes(class_of(129)) == 160);
+constexpr std::size_t kSmallClasses = small_class_of(kLargeAbove) + 1;
+static_assert(small_class_bytes(kSmallClasses - 1) == kLargeAbove);
+static_assert(small_class_bytes(small_class_of(65)) == 80 &&
+              small_class_bytes(small_class_of(129)) == 160 &&
+              small_class_bytes(small_class_of(8)) == 16);
+
+constexpr std::size_t rounded_bytes(std::size_t bytes) {
+  return bytes <= kLargeAbove ? small_class_bytes(small_class_of(bytes))
+                              : (bytes + kGranule - 1) / kGranule * kGranule;
+}
 
 struct BufferCounters {
   std::atomic<std::size_t> in_use{0};
@@ -78,74 +88,80 @@ bool fits_in_cache(std::size_t bytes) {
   return buffer_counters.cached.load(std::memory_order_relaxed) + bytes <= limit;
 }
 
-void free_to_system(void* buffer) { std::free(buffer); }  // NOLINT: posix_memalign's pair
+void* allocate_from_system(std::size_t bytes);
+void free_to_system(void* buffer) { std::free(buffer); }  // NOLINT: malloc's and posix_memalign's pair
 
-// Free lists per class, for one thread or for the process.
-struct BufferFreeLists {
-  std::vector<std::vector<void*>> lists;
-  explicit BufferFreeLists(std::size_t classes) : lists(classes) {}
+void* pop(std::vector<void*>& list) {
+  if (list.empty()) return nullptr;
+  void* buffer = list.back();
+  list.pop_back();
+  return buffer;
+}
 
-  void* take(std::size_t index) {
-    std::vector<void*>& list = lists[index];
-    if (list.empty()) return nullptr;
-    void* buffer = list.back();
-    list.pop_back();
-    return buffer;
+bool push(std::vector<void*>& list, void* buffer) noexcept {
+  try {
+    list.push_back(buffer);
+    return true;
+  } catch (const std::bad_alloc&) {
+    return false;
   }
-  bool put(std::size_t index, void* buffer) noexcept {
+}
+
+// Frees every buffer of `list` (each of `bytes`) to the system; returns the bytes freed.
+std::size_t free_all(std::vector<void*>& list, std::size_t bytes) noexcept {
+  for (void* buffer : list) free_to_system(buffer);
+  const std::size_t freed = list.size() * bytes;
+  std::vector<void*>().swap(list);
+  return freed;
+}
+
+using SmallLists = std::array<std::vector<void*>, kSmallClasses>;
+
+class BufferPool {
+ public:
+  void* take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes <= kLargeAbove) return pop(small_[small_class_of(bytes)]);
+    auto it = large_.find(bytes);
+    return it == large_.end() ? nullptr : pop(it->second);
+  }
+  bool put(std::size_t bytes, void* buffer) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes <= kLargeAbove) return push(small_[small_class_of(bytes)], buffer);
     try {
-      lists[index].push_back(buffer);
-      return true;
+      return push(large_[bytes], buffer);
     } catch (const std::bad_alloc&) {
       return false;
     }
   }
-  // Frees every buffer to the system; returns their bytes.
-  std::size_t release_all() noexcept {
-    std::size_t bytes = 0;
-    for (std::size_t index = 0; index < lists.size(); ++index) {
+  // Takes a leaving thread's lists; frees what cannot be kept.
+  void adopt(SmallLists& lists) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::size_t index = 0; index < kSmallClasses; ++index) {
       for (void* buffer : lists[index]) {
-        free_to_system(buffer);
-        bytes += class_bytes(index);
-      }
-      lists[index].clear();
-      lists[index].shrink_to_fit();
-    }
-    return bytes;
-  }
-};
-
-class BufferPool {
- public:
-  void* take(std::size_t index) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lists_.take(index);
-  }
-  bool put(std::size_t index, void* buffer) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lists_.put(index, buffer);
-  }
-  // Moves a thread's lists in (the thread is leaving); frees what cannot be kept.
-  void adopt(BufferFreeLists& from) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (std::size_t index = 0; index < from.lists.size(); ++index) {
-      for (void* buffer : from.lists[index]) {
-        if (!lists_.put(index, buffer)) {
+        if (!push(small_[index], buffer)) {
           free_to_system(buffer);
-          buffer_counters.cached.fetch_sub(class_bytes(index), std::memory_order_relaxed);
+          buffer_counters.cached.fetch_sub(small_class_bytes(index), std::memory_order_relaxed);
         }
       }
-      from.lists[index].clear();
+      lists[index].clear();
     }
   }
   std::size_t release_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    return lists_.release_all();
+    std::size_t freed = 0;
+    for (std::size_t index = 0; index < kSmallClasses; ++index) {
+      freed += free_all(small_[index], small_class_bytes(index));
+    }
+    for (auto& [bytes, list] : large_) freed += free_all(list, bytes);
+    large_.clear();
+    return freed;
   }
 
  private:
   std::mutex mutex_;
-  BufferFreeLists lists_{kClassCount};
+  SmallLists small_;
+  std::unordered_map<std::size_t, std::vector<void*>> large_;  // by rounded size
 };
 
 // Never destroyed: a thread leaving, or a static Tensor dying, may give buffers back after
@@ -158,12 +174,13 @@ BufferPool& buffer_pool() {
 
 thread_local bool thread_buffers_gone = false;
 
+// A thread's own lists of small buffers.
 struct ThreadBuffers {
-  BufferFreeLists lists{kThreadClasses};
+  SmallLists lists;
   std::size_t bytes = 0;
-  std::uint64_t epoch = 0;
+  std::uint64_t epoch = buffer_counters.release_epoch.load(std::memory_order_relaxed);
 
-  ThreadBuffers() : epoch(buffer_counters.release_epoch.load(std::memory_order_relaxed)) {}
+  ThreadBuffers() = default;
   ~ThreadBuffers() {
     buffer_pool().adopt(lists);
     thread_buffers_gone = true;
@@ -179,7 +196,11 @@ struct ThreadBuffers {
     release_all();
   }
   void release_all() noexcept {
-    buffer_counters.cached.fetch_sub(lists.release_all(), std::memory_order_relaxed);
+    std::size_t freed = 0;
+    for (std::size_t index = 0; index < kSmallClasses; ++index) {
+      freed += free_all(lists[index], small_class_bytes(index));
+    }
+    buffer_counters.cached.fetch_sub(freed, std::memory_order_relaxed);
     bytes = 0;
   }
 };
@@ -187,35 +208,40 @@ struct ThreadBuffers {
 // The calling thread's lists, or null while its thread_local objects are being destroyed.
 ThreadBuffers* thread_buffers() {
   if (thread_buffers_gone) return nullptr;
-  thread_local ThreadBuffers lists;
-  return &lists;
+  thread_local ThreadBuffers buffers;
+  return &buffers;
 }
 
 void* allocate_from_system(std::size_t bytes) {
-  void* buffer = nullptr;
-  if (posix_memalign(&buffer, kBufferAlignment, bytes) != 0) {
+  const auto attempt = [bytes]() -> void* {
+    if (bytes < kAlignedFrom) return std::malloc(bytes);  // NOLINT: the cache's own source
+    void* buffer = nullptr;
+    return posix_memalign(&buffer, kBufferAlignment, bytes) == 0 ? buffer : nullptr;
+  };
+  void* buffer = attempt();
+  if (buffer == nullptr) {
     release_cached_memory();  // what the cache holds may be what the request needs
-    if (posix_memalign(&buffer, kBufferAlignment, bytes) != 0) throw std::bad_alloc();
+    buffer = attempt();
+    if (buffer == nullptr) throw std::bad_alloc();
   }
   return buffer;
 }
 
 }  // namespace
 
-std::size_t buffer_class_bytes(std::size_t bytes) noexcept { return class_bytes(class_of(bytes)); }
+std::size_t buffer_class_bytes(std::size_t bytes) noexcept { return rounded_bytes(bytes); }
 
 void* acquire_buffer(std::size_t bytes) {
-  const std::size_t index = class_of(bytes);
-  const std::size_t size = class_bytes(index);
+  const std::size_t size = rounded_bytes(bytes);
   void* buffer = nullptr;
-  if (size <= kThreadLargest) {
+  if (size <= kLargeAbove) {
     if (ThreadBuffers* own = thread_buffers()) {
       own->follow_releases();
-      buffer = own->lists.take(index);
+      buffer = pop(own->lists[small_class_of(size)]);
       if (buffer != nullptr) own->bytes -= size;
     }
   }
-  if (buffer == nullptr) buffer = buffer_pool().take(index);
+  if (buffer == nullptr) buffer = buffer_pool().take(size);
   if (buffer != nullptr) {
     buffer_counters.cached.fetch_sub(size, std::memory_order_relaxed);
     buffer_counters.cache_hits.fetch_add(1, std::memory_order_relaxed);
@@ -223,7 +249,8 @@ void* acquire_buffer(std::size_t bytes) {
     buffer = allocate_from_system(size);
     buffer_counters.system_allocations.fetch_add(1, std::memory_order_relaxed);
   }
-  const std::size_t in_use = buffer_counters.in_use.fetch_add(size, std::memory_order_relaxed) + size;
+  const std::size_t in_use =
+      buffer_counters.in_use.fetch_add(size, std::memory_order_relaxed) + size;
   raise_to(buffer_counters.peak, in_use);
   raise_to(buffer_counters.all_time_peak, in_use);
   return buffer;
@@ -231,24 +258,23 @@ void* acquire_buffer(std::size_t bytes) {
 
 void release_buffer(void* buffer, std::size_t bytes) noexcept {
   if (buffer == nullptr) return;
-  const std::size_t index = class_of(bytes);
-  const std::size_t size = class_bytes(index);
+  const std::size_t size = rounded_bytes(bytes);
   buffer_counters.in_use.fetch_sub(size, std::memory_order_relaxed);
   if (!fits_in_cache(size)) {
     free_to_system(buffer);
     return;
   }
   buffer_counters.cached.fetch_add(size, std::memory_order_relaxed);
-  if (size <= kThreadLargest) {
+  if (size <= kLargeAbove) {
     if (ThreadBuffers* own = thread_buffers()) {
       own->follow_releases();
-      if (own->bytes + size <= kThreadBytes && own->lists.put(index, buffer)) {
+      if (own->bytes + size <= kThreadBytes && push(own->lists[small_class_of(size)], buffer)) {
         own->bytes += size;
         return;
       }
     }
   }
-  if (!buffer_pool().put(index, buffer)) {
+  if (!buffer_pool().put(size, buffer)) {
     buffer_counters.cached.fetch_sub(size, std::memory_order_relaxed);
     free_to_system(buffer);
   }
@@ -268,8 +294,8 @@ MemoryStats memory_stats() {
 }
 
 void reset_peak_memory() {
-  detail::buffer_counters.peak.store(detail::buffer_counters.in_use.load(std::memory_order_relaxed),
-                              std::memory_order_relaxed);
+  detail::buffer_counters.peak.store(
+      detail::buffer_counters.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void release_cached_memory() {
@@ -278,7 +304,8 @@ void release_cached_memory() {
     own->epoch = detail::buffer_counters.release_epoch.load(std::memory_order_relaxed);
     own->release_all();
   }
-  detail::buffer_counters.cached.fetch_sub(detail::buffer_pool().release_all(), std::memory_order_relaxed);
+  detail::buffer_counters.cached.fetch_sub(detail::buffer_pool().release_all(),
+                                           std::memory_order_relaxed);
 }
 
 }  // namespace tapegrad
