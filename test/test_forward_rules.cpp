@@ -9,7 +9,6 @@
 
 #include "support.hpp"
 
-#include "kernels/math_kernels.hpp"
 #include "ops/conv_ops.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math_special.hpp"

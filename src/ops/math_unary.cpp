@@ -9,6 +9,7 @@
 
 #include "kernels/int_arith.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -17,16 +18,6 @@
 namespace tapegrad {
 
 // ---- Abs --------------------------------------------------------------------------------
-
-// TanhGrad's batching rule: a fixed y (the forward's output, gradient batched) as the slope
-// 1 - y^2 computed once and broadcast, instead of y copied B times.
-static std::vector<Tensor> tanh_grad_batched(const detail::BatchingContext& op,
-                                             const std::vector<Tensor>& in) {
-  if (op.is_batched(0)) return detail::batch_all_batched<&detail::tanh_grad_op>(op, in);
-  const Tensor& y = in[0];
-  const Tensor slope = subtract(scalar(1.0, y.dtype()), multiply(y, y));
-  return {multiply(in[1], slope)};
-}
 
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -242,12 +233,13 @@ static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition tanh_op =
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(),
                               tanh_tangent, detail::batch_unary<&tapegrad::tanh>);
-constexpr OpDefinition tanh_grad_definition =
-    detail::differentiable_op("TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
-                              tanh_grad_tangent, tanh_grad_batched);
+constexpr OpDefinition tanh_grad_definition = detail::differentiable_op(
+    "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
+    detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>);
 
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -284,6 +276,11 @@ static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tang
 
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
   return detail::fused_activation_gradient(op, h[0], detail::tanh_grad_op, tanh_g_times_ds);
+}
+
+// Batched g, fixed y (the forward's output): the slope 1 - y^2 once, broadcast.
+static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, subtract(scalar(1.0, y.dtype()), multiply(y, y)));
 }
 
 // ---- Reciprocal -------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "kernels/math_kernels.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -22,15 +23,6 @@
 namespace tapegrad {
 
 // ---- Relu -------------------------------------------------------------------------------
-
-// SigmoidGrad's batching rule: a fixed y as the slope y (1 - y) computed once and broadcast.
-static std::vector<Tensor> sigmoid_grad_batched(const detail::BatchingContext& op,
-                                                const std::vector<Tensor>& in) {
-  if (op.is_batched(0)) return detail::batch_all_batched<&detail::sigmoid_grad_op>(op, in);
-  const Tensor& y = in[0];
-  const Tensor slope = multiply(y, subtract(scalar(1.0, y.dtype()), y));
-  return {multiply(in[1], slope)};
-}
 
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -93,9 +85,10 @@ static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition sigmoid_grad_definition = detail::differentiable_op(
-    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(),
-                              sigmoid_grad_tangent, sigmoid_grad_batched);
+    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(), sigmoid_grad_tangent,
+    detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
@@ -117,6 +110,11 @@ static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& t
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
   return detail::fused_activation_gradient(op, h[0], detail::sigmoid_grad_op,
                                            sigmoid_g_times_slope_derivative);
+}
+
+// Batched g, fixed y: the slope y (1 - y) once, broadcast.
+static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, multiply(y, subtract(scalar(1.0, y.dtype()), y)));
 }
 
 // ---- Softplus ---------------------------------------------------------------------------
