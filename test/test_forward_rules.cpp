@@ -87,9 +87,11 @@ const std::map<std::string, Example>& examples() {
     t["Minimum"] = binary(tapegrad::minimum, row, b);
     // nn.cpp
     t["Relu"] = unary(tapegrad::relu, a);
+    t["ReluGrad"] = binary(detail::relu_grad_op, tapegrad::relu(a), b);
     t["Sigmoid"] = unary(tapegrad::sigmoid, a);
     t["SigmoidGrad"] = binary(detail::sigmoid_grad_op, tapegrad::sigmoid(a), b);
     t["Softplus"] = unary(tapegrad::softplus, a);
+    t["SoftplusGrad"] = binary(detail::softplus_grad_op, a, b);
     t["Softmax"] = Example{{a}, [](const auto& in) { return Outputs{softmax(in[0], 0)}; }};
     t["LogSoftmax"] = Example{{a}, [](const auto& in) { return Outputs{log_softmax(in[0], -1)}; }};
     t["SoftmaxCrossEntropyWithLogits"] =

@@ -26,6 +26,8 @@ FusedGradient fused_gradient_named(const char* name) {
   static constexpr std::pair<const char*, FusedGradient> kFused[] = {
       {"TanhGrad", tanh_grad_op},
       {"SigmoidGrad", sigmoid_grad_op},
+      {"ReluGrad", relu_grad_op},
+      {"SoftplusGrad", softplus_grad_op},
   };
   for (const auto& [fused_name, fused] : kFused) {
     if (same(name, fused_name)) return fused;

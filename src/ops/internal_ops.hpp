@@ -41,13 +41,15 @@ Tensor diagonal_blocks(const Tensor& d, std::size_t n, const Shape& shape);
 // (k * n elements).
 Tensor diagonal_blocks_part(const Tensor& dense, std::size_t n, const Shape& shape);
 
-// The fused activation gradients (TF's TanhGrad, SigmoidGrad): F(y, g) = g s(y), an
-// activation's gradient as one kernel writing one buffer instead of a chain of elementwise
-// ops, for y and g of one shape and one floating dtype. y is what the activation keeps (here
-// its output) and s its slope written in y. Each is itself differentiable (linear in g), with
-// a forward and a batching rule, so higher orders, forward mode and vectorized_map see an
-// ordinary op.
-Tensor tanh_grad_op(const Tensor& y, const Tensor& g);     // g (1 - y^2)
-Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);  // g y (1 - y)
+// The fused activation gradients (TF's TanhGrad, SigmoidGrad, ReluGrad, ...): F(y, g) =
+// g s(y), an activation's gradient as one kernel writing one buffer instead of a chain of
+// elementwise ops, for y and g of one shape and one floating dtype. y is what the activation
+// keeps, its output or (SoftplusGrad) its input x, and s its slope written in it. Each is
+// itself differentiable (linear in g), with a forward and a batching rule, so higher orders,
+// forward mode and vectorized_map see an ordinary op.
+Tensor tanh_grad_op(const Tensor& y, const Tensor& g);      // g (1 - y^2)
+Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);   // g y (1 - y)
+Tensor relu_grad_op(const Tensor& y, const Tensor& g);      // y > 0 ? g : 0
+Tensor softplus_grad_op(const Tensor& x, const Tensor& g);  // g sigmoid(x)
 
 }  // namespace tapegrad::detail
