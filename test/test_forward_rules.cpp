@@ -58,6 +58,8 @@ const std::map<std::string, Example>& examples() {
     t["Cos"] = unary(tapegrad::cos, a);
     t["Expm1"] = unary(tapegrad::expm1, a);
     t["Rsqrt"] = unary(tapegrad::rsqrt, p);
+    t["SqrtGrad"] = binary(detail::sqrt_grad_op, tapegrad::sqrt(p), b);
+    t["RsqrtGrad"] = binary(detail::rsqrt_grad_op, tapegrad::rsqrt(p), b);
     // math_trig.cpp (a is in [-1, 1): scaled into asin's and atanh's open domain)
     const Tensor inside = multiply(a, scalar(0.8, DType::Float64));
     t["Tan"] = unary(tapegrad::tan, a);
@@ -76,6 +78,7 @@ const std::map<std::string, Example>& examples() {
     t["Tanh"] = unary(tapegrad::tanh, a);
     t["TanhGrad"] = binary(detail::tanh_grad_op, tapegrad::tanh(a), b);
     t["Reciprocal"] = unary(tapegrad::reciprocal, p);
+    t["ReciprocalGrad"] = binary(detail::reciprocal_grad_op, tapegrad::reciprocal(p), b);
     // math.cpp: the broadcasting ones with a row operand on either side.
     t["Add"] = binary(tapegrad::add, a, row);
     t["Sub"] = binary(tapegrad::subtract, row, a);

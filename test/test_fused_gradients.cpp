@@ -28,7 +28,7 @@ struct FusedCase {
   Activation activation;
   Fused fused;
   bool from_output;  // the op's first operand is the activation's output (else its input)
-  Fused unfused;     // the chain of elementwise ops the op replaced, on the same operands
+  Fused unfused;     // the chain of elementwise ops the op replaced, as a function of (x, g)
   double (*first)(double);   // f'(x)
   double (*second)(double);  // f''(x)
   double lo, hi;             // a domain where f is smooth (relu: away from 0 below)
@@ -40,19 +40,22 @@ double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 
 // ---- The cases: each activation's rule before it was fused, and its derivatives ------------
 
-Tensor tanh_unfused(const Tensor& y, const Tensor& g) {
+Tensor tanh_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = tanh(x);
   return multiply(g, subtract(constant_like(1, y), multiply(y, y)));
 }
 double tanh_first(double x) { return 1 - std::tanh(x) * std::tanh(x); }
 double tanh_second(double x) { return -2 * std::tanh(x) * tanh_first(x); }
 
-Tensor sigmoid_unfused(const Tensor& y, const Tensor& g) {
+Tensor sigmoid_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = sigmoid(x);
   return multiply(g, multiply(y, subtract(constant_like(1, y), y)));
 }
 double sigmoid_first(double x) { return sigmoid_ref(x) * (1 - sigmoid_ref(x)); }
 double sigmoid_second(double x) { return sigmoid_first(x) * (1 - 2 * sigmoid_ref(x)); }
 
-Tensor relu_unfused(const Tensor& y, const Tensor& g) {
+Tensor relu_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = relu(x);
   return where(greater(y, constant_like(0, y)), g, constant_like(0, g));
 }
 double relu_first(double x) { return x > 0 ? 1 : 0; }
@@ -60,6 +63,27 @@ double relu_second(double) { return 0; }
 
 Tensor softplus_unfused(const Tensor& x, const Tensor& g) { return multiply(g, sigmoid(x)); }
 double softplus_second(double x) { return sigmoid_first(x); }
+
+Tensor reciprocal_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = reciprocal(x);
+  return negative(multiply(g, multiply(y, y)));
+}
+double reciprocal_first(double x) { return -1 / (x * x); }
+double reciprocal_second(double x) { return 2 / (x * x * x); }
+
+Tensor sqrt_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = sqrt(x);
+  return divide(g, multiply(y, constant_like(2, y)));
+}
+double sqrt_first(double x) { return 0.5 / std::sqrt(x); }
+double sqrt_second(double x) { return -0.25 / (x * std::sqrt(x)); }
+
+// The rule read the input then: g (-1/2) rsqrt(x) / x.
+Tensor rsqrt_unfused(const Tensor& x, const Tensor& g) {
+  return multiply(g, multiply(constant_like(-0.5, x), divide(rsqrt(x), x)));
+}
+double rsqrt_first(double x) { return -0.5 / (x * std::sqrt(x)); }
+double rsqrt_second(double x) { return 0.75 / (x * x * std::sqrt(x)); }
 
 const std::vector<FusedCase>& fused_cases() {
   static const std::vector<FusedCase> cases = {
@@ -71,6 +95,12 @@ const std::vector<FusedCase>& fused_cases() {
        2},
       {"SoftplusGrad", softplus, detail::softplus_grad_op, false, softplus_unfused, sigmoid_ref,
        softplus_second, -3, 3},
+      {"ReciprocalGrad", reciprocal, detail::reciprocal_grad_op, true, reciprocal_unfused,
+       reciprocal_first, reciprocal_second, 0.3, 3},
+      {"SqrtGrad", tapegrad::sqrt, detail::sqrt_grad_op, true, sqrt_unfused, sqrt_first,
+       sqrt_second, 0.3, 3},
+      {"RsqrtGrad", rsqrt, detail::rsqrt_grad_op, true, rsqrt_unfused, rsqrt_first,
+       rsqrt_second, 0.3, 3},
   };
   return cases;
 }
@@ -156,7 +186,7 @@ TEST_CASE("each fused op equals the elementwise chain it replaced, also at infin
       const Tensor g = from_values(gs, shape, dtype);
       const Tensor v = kept(fc, x);
       const double tolerance = dtype == DType::Float64 ? 1e-15 : 1e-6;
-      require_same_values(fc.fused(v, g), fc.unfused(v, g), tolerance);
+      require_same_values(fc.fused(v, g), fc.unfused(x, g), tolerance);
       // Operands that were transposed (a copy with other strides) give the transposed result.
       require_same_values(fc.fused(transpose(v), transpose(g)), transpose(fc.fused(v, g)), 0);
     }

@@ -638,6 +638,9 @@ std::vector<Case> op_cases() {
   const std::vector<Fused> fused = {
       {"ReluGrad", [](const Tensor& x) { return relu(x); }, -1.0},
       {"SoftplusGrad", [](const Tensor& x) { return softplus(x); }, -1.0},
+      {"ReciprocalGrad", [](const Tensor& x) { return reciprocal(x); }, 0.5},
+      {"SqrtGrad", [](const Tensor& x) { return sqrt(x); }, 0.5},
+      {"RsqrtGrad", [](const Tensor& x) { return rsqrt(x); }, 0.5},
   };
   unsigned fused_seed = 179;
   for (const Fused& f : fused) {

@@ -28,6 +28,9 @@ FusedGradient fused_gradient_named(const char* name) {
       {"SigmoidGrad", sigmoid_grad_op},
       {"ReluGrad", relu_grad_op},
       {"SoftplusGrad", softplus_grad_op},
+      {"ReciprocalGrad", reciprocal_grad_op},
+      {"SqrtGrad", sqrt_grad_op},
+      {"RsqrtGrad", rsqrt_grad_op},
   };
   for (const auto& [fused_name, fused] : kFused) {
     if (same(name, fused_name)) return fused;

@@ -51,5 +51,8 @@ Tensor tanh_grad_op(const Tensor& y, const Tensor& g);      // g (1 - y^2)
 Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);   // g y (1 - y)
 Tensor relu_grad_op(const Tensor& y, const Tensor& g);      // y > 0 ? g : 0
 Tensor softplus_grad_op(const Tensor& x, const Tensor& g);  // g sigmoid(x)
+Tensor reciprocal_grad_op(const Tensor& y, const Tensor& g);  // -g y^2
+Tensor sqrt_grad_op(const Tensor& y, const Tensor& g);        // g / (2 y)
+Tensor rsqrt_grad_op(const Tensor& y, const Tensor& g);       // -g y^3 / 2
 
 }  // namespace tapegrad::detail
