@@ -240,9 +240,12 @@ const std::map<std::string, Example>& examples() {
     // ---- nn_activations.cpp (ops-special) ----
     t["LeakyRelu"] = Example{{a}, [](const auto& in) { return Outputs{leaky_relu(in[0], 0.1)}; }};
     t["Elu"] = unary(tapegrad::elu, a);
+    t["EluGrad"] = binary(detail::elu_grad_op, tapegrad::elu(a), b);
     t["Selu"] = unary(tapegrad::selu, a);
     t["Gelu"] = Example{{a}, [](const auto& in) { return Outputs{gelu(in[0], false)}; }};
     t["GeluTanh"] = Example{{a}, [](const auto& in) { return Outputs{gelu(in[0], true)}; }};
+    t["GeluGrad"] = binary(detail::gelu_grad_op, a, b);
+    t["GeluTanhGrad"] = binary(detail::gelu_tanh_grad_op, a, b);
     t["Silu"] = unary(tapegrad::silu, a);
     t["LogSigmoid"] = unary(tapegrad::log_sigmoid, a);
     t["Softsign"] = unary(tapegrad::softsign, a);

@@ -38,6 +38,14 @@ Tensor constant_like(double v, const Tensor& like) { return scalar(v, like.dtype
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 
+Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
+Tensor gelu_approximate(const Tensor& x) { return gelu(x, true); }
+
+constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
 // ---- The cases: each activation's rule before it was fused, and its derivatives ------------
 
 Tensor tanh_unfused(const Tensor& x, const Tensor& g) {
@@ -63,6 +71,53 @@ double relu_second(double) { return 0; }
 
 Tensor softplus_unfused(const Tensor& x, const Tensor& g) { return multiply(g, sigmoid(x)); }
 double softplus_second(double x) { return sigmoid_first(x); }
+
+Tensor elu_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor y = elu(x);
+  const Tensor one = constant_like(1, y);
+  return multiply(g, where(less(y, constant_like(0, y)), add(y, one), one));
+}
+double elu_first(double x) { return x < 0 ? std::exp(x) : 1; }
+double elu_second(double x) { return x < 0 ? std::exp(x) : 0; }
+
+// Phi(x) + x phi(x), Phi written with erf as the rule wrote it.
+Tensor gelu_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor erf_term = erf(multiply(x, constant_like(kSqrtHalf, x)));
+  const Tensor cdf = multiply(constant_like(0.5, x), add(constant_like(1, x), erf_term));
+  const Tensor pdf = multiply(constant_like(kInvSqrt2Pi, x),
+                              exp(multiply(constant_like(-0.5, x), square(x))));
+  return multiply(g, add(cdf, multiply(x, pdf)));
+}
+double gelu_pdf(double x) { return kInvSqrt2Pi * std::exp(-0.5 * x * x); }
+double gelu_first(double x) { return 0.5 * std::erfc(-x * kSqrtHalf) + x * gelu_pdf(x); }
+double gelu_second(double x) { return gelu_pdf(x) * (2 - x * x); }
+
+// With u = k (x + c x^3), t = tanh u: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2).
+Tensor gelu_tanh_unfused(const Tensor& x, const Tensor& g) {
+  const Tensor x2 = square(x);
+  const Tensor u = multiply(constant_like(kSqrt2OverPi, x),
+                            add(x, multiply(constant_like(kGeluCubic, x), multiply(x2, x))));
+  const Tensor t = tanh(u);
+  const Tensor cubic = multiply(constant_like(3 * kGeluCubic, x), x2);
+  const Tensor du = multiply(constant_like(kSqrt2OverPi, x), add(constant_like(1, x), cubic));
+  const Tensor half = constant_like(0.5, x);
+  const Tensor slope =
+      add(multiply(half, add(constant_like(1, x), t)),
+          multiply(multiply(half, x), multiply(subtract(constant_like(1, x), square(t)), du)));
+  return multiply(g, slope);
+}
+double gelu_tanh_t(double x) { return std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)); }
+double gelu_tanh_du(double x) { return kSqrt2OverPi * (1 + 3 * kGeluCubic * x * x); }
+double gelu_tanh_first(double x) {
+  const double t = gelu_tanh_t(x);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * gelu_tanh_du(x);
+}
+// d/dx of the above, with d2u/dx2 = 6 k c x: (1 - t^2) (2 du - k - x t du^2).
+double gelu_tanh_second(double x) {
+  const double t = gelu_tanh_t(x);
+  const double du = gelu_tanh_du(x);
+  return (1 - t * t) * (2 * du - kSqrt2OverPi - x * t * du * du);
+}
 
 Tensor reciprocal_unfused(const Tensor& x, const Tensor& g) {
   const Tensor y = reciprocal(x);
@@ -95,6 +150,11 @@ const std::vector<FusedCase>& fused_cases() {
        2},
       {"SoftplusGrad", softplus, detail::softplus_grad_op, false, softplus_unfused, sigmoid_ref,
        softplus_second, -3, 3},
+      {"EluGrad", elu, detail::elu_grad_op, true, elu_unfused, elu_first, elu_second, -2, 2},
+      {"GeluGrad", gelu_exact, detail::gelu_grad_op, false, gelu_unfused, gelu_first,
+       gelu_second, -3, 3},
+      {"GeluTanhGrad", gelu_approximate, detail::gelu_tanh_grad_op, false, gelu_tanh_unfused,
+       gelu_tanh_first, gelu_tanh_second, -3, 3},
       {"ReciprocalGrad", reciprocal, detail::reciprocal_grad_op, true, reciprocal_unfused,
        reciprocal_first, reciprocal_second, 0.3, 3},
       {"SqrtGrad", tapegrad::sqrt, detail::sqrt_grad_op, true, sqrt_unfused, sqrt_first,

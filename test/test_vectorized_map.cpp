@@ -638,6 +638,9 @@ std::vector<Case> op_cases() {
   const std::vector<Fused> fused = {
       {"ReluGrad", [](const Tensor& x) { return relu(x); }, -1.0},
       {"SoftplusGrad", [](const Tensor& x) { return softplus(x); }, -1.0},
+      {"EluGrad", [](const Tensor& x) { return elu(x); }, -1.0},
+      {"GeluGrad", [](const Tensor& x) { return gelu(x, false); }, -1.0},
+      {"GeluTanhGrad", [](const Tensor& x) { return gelu(x, true); }, -1.0},
       {"ReciprocalGrad", [](const Tensor& x) { return reciprocal(x); }, 0.5},
       {"SqrtGrad", [](const Tensor& x) { return sqrt(x); }, 0.5},
       {"RsqrtGrad", [](const Tensor& x) { return rsqrt(x); }, 0.5},
