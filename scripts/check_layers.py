@@ -43,7 +43,6 @@ KNOWN = {
     ("src/functional/check.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,
     ("src/functional/functional.cpp", "runtime/imperative_grad.hpp"): TAPE_INTERNALS,
     ("src/functional/functional.cpp", "runtime/tape_stack.hpp"): TAPE_INTERNALS,
-    ("src/functional/identity_rows.cpp", "kernels/math_kernels.hpp"): KERNEL_HELPERS,
     ("src/functional/identity_rows.cpp", "ops/internal_ops.hpp"): INTERNAL_OPS,
     ("src/functional/identity_rows.hpp", "runtime/op_definition.hpp"): TAPE_INTERNALS,
     ("src/functional/jacobian.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,

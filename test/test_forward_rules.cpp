@@ -9,7 +9,6 @@
 
 #include "support.hpp"
 
-#include "kernels/math_kernels.hpp"
 #include "ops/conv_ops.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math_special.hpp"
@@ -59,6 +58,8 @@ const std::map<std::string, Example>& examples() {
     t["Cos"] = unary(tapegrad::cos, a);
     t["Expm1"] = unary(tapegrad::expm1, a);
     t["Rsqrt"] = unary(tapegrad::rsqrt, p);
+    t["SqrtGrad"] = binary(detail::sqrt_grad_op, tapegrad::sqrt(p), b);
+    t["RsqrtGrad"] = binary(detail::rsqrt_grad_op, tapegrad::rsqrt(p), b);
     // math_trig.cpp (a is in [-1, 1): scaled into asin's and atanh's open domain)
     const Tensor inside = multiply(a, scalar(0.8, DType::Float64));
     t["Tan"] = unary(tapegrad::tan, a);
@@ -77,6 +78,7 @@ const std::map<std::string, Example>& examples() {
     t["Tanh"] = unary(tapegrad::tanh, a);
     t["TanhGrad"] = binary(detail::tanh_grad_op, tapegrad::tanh(a), b);
     t["Reciprocal"] = unary(tapegrad::reciprocal, p);
+    t["ReciprocalGrad"] = binary(detail::reciprocal_grad_op, tapegrad::reciprocal(p), b);
     // math.cpp: the broadcasting ones with a row operand on either side.
     t["Add"] = binary(tapegrad::add, a, row);
     t["Sub"] = binary(tapegrad::subtract, row, a);
@@ -88,9 +90,11 @@ const std::map<std::string, Example>& examples() {
     t["Minimum"] = binary(tapegrad::minimum, row, b);
     // nn.cpp
     t["Relu"] = unary(tapegrad::relu, a);
+    t["ReluGrad"] = binary(detail::relu_grad_op, tapegrad::relu(a), b);
     t["Sigmoid"] = unary(tapegrad::sigmoid, a);
     t["SigmoidGrad"] = binary(detail::sigmoid_grad_op, tapegrad::sigmoid(a), b);
     t["Softplus"] = unary(tapegrad::softplus, a);
+    t["SoftplusGrad"] = binary(detail::softplus_grad_op, a, b);
     t["Softmax"] = Example{{a}, [](const auto& in) { return Outputs{softmax(in[0], 0)}; }};
     t["LogSoftmax"] = Example{{a}, [](const auto& in) { return Outputs{log_softmax(in[0], -1)}; }};
     t["SoftmaxCrossEntropyWithLogits"] =
@@ -236,9 +240,12 @@ const std::map<std::string, Example>& examples() {
     // ---- nn_activations.cpp (ops-special) ----
     t["LeakyRelu"] = Example{{a}, [](const auto& in) { return Outputs{leaky_relu(in[0], 0.1)}; }};
     t["Elu"] = unary(tapegrad::elu, a);
+    t["EluGrad"] = binary(detail::elu_grad_op, tapegrad::elu(a), b);
     t["Selu"] = unary(tapegrad::selu, a);
     t["Gelu"] = Example{{a}, [](const auto& in) { return Outputs{gelu(in[0], false)}; }};
     t["GeluTanh"] = Example{{a}, [](const auto& in) { return Outputs{gelu(in[0], true)}; }};
+    t["GeluGrad"] = binary(detail::gelu_grad_op, a, b);
+    t["GeluTanhGrad"] = binary(detail::gelu_tanh_grad_op, a, b);
     t["Silu"] = unary(tapegrad::silu, a);
     t["LogSigmoid"] = unary(tapegrad::log_sigmoid, a);
     t["Softsign"] = unary(tapegrad::softsign, a);

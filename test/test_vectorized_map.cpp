@@ -627,6 +627,38 @@ std::vector<Case> op_cases() {
   cases.push_back({"SigmoidGrad, g batched", {"SigmoidGrad"},
                    gradient_at(random_tensor({2, 3}, 51), [](const Tensor& x) { return sigmoid(x); }),
                    {batch_of({2, 3}, 52)}});
+  // The other fused activation gradients the same two ways: g batched at a fixed x (the slope
+  // once, broadcast), and x batched (what the op keeps is batched too). Positive x where the
+  // activation needs it.
+  struct Fused {
+    std::string op;
+    std::function<Tensor(const Tensor&)> activation;
+    double lo;
+  };
+  const std::vector<Fused> fused = {
+      {"ReluGrad", [](const Tensor& x) { return relu(x); }, -1.0},
+      {"SoftplusGrad", [](const Tensor& x) { return softplus(x); }, -1.0},
+      {"EluGrad", [](const Tensor& x) { return elu(x); }, -1.0},
+      {"GeluGrad", [](const Tensor& x) { return gelu(x, false); }, -1.0},
+      {"GeluTanhGrad", [](const Tensor& x) { return gelu(x, true); }, -1.0},
+      {"ReciprocalGrad", [](const Tensor& x) { return reciprocal(x); }, 0.5},
+      {"SqrtGrad", [](const Tensor& x) { return sqrt(x); }, 0.5},
+      {"RsqrtGrad", [](const Tensor& x) { return rsqrt(x); }, 0.5},
+  };
+  unsigned fused_seed = 179;
+  for (const Fused& f : fused) {
+    cases.push_back({f.op + ", g batched", {f.op},
+                     gradient_at(random_tensor({2, 3}, fused_seed, f.lo, 2.0), f.activation),
+                     {batch_of({2, 3}, fused_seed + 1)}});
+    cases.push_back({f.op + ", x batched", {f.op},
+                     [activation = f.activation](const std::vector<Tensor>& in) {
+                       GradientTape tape;
+                       tape.watch(in[0]);
+                       return std::vector<Tensor>{tape.gradient(activation(in[0]), in[0])};
+                     },
+                     {batch_of({2, 3}, fused_seed + 2, f.lo, 2.0)}});
+    fused_seed += 3;
+  }
 
   const Tensor w = random_tensor({3, 4}, 53);
   const Tensor w3 = random_tensor({2, 3, 4}, 54);

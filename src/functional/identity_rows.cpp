@@ -2,8 +2,8 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
-#include "kernels/math_kernels.hpp"
 #include "ops/internal_ops.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/linalg.hpp"
@@ -17,6 +17,29 @@ std::vector<std::int64_t> dims(const Shape& shape) {
 }
 
 bool same(const char* a, const char* b) { return std::strcmp(a, b) == 0; }
+
+// The fused activation gradient named `name` (ops/internal_ops.hpp), or null. Each is F(y, g) =
+// g s(y), linear in g: with y constant and g diagonal (row b is e_b d[b]), row b of the
+// output is e_b F(y, d)[b], so F of the diagonal is the output's diagonal.
+using FusedGradient = Tensor (*)(const Tensor& y, const Tensor& g);
+FusedGradient fused_gradient_named(const char* name) {
+  static constexpr std::pair<const char*, FusedGradient> kFused[] = {
+      {"TanhGrad", tanh_grad_op},
+      {"SigmoidGrad", sigmoid_grad_op},
+      {"ReluGrad", relu_grad_op},
+      {"SoftplusGrad", softplus_grad_op},
+      {"EluGrad", elu_grad_op},
+      {"GeluGrad", gelu_grad_op},
+      {"GeluTanhGrad", gelu_tanh_grad_op},
+      {"ReciprocalGrad", reciprocal_grad_op},
+      {"SqrtGrad", sqrt_grad_op},
+      {"RsqrtGrad", rsqrt_grad_op},
+  };
+  for (const auto& [fused_name, fused] : kFused) {
+    if (same(name, fused_name)) return fused;
+  }
+  return nullptr;
+}
 
 // A constant that broadcasts into `shape` without changing it.
 bool fits_into(const Tensor& c, const Shape& shape) {
@@ -122,10 +145,9 @@ std::optional<std::vector<Tensor>> diagonal_outputs(const OpDefinition& op, cons
     }
     return std::vector<Tensor>{divide(diag(0), constants[1])};
   }
-  if (same(name, "TanhGrad") || same(name, "SigmoidGrad")) {
+  if (const FusedGradient fused = fused_gradient_named(name)) {
     if (is_diag(0) || !is_diag(1) || constants[0].shape() != diag(1).shape()) return std::nullopt;
-    return std::vector<Tensor>{same(name, "TanhGrad") ? tanh_grad_op(constants[0], diag(1))
-                                                      : sigmoid_grad_op(constants[0], diag(1))};
+    return std::vector<Tensor>{fused(constants[0], diag(1))};
   }
   return std::nullopt;
 }

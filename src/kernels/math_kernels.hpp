@@ -95,12 +95,8 @@ Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Expression exp
   });
 }
 
-// Fused activation gradients (TF's TanhGrad, SigmoidGrad): g * (1 - y^2) and g * y * (1 - y)
-// for y and g of one shape, each differentiable.
-Tensor tanh_grad_op(const Tensor& y, const Tensor& g);
-Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);
-
-// The kernel both share: fn(y, g) elementwise for y and g of one shape and floating dtype.
+// The kernel of the fused activation gradients (TanhGrad, ...: ops/internal_ops.hpp): fn(y, g)
+// elementwise for y and g of one shape and floating dtype.
 template <class ScalarFn>
 Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
   require_same_dtype(op, y, g);

@@ -8,6 +8,9 @@
 //   batch_binary_broadcasting<&tapegrad::add> the same, picking a binary op's Tensor-Tensor form
 //   batch_all_batched<&detail::tanh_grad_op>  any op over leading axes whose inputs must agree
 //                                              on them: unbatched inputs are broadcast first
+//   batch_fused_activation<&detail::tanh_grad_op, &fixed_y>
+//                                              a fused activation gradient F(y, g): the
+//                                              above, or fixed_y(y, g) when y is fixed
 //   batch_axis<&tapegrad::softmax>            f(x, int axis), the recorded "axis" shifted
 //   batch_reduction<&tapegrad::reduce_sum>    f(x, axes, keepdims), recorded "axes" shifted
 //   batch_into_first_axis<&conv2d_fn>         ops of a fixed rank whose first input has a
@@ -101,6 +104,17 @@ std::vector<Tensor> batch_all_batched(const BatchingContext& op,
   all.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) all.push_back(with_batch_axis(op, inputs, i));
   return call_with_all<Forward>(all);
+}
+
+// A fused activation gradient F(y, g) = g s(y) (ops/internal_ops.hpp): with y batched, F on
+// the whole batch (a fixed g broadcast first); with y fixed, `FixedY`(y, g) on the batch of g,
+// which computes the slope s(y) once on y's example and broadcasts it instead of copying y
+// B times.
+template <BinaryForward Fused, BinaryForward FixedY>
+std::vector<Tensor> batch_fused_activation(const BatchingContext& op,
+                                           const std::vector<Tensor>& inputs) {
+  if (op.is_batched(0)) return batch_all_batched<Fused>(op, inputs);
+  return {FixedY(inputs[0], inputs[1])};
 }
 
 // The recorded non-negative "axis" of the example, as an axis of the batch.

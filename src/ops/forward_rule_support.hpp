@@ -58,7 +58,7 @@ Tangents unary_tangent(const ForwardContext& op, const Tangents& tangents, F f) 
   return {output_tangent(op, 0, {if_defined(tangents[0], f)})};
 }
 
-// The tangent of a fused activation gradient F(y, g) = g s'(y) (TanhGrad, SigmoidGrad):
+// The tangent of a fused activation gradient F(y, g) = g s'(y) (TanhGrad, SoftplusGrad, ...):
 // dF = F(y, dg) + dy g s''(y), with `g_times_ds`(y, g) = g s''(y); the forward-mode side of
 // op_support.hpp's fused_activation_gradient.
 inline Tangents fused_activation_tangent(const ForwardContext& op, const Tangents& tangents,

@@ -1,6 +1,8 @@
-// The built-in ops that tapegrad's runtime records for itself, defined in src/ops/ like every
-// other op: ReadVariableOp (variable_read.cpp), JacobianPack and JacobianUnpack
-// and JacobianDiagonal, JacobianDiagonalPart (array_rows.cpp). The runtime calls only these functions; the ops' definitions and
+// The built-in ops that are not public API, defined in src/ops/ like every other op: those
+// tapegrad's runtime records for itself, ReadVariableOp (variable_read.cpp), JacobianPack and
+// JacobianUnpack and JacobianDiagonal, JacobianDiagonalPart (array_rows.cpp), and the fused
+// activation gradients, which the activations' rules and the vectorized Jacobian's diagonal
+// seed (identity_rows.cpp) call. Others call only these functions; the ops' definitions and
 // gradients stay in their files.
 #pragma once
 
@@ -38,5 +40,22 @@ Tensor diagonal_blocks(const Tensor& d, std::size_t n, const Shape& shape);
 // The inverse: the k blocks' diagonals of `dense` (k * n * n elements) as a tensor of `shape`
 // (k * n elements).
 Tensor diagonal_blocks_part(const Tensor& dense, std::size_t n, const Shape& shape);
+
+// The fused activation gradients (TF's TanhGrad, SigmoidGrad, ReluGrad, ...): F(y, g) =
+// g s(y), an activation's gradient as one kernel writing one buffer instead of a chain of
+// elementwise ops, for y and g of one shape and one floating dtype. y is what the activation
+// keeps, its output or (SoftplusGrad, GeluGrad, GeluTanhGrad) its input x, and s its slope
+// written in it. Each is itself differentiable (linear in g), with a forward and a batching
+// rule, so higher orders, forward mode and vectorized_map see an ordinary op.
+Tensor tanh_grad_op(const Tensor& y, const Tensor& g);        // g (1 - y^2)
+Tensor sigmoid_grad_op(const Tensor& y, const Tensor& g);     // g y (1 - y)
+Tensor relu_grad_op(const Tensor& y, const Tensor& g);        // y > 0 ? g : 0
+Tensor softplus_grad_op(const Tensor& x, const Tensor& g);    // g sigmoid(x)
+Tensor elu_grad_op(const Tensor& y, const Tensor& g);         // y < 0 ? g (y + 1) : g
+Tensor gelu_grad_op(const Tensor& x, const Tensor& g);        // g (Phi(x) + x phi(x))
+Tensor gelu_tanh_grad_op(const Tensor& x, const Tensor& g);   // gelu(x, true)'s slope times g
+Tensor reciprocal_grad_op(const Tensor& y, const Tensor& g);  // -g y^2
+Tensor sqrt_grad_op(const Tensor& y, const Tensor& g);        // g / (2 y)
+Tensor rsqrt_grad_op(const Tensor& y, const Tensor& g);       // -g y^3 / 2
 
 }  // namespace tapegrad::detail

@@ -1,5 +1,6 @@
-// One-input math: abs, sign, square, sqrt, exp, log, log1p, sin, cos, tanh (and its fused
-// gradient TanhGrad), reciprocal. Negation is with the arithmetic in math.cpp.
+// One-input math: abs, sign, square, sqrt, exp, log, log1p, sin, cos, tanh, reciprocal, expm1,
+// rsqrt, and the fused gradients SqrtGrad, TanhGrad, ReciprocalGrad, RsqrtGrad. Negation is
+// with the arithmetic in math.cpp.
 // Each op reads top to bottom: its definition, its forward, its gradient. Everything but the
 // public functions has internal linkage (static, constexpr).
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "kernels/int_arith.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -17,16 +19,6 @@
 namespace tapegrad {
 
 // ---- Abs --------------------------------------------------------------------------------
-
-// TanhGrad's batching rule: a fixed y (the forward's output, gradient batched) as the slope
-// 1 - y^2 computed once and broadcast, instead of y copied B times.
-static std::vector<Tensor> tanh_grad_batched(const detail::BatchingContext& op,
-                                             const std::vector<Tensor>& in) {
-  if (op.is_batched(0)) return detail::batch_all_batched<&detail::tanh_grad_op>(op, in);
-  const Tensor& y = in[0];
-  const Tensor slope = subtract(scalar(1.0, y.dtype()), multiply(y, y));
-  return {multiply(in[1], slope)};
-}
 
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -103,29 +95,59 @@ static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g) 
   return {multiply(g[0], multiply(x, scalar(2.0, x.dtype())))};
 }
 
-// ---- Sqrt -------------------------------------------------------------------------------
+// ---- Sqrt, SqrtGrad ---------------------------------------------------------------------
 
 static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents);
+static Grads sqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents sqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor sqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition sqrt_op =
     detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(),
                               sqrt_tangent, detail::batch_unary<&tapegrad::sqrt>);
+constexpr OpDefinition sqrt_grad_definition = detail::differentiable_op(
+    "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
+    detail::batch_fused_activation<&detail::sqrt_grad_op, &sqrt_grad_fixed_y>);
 
 Tensor sqrt(const Tensor& x) {
   return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return std::sqrt(v); });
 }
 
-static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const Tensor& y = op.outputs[0];
-  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return divide(dx, multiply(y, scalar(2.0, y.dtype())));
-  });
+// g / (2 y) with g halved instead of y doubled: one rounding either way, and no overflow of
+// 2 y for the largest y.
+Tensor detail::sqrt_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel(
+      "SqrtGrad", y, g, [](auto yv, auto gv) { return gv * decltype(gv)(0.5) / yv; });
+  record(sqrt_grad_definition, {&y, &g}, out);
+  return out;
 }
 
-// From the kept output: d sqrt(x) = 1 / (2 sqrt(x)).
+static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::sqrt_grad_op(op.outputs[0], dx); });
+}
+
+// One fused op (TF's SqrtGrad) from the kept output: d sqrt(x) = 1 / (2 sqrt(x)).
 static Grads sqrt_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  const Tensor& y = op.outputs()[0];
-  return {divide(g[0], multiply(y, scalar(2.0, y.dtype())))};
+  return {detail::sqrt_grad_op(op.outputs()[0], g[0])};
+}
+
+// SqrtGrad(y, g) = g / (2 y): its slope in y is -1 / (2 y^2), so g s'(y) = -SqrtGrad(y, g) / y.
+static Tensor sqrt_g_times_ds(const Tensor& y, const Tensor& g) {
+  return negative(divide(detail::sqrt_grad_op(y, g), y));
+}
+
+static Tangents sqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::sqrt_grad_op, sqrt_g_times_ds);
+}
+
+static Grads sqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::sqrt_grad_op, sqrt_g_times_ds);
+}
+
+// Batched g, fixed y: the slope 1 / (2 y) once, broadcast.
+static Tensor sqrt_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, divide(scalar(0.5, y.dtype()), y));
 }
 
 // ---- Exp, Log ---------------------------------------------------------------------------
@@ -242,12 +264,13 @@ static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition tanh_op =
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(),
                               tanh_tangent, detail::batch_unary<&tapegrad::tanh>);
-constexpr OpDefinition tanh_grad_definition =
-    detail::differentiable_op("TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
-                              tanh_grad_tangent, tanh_grad_batched);
+constexpr OpDefinition tanh_grad_definition = detail::differentiable_op(
+    "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
+    detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>);
 
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -273,73 +296,153 @@ static Grads tanh_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {detail::tanh_grad_op(op.outputs()[0], g[0])};
 }
 
-// TanhGrad(y, g) = g (1 - y^2), so g s'(y) = -2 g y.
-static Tensor tanh_g_times_ds(const Tensor& y, const Tensor& g) {
+// TanhGrad(y, g) = g (1 - y^2), so g s'(y) = -2 g y (ReciprocalGrad's too: its slope is -y^2).
+static Tensor g_times_minus_two_y(const Tensor& y, const Tensor& g) {
   return multiply(scalar(-2.0, y.dtype()), multiply(g, y));
 }
 
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return detail::fused_activation_tangent(op, tangents, detail::tanh_grad_op, tanh_g_times_ds);
+  return detail::fused_activation_tangent(op, tangents, detail::tanh_grad_op,
+                                          g_times_minus_two_y);
 }
 
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
-  return detail::fused_activation_gradient(op, h[0], detail::tanh_grad_op, tanh_g_times_ds);
+  return detail::fused_activation_gradient(op, h[0], detail::tanh_grad_op, g_times_minus_two_y);
 }
 
-// ---- Reciprocal -------------------------------------------------------------------------
+// Batched g, fixed y (the forward's output): the slope 1 - y^2 once, broadcast.
+static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, subtract(scalar(1.0, y.dtype()), multiply(y, y)));
+}
+
+// ---- Reciprocal, ReciprocalGrad ---------------------------------------------------------
 
 static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents reciprocal_tangent(const ForwardContext& op, const Tangents& tangents);
+static Grads reciprocal_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents reciprocal_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition reciprocal_op =
     detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all(),
                               reciprocal_tangent, detail::batch_unary<&tapegrad::reciprocal>);
+constexpr OpDefinition reciprocal_grad_definition = detail::differentiable_op(
+    "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
+    reciprocal_grad_tangent,
+    detail::batch_fused_activation<&detail::reciprocal_grad_op, &reciprocal_grad_fixed_y>);
 
 Tensor reciprocal(const Tensor& x) {
   return detail::floating_unary_op(reciprocal_op, "reciprocal", x,
                                    [](auto v) { return decltype(v)(1) / v; });
 }
 
+Tensor detail::reciprocal_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel("ReciprocalGrad", y, g,
+                                      [](auto yv, auto gv) { return -(gv * (yv * yv)); });
+  record(reciprocal_grad_definition, {&y, &g}, out);
+  return out;
+}
+
 static Tangents reciprocal_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const Tensor& y = op.outputs[0];
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return negative(multiply(dx, multiply(y, y))); });
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
+    return detail::reciprocal_grad_op(op.outputs[0], dx);
+  });
 }
 
-// d(1/x) = -1/x^2 = -y^2, from the kept output as TF's ReciprocalGrad.
+// d(1/x) = -1/x^2 = -y^2, from the kept output: one fused op (TF's ReciprocalGrad), not three.
 static Grads reciprocal_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  const Tensor& y = op.outputs()[0];
-  return {negative(multiply(g[0], multiply(y, y)))};
+  return {detail::reciprocal_grad_op(op.outputs()[0], g[0])};
 }
 
-// ---- Expm1: d (e^x - 1) = e^x; Rsqrt: d x^(-1/2) = -x^(-3/2) / 2 -------------------------
+static Tangents reciprocal_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::reciprocal_grad_op,
+                                          g_times_minus_two_y);
+}
+
+static Grads reciprocal_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::reciprocal_grad_op,
+                                           g_times_minus_two_y);
+}
+
+// Batched g, fixed y: the slope -y^2 once, broadcast.
+static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, negative(multiply(y, y)));
+}
+
+// ---- Expm1: d (e^x - 1) = e^x -----------------------------------------------------------
 
 static Tensor expm1_slope(const Tensor& x) { return exp(x); }
-static Tensor rsqrt_slope(const Tensor& x) {
-  return multiply(scalar(-0.5, x.dtype()), divide(rsqrt(x), x));
-}
 constexpr OpDefinition expm1_op =
     detail::differentiable_op("Expm1", detail::slope_gradient<expm1_slope>, KeepSet::all(),
                               KeepSet::none(), detail::slope_tangent<expm1_slope>,
                               detail::batch_unary<&tapegrad::expm1>);
-constexpr OpDefinition rsqrt_op =
-    detail::differentiable_op("Rsqrt", detail::slope_gradient<rsqrt_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<rsqrt_slope>,
-                              detail::batch_unary<&tapegrad::rsqrt>);
 
 Tensor expm1(const Tensor& x) {
   return detail::floating_unary_op(expm1_op, "expm1", x, [](auto v) { return std::expm1(v); });
 }
+
+// ---- Rsqrt, RsqrtGrad: d x^(-1/2) = -x^(-3/2) / 2 = -y^3 / 2 ----------------------------
+
+static Grads rsqrt_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents rsqrt_tangent(const ForwardContext& op, const Tangents& tangents);
+static Grads rsqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents rsqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
+constexpr OpDefinition rsqrt_op =
+    detail::differentiable_op("Rsqrt", rsqrt_gradient, KeepSet::none(), KeepSet::all(),
+                              rsqrt_tangent, detail::batch_unary<&tapegrad::rsqrt>);
+constexpr OpDefinition rsqrt_grad_definition = detail::differentiable_op(
+    "RsqrtGrad", rsqrt_grad_gradient, KeepSet::all(), KeepSet::none(), rsqrt_grad_tangent,
+    detail::batch_fused_activation<&detail::rsqrt_grad_op, &rsqrt_grad_fixed_y>);
 
 Tensor rsqrt(const Tensor& x) {
   return detail::floating_unary_op(rsqrt_op, "rsqrt", x,
                                    [](auto v) { return decltype(v)(1) / std::sqrt(v); });
 }
 
+Tensor detail::rsqrt_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel("RsqrtGrad", y, g, [](auto yv, auto gv) {
+    return gv * (decltype(gv)(-0.5) * (yv * yv * yv));
+  });
+  record(rsqrt_grad_definition, {&y, &g}, out);
+  return out;
+}
+
+static Tangents rsqrt_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::rsqrt_grad_op(op.outputs[0], dx); });
+}
+
+// One fused op (TF's RsqrtGrad) from the kept output, instead of four from the input (the
+// slope rsqrt(x) / x needed a second rsqrt).
+static Grads rsqrt_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {detail::rsqrt_grad_op(op.outputs()[0], g[0])};
+}
+
+// RsqrtGrad(y, g) = -g y^3 / 2: its slope in y is -3 y^2 / 2.
+static Tensor rsqrt_g_times_ds(const Tensor& y, const Tensor& g) {
+  return multiply(scalar(-1.5, y.dtype()), multiply(g, square(y)));
+}
+
+static Tangents rsqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::rsqrt_grad_op, rsqrt_g_times_ds);
+}
+
+static Grads rsqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::rsqrt_grad_op, rsqrt_g_times_ds);
+}
+
+// Batched g, fixed y: the slope -y^3 / 2 once, broadcast.
+static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, multiply(scalar(-0.5, y.dtype()), multiply(square(y), y)));
+}
+
 namespace detail {
 
 void register_math_unary_ops(OpRegistrar& registry) {
-  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &exp_op, &log_op, &log1p_op, &sin_op,
-                &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op, &expm1_op, &rsqrt_op});
+  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &sqrt_grad_definition, &exp_op,
+                &log_op, &log1p_op, &sin_op, &cos_op, &tanh_op, &tanh_grad_definition,
+                &reciprocal_op, &reciprocal_grad_definition, &expm1_op, &rsqrt_op,
+                &rsqrt_grad_definition});
 }
 
 }  // namespace detail

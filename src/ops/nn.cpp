@@ -1,5 +1,6 @@
-// Neural-network activations and losses. Each op reads top to bottom: its definition, its
-// forward, its gradient. Everything but the public functions has internal linkage.
+// Neural-network activations (with the fused gradients ReluGrad, SigmoidGrad, SoftplusGrad)
+// and losses. Each op reads top to bottom: its definition, its forward, its gradient.
+// Everything but the public functions has internal linkage.
 //
 // Every kernel that exponentiates subtracts the maximum first (log-sum-exp), so logits of
 // +-1000 give finite values and finite gradients.
@@ -13,6 +14,7 @@
 
 #include "kernels/math_kernels.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
@@ -22,15 +24,6 @@
 namespace tapegrad {
 
 // ---- Relu -------------------------------------------------------------------------------
-
-// SigmoidGrad's batching rule: a fixed y as the slope y (1 - y) computed once and broadcast.
-static std::vector<Tensor> sigmoid_grad_batched(const detail::BatchingContext& op,
-                                                const std::vector<Tensor>& in) {
-  if (op.is_batched(0)) return detail::batch_all_batched<&detail::sigmoid_grad_op>(op, in);
-  const Tensor& y = in[0];
-  const Tensor slope = multiply(y, subtract(scalar(1.0, y.dtype()), y));
-  return {multiply(in[1], slope)};
-}
 
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -45,17 +38,52 @@ Tensor relu(const Tensor& x) {
 }
 
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const Tensor& y = op.outputs[0];
-  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return where(greater(y, scalar(0.0, y.dtype())), dx, scalar(0.0, dx.dtype()));
-  });
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return detail::relu_grad_op(op.outputs[0], dx); });
 }
 
-// TF ReluGrad: the gradient passes where the output is positive (0 at 0).
+// One fused op (TF's ReluGrad) from the kept output instead of a mask and a select.
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  const Tensor& y = op.outputs()[0];
-  const Tensor zero = scalar(0.0, g[0].dtype());
-  return {where(greater(y, scalar(0.0, y.dtype())), g[0], zero)};
+  return {detail::relu_grad_op(op.outputs()[0], g[0])};
+}
+
+// ---- ReluGrad: Relu's fused gradient, g where y > 0, itself differentiable --------------
+
+static Grads relu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents relu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g);
+constexpr OpDefinition relu_grad_definition = detail::differentiable_op(
+    "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
+    detail::batch_fused_activation<&detail::relu_grad_op, &relu_grad_fixed_y>);
+
+// The gradient passes where the output is positive (TF: 0 at 0); a NaN output (relu of NaN)
+// passes none, like any output <= 0, and a NaN g where y > 0 passes through.
+Tensor detail::relu_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel(
+      "ReluGrad", y, g, [](auto yv, auto gv) { return yv > 0 ? gv : decltype(gv)(0); });
+  record(relu_grad_definition, {&y, &g}, out);
+  return out;
+}
+
+// Linear in g; in y a mask, piecewise constant: no term from dy.
+static Tangents relu_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor from_g = detail::if_defined(
+      tangents[1], [&](const Tensor& dg) { return detail::relu_grad_op(op.inputs[0], dg); });
+  return {detail::output_tangent(op, 0, {from_g})};
+}
+
+// ReluGrad again for g; zeros for y (TF), not none, so that y stays connected.
+static Grads relu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  Grads grads(2);
+  if (op.needs_gradient(0)) grads[0] = zeros(op.input_shape(0), op.input_dtype(0));
+  if (op.needs_gradient(1)) grads[1] = detail::relu_grad_op(op.inputs()[0], h[0]);
+  return grads;
+}
+
+// Batched g, fixed y: the mask once, a select on the batch (a product with a 0/1 slope would
+// turn a NaN g where y <= 0 into NaN).
+static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return where(greater(y, scalar(0.0, y.dtype())), g, scalar(0.0, g.dtype()));
 }
 
 // ---- Sigmoid ----------------------------------------------------------------------------
@@ -93,9 +121,10 @@ static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition sigmoid_grad_definition = detail::differentiable_op(
-    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(),
-                              sigmoid_grad_tangent, sigmoid_grad_batched);
+    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(), sigmoid_grad_tangent,
+    detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
@@ -119,6 +148,11 @@ static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor
                                            sigmoid_g_times_slope_derivative);
 }
 
+// Batched g, fixed y: the slope y (1 - y) once, broadcast.
+static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  return multiply(g, multiply(y, subtract(scalar(1.0, y.dtype()), y)));
+}
+
 // ---- Softplus ---------------------------------------------------------------------------
 
 static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -140,11 +174,51 @@ Tensor softplus(const Tensor& x) {
 
 static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return multiply(dx, sigmoid(op.inputs[0])); });
+      op, tangents, [&](const Tensor& dx) { return detail::softplus_grad_op(op.inputs[0], dx); });
 }
 
+// One fused op (TF's SoftplusGrad) from the kept input instead of a sigmoid and a product.
 static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  return {multiply(g[0], sigmoid(op.inputs()[0]))};
+  return {detail::softplus_grad_op(op.inputs()[0], g[0])};
+}
+
+// ---- SoftplusGrad: Softplus's fused gradient g sigmoid(x), itself differentiable --------
+
+static Grads softplus_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents softplus_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor softplus_grad_fixed_x(const Tensor& x, const Tensor& g);
+constexpr OpDefinition softplus_grad_definition = detail::differentiable_op(
+    "SoftplusGrad", softplus_grad_gradient, KeepSet::all(), KeepSet::none(),
+    softplus_grad_tangent,
+    detail::batch_fused_activation<&detail::softplus_grad_op, &softplus_grad_fixed_x>);
+
+// The sigmoid as sigmoid() computes it, so the product rounds as the unfused rule's did.
+Tensor detail::softplus_grad_op(const Tensor& x, const Tensor& g) {
+  Tensor out = activation_grad_kernel(
+      "SoftplusGrad", x, g, [](auto xv, auto gv) { return gv * stable_sigmoid(xv); });
+  record(softplus_grad_definition, {&x, &g}, out);
+  return out;
+}
+
+// SoftplusGrad(x, g) = g sigmoid(x): its slope in x is sigmoid's, so g s'(x) is
+// SigmoidGrad(sigmoid(x), g).
+static Tensor softplus_g_times_slope_derivative(const Tensor& x, const Tensor& g) {
+  return detail::sigmoid_grad_op(sigmoid(x), g);
+}
+
+static Tangents softplus_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::softplus_grad_op,
+                                          softplus_g_times_slope_derivative);
+}
+
+static Grads softplus_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::softplus_grad_op,
+                                           softplus_g_times_slope_derivative);
+}
+
+// Batched g, fixed x: sigmoid(x) once, broadcast.
+static Tensor softplus_grad_fixed_x(const Tensor& x, const Tensor& g) {
+  return multiply(g, sigmoid(x));
 }
 
 // ---- Softmax, LogSoftmax ----------------------------------------------------------------
@@ -409,8 +483,9 @@ static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vect
 namespace detail {
 
 void register_nn_ops(OpRegistrar& registry) {
-  registry.add({&relu_op, &sigmoid_op, &sigmoid_grad_definition, &softplus_op, &softmax_op,
-                &log_softmax_op, &softmax_cross_entropy_op, &sigmoid_cross_entropy_op});
+  registry.add({&relu_op, &relu_grad_definition, &sigmoid_op, &sigmoid_grad_definition,
+                &softplus_op, &softplus_grad_definition, &softmax_op, &log_softmax_op,
+                &softmax_cross_entropy_op, &sigmoid_cross_entropy_op});
 }
 
 }  // namespace detail

@@ -3,7 +3,9 @@
 // Each op reads top to bottom: its definition, its forward, its rules. An activation's
 // derivative is one slope function written in tapegrad ops, of its input (slope_gradient in
 // math_support.hpp) or of its output (below), which gives its gradient and its forward rule and
-// differentiates again.
+// differentiates again. elu's and gelu's gradients are fused ops instead (EluGrad, GeluGrad,
+// GeluTanhGrad: one kernel each, itself differentiable); their slopes in tapegrad ops remain,
+// for the fused ops' batching rules on a fixed operand.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include "kernels/dispatch.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/new_tensor.hpp"
@@ -38,6 +41,19 @@ template <Tensor (*Slope)(const Tensor& y)>
 static Tangents output_slope_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return multiply(dx, Slope(y)); });
+}
+
+// The rules of an activation whose gradient is one fused op F(v, g) (ops/internal_ops.hpp),
+// v what it keeps: its output (EluGrad) or its input (GeluGrad).
+enum class Kept { Input, Output };
+template <detail::FusedGradient Fused, Kept kept>
+static Grads fused_gradient(const OpContext& op, const std::vector<Tensor>& g) {
+  return {Fused(kept == Kept::Output ? op.outputs()[0] : op.inputs()[0], g[0])};
+}
+template <detail::FusedGradient Fused, Kept kept>
+static Tangents fused_tangent(const ForwardContext& op, const Tangents& tangents) {
+  const Tensor& v = kept == Kept::Output ? op.outputs[0] : op.inputs[0];
+  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return Fused(v, dx); });
 }
 
 // ---- LeakyRelu: x > 0 ? x : alpha x ------------------------------------------------------
@@ -87,18 +103,51 @@ static Grads leaky_relu_gradient(const OpContext& op, const std::vector<Tensor>&
 
 // ---- Elu: x < 0 ? e^x - 1 : x; slope y + 1 where y < 0, else 1 ----------------------------
 
-static Tensor elu_slope(const Tensor& y) {
-  return where(less(y, constant_like(0.0, y)), add(y, constant_like(1.0, y)), constant_like(1.0, y));
-}
+static Grads elu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents elu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g);
+// One fused op (TF's EluGrad) from the kept output instead of four.
 constexpr OpDefinition elu_op =
-    detail::differentiable_op("Elu", output_slope_gradient<elu_slope>, KeepSet::none(),
-                              KeepSet::all(), output_slope_tangent<elu_slope>,
+    detail::differentiable_op("Elu", fused_gradient<&detail::elu_grad_op, Kept::Output>,
+                              KeepSet::none(), KeepSet::all(),
+                              fused_tangent<&detail::elu_grad_op, Kept::Output>,
                               detail::batch_unary<&tapegrad::elu>);
+constexpr OpDefinition elu_grad_definition = detail::differentiable_op(
+    "EluGrad", elu_grad_gradient, KeepSet::all(), KeepSet::none(), elu_grad_tangent,
+    detail::batch_fused_activation<&detail::elu_grad_op, &elu_grad_fixed_y>);
 
 Tensor elu(const Tensor& x) {
   return detail::floating_unary_op(elu_op, "elu", x, [](auto v) {
     return v < 0 ? static_cast<decltype(v)>(std::expm1(v)) : v;
   });
+}
+
+// g (y + 1) where y < 0, else g: a NaN output passes g, as the select of slopes did.
+Tensor detail::elu_grad_op(const Tensor& y, const Tensor& g) {
+  Tensor out = activation_grad_kernel(
+      "EluGrad", y, g, [](auto yv, auto gv) { return yv < 0 ? gv * (yv + 1) : gv; });
+  record(elu_grad_definition, {&y, &g}, out);
+  return out;
+}
+
+// EluGrad's slope in y is 1 where y < 0, else 0: g s'(y) is g there, else 0.
+static Tensor elu_g_times_ds(const Tensor& y, const Tensor& g) {
+  return where(less(y, constant_like(0.0, y)), g, constant_like(0.0, g));
+}
+
+static Tangents elu_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::elu_grad_op, elu_g_times_ds);
+}
+
+static Grads elu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::elu_grad_op, elu_g_times_ds);
+}
+
+// Batched g, fixed y: the slope once, broadcast.
+static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g) {
+  const Tensor slope = where(less(y, constant_like(0.0, y)), add(y, constant_like(1.0, y)),
+                             constant_like(1.0, y));
+  return multiply(g, slope);
 }
 
 // ---- Selu: scale (x < 0 ? alpha (e^x - 1) : x) with TF's (Klambauer et al.'s) constants -----
@@ -138,30 +187,54 @@ static Tensor gelu_slope(const Tensor& x) {
   return add(cdf, multiply(x, pdf));
 }
 
-// With u = k (x + c x^3), t = tanh u: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2).
-static Tensor gelu_tanh_slope(const Tensor& x) {
+// GeluTanh's u = k (x + c x^3) as t = tanh u and du/dx = k (1 + 3 c x^2).
+struct GeluTanhParts {
+  Tensor t, du;
+};
+static GeluTanhParts gelu_tanh_parts(const Tensor& x) {
   const Tensor x2 = square(x);
   const Tensor u = multiply(constant_like(kSqrt2OverPi, x),
                             add(x, multiply(constant_like(kGeluCubic, x), multiply(x2, x))));
-  const Tensor t = tanh(u);
   const Tensor du = multiply(constant_like(kSqrt2OverPi, x),
                              add(constant_like(1.0, x), multiply(constant_like(3 * kGeluCubic, x), x2)));
+  return {tanh(u), du};
+}
+
+// 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx.
+static Tensor gelu_tanh_slope(const Tensor& x) {
+  const auto [t, du] = gelu_tanh_parts(x);
   const Tensor half = constant_like(0.5, x);
   return add(multiply(half, add(constant_like(1.0, x), t)),
              multiply(multiply(half, x), multiply(subtract(constant_like(1.0, x), square(t)), du)));
 }
 
-// gelu's two ops, each as a one-input function for its batching rule.
+static Grads gelu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents gelu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor gelu_grad_fixed_x(const Tensor& x, const Tensor& g);
+static Grads gelu_tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
+static Tangents gelu_tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
+static Tensor gelu_tanh_grad_fixed_x(const Tensor& x, const Tensor& g);
+// gelu's two ops, each as a one-input function for its batching rule, and each with its
+// gradient as one fused op from the kept input (the slopes above and the product with g were
+// 11 and 18 ops).
 static Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
 static Tensor gelu_approximate(const Tensor& x) { return gelu(x, true); }
 constexpr OpDefinition gelu_op =
-    detail::differentiable_op("Gelu", detail::slope_gradient<gelu_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<gelu_slope>,
+    detail::differentiable_op("Gelu", fused_gradient<&detail::gelu_grad_op, Kept::Input>,
+                              KeepSet::all(), KeepSet::none(),
+                              fused_tangent<&detail::gelu_grad_op, Kept::Input>,
                               detail::batch_unary<&gelu_exact>);
-constexpr OpDefinition gelu_tanh_op =
-    detail::differentiable_op("GeluTanh", detail::slope_gradient<gelu_tanh_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<gelu_tanh_slope>,
-                              detail::batch_unary<&gelu_approximate>);
+constexpr OpDefinition gelu_tanh_op = detail::differentiable_op(
+    "GeluTanh", fused_gradient<&detail::gelu_tanh_grad_op, Kept::Input>, KeepSet::all(),
+    KeepSet::none(), fused_tangent<&detail::gelu_tanh_grad_op, Kept::Input>,
+    detail::batch_unary<&gelu_approximate>);
+constexpr OpDefinition gelu_grad_definition = detail::differentiable_op(
+    "GeluGrad", gelu_grad_gradient, KeepSet::all(), KeepSet::none(), gelu_grad_tangent,
+    detail::batch_fused_activation<&detail::gelu_grad_op, &gelu_grad_fixed_x>);
+constexpr OpDefinition gelu_tanh_grad_definition = detail::differentiable_op(
+    "GeluTanhGrad", gelu_tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
+    gelu_tanh_grad_tangent,
+    detail::batch_fused_activation<&detail::gelu_tanh_grad_op, &gelu_tanh_grad_fixed_x>);
 
 Tensor gelu(const Tensor& x, bool approximate) {
   if (approximate) {
@@ -174,6 +247,76 @@ Tensor gelu(const Tensor& x, bool approximate) {
   return detail::floating_unary_op(gelu_op, "gelu", x, in_double([](double v) {
                                      return 0.5 * v * std::erfc(-v * kSqrtHalf);
                                    }));
+}
+
+// The slopes in double, as the forwards compute (Phi with erfc, for its negative tail), rounded
+// to g's type before the product, as the unfused rules rounded them.
+static double gelu_slope_at(double v) {
+  return 0.5 * std::erfc(-v * kSqrtHalf) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+}
+static double gelu_tanh_slope_at(double v) {
+  const double t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+  return 0.5 * (1 + t) + 0.5 * v * ((1 - t * t) * (kSqrt2OverPi * (1 + 3 * kGeluCubic * v * v)));
+}
+
+Tensor detail::gelu_grad_op(const Tensor& x, const Tensor& g) {
+  Tensor out = activation_grad_kernel("GeluGrad", x, g, [](auto xv, auto gv) {
+    return gv * static_cast<decltype(gv)>(gelu_slope_at(xv));
+  });
+  record(gelu_grad_definition, {&x, &g}, out);
+  return out;
+}
+
+Tensor detail::gelu_tanh_grad_op(const Tensor& x, const Tensor& g) {
+  Tensor out = activation_grad_kernel("GeluTanhGrad", x, g, [](auto xv, auto gv) {
+    return gv * static_cast<decltype(gv)>(gelu_tanh_slope_at(xv));
+  });
+  record(gelu_tanh_grad_definition, {&x, &g}, out);
+  return out;
+}
+
+// GeluGrad's slope in x: d (Phi + x phi) = 2 phi + x phi' = phi(x) (2 - x^2).
+static Tensor gelu_g_times_ds(const Tensor& x, const Tensor& g) {
+  const Tensor x2 = square(x);
+  const Tensor pdf = multiply(constant_like(kInvSqrt2Pi, x),
+                              exp(multiply(constant_like(-0.5, x), x2)));
+  return multiply(g, multiply(pdf, subtract(constant_like(2.0, x), x2)));
+}
+
+// GeluTanhGrad's slope in x, with d2u/dx2 = 6 k c x: (1 - t^2) (2 du - k - x t du^2), the
+// factor 1 - t^2 as TanhGrad.
+static Tensor gelu_tanh_g_times_ds(const Tensor& x, const Tensor& g) {
+  const auto [t, du] = gelu_tanh_parts(x);
+  const Tensor k = constant_like(kSqrt2OverPi, x);
+  const Tensor inner = subtract(subtract(multiply(constant_like(2.0, x), du), k),
+                                multiply(multiply(x, t), square(du)));
+  return detail::tanh_grad_op(t, multiply(g, inner));
+}
+
+static Tangents gelu_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::gelu_grad_op, gelu_g_times_ds);
+}
+
+static Grads gelu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::gelu_grad_op, gelu_g_times_ds);
+}
+
+static Tangents gelu_tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
+  return detail::fused_activation_tangent(op, tangents, detail::gelu_tanh_grad_op,
+                                          gelu_tanh_g_times_ds);
+}
+
+static Grads gelu_tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
+  return detail::fused_activation_gradient(op, h[0], detail::gelu_tanh_grad_op,
+                                           gelu_tanh_g_times_ds);
+}
+
+// Batched g, fixed x: the slope once, broadcast.
+static Tensor gelu_grad_fixed_x(const Tensor& x, const Tensor& g) {
+  return multiply(g, gelu_slope(x));
+}
+static Tensor gelu_tanh_grad_fixed_x(const Tensor& x, const Tensor& g) {
+  return multiply(g, gelu_tanh_slope(x));
 }
 
 // ---- Silu: x sigmoid(x); slope s (1 + x (1 - s)) -----------------------------------------
@@ -329,7 +472,8 @@ static Grads sparse_xent_gradient(const OpContext& op, const std::vector<Tensor>
 namespace detail {
 
 void register_nn_activations_ops(OpRegistrar& registry) {
-  registry.add({&leaky_relu_op, &elu_op, &selu_op, &gelu_op, &gelu_tanh_op, &silu_op,
+  registry.add({&leaky_relu_op, &elu_op, &elu_grad_definition, &selu_op, &gelu_op,
+                &gelu_tanh_op, &gelu_grad_definition, &gelu_tanh_grad_definition, &silu_op,
                 &log_sigmoid_op, &softsign_op, &sparse_xent_op});
 }
 

@@ -60,8 +60,9 @@ Tensor numeric_unary_op(const OpDefinition& op, const char* function, const Tens
 }
 
 // The gradient rule of a fused activation gradient F(y, g) = g s(y) with inputs (y, g), where
-// s(y) is the activation's slope written in its output y (TanhGrad: 1 - y^2). F is linear in
-// g, so d/dg = F(y, h); d/dy = h g s'(y), where `g_times_ds(y, g)` gives g s'(y).
+// s(y) is the activation's slope written in what it keeps, its output y (TanhGrad: 1 - y^2) or
+// its input (SoftplusGrad: sigmoid(x)). F is linear in g, so d/dg = F(y, h); d/dy = h g s'(y),
+// where `g_times_ds(y, g)` gives g s'(y).
 using FusedGradient = Tensor (*)(const Tensor& y, const Tensor& g);
 inline std::vector<GradientValue> fused_activation_gradient(const OpContext& op, const Tensor& h,
                                                             FusedGradient fused,
