@@ -1,14 +1,17 @@
 // Thread stress: 8 threads, each running TAPEGRAD_STRESS_STEPS steps (default 2000) of
 // nested and persistent tapes, custom gradients (one reading a shared Variable), BLAS
 // products with shared tensors, and user primitives registered while the other threads take
-// gradients. Every gradient is compared with its closed form. Built and run under
-// ThreadSanitizer by CI, where it must produce zero reports.
+// gradients. Every gradient is compared with its closed form. Then the buffer cache: buffers
+// made on one thread and freed on another, threads that exit, and release_cached_memory while
+// other threads allocate. Built and run under ThreadSanitizer by CI, where it must produce
+// zero reports.
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support.hpp"
 
@@ -189,4 +192,66 @@ TEST_CASE("8 threads: nested and persistent tapes, custom gradients, registratio
             << " gradient checks, " << registrations.load() << " gradients registered\n";
   REQUIRE(checks == kThreads * steps * 5);
   for (const auto& r : reports) REQUIRE(r.failures.empty());
+}
+
+TEST_CASE("buffers freed on other threads than their own, and threads that exit", "[threads][memory]") {
+  release_cached_memory();
+  const std::size_t in_use = memory_stats().bytes_in_use;
+  // Thread a makes tensors, thread b drops them, while both also compute.
+  constexpr int kRounds = 2000;
+  std::vector<Tensor> made(kRounds);
+  std::atomic<int> ready{0};
+  std::thread a([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      made[i] = fill({static_cast<std::size_t>(1 + i % 300)}, static_cast<double>(i));
+      ready.store(i + 1, std::memory_order_release);
+    }
+  });
+  double sum = 0.0;
+  std::thread b([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      while (ready.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+      sum += reduce_sum(made[i] * 2.0).item<double>() / (2.0 * static_cast<double>(1 + i % 300));
+      made[i] = Tensor();
+    }
+  });
+  a.join();
+  b.join();
+  CHECK(sum == Approx(static_cast<double>(kRounds) * (kRounds - 1) / 2.0));
+  CHECK(memory_stats().bytes_in_use == in_use);
+  // What the exited threads cached went to the process pool: this thread's requests of those
+  // classes are hits, not system allocations.
+  const MemoryStats after = memory_stats();
+  CHECK(after.bytes_cached > 0);
+  std::vector<Tensor> again;
+  for (int i = 0; i < 50; ++i) again.push_back(fill({static_cast<std::size_t>(1 + i)}, 1.0));
+  CHECK(memory_stats().system_allocations == after.system_allocations);
+}
+
+TEST_CASE("release_cached_memory while other threads allocate and free", "[threads][memory]") {
+  const std::size_t in_use = memory_stats().bytes_in_use;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  std::vector<double> sums(4, 0.0);
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&, w] {
+      // Small (thread lists) and large (the pool) buffers, freed on this thread.
+      for (int i = 0; !stop.load(std::memory_order_relaxed) || i < 200; ++i) {
+        const std::size_t n = (i % 2 == 0) ? 1 + static_cast<std::size_t>(i % 50) : 700 + i % 900;
+        const Tensor t = fill({n}, 1.0) * 3.0;
+        sums[w] += reduce_sum(t).item<double>() / (3.0 * static_cast<double>(n));
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    release_cached_memory();
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  for (std::thread& t : workers) t.join();
+  for (const double sum : sums) CHECK(sum >= 200.0);  // each term is 1
+  for (const double sum : sums) CHECK(sum == std::floor(sum));
+  CHECK(memory_stats().bytes_in_use == in_use);
+  release_cached_memory();
+  CHECK(memory_stats().bytes_cached == 0);  // the workers' lists went to the pool when they left
 }
