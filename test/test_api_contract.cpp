@@ -499,3 +499,25 @@ TEST_CASE("API 0.3: Module, layers, initialisers, NumPy files and Checkpoint") {
   require_close(model.scale.peek(), {}, {1.0});
   std::filesystem::remove(path);
 }
+
+TEST_CASE("API 0.3: MemoryStats, memory_stats, reset_peak_memory, release_cached_memory") {
+  static_assert(std::is_same_v<decltype(memory_stats()), MemoryStats>);
+  static_assert(std::is_same_v<decltype(MemoryStats::bytes_in_use), std::size_t>);
+  static_assert(std::is_same_v<decltype(MemoryStats::bytes_cached), std::size_t>);
+  static_assert(std::is_same_v<decltype(MemoryStats::peak_bytes_in_use), std::size_t>);
+  static_assert(std::is_same_v<decltype(MemoryStats::system_allocations), std::uint64_t>);
+  static_assert(std::is_same_v<decltype(MemoryStats::cache_hits), std::uint64_t>);
+  release_cached_memory();
+  reset_peak_memory();
+  const MemoryStats before = memory_stats();
+  CHECK(before.bytes_cached == 0);
+  CHECK(before.peak_bytes_in_use == before.bytes_in_use);
+  { const Tensor t = zeros({4096}); }  // 32 KiB: a multiple of 64 bytes, kept exactly
+  const MemoryStats after = memory_stats();
+  CHECK(after.peak_bytes_in_use == before.bytes_in_use + 32768);
+  CHECK(after.bytes_cached == 32768);
+  CHECK(after.system_allocations == before.system_allocations + 1);
+  { const Tensor t = zeros({4096}); }  // the same size again: from the cache
+  CHECK(memory_stats().cache_hits == after.cache_hits + 1);
+  CHECK(memory_stats().system_allocations == after.system_allocations);
+}
