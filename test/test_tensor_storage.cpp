@@ -229,3 +229,27 @@ TEST_CASE("release_cached_memory hands cached buffers back to the system") {
   const Tensor again = zeros({bytes / sizeof(double)});
   CHECK(memory_stats().system_allocations == released.system_allocations + 1);
 }
+
+TEST_CASE("sizes nobody asks for again go back to the system once the pool has grown") {
+  release_cached_memory();
+  const std::size_t first = std::size_t{1} << 18;  // 2 MiB of float64
+  {
+    // 40 one-off sizes (the kept tensors of a one-shot tape), about 80 MiB, then freed.
+    std::vector<Tensor> once;
+    for (std::size_t i = 0; i < 40; ++i) once.push_back(zeros({first + 8 * i}));
+  }
+  CHECK(memory_stats().bytes_cached >= std::size_t{80} << 20);
+  { const Tensor again = zeros({first}); }  // the first size is asked for again: a loop's
+  const MemoryStats before = memory_stats();
+  {
+    const Tensor other = zeros({300000});  // a size the cache cannot serve
+    const MemoryStats after = memory_stats();
+    CHECK(after.system_allocations == before.system_allocations + 1);
+    CHECK(after.bytes_cached == first * sizeof(double));  // only the size asked for again
+  }
+  // A loop's sizes stay: the first size and the other one are both served from the cache.
+  const MemoryStats kept = memory_stats();
+  { const Tensor a = zeros({first}), b = zeros({300000}); }
+  CHECK(memory_stats().system_allocations == kept.system_allocations);
+  CHECK(memory_stats().cache_hits == kept.cache_hits + 2);
+}

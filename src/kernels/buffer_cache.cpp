@@ -37,6 +37,9 @@ constexpr std::size_t kAlignedFrom = 256;
 constexpr std::size_t kThreadBytes = std::size_t{2} << 20;
 // The cache may always hold this much; beyond it, no more than the most ever in use at once.
 constexpr std::size_t kCacheFloor = std::size_t{256} << 20;
+// When the pool's large buffers have grown by this much since it last looked, a request it
+// cannot serve frees the sizes nobody asked for since then (see BufferPool::trim).
+constexpr std::size_t kTrimStep = std::size_t{64} << 20;
 
 // Classes 0-3: 16, 32, 48, 64 bytes; then (5 + s) << (k - 2) for the k-th power of two and its
 // quarter s: 80, 96, 112, 128, 160, ..., 4096.
@@ -123,16 +126,46 @@ class BufferPool {
     std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= kLargeAbove) return pop(small_[small_class_of(bytes)]);
     auto it = large_.find(bytes);
-    return it == large_.end() ? nullptr : pop(it->second);
+    if (it == large_.end()) return nullptr;
+    void* buffer = pop(it->second.buffers);
+    if (buffer != nullptr) {
+      it->second.taken = true;
+      large_bytes_ -= bytes;
+    }
+    return buffer;
   }
   bool put(std::size_t bytes, void* buffer) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= kLargeAbove) return push(small_[small_class_of(bytes)], buffer);
     try {
-      return push(large_[bytes], buffer);
+      if (!push(large_[bytes].buffers, buffer)) return false;
     } catch (const std::bad_alloc&) {
       return false;
     }
+    large_bytes_ += bytes;
+    return true;
+  }
+  // A request missed. A loop asks for the same sizes every step, so a size not asked for since
+  // the last trim is a one-off (the kept tensors of a one-shot tape, freed in its backward):
+  // once the large buffers have grown by kTrimStep, such sizes go back to the system, where
+  // malloc can reuse their memory for other sizes instead of the process taking fresh pages.
+  // Returns the bytes freed.
+  std::size_t trim() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (large_bytes_ < bytes_after_trim_ + kTrimStep) return 0;
+    std::size_t freed = 0;
+    for (auto it = large_.begin(); it != large_.end();) {
+      if (it->second.taken) {
+        it->second.taken = false;
+        ++it;
+      } else {
+        freed += free_all(it->second.buffers, it->first);
+        it = large_.erase(it);
+      }
+    }
+    large_bytes_ -= freed;
+    bytes_after_trim_ = large_bytes_;
+    return freed;
   }
   // Takes a leaving thread's lists; frees what cannot be kept.
   void adopt(SmallLists& lists) noexcept {
@@ -153,15 +186,23 @@ class BufferPool {
     for (std::size_t index = 0; index < kSmallClasses; ++index) {
       freed += free_all(small_[index], small_class_bytes(index));
     }
-    for (auto& [bytes, list] : large_) freed += free_all(list, bytes);
+    for (auto& [bytes, list] : large_) freed += free_all(list.buffers, bytes);
     large_.clear();
+    large_bytes_ = 0;
+    bytes_after_trim_ = 0;
     return freed;
   }
 
  private:
+  struct LargeList {
+    std::vector<void*> buffers;
+    bool taken = false;  // since the last trim
+  };
   std::mutex mutex_;
   SmallLists small_;
-  std::unordered_map<std::size_t, std::vector<void*>> large_;  // by rounded size
+  std::unordered_map<std::size_t, LargeList> large_;  // by rounded size
+  std::size_t large_bytes_ = 0;
+  std::size_t bytes_after_trim_ = 0;
 };
 
 // Never destroyed: a thread leaving, or a static Tensor dying, may give buffers back after
@@ -246,6 +287,9 @@ void* acquire_buffer(std::size_t bytes) {
     buffer_counters.cached.fetch_sub(size, std::memory_order_relaxed);
     buffer_counters.cache_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
+    if (size > kLargeAbove) {
+      buffer_counters.cached.fetch_sub(buffer_pool().trim(), std::memory_order_relaxed);
+    }
     buffer = allocate_from_system(size);
     buffer_counters.system_allocations.fetch_add(1, std::memory_order_relaxed);
   }
