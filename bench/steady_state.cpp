@@ -103,6 +103,18 @@ void measure(const char* name, const std::function<void()>& step) {
   std::printf("\n");
 }
 
+// One step: the mean softmax cross-entropy of model.logits(x) against y, its gradient, Adam.
+template <class Model>
+void training_step(const Model& model, tg::Adam& adam, const tg::Tensor& x, const tg::Tensor& y) {
+  tg::GradientTape tape;
+  const tg::Tensor loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, model.logits(x)));
+  const std::vector<tg::Variable> variables = model.trainable_variables();
+  const std::vector<tg::Tensor> grads = tape.gradient(loss, variables);
+  std::vector<std::pair<tg::Tensor, tg::Variable>> pairs;
+  for (std::size_t i = 0; i < grads.size(); ++i) pairs.emplace_back(grads[i], variables[i]);
+  adam.apply_gradients(pairs);
+}
+
 }  // namespace
 
 int main() {
@@ -113,31 +125,13 @@ int main() {
   tg::Adam mlp_adam(1e-3);
   const tg::Tensor mlp_x = random_inputs::matrix(64, 64, 5, 1);
   const tg::Tensor mlp_y = one_hot_labels(64, tg::DType::Float64);
-  measure("mlp", [&] {
-    tg::GradientTape tape;
-    const tg::Tensor loss =
-        tg::reduce_mean(tg::softmax_cross_entropy_with_logits(mlp_y, mlp.logits(mlp_x)));
-    const std::vector<tg::Variable> variables = mlp.trainable_variables();
-    const std::vector<tg::Tensor> grads = tape.gradient(loss, variables);
-    std::vector<std::pair<tg::Tensor, tg::Variable>> pairs;
-    for (std::size_t i = 0; i < grads.size(); ++i) pairs.emplace_back(grads[i], variables[i]);
-    mlp_adam.apply_gradients(pairs);
-  });
+  measure("mlp", [&] { training_step(mlp, mlp_adam, mlp_x, mlp_y); });
 
   Cnn cnn(generator);
   tg::Adam cnn_adam(1e-3);
   const tg::Tensor cnn_x =
       tg::cast(tg::reshape(random_inputs::matrix(32, 64, 6, 1), {32, 8, 8, 1}), tg::DType::Float32);
   const tg::Tensor cnn_y = one_hot_labels(32, tg::DType::Float32);
-  measure("cnn", [&] {
-    tg::GradientTape tape;
-    const tg::Tensor loss =
-        tg::reduce_mean(tg::softmax_cross_entropy_with_logits(cnn_y, cnn.logits(cnn_x)));
-    const std::vector<tg::Variable> variables = cnn.trainable_variables();
-    const std::vector<tg::Tensor> grads = tape.gradient(loss, variables);
-    std::vector<std::pair<tg::Tensor, tg::Variable>> pairs;
-    for (std::size_t i = 0; i < grads.size(); ++i) pairs.emplace_back(grads[i], variables[i]);
-    cnn_adam.apply_gradients(pairs);
-  });
+  measure("cnn", [&] { training_step(cnn, cnn_adam, cnn_x, cnn_y); });
   return 0;
 }

@@ -122,16 +122,19 @@ using SmallLists = std::array<std::vector<void*>, kSmallClasses>;
 
 class BufferPool {
  public:
-  void* take(std::size_t bytes) {
+  // A buffer of `bytes`, or null. A large miss trims the pool under the same lock (see trim),
+  // adding the bytes it freed to `trimmed`.
+  void* take(std::size_t bytes, std::size_t& trimmed) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= kLargeAbove) return pop(small_[small_class_of(bytes)]);
     auto it = large_.find(bytes);
-    if (it == large_.end()) return nullptr;
-    void* buffer = pop(it->second.buffers);
-    if (buffer != nullptr) {
-      it->second.taken = true;
-      large_bytes_ -= bytes;
+    void* buffer = it == large_.end() ? nullptr : pop(it->second.buffers);
+    if (buffer == nullptr) {
+      trimmed += trim();
+      return nullptr;
     }
+    it->second.taken = true;
+    large_bytes_ -= bytes;
     return buffer;
   }
   bool put(std::size_t bytes, void* buffer) noexcept {
@@ -145,13 +148,40 @@ class BufferPool {
     large_bytes_ += bytes;
     return true;
   }
-  // A request missed. A loop asks for the same sizes every step, so a size not asked for since
-  // the last trim is a one-off (the kept tensors of a one-shot tape, freed in its backward):
-  // once the large buffers have grown by kTrimStep, such sizes go back to the system, where
-  // malloc can reuse their memory for other sizes instead of the process taking fresh pages.
-  // Returns the bytes freed.
-  std::size_t trim() noexcept {
+  std::size_t release_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t freed = 0;
+    for (std::size_t index = 0; index < kSmallClasses; ++index) {
+      freed += free_all(small_[index], small_class_bytes(index));
+    }
+    for (auto& [bytes, list] : large_) freed += free_all(list.buffers, bytes);
+    large_.clear();
+    large_bytes_ = 0;
+    bytes_after_trim_ = 0;
+    return freed;
+  }
+
+  // Takes a leaving thread's lists; frees what cannot be kept.
+  void adopt(SmallLists& lists) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::size_t index = 0; index < kSmallClasses; ++index) {
+      for (void* buffer : lists[index]) {
+        if (!push(small_[index], buffer)) {
+          free_to_system(buffer);
+          buffer_counters.cached.fetch_sub(small_class_bytes(index), std::memory_order_relaxed);
+        }
+      }
+      lists[index].clear();
+    }
+  }
+
+ private:
+  // A large request missed. A loop asks for the same sizes every step, so a size not asked for
+  // since the last trim is a one-off (the kept tensors of a one-shot tape, freed in its
+  // backward): once the large buffers have grown by kTrimStep, such sizes go back to the
+  // system, where malloc can reuse their memory for other sizes instead of the process taking
+  // fresh pages. Returns the bytes freed. The caller holds the lock.
+  std::size_t trim() noexcept {
     if (large_bytes_ < bytes_after_trim_ + kTrimStep) return 0;
     std::size_t freed = 0;
     for (auto it = large_.begin(); it != large_.end();) {
@@ -167,33 +197,7 @@ class BufferPool {
     bytes_after_trim_ = large_bytes_;
     return freed;
   }
-  // Takes a leaving thread's lists; frees what cannot be kept.
-  void adopt(SmallLists& lists) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (std::size_t index = 0; index < kSmallClasses; ++index) {
-      for (void* buffer : lists[index]) {
-        if (!push(small_[index], buffer)) {
-          free_to_system(buffer);
-          buffer_counters.cached.fetch_sub(small_class_bytes(index), std::memory_order_relaxed);
-        }
-      }
-      lists[index].clear();
-    }
-  }
-  std::size_t release_all() noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t freed = 0;
-    for (std::size_t index = 0; index < kSmallClasses; ++index) {
-      freed += free_all(small_[index], small_class_bytes(index));
-    }
-    for (auto& [bytes, list] : large_) freed += free_all(list.buffers, bytes);
-    large_.clear();
-    large_bytes_ = 0;
-    bytes_after_trim_ = 0;
-    return freed;
-  }
 
- private:
   struct LargeList {
     std::vector<void*> buffers;
     bool taken = false;  // since the last trim
@@ -282,14 +286,13 @@ void* acquire_buffer(std::size_t bytes) {
       if (buffer != nullptr) own->bytes -= size;
     }
   }
-  if (buffer == nullptr) buffer = buffer_pool().take(size);
+  std::size_t trimmed = 0;
+  if (buffer == nullptr) buffer = buffer_pool().take(size, trimmed);
+  if (trimmed != 0) buffer_counters.cached.fetch_sub(trimmed, std::memory_order_relaxed);
   if (buffer != nullptr) {
     buffer_counters.cached.fetch_sub(size, std::memory_order_relaxed);
     buffer_counters.cache_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
-    if (size > kLargeAbove) {
-      buffer_counters.cached.fetch_sub(buffer_pool().trim(), std::memory_order_relaxed);
-    }
     buffer = allocate_from_system(size);
     buffer_counters.system_allocations.fetch_add(1, std::memory_order_relaxed);
   }
