@@ -255,3 +255,26 @@ TEST_CASE("release_cached_memory while other threads allocate and free", "[threa
   release_cached_memory();
   CHECK(memory_stats().bytes_cached == 0);  // the workers' lists went to the pool when they left
 }
+
+TEST_CASE("a strided view's copy is built once when several threads read it at once",
+          "[views][threads]") {
+  std::vector<double> v(64 * 64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  const Tensor x = from_values(v, {64, 64});
+  const Tensor t = transpose(x);
+  std::vector<const double*> seen(4, nullptr);
+  std::vector<std::thread> threads;
+  // Half read through array<T>(), half through a kernel (its sum) first.
+  std::vector<double> sums(seen.size(), 0.0);
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    threads.emplace_back([&, k] {
+      if (k % 2 == 1) sums[k] = reduce_sum(t).item<double>();
+      seen[k] = t.array<double>().data();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const double* p : seen) CHECK(p == seen[0]);
+  CHECK(sums[1] == 4095.0 * 4096.0 / 2.0);
+  CHECK(sums[3] == sums[1]);
+  CHECK(t.array<double>()(5, 7) == 7.0 * 64 + 5.0);
+}

@@ -3,6 +3,7 @@
 // (zero-size batches, scalars, constants, nesting, outer tapes), the loop fallback for a user
 // primitive without a rule, and per-example gradients of the digits MLP.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <iostream>
@@ -1369,4 +1370,125 @@ TEST_CASE("per-example gradients of the digits CNN through vectorized_map equal 
   // The pooled windows did differ: some example's conv1 filter gradient is not another's.
   CHECK(values(gather(vectorized[0], ints({0}, Shape{}), 0)) !=
         values(gather(vectorized[0], ints({2}, Shape{}), 0)));
+}
+
+// ---- Strided inputs: every op of the table takes views (docs/guide.md "Memory") ----------
+// Here because this file holds the table of every op with sample inputs.
+
+namespace {
+
+std::vector<std::int64_t> signed_dims(const Shape& shape) {
+  return std::vector<std::int64_t>(shape.begin(), shape.end());
+}
+
+// A tensor of its own (never a view) with t's dtype, shape and values.
+Tensor contiguous_copy(const Tensor& t) { return from_values(values(t), t.shape(), t.dtype()); }
+
+// Example b of a batched input, as a tensor of its own.
+Tensor example(const Tensor& batched_input, std::size_t b) {
+  std::vector<std::int64_t> begin(batched_input.rank(), 0);
+  std::vector<std::int64_t> size(batched_input.shape().begin(), batched_input.shape().end());
+  begin[0] = static_cast<std::int64_t>(b);
+  size[0] = 1;
+  const Shape one(batched_input.shape().begin() + 1, batched_input.shape().end());
+  return contiguous_copy(reshape(slice(batched_input, begin, size),
+                                 std::vector<std::int64_t>(one.begin(), one.end())));
+}
+
+// Views with t's values: a contiguous one that starts inside its buffer, and three whose
+// elements are not where a contiguous tensor keeps them: a transpose (permuted strides), an
+// inner box of a larger tensor (strides with gaps) and a reverse (negative strides).
+Tensor transposed_view(const Tensor& t) {
+  if (t.rank() < 2) return t;
+  return transpose(contiguous_copy(transpose(t)));
+}
+Tensor boxed_view(const Tensor& t) {
+  Shape outer = t.shape();
+  for (auto& d : outer) d += 2;
+  std::vector<double> v(num_elements(outer), 0.0);
+  const std::vector<double> inner = values(t);
+  std::vector<std::int64_t> begin(t.rank(), 1);
+  // Place t's values at [1, 1, ...] inside `outer`.
+  std::vector<std::size_t> index(t.rank(), 0);
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    std::size_t flat = 0;
+    for (std::size_t d = 0; d < t.rank(); ++d) flat = flat * outer[d] + index[d] + 1;
+    v[flat] = inner[i];
+    for (std::size_t d = t.rank(); d-- > 0;) {
+      if (++index[d] < t.shape()[d]) break;
+      index[d] = 0;
+    }
+  }
+  const Tensor big = from_values(v, outer, t.dtype());
+  return slice(big, begin, signed_dims(t.shape()));
+}
+// Contiguous, but not at the start of its buffer: kernels read it in place.
+Tensor offset_view(const Tensor& t) {
+  std::vector<double> v(t.size() + 3, 1.0);
+  const std::vector<double> own = values(t);
+  std::copy(own.begin(), own.end(), v.begin() + 3);
+  const Tensor big = from_values(v, {v.size()}, t.dtype());
+  return reshape(slice(big, {3}, {static_cast<std::int64_t>(t.size())}), signed_dims(t.shape()));
+}
+Tensor reversed_view(const Tensor& t) {
+  std::vector<int> all(t.rank());
+  for (std::size_t d = 0; d < t.rank(); ++d) all[d] = static_cast<int>(d);
+  return reverse(contiguous_copy(reverse(t, all)), all);
+}
+
+// Equal values, NaN equal to NaN.
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const auto x = values(a), y = values(b);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != y[i] && !(std::isnan(x[i]) && std::isnan(y[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in op of the table takes strided views: the same values and gradients",
+          "[vectorized_map][views]") {
+  const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> kinds = {
+      {"offset", offset_view},
+      {"transposed", transposed_view},
+      {"boxed", boxed_view},
+      {"reversed", reversed_view}};
+  std::size_t checked = 0;
+  for (const Case& c : op_cases()) {
+    INFO("case: " << c.name);
+    std::vector<Tensor> inputs;
+    for (const Tensor& e : c.elems) inputs.push_back(example(e, 1));
+    const std::vector<Tensor> expected = c.fn(inputs);
+    const bool differentiable = has_floating(inputs);
+    const std::vector<Tensor> expected_gradient =
+        differentiable ? per_example_gradient(c.fn)(inputs) : std::vector<Tensor>{};
+    for (const auto& [kind, make_view] : kinds) {
+      INFO("inputs: " << kind << " views");
+      std::vector<Tensor> strided;
+      for (const Tensor& t : inputs) {
+        strided.push_back(make_view(t));
+        REQUIRE(same_values(strided.back(), t));
+      }
+      const std::vector<Tensor> got = c.fn(strided);
+      REQUIRE(got.size() == expected.size());
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        INFO("output " << k);
+        CHECK(same_values(got[k], expected[k]));
+      }
+      if (differentiable) {
+        const std::vector<Tensor> gradient = per_example_gradient(c.fn)(strided);
+        REQUIRE(gradient.size() == expected_gradient.size());
+        for (std::size_t k = 0; k < gradient.size(); ++k) {
+          INFO("gradient " << k);
+          CHECK(same_values(gradient[k], expected_gradient[k]));
+        }
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked >= 150);
 }

@@ -26,5 +26,6 @@
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tape.hpp"
 #include "tapegrad/tensor.hpp"
+#include "tapegrad/tensor_view.hpp"
 #include "tapegrad/variable.hpp"
 #include "tapegrad/variables_functional.hpp"

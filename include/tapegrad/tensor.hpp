@@ -40,14 +40,29 @@ class TensorHeader {
   TensorHeader(const TensorHeader&) = delete;
   TensorHeader& operator=(const TensorHeader&) = delete;
   ~TensorHeader() = default;
-  // The storage_array<T> of `dtype`, inside the TensorImpl: set by its constructor.
-  const void* elements_ = nullptr;
+  // The storage_array<T> of `dtype`: the TensorImpl's own, set by its constructor; for a view,
+  // null until a read that needs contiguous elements builds its copy (then that copy's).
+  mutable std::atomic<const void*> elements_{nullptr};
 
  private:
   friend class tapegrad::Tensor;
 };
 
 [[noreturn]] void throw_undefined_tensor(const char* what);
+// The contiguous copy of a view (built once, then cached on the view): its storage_array<T>.
+const void* materialize_view(const TensorHeader& header);
+
+// Where a tensor's elements are, without copying them: element (i0, i1, ...) is at
+// data[offset + i0 * strides[0] + i1 * strides[1] + ...]; strides in elements, maybe negative
+// (reverse) or 0. `data` points at the first element of the buffer, `buffer_size` its length.
+struct ElementLayout {
+  const void* data;
+  std::size_t buffer_size;
+  std::size_t offset;
+  xt::svector<std::size_t, 4> shape;
+  xt::svector<std::ptrdiff_t, 4> strides;
+};
+ElementLayout element_layout(const TensorHeader& header);
 // Tensor::array<T>() of another dtype, or of a Variable's handle.
 [[noreturn]] void throw_bad_array_access(const TensorHeader& header, DType requested);
 
@@ -138,6 +153,14 @@ class Tensor {
   template <class T>
   T item() const;
 
+  /// The elements as a read-only xtensor expression over the tensor's own buffer, its strides
+  /// kept: never copies, also for a transposed, sliced or reversed view (array<T>() would build
+  /// a contiguous copy of those). The expression points into the buffer: keep a handle to the
+  /// tensor while it is in use. InvalidArgument as array<T>(). Defined in
+  /// <tapegrad/tensor_view.hpp> (included by <tapegrad/tapegrad.hpp>).
+  template <class T>
+  auto view() const;
+
  private:
   friend struct detail::TensorAccess;
   template <class T>
@@ -150,7 +173,9 @@ class Tensor {
     if (h.dtype != dtype_of<T>::value || !h.holds_elements) {
       detail::throw_bad_array_access(h, dtype_of<T>::value);
     }
-    return *static_cast<const storage_array<T>*>(h.elements_);
+    const void* elements = h.elements_.load(std::memory_order_acquire);
+    if (elements == nullptr) elements = detail::materialize_view(h);
+    return *static_cast<const storage_array<T>*>(elements);
   }
 
   // Wraps existing storage (the runtime's: users construct from arrays).
@@ -170,6 +195,11 @@ const storage_array<T>& kernel_array(const Tensor& t) {
   return t.unreported_array<T>();
 }
 }  // namespace detail
+
+/// True when a and b read one buffer: one is a view of the other (reshape, transpose, slice,
+/// ...: docs/guide.md "Memory"), both are views of a third, or they are the same tensor.
+/// False when either is undefined.
+bool shares_storage(const Tensor& a, const Tensor& b);
 
 /// "Tensor(shape=[2], dtype=float64, [1., 2.])", or "Tensor(undefined)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

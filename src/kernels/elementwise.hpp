@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 #include <xtensor/xnoalias.hpp>
 
@@ -20,10 +23,14 @@ constexpr std::size_t kSmallKernel = 32;
 // Broadcast rows shorter than this are walked two axes at a time.
 constexpr std::size_t kShortRow = 8;
 
-template <class R, class T, class ScalarFn>
-xt::xarray<R> map_unary(const xt::xarray<T>& a, ScalarFn fn) {
+// The element type of an input array: an xt::xarray or a KernelInput (runtime/tensor_impl.hpp).
+template <class A>
+using element_of = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const A&>().data())>>;
+
+template <class R, class A, class ScalarFn>
+xt::xarray<R> map_unary(const A& a, ScalarFn fn) {
   xt::xarray<R> out = xt::empty<R>(a.shape());
-  const T* in = a.data();
+  const element_of<A>* in = a.data();
   R* o = out.data();
   const std::size_t n = a.size();
   for (std::size_t i = 0; i < n; ++i) o[i] = fn(in[i]);
@@ -31,9 +38,10 @@ xt::xarray<R> map_unary(const xt::xarray<T>& a, ScalarFn fn) {
 }
 
 // o[i] = fn(a[ia], b[ib]) over the broadcast shape `shape` (n elements).
-template <class R, class T, class S, class ScalarFn>
-void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape, std::size_t n,
-                 R* o, ScalarFn fn) {
+template <class R, class A, class B, class S, class ScalarFn>
+void binary_loop(const A& a, const B& b, const S& shape, std::size_t n, R* o, ScalarFn fn) {
+  using T = element_of<A>;
+  static_assert(std::is_same_v<T, element_of<B>>, "binary_loop: one element type");
   const T* pa = a.data();
   const T* pb = b.data();
   if (n == 0) return;
@@ -105,18 +113,16 @@ void binary_loop(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
 }
 
 // out[i] = fn(a[ia], b[ib]) over the broadcast shape `shape`, as an xarray.
-template <class R, class T, class S, class ScalarFn>
-xt::xarray<R> map_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
-                         ScalarFn fn) {
+template <class R, class A, class B, class S, class ScalarFn>
+xt::xarray<R> map_binary(const A& a, const B& b, const S& shape, ScalarFn fn) {
   xt::xarray<R> out = xt::empty<R>(shape);
   binary_loop<R>(a, b, shape, out.size(), out.data(), fn);
   return out;
 }
 
 // The same, built in place as a new Tensor (the fast path of the elementwise ops).
-template <class R, class T, class S, class ScalarFn>
-Tensor binary_tensor(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& shape,
-                     ScalarFn fn) {
+template <class R, class A, class B, class S, class ScalarFn>
+Tensor binary_tensor(const A& a, const B& b, const S& shape, ScalarFn fn) {
   R* o = nullptr;
   Tensor out = new_tensor<R>(shape, o);
   std::size_t n = 1;
@@ -126,8 +132,9 @@ Tensor binary_tensor(const xt::xarray<T>& a, const xt::xarray<T>& b, const S& sh
 }
 
 // out[i] = fn(a[i]) as a new Tensor; expr(a) (xtensor, vectorised by xsimd) for large inputs.
-template <class T, class ScalarFn>
-Tensor unary_tensor(const xt::xarray<T>& a, ScalarFn fn) {
+template <class A, class ScalarFn>
+Tensor unary_tensor(const A& a, ScalarFn fn) {
+  using T = element_of<A>;
   T* o = nullptr;
   Tensor out = new_tensor<T>(a.shape(), o);
   const T* in = a.data();
@@ -142,6 +149,18 @@ Tensor unary_tensor_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr)
   xt::xarray<T>* array = nullptr;
   Tensor out = new_tensor_array<T>(a.shape(), array);
   xt::noalias(*array) = expr(a);
+  return out;
+}
+
+// The same for a tensor's elements read in place (an xtensor adaptor over them).
+template <class T, class ScalarFn, class ExprFn>
+Tensor unary_tensor_vectorised(const KernelInput<T>& a, ScalarFn fn, ExprFn expr) {
+  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
+  xt::xarray<T>* array = nullptr;
+  Tensor out = new_tensor_array<T>(a.shape(), array);
+  const auto input = xt::adapt(a.data(), a.size(), xt::no_ownership(),
+                               xt::svector<std::size_t, 4>(a.shape().begin(), a.shape().end()));
+  xt::noalias(*array) = expr(input);
   return out;
 }
 

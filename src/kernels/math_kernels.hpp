@@ -47,8 +47,8 @@ bool small_broadcast_dims(const A& a, const B& b, std::size_t element_bytes,
 // fn(a, b) -> R over the broadcast shape of x and y, whose elements are T.
 template <class R, class T, class ScalarFn>
 Tensor broadcast_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn fn) {
-  const auto& a = detail::kernel_array<T>(x);
-  const auto& b = detail::kernel_array<T>(y);
+  const KernelInput<T> a(x);
+  const KernelInput<T> b(y);
   auto scalar_fn = [&](T u, T v) { return static_cast<R>(fn(u, v)); };
   // Equal shapes need no broadcast shape (and no allocation for one).
   if (a.shape() == b.shape()) return binary_tensor<R>(a, b, a.shape(), scalar_fn);
@@ -88,9 +88,9 @@ Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Expression exp
     using T = decltype(zero);
     auto scalar_fn = [&](T v) { return static_cast<T>(fn(v)); };
     if constexpr (std::is_same_v<Expression, NoExpression>) {
-      return unary_tensor(detail::kernel_array<T>(x), scalar_fn);
+      return unary_tensor(KernelInput<T>(x), scalar_fn);
     } else {
-      return unary_tensor_vectorised(detail::kernel_array<T>(x), scalar_fn, expression);
+      return unary_tensor_vectorised(KernelInput<T>(x), scalar_fn, expression);
     }
   });
 }
@@ -105,8 +105,8 @@ Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, 
   }
   return dispatch_floating(op, y.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const auto& a = detail::kernel_array<T>(y);
-    const auto& b = detail::kernel_array<T>(g);
+    const KernelInput<T> a(y);
+    const KernelInput<T> b(g);
     if (a.shape() != b.shape()) throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
     return binary_tensor<T>(a, b, a.shape(), [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
   });

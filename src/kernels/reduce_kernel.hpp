@@ -75,9 +75,10 @@ R fold_run(const T* b, std::size_t count, R init, Combine combine, bool reordera
 
 // Folds every element of `a` into its output cell: out = combine(out, a[i]) starting from
 // `init`. Returns the result in the keepdims or reduced shape. `reorderable` as fold_run.
-template <class R, class T, class Combine>
-xt::xarray<R> reduce_axes(const xt::xarray<T>& a, const std::vector<std::size_t>& axes,
-                          bool keepdims, R init, Combine combine, bool reorderable = false) {
+template <class R, class A, class Combine>
+xt::xarray<R> reduce_axes(const A& a, const std::vector<std::size_t>& axes, bool keepdims, R init,
+                          Combine combine, bool reorderable = false) {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(a.data())>>;
   const Shape in_shape(a.shape().begin(), a.shape().end());
   const Shape kept = keepdims_shape(in_shape, axes);
   xt::xarray<R> out = xt::empty<R>(kept);

@@ -20,16 +20,17 @@
 
 namespace tapegrad {
 
-// x's elements, in order, in a new tensor of `shape` (same element count): identity,
-// stop_gradient and reshape.
-static Tensor copy_with_shape(const Tensor& x, const Shape& shape) {
-  return detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> out = xt::empty<T>(shape);
-    std::copy(detail::kernel_array<T>(x).data(), detail::kernel_array<T>(x).data() + x.size(),
-              out.data());
-    return Tensor(std::move(out));
-  });
+// x's elements, in order, as a tensor of `shape` (same element count), without copying them:
+// a view of x's buffer (identity, stop_gradient, reshape, expand_dims, squeeze). A strided x
+// (a transpose, say) is not in row-major order in its buffer: the view is of its contiguous
+// copy, built once and kept by x.
+static Tensor view_with_shape(const Tensor& x, const Shape& shape) {
+  const detail::TensorImpl& impl = detail::impl_of(x);
+  if (impl.is_view() && !impl.contiguous()) {
+    return detail::make_view(impl.materialized(), shape, detail::row_major_strides_signed(shape), 0);
+  }
+  return detail::make_view(detail::buffer_owner_of(x), shape,
+                           detail::row_major_strides_signed(shape), impl.offset());
 }
 
 // ---- Identity (and stop_gradient, which records nothing) --------------------------------
@@ -59,7 +60,7 @@ constexpr OpDefinition identity_op = detail::identity_gradient_op("Identity",
 
 Tensor identity(const Tensor& x) {
   detail::require_defined("identity", x);
-  Tensor out = copy_with_shape(x, x.shape());
+  Tensor out = view_with_shape(x, x.shape());
   detail::record(identity_op, {&x}, out);
   return out;
 }
@@ -71,7 +72,7 @@ constexpr OpDefinition stop_gradient_op =
 
 Tensor stop_gradient(const Tensor& x) {
   detail::require_defined("stop_gradient", x);
-  Tensor out = copy_with_shape(x, x.shape());
+  Tensor out = view_with_shape(x, x.shape());
   detail::record(stop_gradient_op, {&x}, out);
   return out;
 }
@@ -134,7 +135,7 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
     fail("");
   }
   const Shape target(shape.begin(), shape.end());
-  Tensor out = copy_with_shape(x, target);
+  Tensor out = view_with_shape(x, target);
   detail::record(reshape_op, {&x}, out);
   return out;
 }
@@ -198,101 +199,6 @@ constexpr OpDefinition transpose_op =
     detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none(),
                               transpose_tangent, transpose_batched);
 
-// dst [cols, rows] = the transpose of src [rows, cols], in square tiles: a row-by-row walk
-// reads one input element per cache line when both sides are long (a tall Jacobian's
-// [26, 3N] -> [3N, 26]).
-template <class T>
-static void transpose_matrix(const T* src, std::size_t rows, std::size_t cols, T* dst) {
-  constexpr std::size_t kTile = 16;
-  for (std::size_t i0 = 0; i0 < rows; i0 += kTile) {
-    const std::size_t i1 = std::min(rows, i0 + kTile);
-    for (std::size_t j0 = 0; j0 < cols; j0 += kTile) {
-      const std::size_t j1 = std::min(cols, j0 + kTile);
-      for (std::size_t j = j0; j < j1; ++j) {
-        for (std::size_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * cols + j];
-      }
-    }
-  }
-}
-
-// The same permutation on fewer axes: input axes that stay next to each other, in order, in
-// the output are one axis ([b, n, 3] by (1, 2, 0) is the matrix transpose of [b, 3n]).
-static void merge_adjacent_axes(Shape& x_shape, std::vector<int>& perm) {
-  std::vector<std::size_t> first_of_group;  // output position -> the group's first input axis
-  std::vector<std::size_t> group_size;      // its element count
-  for (std::size_t i = 0; i < perm.size(); ++i) {
-    const auto axis = static_cast<std::size_t>(perm[i]);
-    if (i > 0 && perm[i] == perm[i - 1] + 1) {
-      group_size.back() *= x_shape[axis];
-    } else {
-      first_of_group.push_back(axis);
-      group_size.push_back(x_shape[axis]);
-    }
-  }
-  // The groups' order in the input gives their new axis numbers.
-  std::vector<std::size_t> order(first_of_group.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return first_of_group[a] < first_of_group[b]; });
-  Shape merged_shape(order.size());
-  std::vector<int> merged_perm(order.size());
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    merged_shape[k] = group_size[order[k]];
-    merged_perm[order[k]] = static_cast<int>(k);
-  }
-  x_shape = std::move(merged_shape);
-  perm = std::move(merged_perm);
-}
-
-// x with its axes permuted: walks the output row by row, the input offset following x's
-// strides in permuted order. Swapping the last two axes (a matrix or a batch of matrices,
-// as matmul's gradients do) goes tile by tile instead, also
-// after axes that stay adjacent are merged (merge_adjacent_axes).
-template <class T>
-static xt::xarray<T> permute_axes(const xt::xarray<T>& x, Shape x_shape, std::vector<int> perm,
-                                  const Shape& out_shape) {
-  xt::xarray<T> out = xt::empty<T>(out_shape);
-  const std::size_t n = out.size();
-  const T* in = x.data();
-  T* dst = out.data();
-  if (n == 0) return out;
-  if (out_shape.empty()) {
-    dst[0] = in[0];
-    return out;
-  }
-  merge_adjacent_axes(x_shape, perm);
-  const std::size_t rank = perm.size();
-  Shape walk_shape(rank);  // the output's shape in the merged axes
-  for (std::size_t i = 0; i < rank; ++i) walk_shape[i] = x_shape[static_cast<std::size_t>(perm[i])];
-  bool swaps_last_two = rank >= 2 && perm[rank - 1] == static_cast<int>(rank - 2) &&
-                        perm[rank - 2] == static_cast<int>(rank - 1);
-  for (std::size_t d = 0; swaps_last_two && d + 2 < rank; ++d) {
-    swaps_last_two = perm[d] == static_cast<int>(d);
-  }
-  if (swaps_last_two) {
-    const std::size_t rows = x_shape[rank - 2], cols = x_shape[rank - 1];
-    for (std::size_t m = 0; m < n / (rows * cols); ++m) {
-      transpose_matrix(in + m * rows * cols, rows, cols, dst + m * rows * cols);
-    }
-    return out;
-  }
-  const auto x_strides = detail::row_major_strides(x_shape);
-  std::vector<std::size_t> step(rank);
-  for (std::size_t d = 0; d < rank; ++d) step[d] = x_strides[static_cast<std::size_t>(perm[d])];
-  const std::size_t run = walk_shape[rank - 1];
-  const std::size_t run_step = step[rank - 1];
-  detail::StridedCursor(walk_shape, rank - 1, detail::row_major_strides(walk_shape), step)
-      .for_each([&](std::size_t to, std::size_t from_offset) {
-        const T* from = in + from_offset;
-        if (run_step == 1) {
-          std::copy(from, from + run, dst + to);
-        } else {
-          for (std::size_t j = 0; j < run; ++j) dst[to + j] = from[j * run_step];
-        }
-      });
-  return out;
-}
-
 Tensor transpose(const Tensor& x, std::vector<int> perm) {
   detail::require_defined("transpose", x);
   const std::size_t rank = x.rank();
@@ -311,10 +217,14 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
   const Shape& in_shape = x.shape();
   Shape out_shape(rank);
   for (std::size_t i = 0; i < rank; ++i) out_shape[i] = in_shape[static_cast<std::size_t>(perm[i])];
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return Tensor(permute_axes(detail::kernel_array<T>(x), in_shape, perm, out_shape));
-  });
+  // A view: the axes' lengths and strides permuted, no element moved.
+  detail::ViewGeometry view = detail::view_geometry(x);
+  const detail::TensorImpl::Strides in_strides = view.strides;
+  for (std::size_t i = 0; i < rank; ++i) {
+    view.strides[i] = in_strides[static_cast<std::size_t>(perm[i])];
+  }
+  view.shape = out_shape;
+  Tensor out = detail::make_view(std::move(view));
   detail::record(transpose_op, {&x}, out, [&] {
     return Attrs().set("perm", std::vector<std::int64_t>(perm.begin(), perm.end()));
   });
@@ -367,7 +277,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
       using T = decltype(zero);
       // A rank-0 second operand broadcasts everywhere, so this is a strided copy of x.
       const xt::xarray<T> unit = xt::empty<T>(Shape{});
-      return detail::binary_tensor<T>(detail::kernel_array<T>(x), unit, shape,
+      return detail::binary_tensor<T>(detail::KernelInput<T>(x), unit, shape,
                                       [](T a, T) { return a; });
     });
   });

@@ -151,7 +151,7 @@ static Tensor arg_extremum(const OpDefinition& definition, const char* op, const
   xt::xarray<std::int64_t> out = detail::allocate_array<std::int64_t>(op, out_shape);
   detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
-    const T* src = detail::kernel_array<T>(x).data();
+    const T* src = detail::kernel_data<T>(x);
     for (std::size_t o = 0; o < outer; ++o) {
       for (std::size_t i = 0; i < inner; ++i) {
         const T* line = src + o * n * inner + i;

@@ -116,7 +116,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
-    const T* src = detail::kernel_array<T>(params).data();
+    const T* src = detail::kernel_data<T>(params);
     T* dst = gathered.data();
     // Rows of a few elements (points, vertices: inner 3) are copied by a loop of a
     // compile-time length: a call of std::copy (memmove) per row costs more than the row.
@@ -231,7 +231,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     using T = decltype(zero);
     xt::xarray<T> sums = detail::allocate_array<T>(op, out_shape);
     std::fill(sums.begin(), sums.end(), T(0));
-    const T* src = detail::kernel_array<T>(data).data();
+    const T* src = detail::kernel_data<T>(data);
     T* dst = sums.data();
     for (std::size_t k = 0; k < ids.size(); ++k) {
       T* row = dst + static_cast<std::size_t>(ids[k]) * inner;

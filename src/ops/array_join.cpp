@@ -106,7 +106,7 @@ static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
       parts.reserve(values.size());
       widths.reserve(values.size());
       for (const auto& v : values) {
-        parts.push_back(detail::kernel_array<T>(v).data());
+        parts.push_back(detail::kernel_data<T>(v));
         widths.push_back(detail::impl_of(v).dims_ref().data[axis] * b.inner);
       }
       detail::join_rows(parts, widths, b.outer, out);
@@ -217,23 +217,18 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   const auto parts = static_cast<std::size_t>(num);
   Dims part_dims = dims;
   part_dims[a] = dim / parts;
-  const AxisBlocks b = axis_blocks(dims, a);
-  const std::size_t run = part_dims[a] * b.inner;  // each part's contiguous run per outer block
+  // Views: part p starts p * part_dims[a] rows along axis a into x.
+  const detail::ViewGeometry whole = detail::view_geometry(x);
   std::vector<Tensor> outputs;
   outputs.reserve(parts);
-  detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<T*> destinations;
-    destinations.reserve(parts);
-    for (std::size_t p = 0; p < parts; ++p) {
-      T* part = nullptr;
-      outputs.push_back(detail::new_tensor<T>(part_dims, part));
-      destinations.push_back(part);
+  for (std::size_t p = 0; p < parts; ++p) {
+    detail::ViewGeometry part = whole;
+    part.shape = Shape(part_dims.begin(), part_dims.end());
+    if (part_dims[a] != 0) {
+      part.offset += p * part_dims[a] * static_cast<std::size_t>(whole.strides[a]);
     }
-    detail::split_rows(detail::kernel_array<T>(x).data(), b.outer, destinations,
-                       std::vector<std::size_t>(parts, run));
-    return 0;
-  });
+    outputs.push_back(detail::make_view(std::move(part)));
+  }
   detail::record(split_op, {&x}, outputs,
                  [&] { return Attrs().set("axis", static_cast<std::int64_t>(a)); });
   return outputs;

@@ -155,7 +155,7 @@ Tensor pad(const Tensor& x, Paddings paddings, PadMode mode, double value) {
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> padded = detail::allocate_array<T>("pad", out_shape);
-    const T* src = detail::kernel_array<T>(x).data();
+    const T* src = detail::kernel_data<T>(x);
     T* dst = padded.data();
     const T fill = value_as<T>(value);
     if (x.rank() == 0) {
@@ -186,7 +186,7 @@ static Tensor mirror_pad_grad(const Tensor& g, const Shape& shape, const Padding
   Tensor out = detail::dispatch_numeric("pad", g, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> summed = xt::zeros<T>(shape);
-    const T* src = detail::kernel_array<T>(g).data();
+    const T* src = detail::kernel_data<T>(g);
     T* dst = summed.data();
     if (shape.empty()) {
       dst[0] = src[0];

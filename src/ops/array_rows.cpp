@@ -65,7 +65,7 @@ Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape, st
     xt::xarray<T> a = xt::empty<T>(shape);
     std::vector<const T*> parts;
     parts.reserve(rows.size());
-    for (const Tensor& row : rows) parts.push_back(detail::kernel_array<T>(row).data());
+    for (const Tensor& row : rows) parts.push_back(detail::kernel_data<T>(row));
     if (a.size() != 0) join_rows(parts, std::vector<std::size_t>(rows.size(), width), outer, a.data());
     return Tensor(std::move(a));
   });
@@ -88,7 +88,7 @@ static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_sh
       parts.push_back(arrays.back().data());
     }
     if (width != 0) {
-      detail::split_rows(detail::kernel_array<T>(packed).data(), outer, parts,
+      detail::split_rows(detail::kernel_data<T>(packed), outer, parts,
                          std::vector<std::size_t>(count, width));
     }
     std::vector<Tensor> pieces;
@@ -168,7 +168,7 @@ Tensor detail::diagonal_blocks(const Tensor& d, std::size_t n, const Shape& shap
     xt::xarray<T> a = xt::empty<T>(shape);
     T* dst = a.data();
     if (a.size() != 0) std::memset(dst, 0, a.size() * sizeof(T));
-    const T* src = detail::kernel_array<T>(d).data();
+    const T* src = detail::kernel_data<T>(d);
     for (std::size_t r = 0; r < k; ++r, dst += n * n, src += n) {
       for (std::size_t b = 0; b < n; ++b) dst[b * n + b] = src[b];
     }
@@ -185,7 +185,7 @@ Tensor detail::diagonal_blocks_part(const Tensor& dense, std::size_t n, const Sh
     using T = decltype(zero);
     xt::xarray<T> a = xt::empty<T>(shape);
     T* dst = a.data();
-    const T* src = detail::kernel_array<T>(dense).data();
+    const T* src = detail::kernel_data<T>(dense);
     for (std::size_t r = 0; r < k; ++r, dst += n, src += n * n) {
       for (std::size_t b = 0; b < n; ++b) dst[b] = src[b * n + b];
     }

@@ -42,7 +42,7 @@ static Tensor scan(const char* op, const Tensor& x, const ScanAttrs& s, double i
   return detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>(op, shape);
-    detail::scan_lines(detail::kernel_array<T>(x).data(), out.data(), layout, s.exclusive,
+    detail::scan_lines(detail::kernel_data<T>(x), out.data(), layout, s.exclusive,
                        s.reverse, static_cast<T>(identity), combine);
     return Tensor(std::move(out));
   });
@@ -249,17 +249,16 @@ Tensor reverse(const Tensor& x, std::vector<int> axes) {
     }
     flip[a] = true;
   }
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> reversed = detail::allocate_array<T>("reverse", x.shape());
-    const T* src = detail::kernel_array<T>(x).data();
-    if (x.rank() == 0) {
-      reversed.data()[0] = src[0];
-    } else if (x.size() != 0) {
-      reverse_copy(src, x.shape(), flip, reversed.data());
-    }
-    return Tensor(std::move(reversed));
-  });
+  // A view: each flipped axis starts at its last element and steps backwards.
+  detail::ViewGeometry view = detail::view_geometry(x);
+  for (std::size_t d = 0; d < flip.size(); ++d) {
+    if (!flip[d] || view.shape[d] == 0) continue;
+    view.offset = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(view.offset) +
+                                           static_cast<std::ptrdiff_t>(view.shape[d] - 1) *
+                                               view.strides[d]);
+    view.strides[d] = -view.strides[d];
+  }
+  Tensor out = detail::make_view(std::move(view));
   detail::record(reverse_op, {&x}, out, [&] {
     std::vector<std::int64_t> dims;
     for (std::size_t d = 0; d < flip.size(); ++d) {

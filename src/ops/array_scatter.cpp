@@ -124,7 +124,7 @@ Tensor gather_nd(const Tensor& params, const Tensor& indices) {
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> gathered = detail::allocate_array<T>("gather_nd", gathered_shape(nd, params.shape()));
-    const T* src = detail::kernel_array<T>(params).data();
+    const T* src = detail::kernel_data<T>(params);
     T* dst = gathered.data();
     for (std::size_t offset : nd.offsets) {
       dst = std::copy(src + offset * nd.slice, src + (offset + 1) * nd.slice, dst);
@@ -158,12 +158,12 @@ static Tensor scatter_into(const char* op, const Tensor* base, const Tensor& ind
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>(op, shape);
     if (base != nullptr) {
-      const T* from = detail::kernel_array<T>(*base).data();
+      const T* from = detail::kernel_data<T>(*base);
       std::copy(from, from + out.size(), out.data());
     } else {
       std::fill(out.begin(), out.end(), T(0));
     }
-    const T* src = detail::kernel_array<T>(updates).data();
+    const T* src = detail::kernel_data<T>(updates);
     for (std::size_t r = 0; r < nd.offsets.size(); ++r) {
       T* row = out.data() + nd.offsets[r] * nd.slice;
       const T* from = src + r * nd.slice;
@@ -293,7 +293,7 @@ Tensor boolean_mask(const Tensor& x, const Tensor& mask) {
                           ": mask must be bool, of rank >= 1, with shape x.shape[:mask.rank]");
   }
   const auto strides = detail::row_major_strides(mask.shape());
-  const bool* m = detail::kernel_array<bool>(mask).data();
+  const bool* m = detail::kernel_data<bool>(mask);
   std::vector<std::int64_t> positions;
   for (std::size_t i = 0; i < mask.size(); ++i) {
     if (!m[i]) continue;

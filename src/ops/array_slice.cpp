@@ -72,17 +72,13 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
     if (extent < 0 || extent > dim - begin[d]) fail("do not fit");
     box[d] = static_cast<std::size_t>(extent);
   }
-  const auto start = unsigned_ints(begin);
-  Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    xt::xarray<T> part = xt::empty<T>(box);
-    const std::vector<std::size_t> origin(shape.size(), 0);
-    if (part.size() != 0) {
-      detail::copy_box(detail::kernel_array<T>(x).data(), shape, start, part.data(), box, origin,
-                       box);
-    }
-    return Tensor(std::move(part));
-  });
+  // A view: the box's first element and lengths, x's strides.
+  detail::ViewGeometry view = detail::view_geometry(x);
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (box[d] != 0) view.offset += static_cast<std::size_t>(begin[d] * view.strides[d]);
+  }
+  view.shape = box;
+  Tensor out = detail::make_view(std::move(view));
   detail::record(slice_op, {&x}, out, [&] { return Attrs().set("begin", begin); });
   return out;
 }
@@ -94,7 +90,7 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
     using T = decltype(zero);
     xt::xarray<T> padded = xt::zeros<T>(shape);
     const std::vector<std::size_t> origin(shape.size(), 0);
-    detail::copy_box(detail::kernel_array<T>(g).data(), g.shape(), origin, padded.data(), shape,
+    detail::copy_box(detail::kernel_data<T>(g), g.shape(), origin, padded.data(), shape,
                      begin, g.shape());
     return Tensor(std::move(padded));
   });
@@ -204,7 +200,7 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> tiled = detail::allocate_array<T>("tile", out_shape);
-    const T* src = detail::kernel_array<T>(x).data();
+    const T* src = detail::kernel_data<T>(x);
     if (out_shape.empty()) {
       tiled.data()[0] = src[0];
     } else if (tiled.size() != 0) {

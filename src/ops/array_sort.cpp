@@ -54,7 +54,7 @@ static Tensor take_along_axis(const Tensor& x, const Tensor& positions, std::siz
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> taken = detail::allocate_array<T>("take_along_axis", positions.shape());
-    const T* src = detail::kernel_array<T>(x).data();
+    const T* src = detail::kernel_data<T>(x);
     T* dst = taken.data();
     const std::size_t k = out_lines.n, inner = in.inner;
     for (std::size_t o = 0; o < in.outer; ++o) {
@@ -83,7 +83,7 @@ static Tensor put_along_axis(const Tensor& g, const Tensor& positions, std::size
     using T = decltype(zero);
     xt::xarray<T> put = detail::allocate_array<T>("put_along_axis", out_shape);
     std::fill(put.begin(), put.end(), T(0));
-    const T* src = detail::kernel_array<T>(g).data();
+    const T* src = detail::kernel_data<T>(g);
     T* dst = put.data();
     const std::size_t k = lines.n, inner = lines.inner;
     for (std::size_t o = 0; o < lines.outer; ++o) {
@@ -179,7 +179,7 @@ static Tensor sorted_positions(const char* op, const Tensor& x, std::size_t axis
   }
   detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
-    const T* src = detail::kernel_array<T>(x).data();
+    const T* src = detail::kernel_data<T>(x);
     std::vector<std::int32_t> order(lines.n);
     auto is_nan = [](T v) { return v != v; };
     auto below = [&](T a, T b) { return !is_nan(a) && (is_nan(b) || a < b); };

@@ -36,7 +36,7 @@ Tensor cast(const Tensor& x, DType dtype) {
     using From = decltype(from_zero);
     return detail::dispatch_any(dtype, [&](auto to_zero) {
       using To = decltype(to_zero);
-      return Tensor(detail::map_unary<To>(detail::kernel_array<From>(x),
+      return Tensor(detail::map_unary<To>(detail::KernelInput<From>(x),
                                           [](From v) { return convert<To, From>(v); }));
     });
   });

@@ -95,7 +95,7 @@ Tensor compute_floating(const char* op, DType dtype, const Shape& shape, Kernel 
 // t's data as T (the second argument only selects T: pass the kernel's output pointer).
 template <class T>
 const T* data_of(const Tensor& t, T*) {
-  return detail::kernel_array<T>(t).data();
+  return detail::kernel_data<T>(t);
 }
 
 }  // namespace tapegrad::detail

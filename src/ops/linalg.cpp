@@ -186,8 +186,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     if (k == 0) {
       std::fill(c.begin(), c.end(), T(0));
     } else if (m != 0 && n != 0 && count != 0) {
-      const T* pa = detail::kernel_array<T>(a).data();
-      const T* pb = detail::kernel_array<T>(b).data();
+      const T* pa = detail::kernel_data<T>(a);
+      const T* pb = detail::kernel_data<T>(b);
       T* pc = c.data();
       if (!batched) {
         gemm(transpose_a, transpose_b, m, n, k, pa, pb, pc);

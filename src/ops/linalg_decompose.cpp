@@ -127,8 +127,8 @@ EighResult eigh(const Tensor& a) {
     std::vector<blasint> iwork(static_cast<std::size_t>(std::max<blasint>(1, iwork_query)));
     for (std::size_t i = 0; i < count; ++i) {
       T* matrix = vectors.data() + i * n * n;
-      std::copy(detail::kernel_array<T>(a).data() + i * n * n,
-                detail::kernel_array<T>(a).data() + (i + 1) * n * n, matrix);
+      std::copy(detail::kernel_data<T>(a) + i * n * n,
+                detail::kernel_data<T>(a) + (i + 1) * n * n, matrix);
       const blasint info = detail::symmetric_eigen(
           'U', size, matrix, values.data() + i * n, work.data(), static_cast<blasint>(work.size()),
           iwork.data(), static_cast<blasint>(iwork.size()));
@@ -224,7 +224,7 @@ QrResult qr(const Tensor& a) {
         std::max(detail::workspace_size(query_factor), detail::workspace_size(query_q))));
     const auto lwork = static_cast<blasint>(work.size());
     for (std::size_t i = 0; i < count; ++i) {
-      const T* src = detail::kernel_array<T>(a).data() + i * m * n;
+      const T* src = detail::kernel_data<T>(a) + i * m * n;
       for (std::size_t row = 0; row < m; ++row) {
         for (std::size_t col = 0; col < n; ++col) columns[col * m + row] = src[row * n + col];
       }

@@ -163,7 +163,7 @@ Tensor solve(const Tensor& a, const Tensor& b) {
       if (!lu.factor(i) && !detail::computing_on_placeholders()) {
         fail("the matrix a is singular" + batch_position(i, lu.count()));
       }
-      const T* b_src = detail::kernel_array<T>(b).data() + i * b_size;
+      const T* b_src = detail::kernel_data<T>(b) + i * b_size;
       for (std::size_t r = 0; r < n; ++r) {
         for (std::size_t c = 0; c < k; ++c) columns[c * n + r] = b_src[r * k + c];
       }
@@ -215,7 +215,7 @@ Tensor cholesky(const Tensor& a) {
     using T = decltype(zero);
     // Factored in place, in the result.
     xt::xarray<T> result = xt::empty<T>(a.shape());
-    const T* matrices = detail::kernel_array<T>(a).data();
+    const T* matrices = detail::kernel_data<T>(a);
     for (std::size_t i = 0; i < count; ++i) {
       T* dst = result.data() + i * n * n;
       std::copy(matrices + i * n * n, matrices + (i + 1) * n * n, dst);

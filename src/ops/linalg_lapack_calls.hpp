@@ -78,7 +78,7 @@ template <class T>
 class BatchLu {
  public:
   BatchLu(const Tensor& a, std::size_t n)
-      : matrices_(detail::kernel_array<T>(a).data()),
+      : matrices_(detail::kernel_data<T>(a)),
         n_(n),
         count_(matrix_count(a.shape())),
         // An empty batch needs no workspace (its matrices may be nominally huge).

@@ -69,10 +69,10 @@ Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoi
     using T = decltype(zero);
     // Solved in place, in the result.
     xt::xarray<T> result = detail::allocate_array<T>("triangular_solve", b.shape());
-    const T* b_src = detail::kernel_array<T>(b).data();
+    const T* b_src = detail::kernel_data<T>(b);
     std::copy(b_src, b_src + b.size(), result.data());
     for (std::size_t i = 0; i < count && n != 0; ++i) {
-      const T* matrix = detail::kernel_array<T>(a).data() + i * n * n;
+      const T* matrix = detail::kernel_data<T>(a) + i * n * n;
       for (std::size_t d = 0; d < n; ++d) {
         if (matrix[d * n + d] == T(0) && !detail::computing_on_placeholders()) {
           throw InvalidArgument(detail::describe("triangular_solve", {{"a", a}, {"b", b}}) +

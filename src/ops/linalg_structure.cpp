@@ -50,7 +50,7 @@ Tensor diag(const Tensor& v) {
     using T = decltype(zero);
     xt::xarray<T> result = detail::allocate_array<T>("diag", out_shape);
     std::fill(result.begin(), result.end(), T(0));
-    const T* src = detail::kernel_array<T>(v).data();
+    const T* src = detail::kernel_data<T>(v);
     T* dst = result.data();
     const std::size_t count = n == 0 ? 0 : v.size() / n;
     for (std::size_t i = 0; i < count; ++i) {
@@ -90,7 +90,7 @@ Tensor diag_part(const Tensor& a) {
   Tensor out = detail::dispatch_numeric("diag_part", a, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> result = detail::allocate_array<T>("diag_part", out_shape);
-    const T* src = detail::kernel_array<T>(a).data();
+    const T* src = detail::kernel_data<T>(a);
     T* dst = result.data();
     const std::size_t count = k == 0 ? 0 : detail::matrix_count(shape);
     for (std::size_t i = 0; i < count; ++i) {
@@ -158,7 +158,7 @@ Tensor band_part(const Tensor& a, std::int64_t lower, std::int64_t upper) {
   Tensor out = detail::dispatch_numeric("band_part", a, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> result = detail::allocate_array<T>("band_part", shape);
-    const T* src = detail::kernel_array<T>(a).data();
+    const T* src = detail::kernel_data<T>(a);
     T* dst = result.data();
     const std::size_t count = m * n == 0 ? 0 : detail::matrix_count(shape);
     for (std::size_t i = 0; i < count; ++i) {
@@ -210,8 +210,8 @@ Tensor cross(const Tensor& a, const Tensor& b) {
   Tensor out = detail::dispatch_numeric("cross", a, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> result = detail::allocate_array<T>("cross", a.shape());
-    const T* u = detail::kernel_array<T>(a).data();
-    const T* v = detail::kernel_array<T>(b).data();
+    const T* u = detail::kernel_data<T>(a);
+    const T* v = detail::kernel_data<T>(b);
     T* w = result.data();
     for (std::size_t at = 0; at < a.size(); at += 3) {
       w[at] = u[at + 1] * v[at + 2] - u[at + 2] * v[at + 1];

@@ -81,8 +81,8 @@ SvdResult svd(const Tensor& a, bool full_matrices) {
                             u.data(), static_cast<blasint>(u_cols), &query, -1, iwork.data());
     std::vector<T> work(static_cast<std::size_t>(detail::workspace_size(query)));
     for (std::size_t i = 0; i < count; ++i) {
-      std::copy(detail::kernel_array<T>(a).data() + i * m * n,
-                detail::kernel_array<T>(a).data() + (i + 1) * m * n, matrix.begin());
+      std::copy(detail::kernel_data<T>(a) + i * m * n,
+                detail::kernel_data<T>(a) + (i + 1) * m * n, matrix.begin());
       const blasint info = detail::singular_values(
           jobz, rows, cols, matrix.data(), s.data() + i * k, left.data(), rows,
           u.data() + i * m * u_cols, static_cast<blasint>(u_cols), work.data(),

@@ -333,9 +333,9 @@ Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   require_clip_operands(x, lo, hi);
   Tensor out = detail::dispatch_numeric("clip_by_value", x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* xs = detail::kernel_array<T>(x).data();
-    const T* los = detail::kernel_array<T>(lo).data();
-    const T* his = detail::kernel_array<T>(hi).data();
+    const T* xs = detail::kernel_data<T>(x);
+    const T* los = detail::kernel_data<T>(lo);
+    const T* his = detail::kernel_data<T>(hi);
     T* o = nullptr;
     Tensor result = detail::new_tensor<T>(x.shape(), o);
     for_each_clip_element(x.shape(), lo.shape(), hi.shape(),

@@ -379,8 +379,8 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
     using T = decltype(zero);
     const std::size_t classes = shape.back();
     const std::size_t rows = num_elements(row_shape);
-    const T* z = detail::kernel_array<T>(labels).data();
-    const T* x = detail::kernel_array<T>(logits).data();
+    const T* z = detail::kernel_data<T>(labels);
+    const T* x = detail::kernel_data<T>(logits);
     xt::xarray<T> loss = xt::empty<T>(row_shape);
     T* o = loss.data();
     // -sum(z * log_softmax(x)) = sum(z * (lse - x)); lse - x >= 0 is finite for finite x.

@@ -431,7 +431,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   const std::size_t classes = logits.shape().back();
   Tensor out = detail::dispatch_floating(kSparseXent, logits.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* x = detail::kernel_array<T>(logits).data();
+    const T* x = detail::kernel_data<T>(logits);
     T* o = nullptr;
     Tensor loss = detail::new_tensor<T>(labels.shape(), o);
     // -log_softmax(x)[label] = logsumexp(x) - x[label].

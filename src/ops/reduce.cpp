@@ -97,7 +97,7 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
     using T = decltype(zero);
     // The same fold as reduce_sum: a mean is bit for bit reduce_sum / count.
-    auto sum = detail::reduce_axes<T>(detail::kernel_array<T>(x), ax, keepdims, T(0), SumFold<T>{});
+    auto sum = detail::reduce_axes<T>(detail::KernelInput<T>(x), ax, keepdims, T(0), SumFold<T>{});
     // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
     // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
     for (auto& v : sum) {

@@ -157,8 +157,8 @@ Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tens
     using T = decltype(zero);
     xt::xarray<T> result = allocate_array<T>(op, x.shape());
     T* dx = result.data();
-    const T* cells = kernel_array<T>(extremum).data();
-    const T* grad = kernel_array<T>(g).data();
+    const T* cells = kernel_data<T>(extremum);
+    const T* grad = kernel_data<T>(g);
     const std::size_t groups = num_elements(kept);
     std::vector<std::size_t> ties;
     std::vector<std::size_t> tie_groups;

@@ -10,6 +10,7 @@
 #include "kernels/reduce_kernel.hpp"
 #include "runtime/forward_context.hpp"
 #include "runtime/recording.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/reduce.hpp"
 
@@ -51,7 +52,7 @@ Tensor folding_reduction(const OpDefinition& op, const char* function, const Ten
   Tensor out = dispatch_numeric(function, x, [&](auto zero) {
     using T = decltype(zero);
     const auto fold = make_fold(zero);
-    return Tensor(reduce_axes<T>(detail::kernel_array<T>(x), axes, keepdims, fold.init,
+    return Tensor(reduce_axes<T>(KernelInput<T>(x), axes, keepdims, fold.init,
                                  fold.combine, fold.reorderable));
   });
   record(op, {&x}, out, [&] { return reduction_attrs(axes, keepdims); });

@@ -26,16 +26,12 @@ namespace {
 bool same_dims(const RecordedTensor& recorded, const Tensor& t) {
   const TensorImpl& impl = impl_of(t);
   if (!impl.holds_elements) return recorded.same_shape(t);
-  return std::visit(
-      [&](const auto& a) {
-        const auto& dims = a.shape();
-        if (dims.size() != recorded.rank()) return false;
-        for (std::size_t k = 0; k < dims.size(); ++k) {
-          if (dims[k] != recorded.type->dims[k]) return false;
-        }
-        return true;
-      },
-      impl.data);
+  const TensorImpl::DimsRef dims = impl.dims_ref();
+  if (dims.size != recorded.rank()) return false;
+  for (std::size_t k = 0; k < dims.size; ++k) {
+    if (dims.data[k] != recorded.type->dims[k]) return false;
+  }
+  return true;
 }
 
 void check_input_gradient(const OpEntry& e, std::size_t i, const GradientValue& g) {

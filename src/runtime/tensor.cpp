@@ -11,6 +11,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "kernels/shape_util.hpp"
+#include "kernels/strided_copy.hpp"
 
 namespace tapegrad {
 
@@ -70,10 +71,95 @@ TensorImpl::TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape)
   shape_.store(std::make_unique<const Shape>(std::move(shape)).release(), std::memory_order_release);
 }
 
+namespace {
+
+// A view's unused array: of its dtype (visitors dispatch on it) and of shape [0], which
+// allocates nothing (a default xarray is a scalar, one element).
+template <class T>
+TensorImpl::Storage empty_array() {
+  return TensorImpl::Storage(std::in_place_type<storage_array<T>>,
+                             typename storage_array<T>::shape_type{0});
+}
+
+TensorImpl::Storage empty_storage(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return empty_array<float>();
+    case DType::Float64: return empty_array<double>();
+    case DType::Int32: return empty_array<std::int32_t>();
+    case DType::Int64: return empty_array<std::int64_t>();
+    case DType::Bool: return empty_array<bool>();
+  }
+  throw InvalidArgument("Tensor: unknown dtype");
+}
+
+}  // namespace
+
+TensorImpl::Strides row_major_strides_signed(const Shape& shape) {
+  TensorImpl::Strides strides(shape.size());
+  std::ptrdiff_t step = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= static_cast<std::ptrdiff_t>(shape[d]);
+  }
+  return strides;
+}
+
+namespace {
+
+// The elements are the buffer's next size() elements in row-major order: every axis longer
+// than 1 steps by the product of the later axes' lengths.
+bool is_row_major(const Shape& shape, const TensorImpl::Strides& strides) {
+  std::ptrdiff_t step = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) return true;
+    if (shape[d] != 1 && strides[d] != step) return false;
+    step *= static_cast<std::ptrdiff_t>(shape[d]);
+  }
+  return true;
+}
+
+}  // namespace
+
+TensorImpl::TensorImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base, Shape shape,
+                       Strides strides, std::size_t offset)
+    : TensorHeader(id, base->dtype, true),
+      data(empty_storage(base->dtype)),
+      base_(std::move(base)),
+      view_dims_(shape.begin(), shape.end()),
+      strides_(std::move(strides)),
+      offset_(offset),
+      contiguous_(is_row_major(shape, strides_)) {}
+
+TensorImpl::Strides TensorImpl::strides() const {
+  if (is_view()) return strides_;
+  const DimsRef d = dims_ref();
+  return row_major_strides_signed(Shape(d.data, d.data + d.size));
+}
+
+std::shared_ptr<const TensorImpl> TensorImpl::materialized() const {
+  if (auto built = std::atomic_load(&materialized_)) return built;
+  std::shared_ptr<const TensorImpl> built = std::visit(
+      [&](const auto& owner) -> std::shared_ptr<const TensorImpl> {
+        using T = typename std::decay_t<decltype(owner)>::value_type;
+        storage_array<T> copy = allocate_array<T>("Tensor::array (a copy of a view)", shape());
+        copy_strided(owner.data(), offset_, view_dims_.data(), strides_.data(), view_dims_.size(),
+                     copy.data());
+        return std::make_shared<const TensorImpl>(next_tensor_id(), dtype,
+                                                  std::in_place_type<storage_array<T>>,
+                                                  std::move(copy));
+      },
+      base_->data);
+  std::shared_ptr<const TensorImpl> expected;
+  // Two threads may build it at once: the first to publish wins, the other's copy is freed.
+  if (!std::atomic_compare_exchange_strong(&materialized_, &expected, built)) built = expected;
+  elements_.store(built->elements_.load(std::memory_order_acquire), std::memory_order_release);
+  return built;
+}
+
 TensorImpl::~TensorImpl() { std::unique_ptr<const Shape> owned(shape_.load(std::memory_order_acquire)); }
 
 const Shape& TensorImpl::build_shape() const {
-  auto built = std::visit(
+  auto built = is_view() ? std::make_unique<const Shape>(view_dims_.begin(), view_dims_.end()) : std::visit(
       [](const auto& a) { return std::make_unique<const Shape>(a.shape().begin(), a.shape().end()); },
       data);
   const Shape* expected = nullptr;
@@ -87,18 +173,25 @@ const Shape& TensorImpl::build_shape() const {
 xt::svector<std::size_t, 4> TensorImpl::dims() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return xt::svector<std::size_t, 4>(s->begin(), s->end());
+  if (is_view()) return view_dims_;
   return std::visit([](const auto& a) { return xt::svector<std::size_t, 4>(a.shape()); }, data);
 }
 
 std::size_t TensorImpl::rank() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return s->size();
+  if (is_view()) return view_dims_.size();
   return std::visit([](const auto& a) { return a.dimension(); }, data);
 }
 
 std::size_t TensorImpl::size() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return num_elements(*s);
+  if (is_view()) {
+    std::size_t n = 1;
+    for (const std::size_t d : view_dims_) n *= d;
+    return n;
+  }
   return std::visit([](const auto& a) { return a.size(); }, data);
 }
 
@@ -107,6 +200,41 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a) 
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a) { return make_impl(std::move(a)); }
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a) { return make_impl(std::move(a)); }
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) { return make_impl(std::move(a)); }
+
+const void* materialize_view(const TensorHeader& header) {
+  const auto& impl = static_cast<const TensorImpl&>(header);
+  return impl.materialized()->elements();
+}
+
+ElementLayout element_layout(const TensorHeader& header) {
+  const auto& impl = static_cast<const TensorImpl&>(header);
+  const TensorImpl& owner = impl.buffer_owner();
+  const TensorImpl::DimsRef dims = impl.dims_ref();
+  return std::visit(
+      [&](const auto& a) {
+        return ElementLayout{a.data(), a.size(), impl.offset(),
+                             xt::svector<std::size_t, 4>(dims.data, dims.data + dims.size),
+                             impl.strides()};
+      },
+      owner.data);
+}
+
+std::shared_ptr<const TensorImpl> buffer_owner_of(const Tensor& t) {
+  const TensorImpl& impl = impl_of(t);
+  if (impl.is_view()) return impl.view_base();
+  return std::static_pointer_cast<const TensorImpl>(TensorAccess::shared(t));
+}
+
+Tensor make_view(std::shared_ptr<const TensorImpl> owner, Shape shape, TensorImpl::Strides strides,
+                 std::size_t offset) {
+  return TensorAccess::wrap(std::make_shared<const TensorImpl>(
+      next_tensor_id(), std::move(owner), std::move(shape), std::move(strides), offset));
+}
+
+ViewGeometry view_geometry(const Tensor& x) {
+  const TensorImpl& impl = impl_of(x);
+  return ViewGeometry{buffer_owner_of(x), impl.shape(), impl.strides(), impl.offset()};
+}
 
 void throw_undefined_tensor(const char* what) {
   throw InvalidArgument(std::string(what) +
@@ -138,6 +266,11 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept = default;
 Tensor::~Tensor() = default;
 
 const Shape& Tensor::shape() const { return detail::impl_of(*this).shape(); }
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return false;
+  return &detail::impl_of(a).buffer_owner() == &detail::impl_of(b).buffer_owner();
+}
 std::size_t Tensor::rank() const { return detail::impl_of(*this).rank(); }
 std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
 
@@ -163,7 +296,12 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
   os << "Tensor(shape=" << shape_to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype())
      << ", ";
-  std::visit([&os](const auto& a) { os << a; }, detail::impl_of(t).data);
+  const detail::TensorImpl& impl = detail::impl_of(t);
+  if (impl.is_view()) {
+    std::visit([&os](const auto& a) { os << a; }, impl.materialized()->data);
+  } else {
+    std::visit([&os](const auto& a) { os << a; }, impl.data);
+  }
   return os << ")";
 }
 

@@ -3,6 +3,7 @@
 // user can neither build a Tensor around storage of their own nor choose its id.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -15,23 +16,33 @@
 namespace tapegrad::detail {
 
 // Never mutated after construction (the lazily built Shape is a cache of the array's own
-// shape), so tapes can keep handles to inputs and outputs without copying and without version
-// counters. The one exception is unobservable: the backward walk adds to a running gradient
-// sum in place while its handle is the only one (runtime/vspace.cpp).
+// shape, the contiguous copy of a view a cache of its elements), so tapes can keep handles to
+// inputs and outputs without copying and without version counters. The one exception is
+// unobservable: the backward walk adds to a running gradient sum in place while its handle is
+// the only one and it is not a view (runtime/vspace.cpp).
+//
+// A tensor is either a base, which owns its array, or a view: a shape, strides and an offset
+// into a base's array (reshape, transpose, slice, ... of another tensor). A view holds its base
+// alive, so a base whose handle count is 1 has no views.
 class TensorImpl : public TensorHeader {
  public:
   using Storage = std::variant<storage_array<float>, storage_array<double>,
                                storage_array<std::int32_t>, storage_array<std::int64_t>,
                                storage_array<bool>>;
+  using Strides = xt::svector<std::ptrdiff_t, 4>;
 
   // Builds the array in place (moving an xt::xarray costs more than a tiny op).
   template <class Array, class... Args>
   TensorImpl(std::uint64_t id, DType dtype, std::in_place_type_t<Array> type, Args&&... args)
       : TensorHeader(id, dtype, true), data(type, std::forward<Args>(args)...) {
-    elements_ = &std::get<Array>(data);
+    elements_.store(&std::get<Array>(data), std::memory_order_relaxed);
   }
   // For tensors whose shape is not their array's (a Variable's handle holds no elements).
   TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape);
+  // A view of `base` (a base, never a view itself): element i0, i1, ... is the base's
+  // offset + i0 * strides[0] + i1 * strides[1] + ... (in elements).
+  TensorImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base, Shape shape,
+             Strides strides, std::size_t offset);
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
   ~TensorImpl();
@@ -53,22 +64,56 @@ class TensorImpl : public TensorHeader {
   };
   DimsRef dims_ref() const {
     if (const Shape* s = shape_.load(std::memory_order_acquire)) return {s->data(), s->size()};
+    if (is_view()) return {view_dims_.data(), view_dims_.size()};
     return std::visit([](const auto& a) { return DimsRef{a.shape().data(), a.shape().size()}; },
                       data);
   }
 
+  // The storage_array<T> a handle's array<T>() returns: null for a view until its copy exists.
+  const void* elements() const noexcept { return elements_.load(std::memory_order_acquire); }
+
+  // ---- Views ----
+  bool is_view() const noexcept { return base_ != nullptr; }
+  // The tensor whose array holds the elements: the base of a view, or this tensor.
+  const TensorImpl& buffer_owner() const noexcept { return base_ ? *base_ : *this; }
+  const std::shared_ptr<const TensorImpl>& view_base() const noexcept { return base_; }
+  // Where the elements are in buffer_owner()'s array, in elements (a base's: row-major
+  // strides, offset 0).
+  Strides strides() const;
+  std::size_t offset() const noexcept { return offset_; }
+  // A view whose elements are the base's [offset, offset + size) in row-major order: kernels
+  // read it in place (a reshape, expand_dims, squeeze, or a slice of leading rows).
+  bool contiguous() const noexcept { return contiguous_; }
+  const xt::svector<std::size_t, 4>& view_dims() const noexcept { return view_dims_; }
+  const Strides& view_strides() const noexcept { return strides_; }
+  // A view's elements as a contiguous base tensor of the same shape, built on first use and
+  // kept (thread-safe). Views only.
+  std::shared_ptr<const TensorImpl> materialized() const;
+  // That copy if a read built it already, else null (memory accounting).
+  std::shared_ptr<const TensorImpl> materialized_if_built() const {
+    return std::atomic_load(&materialized_);
+  }
+
   // id, dtype, holds_elements: in the TensorHeader (a handle reads them inline).
+  // A base's elements; a view's is an empty array of its dtype, never read.
   Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
 
  private:
   const Shape& build_shape() const;
   mutable std::atomic<const Shape*> shape_{nullptr};  // owned
+  std::shared_ptr<const TensorImpl> base_;             // null for a base
+  xt::svector<std::size_t, 4> view_dims_;              // a view's shape (inline up to rank 4)
+  Strides strides_;
+  std::size_t offset_ = 0;
+  bool contiguous_ = true;
+  mutable std::shared_ptr<const TensorImpl> materialized_;  // std::atomic_load/store only
 };
 
 // The friend of Tensor that opens a handle.
 struct TensorAccess {
   static const TensorHeader* pointer(const Tensor& t) { return t.impl_.get(); }
   static Tensor wrap(std::shared_ptr<const TensorImpl> impl) { return Tensor(std::move(impl)); }
+  static const std::shared_ptr<const TensorHeader>& shared(const Tensor& t) { return t.impl_; }
   // How many handles share the storage (1: the caller's is the only one).
   static long use_count(const Tensor& t) { return t.impl_.use_count(); }
 };
@@ -81,6 +126,112 @@ inline const TensorImpl& impl_of(const Tensor& t) {
   const TensorHeader* p = TensorAccess::pointer(t);
   if (p == nullptr) throw_undefined_tensor("Tensor");
   return static_cast<const TensorImpl&>(*p);
+}
+
+// The elements of t (dtype T) in row-major order, without copying when t owns them or is a
+// contiguous view; a strided view's copy is built once and kept. The kernels' way to read an
+// input (InvalidArgument for another dtype or a variable's handle, as Tensor::array<T>()).
+template <class T>
+const T* kernel_data(const Tensor& t) {
+  const TensorImpl& impl = impl_of(t);
+  if (impl.dtype != dtype_of<T>::value || !impl.holds_elements) {
+    throw_bad_array_access(impl, dtype_of<T>::value);
+  }
+  if (!impl.is_view()) return std::get<storage_array<T>>(impl.data).data();
+  if (impl.contiguous()) return std::get<storage_array<T>>(impl.buffer_owner().data).data() + impl.offset();
+  const void* copy = impl.elements();
+  if (copy == nullptr) copy = materialize_view(impl);
+  return static_cast<const storage_array<T>*>(copy)->data();
+}
+
+// Row-major strides over `shape`, in elements: each the product of the later dimensions.
+TensorImpl::Strides row_major_strides_signed(const Shape& shape);
+
+// A run of a tensor's dimensions or strides, read in place.
+template <class V>
+struct Span {
+  const V* ptr;
+  std::size_t count;
+  std::size_t size() const noexcept { return count; }
+  bool empty() const noexcept { return count == 0; }
+  const V& operator[](std::size_t i) const noexcept { return ptr[i]; }
+  const V* begin() const noexcept { return ptr; }
+  const V* end() const noexcept { return ptr + count; }
+  const V* data() const noexcept { return ptr; }
+  const V& back() const noexcept { return ptr[count - 1]; }
+  friend bool operator==(const Span& a, const Span& b) noexcept {
+    return a.count == b.count && std::equal(a.ptr, a.ptr + a.count, b.ptr);
+  }
+  friend bool operator!=(const Span& a, const Span& b) noexcept { return !(a == b); }
+};
+
+// A tensor's elements as the kernels read them: row-major and contiguous, the tensor's own
+// array, a contiguous view's window of its base (in place), or a strided view's copy (built
+// once, kept on the view). The interface of the xt::xarray it replaces where kernels need
+// only data(), size(), dimension(), shape() and strides(). Valid while t lives.
+// InvalidArgument for another dtype or a variable's handle, as Tensor::array<T>().
+template <class T>
+class KernelInput {
+ public:
+  explicit KernelInput(const Tensor& t) {
+    const TensorImpl& impl = impl_of(t);
+    if (impl.dtype != dtype_of<T>::value || !impl.holds_elements) {
+      throw_bad_array_access(impl, dtype_of<T>::value);
+    }
+    if (!impl.is_view()) {
+      set(std::get<storage_array<T>>(impl.data));
+    } else if (impl.contiguous()) {
+      const storage_array<T>& owner = std::get<storage_array<T>>(impl.buffer_owner().data);
+      data_ = owner.data() + impl.offset();
+      const auto& dims = impl.view_dims();
+      shape_ = {dims.data(), dims.size()};
+      strides_ = {impl.view_strides().data(), dims.size()};
+      size_ = impl.size();
+    } else {
+      const void* copy = impl.elements();
+      if (copy == nullptr) copy = materialize_view(impl);
+      set(*static_cast<const storage_array<T>*>(copy));
+    }
+  }
+  const T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t dimension() const noexcept { return shape_.count; }
+  Span<std::size_t> shape() const noexcept { return shape_; }
+  // Row-major element strides; an axis of length 1 may have any.
+  Span<std::ptrdiff_t> strides() const noexcept { return strides_; }
+
+ private:
+  void set(const storage_array<T>& a) {
+    data_ = a.data();
+    size_ = a.size();
+    shape_ = {a.shape().data(), a.shape().size()};
+    strides_ = {a.strides().data(), a.strides().size()};
+  }
+  const T* data_ = nullptr;
+  std::size_t size_ = 0;
+  Span<std::size_t> shape_{nullptr, 0};
+  Span<std::ptrdiff_t> strides_{nullptr, 0};
+};
+
+// The base whose array holds t's elements (t's own storage for a base, its base for a view).
+std::shared_ptr<const TensorImpl> buffer_owner_of(const Tensor& t);
+
+// A new view of `owner` (a base): `strides` and `offset` index owner's array, in elements.
+Tensor make_view(std::shared_ptr<const TensorImpl> owner, Shape shape, TensorImpl::Strides strides,
+                 std::size_t offset);
+
+// Where a tensor's elements sit in its buffer owner's array; the view ops (transpose, slice,
+// split, reverse) edit it and make_view(geometry) makes the result.
+struct ViewGeometry {
+  std::shared_ptr<const TensorImpl> owner;
+  Shape shape;
+  TensorImpl::Strides strides;
+  std::size_t offset;
+};
+// x must hold elements (require_defined).
+ViewGeometry view_geometry(const Tensor& x);
+inline Tensor make_view(ViewGeometry g) {
+  return make_view(std::move(g.owner), std::move(g.shape), std::move(g.strides), g.offset);
 }
 
 }  // namespace tapegrad::detail

@@ -21,7 +21,8 @@ bool add_in_place(const Tensor& sum, const Tensor& gradient) {
   }
   const TensorImpl& target = impl_of(sum);
   const TensorImpl& source = impl_of(gradient);
-  if (!target.holds_elements || !source.holds_elements) return false;
+  // A view's buffer is its base's, which others may read.
+  if (!target.holds_elements || !source.holds_elements || target.is_view()) return false;
   const auto target_dims = target.dims_ref(), source_dims = source.dims_ref();
   if (target_dims.size != source_dims.size ||
       !std::equal(target_dims.data, target_dims.data + target_dims.size, source_dims.data)) {
@@ -32,7 +33,7 @@ bool add_in_place(const Tensor& sum, const Tensor& gradient) {
   dispatch_floating("AddN", sum.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* out = std::get<storage_array<T>>(storage).data();
-    const T* in = detail::kernel_array<T>(gradient).data();
+    const T* in = detail::kernel_data<T>(gradient);
     const std::size_t n = sum.size();
     for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
   });
