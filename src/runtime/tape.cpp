@@ -215,7 +215,7 @@ std::size_t tensor_footprint(const Tensor& t, std::unordered_set<const void*>& b
   if (impl.is_view()) {
     bytes += malloc_footprint(sizeof(Shape)) + malloc_footprint(impl.rank() * sizeof(std::size_t));
     if (impl.rank() > 4) bytes += malloc_footprint(impl.rank() * sizeof(std::ptrdiff_t));
-    if (const auto copy = impl.materialized_if_built()) {
+    if (const auto copy = impl.as_view().materialized_if_built()) {
       bytes += malloc_footprint(sizeof(TensorImpl) + 16);
       count_buffer(*copy);
     }

@@ -120,48 +120,49 @@ bool is_row_major(const Shape& shape, const TensorImpl::Strides& strides) {
 
 }  // namespace
 
-TensorImpl::TensorImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base, Shape shape,
-                       Strides strides, std::size_t offset)
-    : TensorHeader(id, base->dtype, true),
-      data(empty_storage(base->dtype)),
-      base_(std::move(base)),
-      view_dims_(shape.begin(), shape.end()),
-      strides_(std::move(strides)),
-      offset_(offset),
-      contiguous_(is_row_major(shape, strides_)) {}
+TensorImpl::TensorImpl(ViewTag, std::uint64_t id, DType dtype, Storage empty)
+    : TensorHeader(id, dtype, true), data(std::move(empty)), is_view_(true) {}
+
+TensorViewImpl::TensorViewImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base_tensor,
+                               Shape shape, Strides strides, std::size_t offset)
+    : TensorImpl(ViewTag{}, id, base_tensor->dtype, empty_storage(base_tensor->dtype)),
+      base(std::move(base_tensor)),
+      dims(shape.begin(), shape.end()),
+      view_strides(std::move(strides)),
+      view_offset(offset),
+      is_contiguous(is_row_major(shape, view_strides)) {}
 
 TensorImpl::Strides TensorImpl::strides() const {
-  if (is_view()) return strides_;
+  if (is_view()) return as_view().view_strides;
   const DimsRef d = dims_ref();
   return row_major_strides_signed(Shape(d.data, d.data + d.size));
 }
 
-std::shared_ptr<const TensorImpl> TensorImpl::materialized() const {
-  if (auto built = std::atomic_load(&materialized_)) return built;
+std::shared_ptr<const TensorImpl> TensorViewImpl::materialized() const {
+  if (auto built = std::atomic_load(&copy_)) return built;
   std::shared_ptr<const TensorImpl> built = std::visit(
       [&](const auto& owner) -> std::shared_ptr<const TensorImpl> {
         using T = typename std::decay_t<decltype(owner)>::value_type;
         storage_array<T> copy = allocate_array<T>("Tensor::array (a copy of a view)", shape());
-        copy_strided(owner.data(), offset_, view_dims_.data(), strides_.data(), view_dims_.size(),
+        copy_strided(owner.data(), view_offset, dims.data(), view_strides.data(), dims.size(),
                      copy.data());
         return std::make_shared<const TensorImpl>(next_tensor_id(), dtype,
                                                   std::in_place_type<storage_array<T>>,
                                                   std::move(copy));
       },
-      base_->data);
+      base->data);
   std::shared_ptr<const TensorImpl> expected;
   // Two threads may build it at once: the first to publish wins, the other's copy is freed.
-  if (!std::atomic_compare_exchange_strong(&materialized_, &expected, built)) built = expected;
-  elements_.store(built->elements_.load(std::memory_order_acquire), std::memory_order_release);
+  if (!std::atomic_compare_exchange_strong(&copy_, &expected, built)) built = expected;
+  elements_.store(built->elements(), std::memory_order_release);
   return built;
 }
 
 TensorImpl::~TensorImpl() { std::unique_ptr<const Shape> owned(shape_.load(std::memory_order_acquire)); }
 
 const Shape& TensorImpl::build_shape() const {
-  auto built = is_view() ? std::make_unique<const Shape>(view_dims_.begin(), view_dims_.end()) : std::visit(
-      [](const auto& a) { return std::make_unique<const Shape>(a.shape().begin(), a.shape().end()); },
-      data);
+  const DimsRef d = dims_ref();
+  auto built = std::make_unique<const Shape>(d.data, d.data + d.size);
   const Shape* expected = nullptr;
   // Two threads may build it at once: the first to publish wins, the other's copy is freed.
   if (shape_.compare_exchange_strong(expected, built.get(), std::memory_order_acq_rel)) {
@@ -173,14 +174,14 @@ const Shape& TensorImpl::build_shape() const {
 xt::svector<std::size_t, 4> TensorImpl::dims() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return xt::svector<std::size_t, 4>(s->begin(), s->end());
-  if (is_view()) return view_dims_;
+  if (is_view()) return as_view().dims;
   return std::visit([](const auto& a) { return xt::svector<std::size_t, 4>(a.shape()); }, data);
 }
 
 std::size_t TensorImpl::rank() const {
   const Shape* s = shape_.load(std::memory_order_acquire);
   if (s != nullptr) return s->size();
-  if (is_view()) return view_dims_.size();
+  if (is_view()) return as_view().dims.size();
   return std::visit([](const auto& a) { return a.dimension(); }, data);
 }
 
@@ -189,7 +190,7 @@ std::size_t TensorImpl::size() const {
   if (s != nullptr) return num_elements(*s);
   if (is_view()) {
     std::size_t n = 1;
-    for (const std::size_t d : view_dims_) n *= d;
+    for (const std::size_t d : as_view().dims) n *= d;
     return n;
   }
   return std::visit([](const auto& a) { return a.size(); }, data);
@@ -203,7 +204,7 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) { 
 
 const void* materialize_view(const TensorHeader& header) {
   const auto& impl = static_cast<const TensorImpl&>(header);
-  return impl.materialized()->elements();
+  return impl.as_view().materialized()->elements();
 }
 
 ElementLayout element_layout(const TensorHeader& header) {
@@ -221,13 +222,13 @@ ElementLayout element_layout(const TensorHeader& header) {
 
 std::shared_ptr<const TensorImpl> buffer_owner_of(const Tensor& t) {
   const TensorImpl& impl = impl_of(t);
-  if (impl.is_view()) return impl.view_base();
+  if (impl.is_view()) return impl.as_view().base;
   return std::static_pointer_cast<const TensorImpl>(TensorAccess::shared(t));
 }
 
 Tensor make_view(std::shared_ptr<const TensorImpl> owner, Shape shape, TensorImpl::Strides strides,
                  std::size_t offset) {
-  return TensorAccess::wrap(std::make_shared<const TensorImpl>(
+  return TensorAccess::wrap(std::make_shared<const TensorViewImpl>(
       next_tensor_id(), std::move(owner), std::move(shape), std::move(strides), offset));
 }
 
@@ -298,7 +299,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
      << ", ";
   const detail::TensorImpl& impl = detail::impl_of(t);
   if (impl.is_view()) {
-    std::visit([&os](const auto& a) { os << a; }, impl.materialized()->data);
+    std::visit([&os](const auto& a) { os << a; }, impl.as_view().materialized()->data);
   } else {
     std::visit([&os](const auto& a) { os << a; }, impl.data);
   }

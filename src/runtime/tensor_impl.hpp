@@ -21,9 +21,9 @@ namespace tapegrad::detail {
 // unobservable: the backward walk adds to a running gradient sum in place while its handle is
 // the only one and it is not a view (runtime/vspace.cpp).
 //
-// A tensor is either a base, which owns its array, or a view: a shape, strides and an offset
-// into a base's array (reshape, transpose, slice, ... of another tensor). A view holds its base
-// alive, so a base whose handle count is 1 has no views.
+// A tensor is either a base, which owns its array, or a view of a base (TensorViewImpl).
+class TensorViewImpl;
+
 class TensorImpl : public TensorHeader {
  public:
   using Storage = std::variant<storage_array<float>, storage_array<double>,
@@ -39,12 +39,9 @@ class TensorImpl : public TensorHeader {
   }
   // For tensors whose shape is not their array's (a Variable's handle holds no elements).
   TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape);
-  // A view of `base` (a base, never a view itself): element i0, i1, ... is the base's
-  // offset + i0 * strides[0] + i1 * strides[1] + ... (in elements).
-  TensorImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base, Shape shape,
-             Strides strides, std::size_t offset);
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
+  // Not virtual: every TensorImpl is made by make_shared, whose deleter knows the real type.
   ~TensorImpl();
 
   // Built on first use: ops work on the array's inline shape, so the common path never
@@ -62,52 +59,83 @@ class TensorImpl : public TensorHeader {
     const std::size_t* data;
     std::size_t size;
   };
-  DimsRef dims_ref() const {
-    if (const Shape* s = shape_.load(std::memory_order_acquire)) return {s->data(), s->size()};
-    if (is_view()) return {view_dims_.data(), view_dims_.size()};
-    return std::visit([](const auto& a) { return DimsRef{a.shape().data(), a.shape().size()}; },
-                      data);
-  }
+  inline DimsRef dims_ref() const;
 
   // The storage_array<T> a handle's array<T>() returns: null for a view until its copy exists.
   const void* elements() const noexcept { return elements_.load(std::memory_order_acquire); }
 
-  // ---- Views ----
-  bool is_view() const noexcept { return base_ != nullptr; }
+  // ---- Views (TensorViewImpl below) ----
+  bool is_view() const noexcept { return is_view_; }
   // The tensor whose array holds the elements: the base of a view, or this tensor.
-  const TensorImpl& buffer_owner() const noexcept { return base_ ? *base_ : *this; }
-  const std::shared_ptr<const TensorImpl>& view_base() const noexcept { return base_; }
+  inline const TensorImpl& buffer_owner() const noexcept;
   // Where the elements are in buffer_owner()'s array, in elements (a base's: row-major
   // strides, offset 0).
   Strides strides() const;
-  std::size_t offset() const noexcept { return offset_; }
-  // A view whose elements are the base's [offset, offset + size) in row-major order: kernels
-  // read it in place (a reshape, expand_dims, squeeze, or a slice of leading rows).
-  bool contiguous() const noexcept { return contiguous_; }
-  const xt::svector<std::size_t, 4>& view_dims() const noexcept { return view_dims_; }
-  const Strides& view_strides() const noexcept { return strides_; }
-  // A view's elements as a contiguous base tensor of the same shape, built on first use and
-  // kept (thread-safe). Views only.
-  std::shared_ptr<const TensorImpl> materialized() const;
-  // That copy if a read built it already, else null (memory accounting).
-  std::shared_ptr<const TensorImpl> materialized_if_built() const {
-    return std::atomic_load(&materialized_);
-  }
+  inline std::size_t offset() const noexcept;
+  // True for a base, and for a view whose elements are its base's [offset, offset + size) in
+  // row-major order: kernels read those in place (a reshape, expand_dims, squeeze, or a slice
+  // of leading rows).
+  inline bool contiguous() const noexcept;
+  inline const TensorViewImpl& as_view() const noexcept;
 
   // id, dtype, holds_elements: in the TensorHeader (a handle reads them inline).
   // A base's elements; a view's is an empty array of its dtype, never read.
   Storage data;  // written only while the runtime builds a new tensor, before anyone sees it
 
+ protected:
+  struct ViewTag {};
+  TensorImpl(ViewTag, std::uint64_t id, DType dtype, Storage empty);
+
  private:
   const Shape& build_shape() const;
   mutable std::atomic<const Shape*> shape_{nullptr};  // owned
-  std::shared_ptr<const TensorImpl> base_;             // null for a base
-  xt::svector<std::size_t, 4> view_dims_;              // a view's shape (inline up to rank 4)
-  Strides strides_;
-  std::size_t offset_ = 0;
-  bool contiguous_ = true;
-  mutable std::shared_ptr<const TensorImpl> materialized_;  // std::atomic_load/store only
+  const bool is_view_ = false;
 };
+
+// A view: a shape, strides and an offset into a base's array (reshape, transpose, slice, ... of
+// another tensor). A view holds its base alive, so a base whose handle count is 1 has no views.
+// A subclass, so that a base tensor carries none of these fields.
+class TensorViewImpl final : public TensorImpl {
+ public:
+  // A view of `base` (a base, never a view itself): element i0, i1, ... is the base's
+  // offset + i0 * strides[0] + i1 * strides[1] + ... (in elements).
+  TensorViewImpl(std::uint64_t id, std::shared_ptr<const TensorImpl> base, Shape shape,
+                 Strides strides, std::size_t offset);
+
+  const std::shared_ptr<const TensorImpl> base;
+  const xt::svector<std::size_t, 4> dims;  // inline up to rank 4
+  const Strides view_strides;
+  const std::size_t view_offset;
+  const bool is_contiguous;
+
+  // The elements as a contiguous base tensor of the same shape, built on first use and kept
+  // (thread-safe).
+  std::shared_ptr<const TensorImpl> materialized() const;
+  // That copy if a read built it already, else null (memory accounting).
+  std::shared_ptr<const TensorImpl> materialized_if_built() const {
+    return std::atomic_load(&copy_);
+  }
+
+ private:
+  mutable std::shared_ptr<const TensorImpl> copy_;  // std::atomic_load/store only
+};
+
+inline const TensorViewImpl& TensorImpl::as_view() const noexcept {
+  return static_cast<const TensorViewImpl&>(*this);
+}
+inline const TensorImpl& TensorImpl::buffer_owner() const noexcept {
+  return is_view_ ? *as_view().base : *this;
+}
+inline std::size_t TensorImpl::offset() const noexcept {
+  return is_view_ ? as_view().view_offset : 0;
+}
+inline bool TensorImpl::contiguous() const noexcept { return !is_view_ || as_view().is_contiguous; }
+inline TensorImpl::DimsRef TensorImpl::dims_ref() const {
+  if (const Shape* s = shape_.load(std::memory_order_acquire)) return {s->data(), s->size()};
+  if (is_view_) return {as_view().dims.data(), as_view().dims.size()};
+  return std::visit([](const auto& a) { return DimsRef{a.shape().data(), a.shape().size()}; },
+                    data);
+}
 
 // The friend of Tensor that opens a handle.
 struct TensorAccess {
@@ -183,9 +211,9 @@ class KernelInput {
     } else if (impl.contiguous()) {
       const storage_array<T>& owner = std::get<storage_array<T>>(impl.buffer_owner().data);
       data_ = owner.data() + impl.offset();
-      const auto& dims = impl.view_dims();
-      shape_ = {dims.data(), dims.size()};
-      strides_ = {impl.view_strides().data(), dims.size()};
+      const TensorViewImpl& view = impl.as_view();
+      shape_ = {view.dims.data(), view.dims.size()};
+      strides_ = {view.view_strides.data(), view.dims.size()};
       size_ = impl.size();
     } else {
       const void* copy = impl.elements();
