@@ -175,24 +175,6 @@ const T* kernel_data(const Tensor& t) {
 // Row-major strides over `shape`, in elements: each the product of the later dimensions.
 TensorImpl::Strides row_major_strides_signed(const Shape& shape);
 
-// A run of a tensor's dimensions or strides, read in place.
-template <class V>
-struct Span {
-  const V* ptr;
-  std::size_t count;
-  std::size_t size() const noexcept { return count; }
-  bool empty() const noexcept { return count == 0; }
-  const V& operator[](std::size_t i) const noexcept { return ptr[i]; }
-  const V* begin() const noexcept { return ptr; }
-  const V* end() const noexcept { return ptr + count; }
-  const V* data() const noexcept { return ptr; }
-  const V& back() const noexcept { return ptr[count - 1]; }
-  friend bool operator==(const Span& a, const Span& b) noexcept {
-    return a.count == b.count && std::equal(a.ptr, a.ptr + a.count, b.ptr);
-  }
-  friend bool operator!=(const Span& a, const Span& b) noexcept { return !(a == b); }
-};
-
 // A tensor's elements as the kernels read them: row-major and contiguous, the tensor's own
 // array, a contiguous view's window of its base (in place), or a strided view's copy (built
 // once, kept on the view). The interface of the xt::xarray it replaces where kernels need
@@ -201,44 +183,53 @@ struct Span {
 template <class T>
 class KernelInput {
  public:
-  explicit KernelInput(const Tensor& t) {
+  // Inlined: it runs for every input of every op, and a call costs as much as its body.
+  [[gnu::always_inline]] explicit KernelInput(const Tensor& t) {
     const TensorImpl& impl = impl_of(t);
     if (impl.dtype != dtype_of<T>::value || !impl.holds_elements) {
       throw_bad_array_access(impl, dtype_of<T>::value);
     }
-    if (!impl.is_view()) {
-      set(std::get<storage_array<T>>(impl.data));
-    } else if (impl.contiguous()) {
-      const storage_array<T>& owner = std::get<storage_array<T>>(impl.buffer_owner().data);
-      data_ = owner.data() + impl.offset();
-      const TensorViewImpl& view = impl.as_view();
-      shape_ = {view.dims.data(), view.dims.size()};
-      strides_ = {view.view_strides.data(), view.dims.size()};
-      size_ = impl.size();
+    // A base's own array, or a strided view's copy once built.
+    const void* array = impl.elements();
+    if (!impl.is_view() || (array != nullptr && !impl.contiguous())) {
+      set(*static_cast<const storage_array<T>*>(array));
     } else {
-      const void* copy = impl.elements();
-      if (copy == nullptr) copy = materialize_view(impl);
-      set(*static_cast<const storage_array<T>*>(copy));
+      set_view(impl);
     }
   }
+  using Dims = xt::svector<std::size_t, 4>;  // the storage array's own shape type
+  static_assert(std::is_same_v<Dims, typename storage_array<T>::shape_type> &&
+                    std::is_same_v<TensorImpl::Strides, typename storage_array<T>::strides_type>,
+                "KernelInput hands out the storage array's own shape and strides");
   const T* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
-  std::size_t dimension() const noexcept { return shape_.count; }
-  Span<std::size_t> shape() const noexcept { return shape_; }
+  std::size_t dimension() const noexcept { return shape_->size(); }
+  const Dims& shape() const noexcept { return *shape_; }
   // Row-major element strides; an axis of length 1 may have any.
-  Span<std::ptrdiff_t> strides() const noexcept { return strides_; }
+  const TensorImpl::Strides& strides() const noexcept { return *strides_; }
 
  private:
+  [[gnu::noinline]] void set_view(const TensorImpl& impl) {
+    if (!impl.contiguous()) {
+      set(*static_cast<const storage_array<T>*>(materialize_view(impl)));
+      return;
+    }
+    const TensorViewImpl& view = impl.as_view();
+    data_ = static_cast<const storage_array<T>*>(view.base->elements())->data() + view.view_offset;
+    shape_ = &view.dims;
+    strides_ = &view.view_strides;
+    size_ = impl.size();
+  }
   void set(const storage_array<T>& a) {
     data_ = a.data();
     size_ = a.size();
-    shape_ = {a.shape().data(), a.shape().size()};
-    strides_ = {a.strides().data(), a.strides().size()};
+    shape_ = &a.shape();
+    strides_ = &a.strides();
   }
   const T* data_ = nullptr;
   std::size_t size_ = 0;
-  Span<std::size_t> shape_{nullptr, 0};
-  Span<std::ptrdiff_t> strides_{nullptr, 0};
+  const Dims* shape_ = nullptr;
+  const TensorImpl::Strides* strides_ = nullptr;
 };
 
 // The base whose array holds t's elements (t's own storage for a base, its base for a view).
