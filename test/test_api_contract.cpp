@@ -521,3 +521,20 @@ TEST_CASE("API 0.3: MemoryStats, memory_stats, reset_peak_memory, release_cached
   CHECK(memory_stats().cache_hits == after.cache_hits + 1);
   CHECK(memory_stats().system_allocations == after.system_allocations);
 }
+
+TEST_CASE("API 0.3: shares_storage and Tensor::view<T>()") {
+  static_assert(std::is_same_v<decltype(shares_storage(std::declval<const Tensor&>(),
+                                                       std::declval<const Tensor&>())),
+                               bool>);
+  const Tensor x = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor t = transpose(x);
+  CHECK(shares_storage(x, t));
+  CHECK(shares_storage(x, x));
+  CHECK_FALSE(shares_storage(x, from_values({1, 2, 3, 4, 5, 6}, {2, 3})));
+  const auto v = t.view<double>();  // an xtensor expression: shape, indexing, iteration
+  CHECK(v.shape().size() == 2);
+  CHECK(v.shape()[0] == 3);
+  CHECK(v(2, 1) == 6.0);
+  CHECK(std::vector<double>(v.begin(), v.end()) == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(&v(0, 1) == x.array<double>().data() + 3);  // x's own buffer: nothing was copied
+}
