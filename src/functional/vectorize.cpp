@@ -10,6 +10,7 @@
 #include "kernels/dispatch.hpp"
 #include "runtime/batching_context.hpp"
 #include "runtime/op_trace.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "runtime/warn.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/array.hpp"

@@ -11,6 +11,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/im2col.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/nn.hpp"
 #include "tapegrad/registry.hpp"
 

@@ -15,6 +15,7 @@
 #include <f77blas.h>
 
 #include "ops/linalg_support.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/tensor.hpp"
 
 // OpenBLAS's f77blas.h declares only part of LAPACK. The rest, with the gfortran ABI: every
