@@ -44,7 +44,8 @@ int main() {
   const tg::Tensor x = tg::fill({2048, 4096}, 0.5);
   const tg::Tensor x1 = tg::expand_dims(x, 0);
   const std::size_t bytes = x.size() * sizeof(double);
-  std::printf("views of a float64 [2048, 4096] tensor (%.0f MB)\n\n", static_cast<double>(bytes) / 1e6);
+  std::printf("views of a float64 [2048, 4096] tensor (%.0f MB)\n\n",
+              static_cast<double>(bytes) / 1e6);
 
   // The baseline: one copy of the elements into a new tensor.
   const double copy_seconds = median_call(

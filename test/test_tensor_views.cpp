@@ -96,7 +96,8 @@ TEST_CASE("views of views compose onto the first tensor's buffer", "[views]") {
   // A contiguous view reshapes into another view of x; a strided one reshapes its own copy.
   const Tensor rows = slice(x, {1, 0}, {2, 6});
   CHECK(shares_storage(reshape(rows, {3, 4}), x));
-  CHECK(values(reshape(rows, {3, 4})) == std::vector<double>{6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17});
+  CHECK(values(reshape(rows, {3, 4})) ==
+        std::vector<double>{6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17});
   const Tensor flat = reshape(a, {8});
   CHECK_FALSE(shares_storage(flat, x));
   CHECK(values(flat) == values(a));
@@ -206,7 +207,8 @@ TEST_CASE("the walk's in-place sums never write a tensor someone else holds",
   // its buffer is big's (this fails if the walk's add may write a view).
   const Tensor big = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
   auto g = custom_gradient([big](const Tensor& x) {
-    return std::make_pair(multiply(x, 2.0), [big](const Tensor&) { return slice(big, {1, 0}, {1, 3}); });
+    return std::make_pair(multiply(x, 2.0),
+                          [big](const Tensor&) { return slice(big, {1, 0}, {1, 3}); });
   });
   const Tensor row = from_values({0.5, 0.5, 0.5}, {1, 3});
   {
@@ -248,8 +250,10 @@ TEST_CASE("bytes_held counts a buffer its views share once", "[views][memory]") 
 
 TEST_CASE("view ops name the op and the shape in their errors", "[views]") {
   const Tensor x = iota({2, 3});
-  CHECK_THROWS_WITH(transpose(x, {0, 0}), Catch::Contains("transpose") && Catch::Contains("[2, 3]"));
-  CHECK_THROWS_WITH(slice(x, {0, 2}, {1, 2}), Catch::Contains("slice") && Catch::Contains("do not fit"));
+  CHECK_THROWS_WITH(transpose(x, {0, 0}),
+                    Catch::Contains("transpose") && Catch::Contains("[2, 3]"));
+  CHECK_THROWS_WITH(slice(x, {0, 2}, {1, 2}),
+                    Catch::Contains("slice") && Catch::Contains("do not fit"));
   CHECK_THROWS_WITH(reshape(x, {4}), Catch::Contains("reshape") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_AS(reverse(x, {1, 1}), InvalidArgument);
   CHECK_THROWS_AS(split(x, 4, 1), InvalidArgument);

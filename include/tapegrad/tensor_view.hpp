@@ -24,8 +24,8 @@ auto Tensor::view() const {
   }
   detail::ElementLayout layout = detail::element_layout(h);
   // The whole buffer as one axis; the strided view picks the tensor's elements out of it.
-  auto buffer = xt::adapt(static_cast<const T*>(layout.data), layout.buffer_size, xt::no_ownership(),
-                          std::array<std::size_t, 1>{layout.buffer_size});
+  auto buffer = xt::adapt(static_cast<const T*>(layout.data), layout.buffer_size,
+                          xt::no_ownership(), std::array<std::size_t, 1>{layout.buffer_size});
   return xt::strided_view<xt::layout_type::dynamic>(std::move(buffer), std::move(layout.shape),
                                                     std::move(layout.strides), layout.offset,
                                                     xt::layout_type::dynamic);

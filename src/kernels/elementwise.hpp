@@ -25,7 +25,8 @@ constexpr std::size_t kShortRow = 8;
 
 // The element type of an input array: an xt::xarray or a KernelInput (runtime/tensor_impl.hpp).
 template <class A>
-using element_of = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const A&>().data())>>;
+using element_of =
+    std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const A&>().data())>>;
 
 template <class R, class A, class ScalarFn>
 xt::xarray<R> map_unary(const A& a, ScalarFn fn) {

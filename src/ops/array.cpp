@@ -27,7 +27,8 @@ namespace tapegrad {
 static Tensor view_with_shape(const Tensor& x, const Shape& shape) {
   const detail::TensorImpl& impl = detail::impl_of(x);
   if (impl.is_view() && !impl.contiguous()) {
-    return detail::make_view(impl.as_view().materialized(), shape, detail::row_major_strides_signed(shape), 0);
+    return detail::make_view(impl.as_view().materialized(), shape,
+                             detail::row_major_strides_signed(shape), 0);
   }
   return detail::make_view(detail::buffer_owner_of(x), shape,
                            detail::row_major_strides_signed(shape), impl.offset());

@@ -209,34 +209,6 @@ constexpr OpDefinition reverse_op =
     detail::differentiable_op("ReverseV2", reverse_gradient, KeepSet::none(), KeepSet::none(),
                               reverse_tangent, reverse_batched);
 
-// Output rows (every axis but the last) in row-major order; the source offset moves by
-// -stride along a reversed axis, and the last axis is copied forward or backward.
-template <class T>
-static void reverse_copy(const T* src, const Shape& shape, const std::vector<bool>& flip, T* dst) {
-  const std::size_t rank = shape.size();
-  const auto strides = detail::row_major_strides(shape);
-  const std::size_t run = shape[rank - 1];
-  std::vector<std::size_t> index(rank - 1, 0);
-  std::size_t rows = 1;
-  for (std::size_t d = 0; d + 1 < rank; ++d) rows *= shape[d];
-  for (std::size_t r = 0; r < rows; ++r) {
-    std::size_t from = 0;
-    for (std::size_t d = 0; d + 1 < rank; ++d) {
-      from += (flip[d] ? shape[d] - 1 - index[d] : index[d]) * strides[d];
-    }
-    if (flip[rank - 1]) {
-      std::reverse_copy(src + from, src + from + run, dst);
-    } else {
-      std::copy(src + from, src + from + run, dst);
-    }
-    dst += run;
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      if (++index[d] < shape[d]) break;
-      index[d] = 0;
-    }
-  }
-}
-
 Tensor reverse(const Tensor& x, std::vector<int> axes) {
   detail::require_defined("reverse", x);
   std::vector<bool> flip(x.rank(), false);

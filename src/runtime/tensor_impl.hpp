@@ -166,7 +166,9 @@ const T* kernel_data(const Tensor& t) {
     throw_bad_array_access(impl, dtype_of<T>::value);
   }
   if (!impl.is_view()) return std::get<storage_array<T>>(impl.data).data();
-  if (impl.contiguous()) return std::get<storage_array<T>>(impl.buffer_owner().data).data() + impl.offset();
+  if (impl.contiguous()) {
+    return std::get<storage_array<T>>(impl.buffer_owner().data).data() + impl.offset();
+  }
   const void* copy = impl.elements();
   if (copy == nullptr) copy = materialize_view(impl);
   return static_cast<const storage_array<T>*>(copy)->data();
