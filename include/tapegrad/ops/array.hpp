@@ -19,17 +19,19 @@ template <class S>
 using if_shape_t = std::enable_if_t<std::is_same_v<S, Shape>, int>;
 }  // namespace detail
 
-/// Same values, a new tensor (TF: tf.identity). Gradient: the incoming gradient.
+/// Same values, a new tensor (TF: tf.identity): a view of x, no element copied (docs/guide.md
+/// "Views"). Gradient: the incoming gradient.
 Tensor identity(const Tensor& x);
-/// Same values, and no gradient flows back through it (TF: tf.stop_gradient).
+/// Same values, and no gradient flows back through it (TF: tf.stop_gradient). A view of x.
 Tensor stop_gradient(const Tensor& x);
 /// Converts the dtype (TF: tf.cast): floats to integers truncate toward zero, saturate beyond
 /// the integer range and map NaN to 0 (no undefined behaviour); int64 -> int32 wraps; nonzero
 /// to bool is true. Differentiable between float dtypes only; the same dtype returns x itself.
 Tensor cast(const Tensor& x, DType dtype);
 
-/// TF: tf.reshape. One entry may be -1 (inferred). InvalidArgument when sizes disagree or the
-/// target's element count overflows (checked, never wrapped).
+/// TF: tf.reshape. One entry may be -1 (inferred). A view of x's buffer, or of the contiguous
+/// copy a transposed or strided x keeps (docs/guide.md "Views"). InvalidArgument when sizes
+/// disagree or the target's element count overflows (checked, never wrapped).
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);
 /// The same with a Shape, what shape() returns: reshape(x, y.shape()) (no -1 entry, since a
 /// Shape is unsigned). A template only so that a braced list, reshape(x, {2, -1}), still
@@ -39,12 +41,12 @@ template <class S, detail::if_shape_t<S> = 0>
 Tensor reshape(const Tensor& x, const S& shape) {
   return reshape(x, detail::shape_entries("reshape", "target shape", shape));
 }
-/// TF: tf.transpose. perm empty reverses the axes.
+/// TF: tf.transpose. perm empty reverses the axes. A view of x (strides permuted, no copy).
 Tensor transpose(const Tensor& x, std::vector<int> perm = {});
-/// TF: tf.expand_dims; axis in [-rank-1, rank].
+/// TF: tf.expand_dims; axis in [-rank-1, rank]. A view, as reshape.
 Tensor expand_dims(const Tensor& x, int axis);
-/// TF: tf.squeeze; axes empty removes every dimension of size 1. InvalidArgument when a
-/// named axis does not have size 1.
+/// TF: tf.squeeze; axes empty removes every dimension of size 1. A view, as reshape.
+/// InvalidArgument when a named axis does not have size 1.
 Tensor squeeze(const Tensor& x, std::vector<int> axes = {});
 /// Broadcasts x to `shape` by NumPy rules (TF: tf.broadcast_to).
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
@@ -54,12 +56,12 @@ Tensor unbroadcast(const Tensor& grad, const Shape& shape);
 
 /// TF: tf.concat / tf.stack / tf.split (num equal parts). concat: same dtype and rank, equal
 /// dimensions except `axis`; stack: same shape and dtype. InvalidArgument otherwise, and when
-/// split's axis does not divide evenly. split is one op with `num` outputs.
+/// split's axis does not divide evenly. split is one op with `num` outputs, each a view of x.
 Tensor concat(const std::vector<Tensor>& values, int axis);
 Tensor stack(const std::vector<Tensor>& values, int axis = 0);
 std::vector<Tensor> split(const Tensor& x, int num, int axis = 0);
-/// TF: tf.slice; size -1 takes the rest of that dimension. InvalidArgument when the window
-/// does not fit in x.
+/// TF: tf.slice; size -1 takes the rest of that dimension. A view of x's buffer (no copy).
+/// InvalidArgument when the window does not fit in x.
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size);
 /// The same with Shapes (what shape() returns): slice(x, begin, y.shape()). With one Shape
 /// argument the other may be a braced list of non-negative entries, slice(x, {0, 1},

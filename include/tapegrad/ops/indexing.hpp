@@ -59,7 +59,8 @@ TopK top_k(const Tensor& x, int k = 1);
 /// inf there) the exact partials, built in O(n^2) per line along the axis.
 Tensor cumsum(const Tensor& x, int axis, bool exclusive = false, bool reverse = false);
 Tensor cumprod(const Tensor& x, int axis, bool exclusive = false, bool reverse = false);
-/// TF tf.reverse: the elements in reverse order along each of `axes` (unique). Any dtype.
+/// TF tf.reverse: the elements in reverse order along each of `axes` (unique). Any dtype. A
+/// view of x (negative strides, no copy).
 Tensor reverse(const Tensor& x, std::vector<int> axes);
 
 /// TF tf.pad modes: Constant fills with `value`; Reflect mirrors without the edge
