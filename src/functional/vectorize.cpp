@@ -10,7 +10,6 @@
 #include "kernels/dispatch.hpp"
 #include "runtime/batching_context.hpp"
 #include "runtime/op_trace.hpp"
-#include "runtime/tensor_impl.hpp"
 #include "runtime/warn.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -73,7 +72,7 @@ bool same_values(const Tensor& a, const Tensor& b) {
     using T = decltype(zero);
     // Bytes, not values: NaN constants are the same constant. The runtime's own read (an
     // outer trace's value seen twice), not fn's: not reported.
-    return a.size() == 0 || std::memcmp(kernel_data<T>(a), kernel_data<T>(b),
+    return a.size() == 0 || std::memcmp(kernel_array<T>(a).data(), kernel_array<T>(b).data(),
                                         a.size() * sizeof(T)) == 0;
   });
 }
