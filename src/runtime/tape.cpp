@@ -193,28 +193,32 @@ std::size_t malloc_footprint(std::size_t n) {
 }
 
 // The heap bytes behind one tensor handle that the tape keeps: its storage block (the
-// TensorImpl with the shared_ptr's control block, built by make_shared), a view's or a large
-// rank's Shape, and the elements' buffer unless another kept handle's counted it already (views
+// TensorImpl with the shared_ptr's control block, built by make_shared), a large rank's
+// dimensions, and the elements' buffer unless another kept handle's counted it already (views
 // share their base's; a view's contiguous copy, once built, is a buffer of its own).
-std::size_t tensor_footprint(const Tensor& t, std::unordered_set<const void*>& buffers) {
+std::size_t tensor_footprint(const Tensor& t, std::unordered_set<const TensorImpl*>& buffers) {
   const TensorImpl& impl = impl_of(t);
-  std::size_t bytes = malloc_footprint(sizeof(TensorImpl) + 16);
+  std::size_t bytes =
+      malloc_footprint((impl.is_view() ? sizeof(TensorViewImpl) : sizeof(TensorImpl)) + 16);
+  // The array of a base, once however many kept views read it.
   auto count_buffer = [&](const TensorImpl& owner) {
+    if (!buffers.insert(&owner).second) return;
     std::visit(
         [&](const auto& a) {
           using T = typename std::decay_t<decltype(a)>::value_type;
           // A whole size class of the buffer cache.
-          if (a.size() > 0 && buffers.insert(a.data()).second) {
-            bytes += buffer_class_bytes(a.size() * sizeof(T));
-          }
+          if (a.size() > 0) bytes += buffer_class_bytes(a.size() * sizeof(T));
           if (a.dimension() > 4) bytes += 3 * malloc_footprint(a.dimension() * sizeof(std::size_t));
         },
         owner.data);
   };
   count_buffer(impl.buffer_owner());
   if (impl.is_view()) {
-    bytes += malloc_footprint(sizeof(Shape)) + malloc_footprint(impl.rank() * sizeof(std::size_t));
-    if (impl.rank() > 4) bytes += malloc_footprint(impl.rank() * sizeof(std::ptrdiff_t));
+    // Its dimensions and strides are inline up to rank 4.
+    if (impl.rank() > 4) {
+      bytes += malloc_footprint(impl.rank() * sizeof(std::size_t)) +
+               malloc_footprint(impl.rank() * sizeof(std::ptrdiff_t));
+    }
     if (const auto copy = impl.as_view().materialized_if_built()) {
       bytes += malloc_footprint(sizeof(TensorImpl) + 16);
       count_buffer(*copy);
@@ -237,7 +241,7 @@ std::size_t TapeImpl::bytes_held() const {
   bytes += tensor_tape_.bytes_reserved();
   bytes += watched_variables_.capacity() * sizeof(Variable);
   std::unordered_set<const TensorImpl*> counted;
-  std::unordered_set<const void*> buffers;
+  std::unordered_set<const TensorImpl*> buffers;
   auto count = [&](const Tensor& t) {
     if (t.defined() && counted.insert(&impl_of(t)).second) bytes += tensor_footprint(t, buffers);
   };

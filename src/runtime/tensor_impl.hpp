@@ -156,24 +156,6 @@ inline const TensorImpl& impl_of(const Tensor& t) {
   return static_cast<const TensorImpl&>(*p);
 }
 
-// The elements of t (dtype T) in row-major order, without copying when t owns them or is a
-// contiguous view; a strided view's copy is built once and kept. The kernels' way to read an
-// input (InvalidArgument for another dtype or a variable's handle, as Tensor::array<T>()).
-template <class T>
-const T* kernel_data(const Tensor& t) {
-  const TensorImpl& impl = impl_of(t);
-  if (impl.dtype != dtype_of<T>::value || !impl.holds_elements) {
-    throw_bad_array_access(impl, dtype_of<T>::value);
-  }
-  if (!impl.is_view()) return std::get<storage_array<T>>(impl.data).data();
-  if (impl.contiguous()) {
-    return std::get<storage_array<T>>(impl.buffer_owner().data).data() + impl.offset();
-  }
-  const void* copy = impl.elements();
-  if (copy == nullptr) copy = materialize_view(impl);
-  return static_cast<const storage_array<T>*>(copy)->data();
-}
-
 // Row-major strides over `shape`, in elements: each the product of the later dimensions.
 TensorImpl::Strides row_major_strides_signed(const Shape& shape);
 
@@ -233,6 +215,14 @@ class KernelInput {
   const Dims* shape_ = nullptr;
   const TensorImpl::Strides* strides_ = nullptr;
 };
+
+// The elements of t (dtype T) in row-major order, without copying when t owns them or is a
+// contiguous view; a strided view's copy is built once and kept. The kernels' way to read an
+// input (InvalidArgument for another dtype or a variable's handle, as Tensor::array<T>()).
+template <class T>
+const T* kernel_data(const Tensor& t) {
+  return KernelInput<T>(t).data();
+}
 
 // The base whose array holds t's elements (t's own storage for a base, its base for a view).
 std::shared_ptr<const TensorImpl> buffer_owner_of(const Tensor& t);
