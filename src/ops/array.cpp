@@ -57,16 +57,16 @@ static std::vector<Tensor> broadcast_to_batched(const detail::BatchingContext& o
 }
 
 // Replay rules: the traced output shape (or the recorded permutation) on the new input.
-static std::vector<Tensor> reshape_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs reshape_replay(const detail::ReplayContext& op,
                                           const std::vector<Tensor>& in) {
   return {reshape(in[0], detail::signed_shape(op.output_shapes[0]))};
 }
-static std::vector<Tensor> transpose_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs transpose_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& in) {
   const auto& perm = op.attributes().get_ints("perm");
   return {transpose(in[0], std::vector<int>(perm.begin(), perm.end()))};
 }
-static std::vector<Tensor> broadcast_to_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs broadcast_to_replay(const detail::ReplayContext& op,
                                                const std::vector<Tensor>& in) {
   return {broadcast_to(in[0], op.output_shapes[0])};
 }

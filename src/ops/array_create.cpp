@@ -20,7 +20,7 @@ static std::vector<Tensor> one_hot_batched(const detail::BatchingContext& op,
   return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
                   op.output_dtypes.at(0))};
 }
-static std::vector<Tensor> one_hot_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs one_hot_replay(const detail::ReplayContext& op,
                                           const std::vector<Tensor>& inputs) {
   return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
                   op.output_dtypes.at(0))};

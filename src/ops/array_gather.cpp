@@ -83,11 +83,11 @@ static std::vector<Tensor> segment_sum_batched(const detail::BatchingContext& op
 }
 
 // Replay rules: the recorded axis; the traced number of segments.
-static std::vector<Tensor> gather_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs gather_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
   return {gather(in[0], in[1], detail::recorded_axis(op))};
 }
-static std::vector<Tensor> segment_sum_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& in) {
   return {unsorted_segment_sum(in[0], in[1], op.output_shapes[0][0])};
 }

@@ -48,11 +48,11 @@ static std::vector<Tensor> split_batched(const detail::BatchingContext& op,
 }
 
 // Replay rules: the recorded axis; split into as many parts as it traced.
-static std::vector<Tensor> concat_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs concat_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
   return {concat(in, detail::recorded_axis(op))};
 }
-static std::vector<Tensor> split_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs split_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& in) {
   return split(in[0], static_cast<int>(op.output_shapes.size()), detail::recorded_axis(op));
 }

@@ -130,9 +130,9 @@ static std::vector<Tensor> pad_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs);
 static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op,
                                                const std::vector<Tensor>& inputs);
-static std::vector<Tensor> pad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
                                       const std::vector<Tensor>& inputs);
-static std::vector<Tensor> mirror_grad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& inputs);
 constexpr OpDefinition pad_op = detail::with_replay(
     detail::differentiable_op("PadV2", pad_gradient, KeepSet::none(), KeepSet::none(),
@@ -245,13 +245,13 @@ static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op
 }
 
 // Replay rules: the recorded paddings, mode and value; MirrorPadGrad's traced output shape.
-static std::vector<Tensor> pad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
                                       const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {pad(inputs[0], paddings_of(attrs), mode_of(attrs), attrs.get_double("value"))};
 }
 
-static std::vector<Tensor> mirror_grad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {mirror_pad_grad(inputs[0], op.output_shapes[0], paddings_of(attrs), mode_of(attrs))};

@@ -37,11 +37,11 @@ static std::vector<Tensor> unpack_batched(const detail::BatchingContext& op,
 }
 
 // Replays: the row and packed shapes are not recorded, but are the traced outputs'.
-static std::vector<Tensor> pack_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs pack_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& in) {
   return {detail::pack_rows(in, op.output_shapes.at(0), outer_of(op.attributes()))};
 }
-static std::vector<Tensor> unpack_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs unpack_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
   return unpack_rows(in[0], op.output_shapes.at(0), op.output_shapes.size(),
                      outer_of(op.attributes()));
@@ -155,12 +155,12 @@ static Tangents diagonal_blocks_tangent(const ForwardContext& op, const Tangents
 static Grads diagonal_part_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents diagonal_part_tangent(const ForwardContext& op, const Tangents& tangents);
 // Replays: the output shape is not recorded, but is the traced output's.
-static std::vector<Tensor> diagonal_blocks_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs diagonal_blocks_replay(const detail::ReplayContext& op,
                                                   const std::vector<Tensor>& in) {
   const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
   return {detail::diagonal_blocks(in[0], n, op.output_shapes.at(0))};
 }
-static std::vector<Tensor> diagonal_part_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs diagonal_part_replay(const detail::ReplayContext& op,
                                                 const std::vector<Tensor>& in) {
   const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
   return {detail::diagonal_blocks_part(in[0], n, op.output_shapes.at(0))};

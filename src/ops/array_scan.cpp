@@ -76,7 +76,7 @@ static std::vector<Tensor> scan_batched(const detail::BatchingContext& op,
 }
 // Its replay: the recorded scan.
 template <Tensor (*Scan)(const Tensor&, int, bool, bool)>
-static std::vector<Tensor> scan_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs scan_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& inputs) {
   const ScanAttrs s = scan_attrs(op.attributes());
   return {Scan(inputs[0], static_cast<int>(s.axis), s.exclusive, s.reverse)};
@@ -215,7 +215,7 @@ static std::vector<Tensor> reverse_batched(const detail::BatchingContext& op,
   return {reverse(inputs[0], axes)};
 }
 static Tensor reverse_like(const Tensor& t, const Attrs& attrs);
-static std::vector<Tensor> reverse_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs reverse_replay(const detail::ReplayContext& op,
                                           const std::vector<Tensor>& inputs) {
   return {reverse_like(inputs[0], op.attributes())};
 }

@@ -109,12 +109,12 @@ static std::vector<Tensor> scatter_nd_batched(const detail::BatchingContext& op,
 }
 
 // Replay rules: the same call; ScatterNd into the traced output shape.
-static std::vector<Tensor> gather_nd_replay(const detail::ReplayContext&,
+static detail::ReplayOutputs gather_nd_replay(const detail::ReplayContext&,
                                             const std::vector<Tensor>& inputs) {
   return {gather_nd(inputs[0], inputs[1])};
 }
 
-static std::vector<Tensor> scatter_nd_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs scatter_nd_replay(const detail::ReplayContext& op,
                                              const std::vector<Tensor>& inputs) {
   return {scatter_nd(inputs[0], inputs[1], op.output_shapes[0])};
 }
@@ -243,7 +243,7 @@ static std::vector<Tensor> scatter_update_batched(const detail::BatchingContext&
                                    with_batch_coordinate(op, inputs, 1),
                                    detail::with_batch_axis(op, inputs, 2))};
 }
-static std::vector<Tensor> scatter_update_replay(const detail::ReplayContext&,
+static detail::ReplayOutputs scatter_update_replay(const detail::ReplayContext&,
                                                  const std::vector<Tensor>& inputs) {
   return {tensor_scatter_nd_update(inputs[0], inputs[1], inputs[2])};
 }

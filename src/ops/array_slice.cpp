@@ -43,17 +43,17 @@ static std::vector<Tensor> tile_batched(const detail::BatchingContext& op,
 }
 
 // Replay rules: the recorded begin (or multiples), the box the trace took (or padded into).
-static std::vector<Tensor> slice_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs slice_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& in) {
   return {slice(in[0], op.attributes().get_ints("begin"),
                 detail::signed_shape(op.output_shapes[0]))};
 }
-static std::vector<Tensor> slice_grad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs slice_grad_replay(const detail::ReplayContext& op,
                                              const std::vector<Tensor>& in) {
   return {pad_into_zeros(in[0], unsigned_ints(op.attributes().get_ints("begin")),
                          op.output_shapes[0])};
 }
-static std::vector<Tensor> tile_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs tile_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& in) {
   return {tile(in[0], unsigned_ints(op.attributes().get_ints("multiples")))};
 }

@@ -39,9 +39,9 @@ static std::vector<Tensor> take_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
 static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs);
-static std::vector<Tensor> take_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& inputs);
-static std::vector<Tensor> put_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
                                       const std::vector<Tensor>& inputs);
 constexpr OpDefinition take_op = detail::with_replay(
     detail::differentiable_op("TakeAlongAxis", take_gradient, KeepSet::only({1}), KeepSet::none(),
@@ -127,12 +127,12 @@ static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                          static_cast<std::size_t>(op.attributes().get_int("n")))};
 }
 
-static std::vector<Tensor> take_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& inputs) {
   return {take_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()))};
 }
 
-static std::vector<Tensor> put_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
                                       const std::vector<Tensor>& inputs) {
   return {put_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()),
                          static_cast<std::size_t>(op.attributes().get_int("n")))};
@@ -179,7 +179,7 @@ static std::vector<Tensor> sorted_positions_batched(const detail::BatchingContex
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs) + 1, attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }
-static std::vector<Tensor> sorted_positions_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs sorted_positions_replay(const detail::ReplayContext& op,
                                                    const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs), attrs.get_bool("descending"),

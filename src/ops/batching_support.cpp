@@ -95,8 +95,8 @@ int recorded_axis(const ReplayContext& op, const char* name) {
   return static_cast<int>(op.attrs->get_int(name));
 }
 
-std::vector<Tensor> replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
-                                  Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
+ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
+                            Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
   const auto& recorded = op.attributes().get_ints("axes");
   // Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
   const std::vector<int> axes(recorded.begin(), recorded.end());

@@ -141,26 +141,30 @@ std::vector<Tensor> reduction_batched(const BatchingContext& op,
 // The replays that go with the makers above: the op's public function on the new inputs, with
 // the recorded attributes where it takes any (a replay runs with nothing observing the thread,
 // so the function records nothing).
-template <auto Forward>
-std::vector<Tensor> replay_unary(const ReplayContext&, const std::vector<Tensor>& inputs) {
-  return as_outputs(Forward(inputs[0]));
+template <auto Forward, std::size_t... I>
+ReplayOutputs replay_on(const std::vector<Tensor>& inputs, std::index_sequence<I...>) {
+  return Forward(inputs[I]...);
 }
 template <auto Forward>
-std::vector<Tensor> replay_all(const ReplayContext&, const std::vector<Tensor>& inputs) {
-  return call_with_all<Forward>(inputs);
+ReplayOutputs replay_unary(const ReplayContext&, const std::vector<Tensor>& inputs) {
+  return Forward(inputs[0]);
+}
+template <auto Forward>
+ReplayOutputs replay_all(const ReplayContext&, const std::vector<Tensor>& inputs) {
+  return replay_on<Forward>(inputs,
+                            std::make_index_sequence<ForwardArity<decltype(Forward)>::value>{});
 }
 // The recorded "axis".
 int recorded_axis(const ReplayContext& op, const char* name = "axis");
 template <auto Forward>
-std::vector<Tensor> replay_axis(const ReplayContext& op, const std::vector<Tensor>& inputs) {
-  return as_outputs(Forward(inputs[0], recorded_axis(op)));
+ReplayOutputs replay_axis(const ReplayContext& op, const std::vector<Tensor>& inputs) {
+  return Forward(inputs[0], recorded_axis(op));
 }
 // A reduction with its recorded "axes" and "keepdims".
-std::vector<Tensor> replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
-                                  Tensor (*reduce)(const Tensor&, std::vector<int>, bool));
+ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
+                            Tensor (*reduce)(const Tensor&, std::vector<int>, bool));
 template <auto Forward>
-std::vector<Tensor> replay_reduction(const ReplayContext& op,
-                                     const std::vector<Tensor>& inputs) {
+ReplayOutputs replay_reduction(const ReplayContext& op, const std::vector<Tensor>& inputs) {
   return replay_reduce(op, inputs, Forward);
 }
 

@@ -16,7 +16,7 @@ static std::vector<Tensor> cast_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& in) {
   return {cast(in[0], op.output_dtypes[0])};
 }
-static std::vector<Tensor> cast_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs cast_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& in) {
   return {cast(in[0], op.output_dtypes[0])};
 }

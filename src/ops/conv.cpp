@@ -100,7 +100,7 @@ static Grads conv2d_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents conv2d_tangent(const ForwardContext& op, const Tangents& tangents);
 static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& inputs);
-static std::vector<Tensor> conv2d_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs);
 constexpr OpDefinition conv2d_op = detail::with_replay(
     detail::differentiable_op("Conv2D", conv2d_gradient, KeepSet::all(), KeepSet::none(),
@@ -156,7 +156,7 @@ static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
 }
 
 // The recorded op is channels last, conv2d's default layout.
-static std::vector<Tensor> conv2d_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {conv2d(inputs[0], inputs[1], w.strides_list(), w.padding, w.dilations_list())};
@@ -216,7 +216,7 @@ static std::vector<Tensor> backprop_input_batched(const detail::BatchingContext&
   return merged ? detail::merged_into_first_axis(op, inputs, forward)
                 : detail::row_by_row(op, inputs, forward);
 }
-static std::vector<Tensor> backprop_input_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs backprop_input_replay(const detail::ReplayContext& op,
                                                  const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {conv2d_transpose(inputs[0], inputs[1], op.attributes().get_shape("output_shape"),
@@ -335,7 +335,7 @@ static std::vector<Tensor> backprop_filter_batched(const detail::BatchingContext
     return std::vector<Tensor>{backprop(in[0], shape, in[1])};
   });
 }
-static std::vector<Tensor> backprop_filter_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs backprop_filter_replay(const detail::ReplayContext& op,
                                                   const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {detail::conv2d_backprop_filter(inputs[0], op.attributes().get_shape("filter_shape"),

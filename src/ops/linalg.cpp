@@ -74,7 +74,7 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
   return {product.shape() == out ? product : reshape(product, out_dims)};
 }
 
-static std::vector<Tensor> matmul_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
   const Attrs& attrs = op.attributes();
   return {matmul(in[0], in[1], attrs.get_bool("transpose_a"), attrs.get_bool("transpose_b"))};

@@ -53,7 +53,7 @@ static std::vector<Tensor> triangular_solve_batched(const detail::BatchingContex
                            detail::with_batch_axis(op, inputs, 1), attrs.get_bool("lower"),
                            attrs.get_bool("adjoint"))};
 }
-static std::vector<Tensor> triangular_solve_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs triangular_solve_replay(const detail::ReplayContext& op,
                                                    const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"),

@@ -136,7 +136,7 @@ static std::vector<Tensor> band_part_batched(const detail::BatchingContext& op,
   const Attrs& attrs = op.attributes();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
-static std::vector<Tensor> band_part_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs band_part_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};

@@ -29,7 +29,7 @@ static std::vector<Tensor> svd_batched(const detail::BatchingContext& op,
   const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
-static std::vector<Tensor> svd_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs svd_replay(const detail::ReplayContext& op,
                                       const std::vector<Tensor>& inputs) {
   const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
   return {r.s, r.u, r.v};

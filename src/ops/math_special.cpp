@@ -92,7 +92,7 @@ static std::vector<Tensor> polygamma_batched(const detail::BatchingContext& op,
                                              const std::vector<Tensor>& inputs) {
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
-static std::vector<Tensor> polygamma_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs polygamma_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& inputs) {
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
@@ -268,7 +268,7 @@ static Grads clip_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents);
 static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
-static std::vector<Tensor> clip_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs clip_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& inputs);
 constexpr OpDefinition clip_op = detail::with_replay(
     detail::differentiable_op("ClipByValue", clip_gradient, KeepSet::all(), KeepSet::none(),
@@ -383,7 +383,7 @@ static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
   return {clip_by_value(aligned[0], aligned[1], aligned[2])};
 }
 
-static std::vector<Tensor> clip_replay(const detail::ReplayContext&,
+static detail::ReplayOutputs clip_replay(const detail::ReplayContext&,
                                        const std::vector<Tensor>& inputs) {
   return {clip_by_value(inputs[0], inputs[1], inputs[2])};
 }

@@ -65,7 +65,7 @@ static std::vector<Tensor> leaky_relu_batched(const detail::BatchingContext& op,
                                               const std::vector<Tensor>& inputs) {
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }
-static std::vector<Tensor> leaky_relu_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs leaky_relu_replay(const detail::ReplayContext& op,
                                              const std::vector<Tensor>& inputs) {
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }

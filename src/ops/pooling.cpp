@@ -71,7 +71,7 @@ static std::vector<Tensor> max_pool_batched(const detail::BatchingContext& op,
     return std::vector<Tensor>{max_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-static std::vector<Tensor> max_pool_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs max_pool_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {max_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
@@ -173,7 +173,7 @@ static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
 
 template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::vector<int>,
                            Padding)>
-static std::vector<Tensor> pair_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs pair_replay(const detail::ReplayContext& op,
                                        const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {Kernel(inputs[0], inputs[1], w.ksize_list(), w.strides_list(), w.padding)};
@@ -258,7 +258,7 @@ static std::vector<Tensor> avg_pool_batched(const detail::BatchingContext& op,
     return std::vector<Tensor>{avg_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-static std::vector<Tensor> avg_pool_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs avg_pool_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {avg_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
@@ -314,7 +314,7 @@ static std::vector<Tensor> avg_pool_grad_batched(const detail::BatchingContext& 
         detail::avg_pool_grad(in[0], shape, w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-static std::vector<Tensor> avg_pool_grad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs avg_pool_grad_replay(const detail::ReplayContext& op,
                                                 const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"),

@@ -134,7 +134,7 @@ static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& 
                                 detail::with_batch_axis(op, inputs, 1),
                                 detail::with_batch_axis(op, inputs, 2), axes)};
 }
-static std::vector<Tensor> extremum_grad_replay(const detail::ReplayContext& op,
+static detail::ReplayOutputs extremum_grad_replay(const detail::ReplayContext& op,
                                                 const std::vector<Tensor>& inputs) {
   const auto& recorded = op.attributes().get_ints("axes");
   return {detail::extremum_grad(inputs[0], inputs[1], inputs[2],

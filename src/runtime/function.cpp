@@ -45,6 +45,8 @@ struct FunctionTrace {
   // After the i-th kept op, the values nothing later reads: a replay lets them go, so that it
   // holds no more than the eager call would (a forward chain keeps one buffer, not all).
   std::vector<std::vector<std::size_t>> released_after;
+  // Bit k of the i-th entry: the i-th kept op takes input k by move (its last reader).
+  std::vector<std::uint64_t> moved_inputs;
   std::string eager_reason;  // set: this signature runs fn eagerly
 };
 
@@ -135,8 +137,9 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
 }
 
 // For each kept op, the values whose last reader it is (a step reading a value counts as the
-// first kept op at or after its position: it runs before that op). fn's results are kept.
-std::vector<std::vector<std::size_t>> release_plan(const FunctionTrace& compiled) {
+// first kept op at or after its position: it runs before that op), and which of its inputs it
+// may take by move (it reads that value last, and once). fn's results are kept.
+void plan_lifetimes(FunctionTrace& compiled) {
   const OpTrace& trace = compiled.trace;
   const std::size_t kept = compiled.kept_ops.size();
   constexpr std::size_t kNever = static_cast<std::size_t>(-1);
@@ -161,15 +164,25 @@ std::vector<std::vector<std::size_t>> release_plan(const FunctionTrace& compiled
     if (result.value != TracedInput::kConstant) last_reader[result.value] = kept;
   }
   std::vector<std::vector<std::size_t>> plan(kept);
-  for (std::size_t i = 0; i < kept; ++i) {  // outputs nothing reads: gone at once
-    for (std::size_t v : trace.ops[compiled.kept_ops[i]].outputs) {
+  std::vector<std::uint64_t> moves(kept, 0);
+  for (std::size_t i = 0; i < kept; ++i) {
+    const TracedOp& op = trace.ops[compiled.kept_ops[i]];
+    for (std::size_t v : op.outputs) {  // outputs nothing reads: gone at once
       if (last_reader[v] == kNever) plan[i].push_back(v);
+    }
+    for (std::size_t k = 0; k < op.inputs.size() && k < 64; ++k) {
+      const std::size_t v = op.inputs[k].value;
+      if (v == TracedInput::kConstant || last_reader[v] != i) continue;
+      const auto reads = std::count_if(op.inputs.begin(), op.inputs.end(),
+                                       [&](const TracedInput& in) { return in.value == v; });
+      if (reads == 1) moves[i] |= std::uint64_t{1} << k;
     }
   }
   for (std::size_t v = 0; v < last_reader.size(); ++v) {
     if (last_reader[v] < kept) plan[last_reader[v]].push_back(v);
   }
-  return plan;
+  compiled.released_after = std::move(plan);
+  compiled.moved_inputs = std::move(moves);
 }
 
 const Tensor& value_of(const TracedInput& in, const std::vector<Tensor>& values) {
@@ -217,9 +230,17 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     }
     const TracedOp& op = trace.ops[k];
     inputs.clear();
-    for (const TracedInput& in : op.inputs) inputs.push_back(value_of(in, values));
+    const std::uint64_t moves = compiled.moved_inputs[i];
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      const TracedInput& in = op.inputs[k];
+      if (k < 64 && ((moves >> k) & 1U) != 0) {
+        inputs.push_back(std::move(values[in.value]));
+      } else {
+        inputs.push_back(value_of(in, values));
+      }
+    }
     const ReplayContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
-    std::vector<Tensor> outputs = op.op->replay_rule(context, inputs);
+    ReplayOutputs outputs = op.op->replay_rule(context, inputs);
     if (outputs.size() != op.outputs.size()) {
       throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +
                   std::to_string(outputs.size()) + " outputs; the trace has " +
@@ -307,7 +328,7 @@ struct FunctionState {
     compiled->eager_reason = why_not_replayable(trace);
     if (compiled->eager_reason.empty()) {
       compiled->kept_ops = kept_ops(*compiled, options.optimize);
-      compiled->released_after = release_plan(*compiled);
+      plan_lifetimes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) +
                     signature_to_string(signature),

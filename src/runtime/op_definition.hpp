@@ -72,16 +72,17 @@ struct BatchingContext;
 using BatchingRule = std::vector<Tensor> (*)(const BatchingContext& op,
                                              const std::vector<Tensor>& inputs);
 
-// What a replay rule sees of the op it runs again: see runtime/replay_context.hpp.
+// What a replay rule sees of the op it runs again, and what it returns: see
+// runtime/replay_context.hpp.
 struct ReplayContext;
+class ReplayOutputs;
 
 // (the op as traced, new inputs of the traced shapes and dtypes) -> its outputs, computed as
 // the op's own forward computes them (the same kernel: a Function replayed without
 // optimisation equals the eager call bit for bit). It may call the op's public function: a
 // replay runs with nothing observing the thread, so nothing records. A Function whose trace
 // holds an op without one runs eagerly (runtime/function.cpp).
-using ReplayRule = std::vector<Tensor> (*)(const ReplayContext& op,
-                                           const std::vector<Tensor>& inputs);
+using ReplayRule = ReplayOutputs (*)(const ReplayContext& op, const std::vector<Tensor>& inputs);
 
 // A batching rule and the replay of the same forward, made together by the generic makers of
 // ops/batching_support.hpp (batch_unary<&tapegrad::exp> gives both).
