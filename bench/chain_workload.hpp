@@ -5,6 +5,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <xtensor/xarray.hpp>
+#include <xtensor/xmath.hpp>
+
 #include <tapegrad/tapegrad.hpp>
 
 namespace chain_workload {
@@ -26,6 +29,20 @@ inline tapegrad::Tensor run(const tapegrad::Tensor& x, const tapegrad::Tensor& c
 }
 
 inline tapegrad::Tensor run(const Inputs& in) { return run(in.x, in.c, in.b); }
+
+// The same chain on raw xt::xarray<double>s, each op into a fresh array as tapegrad's ops: the
+// baseline of the per-op figures.
+inline xt::xarray<double> run_raw_xarray() {
+  const xt::xarray<double> c = {0.5};
+  const xt::xarray<double> b = {0.1};
+  xt::xarray<double> y = {0.3};
+  for (int i = 0; i < kSteps; ++i) {
+    xt::xarray<double> m = y * c;
+    xt::xarray<double> a = m + b;
+    y = xt::tanh(a);
+  }
+  return y;
+}
 
 // Reports the time per op of a benchmark whose every iteration runs the chain once.
 inline void report_ns_per_op(benchmark::State& state) {

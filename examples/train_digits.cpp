@@ -9,7 +9,10 @@
 // installed, a PNG plot of it next to the CSV.
 //
 //   ./train_digits [--data PATH] [--curve PATH] [--epochs N] [--seed N] [--min-accuracy A]
-//       [--check-gradients] [--checkpoint PATH]
+//       [--check-gradients] [--checkpoint PATH] [--function]
+//
+// With --function each training step is one tapegrad::Function: traced once per batch shape,
+// then replayed (the same numbers, without the per-call recording and backward walk).
 //
 // With --checkpoint the run is saved after every epoch (a tapegrad::Checkpoint of the model,
 // Adam and the epoch count) and resumed from the file when it exists: stop it at any moment,
@@ -63,6 +66,7 @@ digits::TrainingOptions default_options() {
   options.curve_path = "train_digits_curve.csv";
   options.epochs = 25;
   options.checkpoint_supported = true;
+  options.function_supported = true;
   return options;
 }
 
@@ -100,7 +104,8 @@ int run(const digits::TrainingOptions& options) {
             << train.labels.size() << " to train, " << test.labels.size() << " to test\n"
             << "model: MLP 64-" << kHidden << "-10 (ReLU), softmax cross-entropy, Adam(lr "
             << kLearningRate << "), batch " << kBatchSize << ", " << options.epochs
-            << " epochs, seed " << options.seed << "\n";
+            << " epochs, seed " << options.seed
+            << (options.use_function ? ", each step one tapegrad::Function" : "") << "\n";
 
   // The test set as one batch, in its own order.
   std::vector<std::size_t> test_order(test.labels.size());
@@ -152,7 +157,32 @@ int run(const digits::TrainingOptions& options) {
     }
   }
 
-  // 4. Training: one pass over the shuffled training set per epoch.
+  // 4. One training step on a batch (x, y): the loss and the logits, Adam's update done.
+  auto training_step = [&](const std::vector<tg::Tensor>& batch) {
+    const tg::Tensor& x = batch[0];
+    const tg::Tensor& y = batch[1];
+    tg::Tensor logits, loss;
+    std::vector<tg::Tensor> grads;
+    {
+      // The tape records the forward pass (it watches the Variables the model reads)...
+      tg::GradientTape tape;
+      logits = model.logits(x);
+      loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, logits));
+      // ...and walks it backwards: d loss / d each variable.
+      grads = tape.gradient(loss, variables);
+    }
+    std::vector<std::pair<tg::Tensor, tg::Variable>> grads_and_vars;
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      grads_and_vars.emplace_back(grads[i], variables[i]);
+    }
+    adam.apply_gradients(grads_and_vars);
+    return std::vector<tg::Tensor>{loss, logits};
+  };
+  // With --function: the same step traced on the first batch of each shape (the last batch
+  // of an epoch is smaller) and replayed after: the same ops, with no tape or backward walk.
+  const tg::Function traced_training_step = tg::function(training_step);
+
+  // 5. Training: one pass over the shuffled training set per epoch.
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), shuffle_generator);
     double loss_sum = 0.0;
@@ -162,21 +192,10 @@ int run(const digits::TrainingOptions& options) {
       const std::size_t count = std::min(kBatchSize, order.size() - first);
       const auto [x, y] = digits::make_batch(train, order, first, count);
 
-      tg::Tensor logits, loss;
-      std::vector<tg::Tensor> grads;
-      {
-        // The tape records the forward pass (it watches the Variables the model reads)...
-        tg::GradientTape tape;
-        logits = model.logits(x);
-        loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, logits));
-        // ...and walks it backwards: d loss / d each variable.
-        grads = tape.gradient(loss, variables);
-      }
-      std::vector<std::pair<tg::Tensor, tg::Variable>> grads_and_vars;
-      for (std::size_t i = 0; i < variables.size(); ++i) {
-        grads_and_vars.emplace_back(grads[i], variables[i]);
-      }
-      adam.apply_gradients(grads_and_vars);
+      const std::vector<tg::Tensor> step = options.use_function ? traced_training_step({x, y})
+                                                                 : training_step({x, y});
+      const tg::Tensor& loss = step[0];
+      const tg::Tensor& logits = step[1];
 
       loss_sum += loss.item<float>();
       correct += digits::count_correct(logits, train.labels, order, first);
@@ -222,7 +241,7 @@ int run(const digits::TrainingOptions& options) {
   }
   const double total_seconds = seconds_since_start();
 
-  // 5. Report, curve CSV, plot.
+  // 6. Report, curve CSV, plot.
   const EpochResult& last = curve.back();
   std::cout << std::fixed << std::setprecision(1) << "final test accuracy "
             << 100.0 * last.test_accuracy << "% (" << test.labels.size()

@@ -58,7 +58,8 @@ TrainingOptions parse_training_options(int argc, char** argv, const TrainingOpti
     if (equals != std::string::npos) {
       value = flag.substr(equals + 1);
       flag.resize(equals);
-    } else if (flag != "--help" && flag != "-h" && flag != "--check-gradients") {
+    } else if (flag != "--help" && flag != "-h" && flag != "--check-gradients" &&
+               flag != "--function") {
       if (i + 1 >= argc) throw UsageError(flag + " needs a value");
       value = argv[++i];
     }
@@ -67,6 +68,9 @@ TrainingOptions parse_training_options(int argc, char** argv, const TrainingOpti
     } else if (flag == "--check-gradients") {
       if (equals != std::string::npos) throw UsageError("--check-gradients takes no value");
       options.check_gradients = true;
+    } else if (flag == "--function" && defaults.function_supported) {
+      if (equals != std::string::npos) throw UsageError("--function takes no value");
+      options.use_function = true;
     } else if (flag == "--data") {
       options.data_path = value;
     } else if (flag == "--curve") {
@@ -91,7 +95,8 @@ std::string usage(const std::string& program, const TrainingOptions& d) {
   std::ostringstream out;
   out << "usage: " << program
       << " [--data PATH] [--curve PATH] [--epochs N] [--seed N] [--min-accuracy A]\n"
-      << "       [--check-gradients]" << (d.checkpoint_supported ? " [--checkpoint PATH]" : "") << "\n"
+      << "       [--check-gradients]" << (d.checkpoint_supported ? " [--checkpoint PATH]" : "")
+      << (d.function_supported ? " [--function]" : "") << "\n"
       << "  --data PATH       digits CSV, gzip or plain (default: " << d.data_path << ")\n"
       << "  --curve PATH      where to write the loss/accuracy curve (default: " << d.curve_path
       << ";\n                    a PNG plot goes next to it when gnuplot is installed)\n"
@@ -106,6 +111,10 @@ std::string usage(const std::string& program, const TrainingOptions& d) {
   if (d.checkpoint_supported) {
     out << "  --checkpoint PATH save the run (weights, Adam's state, epochs done) to PATH after\n"
         << "                    every epoch; when PATH exists, resume from it first\n";
+  }
+  if (d.function_supported) {
+    out << "  --function        run each training step as one tapegrad::Function: traced on the\n"
+        << "                    first batch of each shape, replayed after (the same numbers)\n";
   }
   return out.str();
 }

@@ -30,6 +30,10 @@ struct TrainingOptions {
   // examples that set checkpoint_supported in their defaults (train_digits).
   std::string checkpoint_path;
   bool checkpoint_supported = false;
+  // --function: the training step is one tapegrad::Function (traced once, replayed). Only for
+  // the examples that set function_supported (train_digits).
+  bool use_function = false;
+  bool function_supported = false;
   bool help = false;
 };
 

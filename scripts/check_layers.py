@@ -63,6 +63,7 @@ KNOWN = {
     ("src/optim/lbfgs.cpp", "kernels/shape_util.hpp"): KERNEL_HELPERS,
     ("src/optim/optimizers.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,
     ("src/optim/optimizers.cpp", "kernels/shape_util.hpp"): KERNEL_HELPERS,
+    ("src/optim/optimizers.cpp", "runtime/op_trace.hpp"): TAPE_INTERNALS,
     ("src/optim/optimizers.cpp", "runtime/warn.hpp"): TAPE_INTERNALS,
     ("src/runtime/variable.cpp", "ops/internal_ops.hpp"): INTERNAL_OPS,
 }

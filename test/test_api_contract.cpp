@@ -538,3 +538,23 @@ TEST_CASE("API 0.3: shares_storage and Tensor::view<T>()") {
   CHECK(std::vector<double>(v.begin(), v.end()) == std::vector<double>{1, 4, 2, 5, 3, 6});
   CHECK(&v(0, 1) == x.array<double>().data() + 3);  // x's own buffer: nothing was copied
 }
+
+TEST_CASE("API 0.3: function, Function, FunctionOptions") {
+  FunctionOptions options;
+  static_assert(std::is_same_v<decltype(options.max_traces), std::size_t>);
+  static_assert(std::is_same_v<decltype(options.optimize), bool>);
+  CHECK(options.max_traces == 16);
+  CHECK(options.optimize);
+  using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  static_assert(std::is_same_v<decltype(function(std::declval<Body>())), Function>);
+  static_assert(std::is_same_v<decltype(function(std::declval<Body>(), options)), Function>);
+  const Function square = function([](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{multiply(args[0], args[0])};
+  });
+  static_assert(std::is_same_v<decltype(square(std::declval<const std::vector<Tensor>&>())),
+                               std::vector<Tensor>>);
+  static_assert(std::is_same_v<decltype(square.trace_count()), std::size_t>);
+  CHECK(testing::values(square({from_values({3, -2}, {2})})[0]) == std::vector<double>{9, 4});
+  CHECK(testing::values(square({from_values({1, 5}, {2})})[0]) == std::vector<double>{1, 25});
+  CHECK(square.trace_count() == 1);
+}

@@ -21,11 +21,13 @@ using tapegrad::testing::values;
 
 namespace {
 
-// Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file.
+// Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file (a definition
+// wrapped in with_replay(...) included).
 std::map<std::string, std::string> op_definitions_in_sources() {
   std::map<std::string, std::string> found;
   const std::regex definition(
-      R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*[\w:]+\(\s*"(\w+)")re");
+      R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*)re"
+      R"re((?:(?:detail::)?with_replay\(\s*)?[\w:]+\(\s*"(\w+)")re");
   for (const auto& entry : std::filesystem::recursive_directory_iterator(TAPEGRAD_SOURCE_DIR)) {
     if (entry.path().extension() != ".cpp" && entry.path().extension() != ".hpp") continue;
     std::ifstream in(entry.path());
@@ -109,6 +111,23 @@ TEST_CASE("every built-in op has a batching rule, or loops on purpose", "[regist
     if (op->batching_rule != nullptr) ++with_rule;
   }
   CHECK(with_rule >= 70);
+}
+
+// Built-in ops a Function cannot replay (no replay rule): a trace that holds one runs fn
+// eagerly. Where: the count of positions depends on the mask's values. Dropout: each call
+// draws a new mask.
+const std::set<std::string> kNoReplayRuleOnPurpose = {"Where", "Dropout"};
+
+TEST_CASE("every built-in op has a replay rule, or makes a Function run eagerly on purpose",
+          "[registry][function]") {
+  std::size_t with_rule = 0;
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    INFO(op->name);
+    const bool on_purpose = kNoReplayRuleOnPurpose.count(op->name) == 1;
+    CHECK((op->replay_rule != nullptr) != on_purpose);
+    if (op->replay_rule != nullptr) ++with_rule;
+  }
+  CHECK(with_rule + kNoReplayRuleOnPurpose.size() == detail::builtin_ops().size());
 }
 
 TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {

@@ -278,3 +278,39 @@ TEST_CASE("a strided view's copy is built once when several threads read it at o
   CHECK(sums[3] == sums[1]);
   CHECK(t.array<double>()(5, 7) == 7.0 * 64 + 5.0);
 }
+
+// One Function called from four threads at once, on two signatures: each call replays into
+// values of its own, a trace is kept once per signature, and every result equals the eager
+// call's (sum(x^2 + sin x) and its gradient 2x + cos x).
+TEST_CASE("a Function called from several threads at once", "[function][threads]") {
+  auto value_and_gradient = [](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[0]);
+    Tensor y = reduce_sum(add(multiply(args[0], args[0]), sin(args[0])));
+    return std::vector<Tensor>{y, tape.gradient(y, args[0])};
+  };
+  const Function f = function(value_and_gradient);
+  constexpr int kThreads = 4, kCalls = 50;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kCalls; ++k) {
+        const std::size_t n = 2 + static_cast<std::size_t>((t + k) % 2);  // [2] or [3]
+        std::vector<double> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = 0.1 * (t + 1) * (k + 1) - 0.3 * double(i);
+        const Tensor x = from_values(v, {n});
+        const std::vector<Tensor> got = f({x});
+        const std::vector<Tensor> eager = value_and_gradient({x});
+        if (values(got[0]) != values(eager[0]) || values(got[1]) != values(eager[1])) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+  // Threads that traced one signature at once each count a trace; one is kept.
+  CHECK(f.trace_count() >= 2);
+  CHECK(f.trace_count() <= 2 * kThreads);
+}

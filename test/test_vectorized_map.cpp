@@ -1492,3 +1492,86 @@ TEST_CASE("every built-in op of the table takes strided views: the same values a
   }
   CHECK(checked >= 150);
 }
+
+namespace {
+
+// Whether `op` (a built-in op's name) has a replay rule.
+bool replays(const std::string& op) {
+  for (const detail::OpDefinition* d : detail::builtin_ops()) {
+    if (op == d->name) return d->replay_rule != nullptr;
+  }
+  return false;
+}
+
+// fn through tapegrad::function: traced on example 0 of each input, then called on example 1.
+// The second call must be a replay (fn does not run) when every op fn traced has a replay
+// rule, and eager otherwise; either way its results equal fn's own on example 1 exactly.
+// Returns the names of the ops that were replayed.
+std::set<std::string> check_function_replay(const MapFn& fn, const std::vector<Tensor>& elems,
+                                            bool optimize) {
+  std::vector<Tensor> first, second;
+  for (const Tensor& e : elems) {
+    first.push_back(example(e, 0));
+    second.push_back(example(e, 1));
+  }
+  const std::set<std::string> ran = traced_ops(fn, elems);
+  const bool every_op_replays =
+      std::all_of(ran.begin(), ran.end(), [](const std::string& op) { return replays(op); });
+  std::size_t calls = 0;
+  FunctionOptions options;
+  options.optimize = optimize;
+  const Function f = function(
+      [&](const std::vector<Tensor>& in) {
+        ++calls;
+        return fn(in);
+      },
+      options);
+  const std::vector<Tensor> traced = f(first);
+  const std::vector<Tensor> expected_first = fn(first);
+  REQUIRE(traced.size() == expected_first.size());
+  for (std::size_t k = 0; k < traced.size(); ++k) CHECK(same_values(traced[k], expected_first[k]));
+  const std::vector<Tensor> got = f(second);
+  CHECK(f.trace_count() == 1);
+  INFO("every traced op has a replay rule: " << every_op_replays);
+  CHECK(calls == (every_op_replays ? 1 : 2));
+  const std::vector<Tensor> expected = fn(second);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    INFO("output " << k);
+    CHECK(same_values(got[k], expected[k]));
+  }
+  return every_op_replays ? ran : std::set<std::string>{};
+}
+
+}  // namespace
+
+// Every op of the table through a Function: its replay rule re-runs the op's own kernel, so a
+// replay equals the eager call exactly, value and per-example gradient (the gradient rules'
+// ops replayed too), with and without dropping dead ops.
+TEST_CASE("every built-in op of the table through function: a replay equals the eager call",
+          "[function]") {
+  std::set<std::string> replayed;
+  std::size_t checked = 0;
+  for (const bool optimize : {false, true}) {
+    for (const Case& c : op_cases()) {
+      INFO("case: " << c.name << (optimize ? ", optimized" : ", not optimized"));
+      const auto ran = check_function_replay(c.fn, c.elems, optimize);
+      replayed.insert(ran.begin(), ran.end());
+      if (has_floating(c.elems)) {
+        INFO("its per-example gradient");
+        const auto ran_gradient =
+            check_function_replay(per_example_gradient(c.fn), c.elems, optimize);
+        replayed.insert(ran_gradient.begin(), ran_gradient.end());
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked >= 300);
+  // Every replay rule is exercised by a case that replays. ReadVariableOp is recorded on tapes
+  // only: a Function's trace reads the variable itself (test_function.cpp).
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    if (op->replay_rule == nullptr || std::string(op->name) == "ReadVariableOp") continue;
+    INFO("built-in op " << op->name << " has a replay rule: a case must replay it");
+    CHECK(replayed.count(op->name) == 1);
+  }
+}

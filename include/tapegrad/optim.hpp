@@ -75,6 +75,7 @@ class Optimizer {
   virtual void restore_learning_rate(double learning_rate);
 
   Slots& slots_for(const Variable& variable);
+  void apply_now(const std::vector<std::pair<GradientValue, Variable>>& grads_and_vars);
   void apply_one(const GradientValue& grad, Variable& variable, std::int64_t step);
 
   std::unordered_map<std::uint64_t, Slots> slots_;

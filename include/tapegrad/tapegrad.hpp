@@ -10,6 +10,7 @@
 #include "tapegrad/errors.hpp"
 #include "tapegrad/files.hpp"
 #include "tapegrad/forward.hpp"
+#include "tapegrad/function.hpp"
 #include "tapegrad/functional.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/layers.hpp"

@@ -74,7 +74,7 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a);
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a);
 
-// Traces alive in the process (vectorized_map's, on any thread). While there is one,
+// Traces alive in the process (vectorized_map's and Function's, on any thread). While there is one,
 // Tensor::array<T>() and item<T>() report the read to note_value_read, which tells the traces
 // of the calling thread when the tensor is one of their traced values: a value read from C++
 // would otherwise become a constant of the trace, the same for every slice.

@@ -40,7 +40,8 @@ class Variable {
   DType dtype() const;
   Shape shape() const;
 
-  /// The current value without notifying any tape (for optimizers and printing).
+  /// The current value without notifying any tape (for optimizers and printing). A Function
+  /// still reads it afresh at each replay.
   Tensor peek() const;
   /// The tensor that stands for the variable on a tape: gradients w.r.t. the variable are
   /// gradients w.r.t. this handle. It holds no elements: an op given it (or array() on it)

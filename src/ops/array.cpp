@@ -56,6 +56,21 @@ static std::vector<Tensor> broadcast_to_batched(const detail::BatchingContext& o
   return {broadcast_to(aligned, op.batched_output_shape(0))};
 }
 
+// Replay rules: the traced output shape (or the recorded permutation) on the new input.
+static detail::ReplayOutputs reshape_replay(const detail::ReplayContext& op,
+                                          const std::vector<Tensor>& in) {
+  return {reshape(in[0], detail::signed_shape(op.output_shapes[0]))};
+}
+static detail::ReplayOutputs transpose_replay(const detail::ReplayContext& op,
+                                            const std::vector<Tensor>& in) {
+  const auto& perm = op.attributes().get_ints("perm");
+  return {transpose(in[0], std::vector<int>(perm.begin(), perm.end()))};
+}
+static detail::ReplayOutputs broadcast_to_replay(const detail::ReplayContext& op,
+                                               const std::vector<Tensor>& in) {
+  return {broadcast_to(in[0], op.output_shapes[0])};
+}
+
 constexpr OpDefinition identity_op = detail::identity_gradient_op("Identity",
     detail::batch_unary<&tapegrad::identity>);
 
@@ -82,9 +97,10 @@ Tensor stop_gradient(const Tensor& x) {
 
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition reshape_op =
+constexpr OpDefinition reshape_op = detail::with_replay(
     detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
-                              reshape_tangent, reshape_batched);
+                              reshape_tangent, reshape_batched),
+    reshape_replay);
 
 std::vector<std::int64_t> detail::shape_entries(const char* op, const char* what,
                                                 const Shape& shape) {
@@ -196,9 +212,10 @@ static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents transpose_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition transpose_op =
+constexpr OpDefinition transpose_op = detail::with_replay(
     detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none(),
-                              transpose_tangent, transpose_batched);
+                              transpose_tangent, transpose_batched),
+    transpose_replay);
 
 Tensor transpose(const Tensor& x, std::vector<int> perm) {
   detail::require_defined("transpose", x);
@@ -252,9 +269,10 @@ static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& 
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition broadcast_to_op = detail::differentiable_op(
-    "BroadcastTo", broadcast_to_gradient, KeepSet::none(), KeepSet::none(), broadcast_to_tangent,
-    broadcast_to_batched);
+constexpr OpDefinition broadcast_to_op = detail::with_replay(
+    detail::differentiable_op("BroadcastTo", broadcast_to_gradient, KeepSet::none(),
+                              KeepSet::none(), broadcast_to_tangent, broadcast_to_batched),
+    broadcast_to_replay);
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::require_defined("broadcast_to", x);

@@ -20,18 +20,19 @@ static std::vector<Tensor> one_hot_batched(const detail::BatchingContext& op,
   return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
                   op.output_dtypes.at(0))};
 }
-// The recorded axis shifted past the batch axis: one call on the whole batch.
-template <Tensor (*Extremum)(const Tensor&, int)>
-static std::vector<Tensor> arg_extremum_batched(const detail::BatchingContext& op,
-                                                const std::vector<Tensor>& inputs) {
-  return {Extremum(inputs[0], detail::shifted_axis(op))};
+static detail::ReplayOutputs one_hot_replay(const detail::ReplayContext& op,
+                                          const std::vector<Tensor>& inputs) {
+  return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
+                  op.output_dtypes.at(0))};
 }
 
-constexpr OpDefinition one_hot_op = detail::not_differentiable_op("OneHot", one_hot_batched);
+constexpr OpDefinition one_hot_op = detail::with_replay(
+    detail::not_differentiable_op("OneHot", one_hot_batched), one_hot_replay);
+// The recorded axis (shifted past the batch axis when batched): the generic axis maker.
 constexpr OpDefinition argmax_op =
-    detail::not_differentiable_op("ArgMax", arg_extremum_batched<&tapegrad::argmax>);
+    detail::not_differentiable_op("ArgMax", detail::batch_axis<&tapegrad::argmax>);
 constexpr OpDefinition argmin_op =
-    detail::not_differentiable_op("ArgMin", arg_extremum_batched<&tapegrad::argmin>);
+    detail::not_differentiable_op("ArgMin", detail::batch_axis<&tapegrad::argmin>);
 
 static void require_index_dtype(const char* op, const Tensor& t) {
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {

@@ -82,11 +82,22 @@ static std::vector<Tensor> segment_sum_batched(const detail::BatchingContext& op
   return {reshape(sums, std::vector<std::int64_t>(out.begin(), out.end()))};
 }
 
+// Replay rules: the recorded axis; the traced number of segments.
+static detail::ReplayOutputs gather_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& in) {
+  return {gather(in[0], in[1], detail::recorded_axis(op))};
+}
+static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
+                                              const std::vector<Tensor>& in) {
+  return {unsorted_segment_sum(in[0], in[1], op.output_shapes[0][0])};
+}
+
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition gather_op =
+constexpr OpDefinition gather_op = detail::with_replay(
     detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}), KeepSet::none(),
-                              gather_tangent, gather_batched);
+                              gather_tangent, gather_batched),
+    gather_replay);
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", params);
@@ -194,9 +205,10 @@ static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents segment_sum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition segment_sum_op = detail::differentiable_op(
-    "UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}), KeepSet::none(),
-                              segment_sum_tangent, segment_sum_batched);
+constexpr OpDefinition segment_sum_op = detail::with_replay(
+    detail::differentiable_op("UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}),
+                              KeepSet::none(), segment_sum_tangent, segment_sum_batched),
+    segment_sum_replay);
 
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
                             std::size_t num_segments) {

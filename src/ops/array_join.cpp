@@ -47,11 +47,22 @@ static std::vector<Tensor> split_batched(const detail::BatchingContext& op,
   return split(in[0], static_cast<int>(op.output_shapes.size()), detail::shifted_axis(op));
 }
 
+// Replay rules: the recorded axis; split into as many parts as it traced.
+static detail::ReplayOutputs concat_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& in) {
+  return {concat(in, detail::recorded_axis(op))};
+}
+static detail::ReplayOutputs split_replay(const detail::ReplayContext& op,
+                                        const std::vector<Tensor>& in) {
+  return split(in[0], static_cast<int>(op.output_shapes.size()), detail::recorded_axis(op));
+}
+
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition concat_op =
+constexpr OpDefinition concat_op = detail::with_replay(
     detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none(),
-                              concat_tangent, concat_batched);
+                              concat_tangent, concat_batched),
+    concat_replay);
 
 // A row-major tensor seen along one axis: `outer` blocks of `dim * inner` contiguous elements.
 // concat and split copy whole `part * inner` runs, so a tiny op costs no index arithmetic.
@@ -197,9 +208,10 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition split_op =
+constexpr OpDefinition split_op = detail::with_replay(
     detail::differentiable_op("Split", split_gradient, KeepSet::none(), KeepSet::none(),
-                              split_tangent, split_batched);
+                              split_tangent, split_batched),
+    split_replay);
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);

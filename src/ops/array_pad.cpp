@@ -130,13 +130,22 @@ static std::vector<Tensor> pad_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs);
 static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op,
                                                const std::vector<Tensor>& inputs);
-constexpr OpDefinition pad_op = detail::differentiable_op(
-    "PadV2", pad_gradient, KeepSet::none(), KeepSet::none(), pad_tangent, pad_batched);
-constexpr OpDefinition mirror_pad_op = detail::differentiable_op(
-    "MirrorPad", pad_gradient, KeepSet::none(), KeepSet::none(), pad_tangent, pad_batched);
-constexpr OpDefinition mirror_pad_grad_op =
+static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
+                                      const std::vector<Tensor>& inputs);
+static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
+                                              const std::vector<Tensor>& inputs);
+constexpr OpDefinition pad_op = detail::with_replay(
+    detail::differentiable_op("PadV2", pad_gradient, KeepSet::none(), KeepSet::none(),
+                              pad_tangent, pad_batched),
+    pad_replay);
+constexpr OpDefinition mirror_pad_op = detail::with_replay(
+    detail::differentiable_op("MirrorPad", pad_gradient, KeepSet::none(), KeepSet::none(),
+                              pad_tangent, pad_batched),
+    pad_replay);
+constexpr OpDefinition mirror_pad_grad_op = detail::with_replay(
     detail::differentiable_op("MirrorPadGrad", mirror_grad_gradient, KeepSet::none(),
-                              KeepSet::none(), mirror_grad_tangent, mirror_grad_batched);
+                              KeepSet::none(), mirror_grad_tangent, mirror_grad_batched),
+    mirror_grad_replay);
 
 template <class T>
 static T value_as(double v) {
@@ -233,6 +242,19 @@ static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op
   const Attrs& attrs = op.attributes();
   return {mirror_pad_grad(inputs[0], op.batched_output_shape(0), batch_paddings(attrs),
                           mode_of(attrs))};
+}
+
+// Replay rules: the recorded paddings, mode and value; MirrorPadGrad's traced output shape.
+static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
+                                      const std::vector<Tensor>& inputs) {
+  const Attrs& attrs = op.attributes();
+  return {pad(inputs[0], paddings_of(attrs), mode_of(attrs), attrs.get_double("value"))};
+}
+
+static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
+                                              const std::vector<Tensor>& inputs) {
+  const Attrs& attrs = op.attributes();
+  return {mirror_pad_grad(inputs[0], op.output_shapes[0], paddings_of(attrs), mode_of(attrs))};
 }
 
 // Linear in x (the constant does not move with it): the same padding of the tangent, with 0.

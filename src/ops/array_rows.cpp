@@ -36,16 +36,29 @@ static std::vector<Tensor> unpack_batched(const detail::BatchingContext& op,
                      op.output_shapes.size(), op.batch_size * outer_of(*op.attrs));
 }
 
+// Replays: the row and packed shapes are not recorded, but are the traced outputs'.
+static detail::ReplayOutputs pack_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& in) {
+  return {detail::pack_rows(in, op.output_shapes.at(0), outer_of(op.attributes()))};
+}
+static detail::ReplayOutputs unpack_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& in) {
+  return unpack_rows(in[0], op.output_shapes.at(0), op.output_shapes.size(),
+                     outer_of(op.attributes()));
+}
+
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition pack_op =
+constexpr OpDefinition pack_op = detail::with_replay(
     detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(), KeepSet::none(),
-                              pack_tangent, pack_batched);
-constexpr OpDefinition unpack_op = detail::differentiable_op("JacobianUnpack", unpack_gradient,
-                                                             KeepSet::none(), KeepSet::none(),
-                              unpack_tangent, unpack_batched);
+                              pack_tangent, pack_batched),
+    pack_replay);
+constexpr OpDefinition unpack_op = detail::with_replay(
+    detail::differentiable_op("JacobianUnpack", unpack_gradient, KeepSet::none(), KeepSet::none(),
+                              unpack_tangent, unpack_batched),
+    unpack_replay);
 
 // The width of each row's [outer, inner] blocks; InvalidArgument when outer does not divide it.
 static std::size_t inner_width(const char* op, std::size_t row_size, std::size_t outer) {
@@ -141,12 +154,25 @@ static Grads diagonal_blocks_gradient(const OpContext& op, const std::vector<Ten
 static Tangents diagonal_blocks_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads diagonal_part_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents diagonal_part_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition diagonal_blocks_op = detail::differentiable_op(
-    "JacobianDiagonal", diagonal_blocks_gradient, KeepSet::none(), KeepSet::none(),
-    diagonal_blocks_tangent, diagonal_blocks_batched);
-constexpr OpDefinition diagonal_part_op = detail::differentiable_op(
-    "JacobianDiagonalPart", diagonal_part_gradient, KeepSet::none(), KeepSet::none(),
-    diagonal_part_tangent, diagonal_part_batched);
+// Replays: the output shape is not recorded, but is the traced output's.
+static detail::ReplayOutputs diagonal_blocks_replay(const detail::ReplayContext& op,
+                                                  const std::vector<Tensor>& in) {
+  const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
+  return {detail::diagonal_blocks(in[0], n, op.output_shapes.at(0))};
+}
+static detail::ReplayOutputs diagonal_part_replay(const detail::ReplayContext& op,
+                                                const std::vector<Tensor>& in) {
+  const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
+  return {detail::diagonal_blocks_part(in[0], n, op.output_shapes.at(0))};
+}
+constexpr OpDefinition diagonal_blocks_op = detail::with_replay(
+    detail::differentiable_op("JacobianDiagonal", diagonal_blocks_gradient, KeepSet::none(),
+                              KeepSet::none(), diagonal_blocks_tangent, diagonal_blocks_batched),
+    diagonal_blocks_replay);
+constexpr OpDefinition diagonal_part_op = detail::with_replay(
+    detail::differentiable_op("JacobianDiagonalPart", diagonal_part_gradient, KeepSet::none(),
+                              KeepSet::none(), diagonal_part_tangent, diagonal_part_batched),
+    diagonal_part_replay);
 
 // The block count k, checking that `small` holds k * n elements and `large` k * n * n.
 static std::size_t block_count(const char* op, std::size_t n, const Shape& small,

@@ -74,14 +74,22 @@ static std::vector<Tensor> scan_batched(const detail::BatchingContext& op,
   const ScanAttrs s = scan_attrs(op.attributes());
   return {Scan(inputs[0], static_cast<int>(s.axis) + 1, s.exclusive, s.reverse)};
 }
+// Its replay: the recorded scan.
+template <Tensor (*Scan)(const Tensor&, int, bool, bool)>
+static detail::ReplayOutputs scan_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& inputs) {
+  const ScanAttrs s = scan_attrs(op.attributes());
+  return {Scan(inputs[0], static_cast<int>(s.axis), s.exclusive, s.reverse)};
+}
 
 // ---- Cumsum -----------------------------------------------------------------------------
 
 static Grads cumsum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cumsum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cumsum_op =
+constexpr OpDefinition cumsum_op = detail::with_replay(
     detail::differentiable_op("Cumsum", cumsum_gradient, KeepSet::none(), KeepSet::none(),
-                              cumsum_tangent, scan_batched<&tapegrad::cumsum>);
+                              cumsum_tangent, scan_batched<&tapegrad::cumsum>),
+    scan_replay<&tapegrad::cumsum>);
 
 Tensor cumsum(const Tensor& x, int axis, bool exclusive, bool reverse) {
   const ScanAttrs s = checked_scan("cumsum", x, axis, exclusive, reverse);
@@ -107,9 +115,10 @@ static Grads cumsum_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads cumprod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cumprod_op =
+constexpr OpDefinition cumprod_op = detail::with_replay(
     detail::differentiable_op("Cumprod", cumprod_gradient, KeepSet::all(), KeepSet::all(),
-                              cumprod_tangent, scan_batched<&tapegrad::cumprod>);
+                              cumprod_tangent, scan_batched<&tapegrad::cumprod>),
+    scan_replay<&tapegrad::cumprod>);
 
 Tensor cumprod(const Tensor& x, int axis, bool exclusive, bool reverse) {
   const ScanAttrs s = checked_scan("cumprod", x, axis, exclusive, reverse);
@@ -205,9 +214,15 @@ static std::vector<Tensor> reverse_batched(const detail::BatchingContext& op,
   for (std::int64_t a : op.attributes().get_ints("axes")) axes.push_back(static_cast<int>(a) + 1);
   return {reverse(inputs[0], axes)};
 }
-constexpr OpDefinition reverse_op =
+static Tensor reverse_like(const Tensor& t, const Attrs& attrs);
+static detail::ReplayOutputs reverse_replay(const detail::ReplayContext& op,
+                                          const std::vector<Tensor>& inputs) {
+  return {reverse_like(inputs[0], op.attributes())};
+}
+constexpr OpDefinition reverse_op = detail::with_replay(
     detail::differentiable_op("ReverseV2", reverse_gradient, KeepSet::none(), KeepSet::none(),
-                              reverse_tangent, reverse_batched);
+                              reverse_tangent, reverse_batched),
+    reverse_replay);
 
 Tensor reverse(const Tensor& x, std::vector<int> axes) {
   detail::require_defined("reverse", x);

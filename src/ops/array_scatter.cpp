@@ -108,12 +108,25 @@ static std::vector<Tensor> scatter_nd_batched(const detail::BatchingContext& op,
                      op.batched_output_shape(0))};
 }
 
-constexpr OpDefinition gather_nd_op =
+// Replay rules: the same call; ScatterNd into the traced output shape.
+static detail::ReplayOutputs gather_nd_replay(const detail::ReplayContext&,
+                                            const std::vector<Tensor>& inputs) {
+  return {gather_nd(inputs[0], inputs[1])};
+}
+
+static detail::ReplayOutputs scatter_nd_replay(const detail::ReplayContext& op,
+                                             const std::vector<Tensor>& inputs) {
+  return {scatter_nd(inputs[0], inputs[1], op.output_shapes[0])};
+}
+
+constexpr OpDefinition gather_nd_op = detail::with_replay(
     detail::differentiable_op("GatherNd", gather_nd_gradient, KeepSet::only({1}), KeepSet::none(),
-                              gather_nd_tangent, gather_nd_batched);
-constexpr OpDefinition scatter_nd_op =
+                              gather_nd_tangent, gather_nd_batched),
+    gather_nd_replay);
+constexpr OpDefinition scatter_nd_op = detail::with_replay(
     detail::differentiable_op("ScatterNd", scatter_nd_gradient, KeepSet::only({0}),
-                              KeepSet::none(), scatter_nd_tangent, scatter_nd_batched);
+                              KeepSet::none(), scatter_nd_tangent, scatter_nd_batched),
+    scatter_nd_replay);
 
 Tensor gather_nd(const Tensor& params, const Tensor& indices) {
   detail::require_defined("gather_nd", params);
@@ -230,9 +243,14 @@ static std::vector<Tensor> scatter_update_batched(const detail::BatchingContext&
                                    with_batch_coordinate(op, inputs, 1),
                                    detail::with_batch_axis(op, inputs, 2))};
 }
-constexpr OpDefinition scatter_update_op =
+static detail::ReplayOutputs scatter_update_replay(const detail::ReplayContext&,
+                                                 const std::vector<Tensor>& inputs) {
+  return {tensor_scatter_nd_update(inputs[0], inputs[1], inputs[2])};
+}
+constexpr OpDefinition scatter_update_op = detail::with_replay(
     detail::differentiable_op("TensorScatterUpdate", scatter_update_gradient, KeepSet::only({1}),
-                              KeepSet::none(), scatter_update_tangent, scatter_update_batched);
+                              KeepSet::none(), scatter_update_tangent, scatter_update_batched),
+    scatter_update_replay);
 
 Tensor tensor_scatter_nd_update(const Tensor& tensor, const Tensor& indices,
                                 const Tensor& updates) {
@@ -278,7 +296,8 @@ static std::vector<Tensor> mask_positions_batched(const detail::BatchingContext&
                         "depends on the mask's values, so per-row results cannot be stacked");
 }
 // Recorded (not differentiable) so that vectorized_map's trace sees the positions depend on
-// the mask.
+// the mask. No replay rule: the positions' count depends on the mask's values, so a Function
+// that traces it runs eagerly.
 constexpr OpDefinition mask_positions_op =
     detail::not_differentiable_op("Where", mask_positions_batched);
 

@@ -42,16 +42,34 @@ static std::vector<Tensor> tile_batched(const detail::BatchingContext& op,
   return {tile(in[0], multiples)};
 }
 
+// Replay rules: the recorded begin (or multiples), the box the trace took (or padded into).
+static detail::ReplayOutputs slice_replay(const detail::ReplayContext& op,
+                                        const std::vector<Tensor>& in) {
+  return {slice(in[0], op.attributes().get_ints("begin"),
+                detail::signed_shape(op.output_shapes[0]))};
+}
+static detail::ReplayOutputs slice_grad_replay(const detail::ReplayContext& op,
+                                             const std::vector<Tensor>& in) {
+  return {pad_into_zeros(in[0], unsigned_ints(op.attributes().get_ints("begin")),
+                         op.output_shapes[0])};
+}
+static detail::ReplayOutputs tile_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& in) {
+  return {tile(in[0], unsigned_ints(op.attributes().get_ints("multiples")))};
+}
+
 static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition slice_op =
+constexpr OpDefinition slice_op = detail::with_replay(
     detail::differentiable_op("Slice", slice_gradient, KeepSet::none(), KeepSet::none(),
-                              slice_tangent, slice_batched);
-constexpr OpDefinition slice_grad_op =
+                              slice_tangent, slice_batched),
+    slice_replay);
+constexpr OpDefinition slice_grad_op = detail::with_replay(
     detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none(),
-                              slice_grad_tangent, slice_grad_batched);
+                              slice_grad_tangent, slice_grad_batched),
+    slice_grad_replay);
 
 Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size) {
   detail::require_defined("slice", x);
@@ -126,9 +144,10 @@ static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>&
 
 static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition tile_op =
+constexpr OpDefinition tile_op = detail::with_replay(
     detail::differentiable_op("Tile", tile_gradient, KeepSet::none(), KeepSet::none(),
-                              tile_tangent, tile_batched);
+                              tile_tangent, tile_batched),
+    tile_replay);
 
 // The tiled shape, checked: InvalidArgument naming tile, x and the multiples when a dimension
 // or the whole would exceed what a tensor can hold.

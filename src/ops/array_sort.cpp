@@ -39,12 +39,18 @@ static std::vector<Tensor> take_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
 static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs);
-constexpr OpDefinition take_op =
+static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& inputs);
+static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
+                                      const std::vector<Tensor>& inputs);
+constexpr OpDefinition take_op = detail::with_replay(
     detail::differentiable_op("TakeAlongAxis", take_gradient, KeepSet::only({1}), KeepSet::none(),
-                              take_tangent, take_batched);
-constexpr OpDefinition put_op =
+                              take_tangent, take_batched),
+    take_replay);
+constexpr OpDefinition put_op = detail::with_replay(
     detail::differentiable_op("PutAlongAxis", put_gradient, KeepSet::only({1}), KeepSet::none(),
-                              put_tangent, put_batched);
+                              put_tangent, put_batched),
+    put_replay);
 
 // out[o, j, i] = x[o, positions[o, j, i], i]; positions are valid by construction (internal).
 static Tensor take_along_axis(const Tensor& x, const Tensor& positions, std::size_t axis) {
@@ -121,6 +127,17 @@ static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                          static_cast<std::size_t>(op.attributes().get_int("n")))};
 }
 
+static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& inputs) {
+  return {take_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()))};
+}
+
+static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
+                                      const std::vector<Tensor>& inputs) {
+  return {put_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()),
+                         static_cast<std::size_t>(op.attributes().get_int("n")))};
+}
+
 // Both linear in their first input: the op applied to the tangent.
 static Tangents take_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
@@ -162,8 +179,14 @@ static std::vector<Tensor> sorted_positions_batched(const detail::BatchingContex
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs) + 1, attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }
-constexpr OpDefinition sorted_positions_op =
-    detail::not_differentiable_op("ArgSort", sorted_positions_batched);
+static detail::ReplayOutputs sorted_positions_replay(const detail::ReplayContext& op,
+                                                   const std::vector<Tensor>& inputs) {
+  const Attrs& attrs = op.attributes();
+  return {sorted_positions("argsort", inputs[0], axis_attr(attrs), attrs.get_bool("descending"),
+                           static_cast<std::size_t>(attrs.get_int("k")))};
+}
+constexpr OpDefinition sorted_positions_op = detail::with_replay(
+    detail::not_differentiable_op("ArgSort", sorted_positions_batched), sorted_positions_replay);
 
 // Per line along `axis`, the first `k` positions (all when k == n) of the stable order as
 // Int32, ascending or descending; a NaN sorts above every number (last ascending, first

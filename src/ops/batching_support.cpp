@@ -87,6 +87,22 @@ std::vector<Tensor> reduce_batch(const BatchingContext& op, const std::vector<Te
   return {reduce(inputs[0], shifted, op.attributes().get_bool("keepdims"))};
 }
 
+int recorded_axis(const ReplayContext& op, const char* name) {
+  if (op.attrs == nullptr || !op.attrs->has(name)) {
+    throw InvalidArgument(std::string("function: op '") + op.op.name +
+                          "' recorded no attribute '" + name + "' to replay it with");
+  }
+  return static_cast<int>(op.attrs->get_int(name));
+}
+
+ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
+                            Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
+  const auto& recorded = op.attributes().get_ints("axes");
+  // Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
+  const std::vector<int> axes(recorded.begin(), recorded.end());
+  return {reduce(inputs[0], axes, op.attributes().get_bool("keepdims"))};
+}
+
 std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>& inputs,
                            std::size_t b) {
   const Tensor index = from_values({static_cast<double>(b)}, Shape{}, DType::Int64);

@@ -1,6 +1,7 @@
 // Generic batching rules (OpDefinition::batching_rule), so that most ops get theirs in one
-// line. Each maker takes the op's public forward function as a template argument and calls it
-// once on the whole batch:
+// line. Each maker takes the op's public forward function as a template argument, calls it
+// once on the whole batch, and comes with the op's replay rule (the same function on a
+// Function's new inputs):
 //
 //   batch_unary<&tapegrad::exp>               one input, any leading axes (elementwise, and
 //                                              ops batched over leading axes: cholesky, ...)
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "runtime/batching_context.hpp"
+#include "runtime/replay_context.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/tensor.hpp"
 
@@ -78,12 +80,12 @@ std::vector<Tensor> call_with_all(const std::vector<Tensor>& inputs) {
 }
 
 template <auto Forward>
-std::vector<Tensor> batch_unary(const BatchingContext&, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> unary_batched(const BatchingContext&, const std::vector<Tensor>& inputs) {
   return as_outputs(Forward(inputs[0]));
 }
 
 template <auto Forward>
-std::vector<Tensor> batch_broadcasting(const BatchingContext& op,
+std::vector<Tensor> broadcasting_batched(const BatchingContext& op,
                                        const std::vector<Tensor>& inputs) {
   return call_with_all<Forward>(aligned_for_broadcast(op, inputs));
 }
@@ -92,13 +94,13 @@ std::vector<Tensor> batch_broadcasting(const BatchingContext& op,
 // template argument of this type picks it from the overload set.
 using BinaryForward = Tensor (*)(const Tensor&, const Tensor&);
 template <BinaryForward Forward>
-std::vector<Tensor> batch_binary_broadcasting(const BatchingContext& op,
+std::vector<Tensor> binary_broadcasting_batched(const BatchingContext& op,
                                               const std::vector<Tensor>& inputs) {
-  return batch_broadcasting<Forward>(op, inputs);
+  return broadcasting_batched<Forward>(op, inputs);
 }
 
 template <auto Forward>
-std::vector<Tensor> batch_all_batched(const BatchingContext& op,
+std::vector<Tensor> all_inputs_batched(const BatchingContext& op,
                                       const std::vector<Tensor>& inputs) {
   std::vector<Tensor> all;
   all.reserve(inputs.size());
@@ -111,9 +113,9 @@ std::vector<Tensor> batch_all_batched(const BatchingContext& op,
 // which computes the slope s(y) once on y's example and broadcasts it instead of copying y
 // B times.
 template <BinaryForward Fused, BinaryForward FixedY>
-std::vector<Tensor> batch_fused_activation(const BatchingContext& op,
+std::vector<Tensor> fused_activation_batched(const BatchingContext& op,
                                            const std::vector<Tensor>& inputs) {
-  if (op.is_batched(0)) return batch_all_batched<Fused>(op, inputs);
+  if (op.is_batched(0)) return all_inputs_batched<Fused>(op, inputs);
   return {FixedY(inputs[0], inputs[1])};
 }
 
@@ -121,7 +123,7 @@ std::vector<Tensor> batch_fused_activation(const BatchingContext& op,
 int shifted_axis(const BatchingContext& op, const char* name = "axis");
 
 template <auto Forward>
-std::vector<Tensor> batch_axis(const BatchingContext& op, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> axis_batched(const BatchingContext& op, const std::vector<Tensor>& inputs) {
   return as_outputs(Forward(inputs[0], shifted_axis(op)));
 }
 
@@ -131,10 +133,62 @@ std::vector<Tensor> reduce_batch(const BatchingContext& op, const std::vector<Te
                                  Tensor (*reduce)(const Tensor&, std::vector<int>, bool));
 
 template <auto Forward>
-std::vector<Tensor> batch_reduction(const BatchingContext& op,
+std::vector<Tensor> reduction_batched(const BatchingContext& op,
                                     const std::vector<Tensor>& inputs) {
   return reduce_batch(op, inputs, Forward);
 }
+
+// The replays that go with the makers above: the op's public function on the new inputs, with
+// the recorded attributes where it takes any (a replay runs with nothing observing the thread,
+// so the function records nothing).
+template <auto Forward, std::size_t... I>
+ReplayOutputs replay_on(const std::vector<Tensor>& inputs, std::index_sequence<I...>) {
+  return Forward(inputs[I]...);
+}
+template <auto Forward>
+ReplayOutputs replay_unary(const ReplayContext&, const std::vector<Tensor>& inputs) {
+  return Forward(inputs[0]);
+}
+template <auto Forward>
+ReplayOutputs replay_all(const ReplayContext&, const std::vector<Tensor>& inputs) {
+  return replay_on<Forward>(inputs,
+                            std::make_index_sequence<ForwardArity<decltype(Forward)>::value>{});
+}
+// The recorded "axis".
+int recorded_axis(const ReplayContext& op, const char* name = "axis");
+template <auto Forward>
+ReplayOutputs replay_axis(const ReplayContext& op, const std::vector<Tensor>& inputs) {
+  return Forward(inputs[0], recorded_axis(op));
+}
+// A reduction with its recorded "axes" and "keepdims".
+ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
+                            Tensor (*reduce)(const Tensor&, std::vector<int>, bool));
+template <auto Forward>
+ReplayOutputs replay_reduction(const ReplayContext& op, const std::vector<Tensor>& inputs) {
+  return replay_reduce(op, inputs, Forward);
+}
+
+// The generic makers: each op names its forward once and gets its batching rule and its
+// replay (OpDefinition's GenericRules).
+template <auto Forward>
+inline constexpr GenericRules batch_unary{&unary_batched<Forward>, &replay_unary<Forward>};
+template <auto Forward>
+inline constexpr GenericRules batch_broadcasting{&broadcasting_batched<Forward>,
+                                                 &replay_all<Forward>};
+template <BinaryForward Forward>
+inline constexpr GenericRules batch_binary_broadcasting{&binary_broadcasting_batched<Forward>,
+                                                        &replay_all<Forward>};
+template <auto Forward>
+inline constexpr GenericRules batch_all_batched{&all_inputs_batched<Forward>,
+                                                &replay_all<Forward>};
+template <BinaryForward Fused, BinaryForward FixedY>
+inline constexpr GenericRules batch_fused_activation{&fused_activation_batched<Fused, FixedY>,
+                                                     &replay_all<Fused>};
+template <auto Forward>
+inline constexpr GenericRules batch_axis{&axis_batched<Forward>, &replay_axis<Forward>};
+template <auto Forward>
+inline constexpr GenericRules batch_reduction{&reduction_batched<Forward>,
+                                              &replay_reduction<Forward>};
 
 // Row b of every input (a recorded gather; unbatched inputs as they are).
 std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>& inputs,

@@ -16,12 +16,17 @@ static std::vector<Tensor> cast_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& in) {
   return {cast(in[0], op.output_dtypes[0])};
 }
+static detail::ReplayOutputs cast_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& in) {
+  return {cast(in[0], op.output_dtypes[0])};
+}
 
 static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cast_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr detail::OpDefinition cast_op =
+constexpr detail::OpDefinition cast_op = detail::with_replay(
     detail::differentiable_op("Cast", cast_gradient, detail::KeepSet::none(),
-                              detail::KeepSet::none(), cast_tangent, cast_batched);
+                              detail::KeepSet::none(), cast_tangent, cast_batched),
+    cast_replay);
 
 // Float -> integer saturates and maps NaN to 0 (no undefined behaviour); see int_arith.hpp.
 template <class To, class From>

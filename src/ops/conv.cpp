@@ -100,8 +100,12 @@ static Grads conv2d_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents conv2d_tangent(const ForwardContext& op, const Tangents& tangents);
 static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& inputs);
-constexpr OpDefinition conv2d_op = detail::differentiable_op(
-    "Conv2D", conv2d_gradient, KeepSet::all(), KeepSet::none(), conv2d_tangent, conv2d_batched);
+static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& inputs);
+constexpr OpDefinition conv2d_op = detail::with_replay(
+    detail::differentiable_op("Conv2D", conv2d_gradient, KeepSet::all(), KeepSet::none(),
+                              conv2d_tangent, conv2d_batched),
+    conv2d_replay);
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
               std::vector<int> dilations, DataFormat data_format) {
@@ -149,6 +153,13 @@ static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
   return detail::batch_into_first_axis(op, inputs, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{conv(in[0], in[1])};
   });
+}
+
+// The recorded op is channels last, conv2d's default layout.
+static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {conv2d(inputs[0], inputs[1], w.strides_list(), w.padding, w.dilations_list())};
 }
 
 // Bilinear: d conv(x, w) = conv(dx, w) + conv(x, dw).
@@ -205,9 +216,16 @@ static std::vector<Tensor> backprop_input_batched(const detail::BatchingContext&
   return merged ? detail::merged_into_first_axis(op, inputs, forward)
                 : detail::row_by_row(op, inputs, forward);
 }
-constexpr OpDefinition backprop_input_op =
+static detail::ReplayOutputs backprop_input_replay(const detail::ReplayContext& op,
+                                                 const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {conv2d_transpose(inputs[0], inputs[1], op.attributes().get_shape("output_shape"),
+                           w.strides_list(), w.padding, w.dilations_list())};
+}
+constexpr OpDefinition backprop_input_op = detail::with_replay(
     detail::differentiable_op("Conv2DBackpropInput", backprop_input_gradient, KeepSet::all(),
-                              KeepSet::none(), backprop_input_tangent, backprop_input_batched);
+                              KeepSet::none(), backprop_input_tangent, backprop_input_batched),
+    backprop_input_replay);
 
 Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& output_shape,
                         std::vector<int> strides, Padding padding, std::vector<int> dilations,
@@ -317,9 +335,17 @@ static std::vector<Tensor> backprop_filter_batched(const detail::BatchingContext
     return std::vector<Tensor>{backprop(in[0], shape, in[1])};
   });
 }
-constexpr OpDefinition backprop_filter_op =
+static detail::ReplayOutputs backprop_filter_replay(const detail::ReplayContext& op,
+                                                  const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {detail::conv2d_backprop_filter(inputs[0], op.attributes().get_shape("filter_shape"),
+                                         inputs[1], w.strides_list(), w.padding,
+                                         w.dilations_list())};
+}
+constexpr OpDefinition backprop_filter_op = detail::with_replay(
     detail::differentiable_op("Conv2DBackpropFilter", backprop_filter_gradient, KeepSet::all(),
-                              KeepSet::none(), backprop_filter_tangent, backprop_filter_batched);
+                              KeepSet::none(), backprop_filter_tangent, backprop_filter_batched),
+    backprop_filter_replay);
 
 Tensor detail::conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape, const Tensor& g,
                                       std::vector<int> strides, Padding padding,

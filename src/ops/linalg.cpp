@@ -74,13 +74,22 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
   return {product.shape() == out ? product : reshape(product, out_dims)};
 }
 
+static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
+                                         const std::vector<Tensor>& in) {
+  const Attrs& attrs = op.attributes();
+  return {matmul(in[0], in[1], attrs.get_bool("transpose_a"), attrs.get_bool("transpose_b"))};
+}
+
 static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition matmul_op = detail::differentiable_op(
-    "MatMul", matmul_gradient, KeepSet::all(), KeepSet::none(), matmul_tangent, matmul_batched);
-constexpr OpDefinition batch_matmul_op = detail::differentiable_op(
-    "BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none(), matmul_tangent,
-    matmul_batched);
+constexpr OpDefinition matmul_op =
+    detail::with_replay(detail::differentiable_op("MatMul", matmul_gradient, KeepSet::all(),
+                                                  KeepSet::none(), matmul_tangent, matmul_batched),
+                        matmul_replay);
+constexpr OpDefinition batch_matmul_op = detail::with_replay(
+    detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none(),
+                              matmul_tangent, matmul_batched),
+    matmul_replay);
 
 // y = op(M) x with M stored row-major as rows x cols.
 static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x,

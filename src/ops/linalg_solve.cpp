@@ -53,10 +53,17 @@ static std::vector<Tensor> triangular_solve_batched(const detail::BatchingContex
                            detail::with_batch_axis(op, inputs, 1), attrs.get_bool("lower"),
                            attrs.get_bool("adjoint"))};
 }
-constexpr OpDefinition triangular_solve_op =
+static detail::ReplayOutputs triangular_solve_replay(const detail::ReplayContext& op,
+                                                   const std::vector<Tensor>& inputs) {
+  const Attrs& attrs = op.attributes();
+  return {triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"),
+                           attrs.get_bool("adjoint"))};
+}
+constexpr OpDefinition triangular_solve_op = detail::with_replay(
     detail::differentiable_op("MatrixTriangularSolve", triangular_solve_gradient,
                               KeepSet::only({0}), KeepSet::all(), triangular_solve_tangent,
-                              triangular_solve_batched);
+                              triangular_solve_batched),
+    triangular_solve_replay);
 
 Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoint) {
   const std::size_t n = detail::require_square("triangular_solve", "a", a);

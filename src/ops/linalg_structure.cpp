@@ -136,9 +136,15 @@ static std::vector<Tensor> band_part_batched(const detail::BatchingContext& op,
   const Attrs& attrs = op.attributes();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
-constexpr OpDefinition band_part_op =
+static detail::ReplayOutputs band_part_replay(const detail::ReplayContext& op,
+                                            const std::vector<Tensor>& inputs) {
+  const Attrs& attrs = op.attributes();
+  return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
+}
+constexpr OpDefinition band_part_op = detail::with_replay(
     detail::differentiable_op("MatrixBandPart", band_part_gradient, KeepSet::none(),
-                              KeepSet::none(), band_part_tangent, band_part_batched);
+                              KeepSet::none(), band_part_tangent, band_part_batched),
+    band_part_replay);
 
 Tensor band_part(const Tensor& a, std::int64_t lower, std::int64_t upper) {
   require_numeric_rank("band_part", "a", a, 2,

@@ -29,8 +29,15 @@ static std::vector<Tensor> svd_batched(const detail::BatchingContext& op,
   const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
-constexpr OpDefinition svd_op = detail::differentiable_op(
-    "Svd", svd_gradient, KeepSet::none(), KeepSet::all(), svd_tangent, svd_batched);
+static detail::ReplayOutputs svd_replay(const detail::ReplayContext& op,
+                                      const std::vector<Tensor>& inputs) {
+  const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
+  return {r.s, r.u, r.v};
+}
+constexpr OpDefinition svd_op = detail::with_replay(
+    detail::differentiable_op("Svd", svd_gradient, KeepSet::none(), KeepSet::all(), svd_tangent,
+                              svd_batched),
+    svd_replay);
 
 // Sets every [rows, cols] matrix of `x` to the first columns of the identity (the orthonormal
 // factor of an empty SVD).

@@ -92,9 +92,14 @@ static std::vector<Tensor> polygamma_batched(const detail::BatchingContext& op,
                                              const std::vector<Tensor>& inputs) {
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
-constexpr OpDefinition polygamma_op =
+static detail::ReplayOutputs polygamma_replay(const detail::ReplayContext& op,
+                                            const std::vector<Tensor>& inputs) {
+  return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
+}
+constexpr OpDefinition polygamma_op = detail::with_replay(
     detail::differentiable_op("Polygamma", polygamma_gradient, KeepSet::all(), KeepSet::none(),
-                              polygamma_tangent, polygamma_batched);
+                              polygamma_tangent, polygamma_batched),
+    polygamma_replay);
 
 Tensor detail::polygamma(int n, const Tensor& x) {
   const char* function = "polygamma";
@@ -263,9 +268,12 @@ static Grads clip_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents);
 static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
-constexpr OpDefinition clip_op =
+static detail::ReplayOutputs clip_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& inputs);
+constexpr OpDefinition clip_op = detail::with_replay(
     detail::differentiable_op("ClipByValue", clip_gradient, KeepSet::all(), KeepSet::none(),
-                              clip_tangent, clip_batched);
+                              clip_tangent, clip_batched),
+    clip_replay);
 
 static std::string describe_clip(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   return detail::describe("clip_by_value", {{"x", x}, {"lo", lo}, {"hi", hi}});
@@ -373,6 +381,11 @@ static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
   std::vector<Tensor> aligned = detail::aligned_for_broadcast(op, inputs);
   if (!op.is_batched(0)) aligned[0] = broadcast_to(inputs[0], op.batched_output_shape(0));
   return {clip_by_value(aligned[0], aligned[1], aligned[2])};
+}
+
+static detail::ReplayOutputs clip_replay(const detail::ReplayContext&,
+                                       const std::vector<Tensor>& inputs) {
+  return {clip_by_value(inputs[0], inputs[1], inputs[2])};
 }
 
 // TF: x gets g where lo <= x <= hi (the bounds included), lo gets g where x < lo, hi where

@@ -65,9 +65,14 @@ static std::vector<Tensor> leaky_relu_batched(const detail::BatchingContext& op,
                                               const std::vector<Tensor>& inputs) {
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }
-constexpr OpDefinition leaky_relu_op =
+static detail::ReplayOutputs leaky_relu_replay(const detail::ReplayContext& op,
+                                             const std::vector<Tensor>& inputs) {
+  return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
+}
+constexpr OpDefinition leaky_relu_op = detail::with_replay(
     detail::differentiable_op("LeakyRelu", leaky_relu_gradient, KeepSet::all(), KeepSet::none(),
-                              leaky_relu_tangent, leaky_relu_batched);
+                              leaky_relu_tangent, leaky_relu_batched),
+    leaky_relu_replay);
 
 // TF's tf.nn.leaky_relu: one formula for every alpha (above 1 or below 0 too, as TF's kernel
 // now does, rather than max(alpha x, x)).

@@ -71,9 +71,15 @@ static std::vector<Tensor> max_pool_batched(const detail::BatchingContext& op,
     return std::vector<Tensor>{max_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-constexpr OpDefinition max_pool_op =
+static detail::ReplayOutputs max_pool_replay(const detail::ReplayContext& op,
+                                           const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {max_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
+}
+constexpr OpDefinition max_pool_op = detail::with_replay(
     detail::differentiable_op("MaxPool", max_pool_gradient, KeepSet::all(), KeepSet::none(),
-                              max_pool_tangent, max_pool_batched);
+                              max_pool_tangent, max_pool_batched),
+    max_pool_replay);
 
 Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
                   Padding padding, DataFormat data_format) {
@@ -165,12 +171,24 @@ static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
                                    op.batch_size, op.output_shapes.at(0).at(0))};
 }
 
-constexpr OpDefinition max_pool_grad_op = detail::differentiable_op(
-    "MaxPoolGrad", max_pool_grad_gradient, KeepSet::only({0}), KeepSet::none(),
-    max_pool_grad_tangent, pair_batched<&detail::max_pool_grad>);
-constexpr OpDefinition max_pool_grad_grad_op = detail::differentiable_op(
-    "MaxPoolGradGrad", max_pool_grad_grad_gradient, KeepSet::only({0}), KeepSet::none(),
-    max_pool_grad_grad_tangent, pair_batched<&detail::max_pool_grad_grad>);
+template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::vector<int>,
+                           Padding)>
+static detail::ReplayOutputs pair_replay(const detail::ReplayContext& op,
+                                       const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {Kernel(inputs[0], inputs[1], w.ksize_list(), w.strides_list(), w.padding)};
+}
+
+constexpr OpDefinition max_pool_grad_op = detail::with_replay(
+    detail::differentiable_op("MaxPoolGrad", max_pool_grad_gradient, KeepSet::only({0}),
+                              KeepSet::none(), max_pool_grad_tangent,
+                              pair_batched<&detail::max_pool_grad>),
+    pair_replay<&detail::max_pool_grad>);
+constexpr OpDefinition max_pool_grad_grad_op = detail::with_replay(
+    detail::differentiable_op("MaxPoolGradGrad", max_pool_grad_grad_gradient, KeepSet::only({0}),
+                              KeepSet::none(), max_pool_grad_grad_tangent,
+                              pair_batched<&detail::max_pool_grad_grad>),
+    pair_replay<&detail::max_pool_grad_grad>);
 
 Tensor detail::max_pool_grad(const Tensor& x, const Tensor& g, std::vector<int> ksize,
                              std::vector<int> strides, Padding padding) {
@@ -240,9 +258,15 @@ static std::vector<Tensor> avg_pool_batched(const detail::BatchingContext& op,
     return std::vector<Tensor>{avg_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-constexpr OpDefinition avg_pool_op =
+static detail::ReplayOutputs avg_pool_replay(const detail::ReplayContext& op,
+                                           const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {avg_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
+}
+constexpr OpDefinition avg_pool_op = detail::with_replay(
     detail::differentiable_op("AvgPool", avg_pool_gradient, KeepSet::none(), KeepSet::none(),
-                              avg_pool_tangent, avg_pool_batched);
+                              avg_pool_tangent, avg_pool_batched),
+    avg_pool_replay);
 
 Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
                   Padding padding, DataFormat data_format) {
@@ -290,9 +314,16 @@ static std::vector<Tensor> avg_pool_grad_batched(const detail::BatchingContext& 
         detail::avg_pool_grad(in[0], shape, w.ksize_list(), w.strides_list(), w.padding)};
   });
 }
-constexpr OpDefinition avg_pool_grad_op =
+static detail::ReplayOutputs avg_pool_grad_replay(const detail::ReplayContext& op,
+                                                const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"),
+                                w.ksize_list(), w.strides_list(), w.padding)};
+}
+constexpr OpDefinition avg_pool_grad_op = detail::with_replay(
     detail::differentiable_op("AvgPoolGrad", avg_pool_grad_gradient, KeepSet::none(),
-                              KeepSet::none(), avg_pool_grad_tangent, avg_pool_grad_batched);
+                              KeepSet::none(), avg_pool_grad_tangent, avg_pool_grad_batched),
+    avg_pool_grad_replay);
 
 Tensor detail::avg_pool_grad(const Tensor& g, const Shape& input_shape, std::vector<int> ksize,
                              std::vector<int> strides, Padding padding) {

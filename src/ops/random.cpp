@@ -14,6 +14,7 @@
 #include "kernels/philox_fill.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
+#include "runtime/op_trace.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "ops/batching_support.hpp"
 
@@ -37,6 +38,9 @@ struct GeneratorAccess {
   // rather than fetch_add so that a draw that would wrap the 64-bit counter (and repeat the
   // stream) is refused before anything moves.
   static std::uint64_t reserve(const char* op, Generator& generator, std::uint64_t n) {
+    if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+      detail::note_generator_draw(op);
+    }
     std::uint64_t start = generator.counter_.load(std::memory_order_relaxed);
     do {
       if (n > std::numeric_limits<std::uint64_t>::max() - start) {
@@ -165,6 +169,7 @@ static std::vector<Tensor> dropout_batched(const detail::BatchingContext& op,
 
 static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents dropout_tangent(const ForwardContext& op, const Tangents& tangents);
+// No replay rule: each call draws a new mask (a Function that traces dropout runs eagerly).
 constexpr OpDefinition dropout_op = detail::differentiable_op(
     "Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none(), dropout_tangent,
     dropout_batched);

@@ -134,9 +134,16 @@ static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& 
                                 detail::with_batch_axis(op, inputs, 1),
                                 detail::with_batch_axis(op, inputs, 2), axes)};
 }
-constexpr OpDefinition extremum_grad_op = detail::differentiable_op(
-    "ExtremumGrad", extremum_grad_gradient, KeepSet::only({0, 1}), KeepSet::none(),
-    extremum_grad_tangent, extremum_grad_batched);
+static detail::ReplayOutputs extremum_grad_replay(const detail::ReplayContext& op,
+                                                const std::vector<Tensor>& inputs) {
+  const auto& recorded = op.attributes().get_ints("axes");
+  return {detail::extremum_grad(inputs[0], inputs[1], inputs[2],
+                                std::vector<std::size_t>(recorded.begin(), recorded.end()))};
+}
+constexpr OpDefinition extremum_grad_op = detail::with_replay(
+    detail::differentiable_op("ExtremumGrad", extremum_grad_gradient, KeepSet::only({0, 1}),
+                              KeepSet::none(), extremum_grad_tangent, extremum_grad_batched),
+    extremum_grad_replay);
 
 Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tensor& g,
                              const std::vector<std::size_t>& axes) {

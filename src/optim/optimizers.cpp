@@ -10,6 +10,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "optim/adam_update.hpp"
+#include "runtime/op_trace.hpp"
 #include "runtime/warn.hpp"
 
 namespace tapegrad {
@@ -89,16 +90,66 @@ std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, 
 // ---- Optimizer --------------------------------------------------------------------------
 
 void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
-  const std::int64_t step = iterations_ + 1;
+  std::vector<std::pair<GradientValue, Variable>> values;
+  values.reserve(grads_and_vars.size());
   for (const auto& [grad, variable] : grads_and_vars) {
-    Variable v = variable;
-    apply_one(GradientValue(grad), v, step);
+    values.emplace_back(GradientValue(grad), variable);
   }
-  iterations_ = step;
+  apply_gradients(values);
 }
+
+namespace {
+
+// A gradient as tensors (a row-sparse one as its values and indices) and back: what a
+// Function's trace holds of an update's inputs.
+struct GradientLayout {
+  bool sparse;
+  Shape dense_shape;
+};
+
+}  // namespace
 
 void Optimizer::apply_gradients(
     const std::vector<std::pair<GradientValue, Variable>>& grads_and_vars) {
+  if (detail::live_trace_count.load(std::memory_order_relaxed) == 0) {
+    apply_now(grads_and_vars);
+    return;
+  }
+  // Under a trace: the update is C++ on the optimizer's own state (slots, iterations), which a
+  // Function replays as it is, on each replay's gradients. The optimizer must outlive it.
+  std::vector<Tensor> inputs;
+  std::vector<GradientLayout> layouts;
+  std::vector<Variable> variables;
+  for (const auto& [grad, variable] : grads_and_vars) {
+    variables.push_back(variable);
+    if (grad.is_sparse()) {
+      layouts.push_back({true, grad.sparse().dense_shape});
+      inputs.push_back(grad.sparse().values);
+      inputs.push_back(grad.sparse().indices);
+    } else {
+      layouts.push_back({false, {}});
+      inputs.push_back(grad.defined() ? grad.dense() : Tensor());
+    }
+  }
+  detail::run_host_step(inputs, [this, layouts, variables](const std::vector<Tensor>& in) {
+    std::vector<std::pair<GradientValue, Variable>> rebuilt;
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < variables.size(); ++k) {
+      if (layouts[k].sparse) {
+        IndexedSlices slices{in[next], in[next + 1], layouts[k].dense_shape};
+        rebuilt.emplace_back(GradientValue(std::move(slices)), variables[k]);
+        next += 2;
+      } else {
+        rebuilt.emplace_back(in[next].defined() ? GradientValue(in[next]) : GradientValue(),
+                             variables[k]);
+        next += 1;
+      }
+    }
+    apply_now(rebuilt);
+  });
+}
+
+void Optimizer::apply_now(const std::vector<std::pair<GradientValue, Variable>>& grads_and_vars) {
   const std::int64_t step = iterations_ + 1;
   for (const auto& [grad, variable] : grads_and_vars) {
     Variable v = variable;

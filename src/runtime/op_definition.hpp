@@ -72,6 +72,25 @@ struct BatchingContext;
 using BatchingRule = std::vector<Tensor> (*)(const BatchingContext& op,
                                              const std::vector<Tensor>& inputs);
 
+// What a replay rule sees of the op it runs again, and what it returns: see
+// runtime/replay_context.hpp.
+struct ReplayContext;
+class ReplayOutputs;
+
+// (the op as traced, new inputs of the traced shapes and dtypes) -> its outputs, computed as
+// the op's own forward computes them (the same kernel: a Function replayed without
+// optimisation equals the eager call bit for bit). It may call the op's public function: a
+// replay runs with nothing observing the thread, so nothing records. A Function whose trace
+// holds an op without one runs eagerly (runtime/function.cpp).
+using ReplayRule = ReplayOutputs (*)(const ReplayContext& op, const std::vector<Tensor>& inputs);
+
+// A batching rule and the replay of the same forward, made together by the generic makers of
+// ops/batching_support.hpp (batch_unary<&tapegrad::exp> gives both).
+struct GenericRules {
+  BatchingRule batching;
+  ReplayRule replay;
+};
+
 enum class GradientKind : std::uint8_t {
   Rule,               // `gradient` below
   NotDifferentiable,  // inputs get undefined gradients (TF: ops.NotDifferentiable)
@@ -87,6 +106,7 @@ struct OpDefinition {
   KeepSet keep_outputs;
   ForwardRule forward_rule = nullptr;  // null: the generic fallback
   BatchingRule batching_rule = nullptr;  // null: vectorized_map loops over the batch
+  ReplayRule replay_rule = nullptr;      // null: a Function that traces the op runs eagerly
 };
 
 // The shapes a built-in definition takes.
@@ -107,6 +127,21 @@ constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient
   return OpDefinition{name,         GradientKind::Rule, gradient,     keep_inputs,
                       keep_outputs, forward_rule,       batching_rule};
 }
+// The same with a generic maker's batching rule and replay rule.
+constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient,
+                                         KeepSet keep_inputs, KeepSet keep_outputs,
+                                         ForwardRule forward_rule, GenericRules rules) {
+  return OpDefinition{name,         GradientKind::Rule, gradient,       keep_inputs,
+                      keep_outputs, forward_rule,       rules.batching, rules.replay};
+}
+constexpr OpDefinition not_differentiable_op(const char* name, GenericRules rules) {
+  return OpDefinition{name,           GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
+                      KeepSet::none(), nullptr, rules.batching, rules.replay};
+}
+constexpr OpDefinition identity_gradient_op(const char* name, GenericRules rules) {
+  return OpDefinition{name,           GradientKind::Identity, nullptr, KeepSet::none(),
+                      KeepSet::none(), nullptr, rules.batching, rules.replay};
+}
 constexpr OpDefinition not_differentiable_op(const char* name,
                                              BatchingRule batching_rule = nullptr) {
   return OpDefinition{name,           GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
@@ -116,6 +151,12 @@ constexpr OpDefinition identity_gradient_op(const char* name,
                                             BatchingRule batching_rule = nullptr) {
   return OpDefinition{name,           GradientKind::Identity, nullptr, KeepSet::none(),
                       KeepSet::none(), nullptr,               batching_rule};
+}
+
+// `definition` with its replay rule (an op whose batching rule is written by hand).
+constexpr OpDefinition with_replay(OpDefinition definition, ReplayRule replay) {
+  definition.replay_rule = replay;
+  return definition;
 }
 
 // The registry's side of a family file: each family's register_<family>_ops() hands its

@@ -19,6 +19,12 @@ std::vector<OpTrace*>& live_traces() {
   return traces;
 }
 
+// Inside run_host_step's body: Function traces see nothing.
+thread_local std::size_t host_step_depth = 0;
+
+// Whether `trace` sees what this thread does now.
+bool sees(const OpTrace& trace) { return !trace.for_function || host_step_depth == 0; }
+
 // Empty: fn.
 std::string& current_reader() {
   thread_local std::string reader;
@@ -105,30 +111,129 @@ const OpTrace::ValueRead* OpTrace::unabsorbed_read() const {
   return nullptr;
 }
 
+namespace {
+
+std::string reader_name() {
+  const std::string& reader = current_reader();
+  return reader.empty() ? std::string("fn") : reader;
+}
+
+// What a value read that the trace cannot see through is called in its warnings.
+void add_value_read(OpTrace& trace, std::size_t value, const std::string& what, const Tensor& t) {
+  trace.value_reads.push_back(
+      {value, what + " of a " + dtype_name(t.dtype()) + " value of shape " +
+                  shape_to_string(t.shape()) +
+                  (trace.for_function ? " that depends on the function's arguments, in "
+                                      : " that depends on the slice, in ") +
+                  reader_name()});
+}
+
+void note_read_in(OpTrace& trace, const Tensor& t, const std::string& what) {
+  const std::size_t value = trace.value_of(t);
+  if (value == TracedInput::kConstant) return;
+  if (trace.placeholders) {
+    throw InvalidArgument(what + " of a " + dtype_name(t.dtype()) + " placeholder of shape " +
+                          shape_to_string(t.shape()) + " in " + reader_name() +
+                          ": a placeholder has no value to read");
+  }
+  add_value_read(trace, value, what, t);
+}
+
+}  // namespace
+
 void note_value_read(const Tensor& t, const char* accessor) {
   if (!t.defined()) return;
+  const std::string what = std::string(accessor) == "array" || std::string(accessor) == "item"
+                               ? "Tensor::" + std::string(accessor) + "()"
+                               : std::string(accessor);
   for (OpTrace* trace : live_traces()) {
-    const std::size_t value = trace->value_of(t);
-    if (value == TracedInput::kConstant) continue;
-    const std::string& reader = current_reader();
-    const std::string what = std::string(accessor) == "array" || std::string(accessor) == "item"
-                                 ? "Tensor::" + std::string(accessor) + "()"
-                                 : std::string(accessor);
-    if (trace->placeholders) {
-      throw InvalidArgument(what + " of a " + dtype_name(t.dtype()) + " placeholder of shape " +
-                            shape_to_string(t.shape()) + " in " +
-                            (reader.empty() ? std::string("fn") : reader) +
-                            ": a placeholder has no value to read");
+    if (sees(*trace)) note_read_in(*trace, t, what);
+  }
+}
+
+void note_variable_read(const Variable& variable, const Tensor& value) {
+  for (OpTrace* trace : live_traces()) {
+    if (!trace->for_function || !sees(*trace) ||
+        trace->value_of(value) != TracedInput::kConstant) {
+      continue;
     }
-    trace->value_reads.push_back(
-        {value, what + " of a " + dtype_name(t.dtype()) + " value of shape " +
-                    shape_to_string(t.shape()) + " that depends on the slice, in " +
-                    (reader.empty() ? std::string("fn") : reader)});
+    const std::size_t v = trace->add_value(value);
+    TraceStep step{TraceStep::Kind::Read, variable, {}, trace->ops.size(), nullptr, {}};
+    step.value.value = v;
+    trace->steps.push_back(std::move(step));
+  }
+}
+
+void note_variable_write(const Variable& variable, TraceStep::Kind kind, const Tensor& value,
+                         const char* accessor) {
+  for (OpTrace* trace : live_traces()) {
+    if (!sees(*trace)) continue;
+    if (!trace->for_function) {
+      note_read_in(*trace, value, accessor);
+      if (kind != TraceStep::Kind::Assign) note_read_in(*trace, variable.peek(), accessor);
+      continue;
+    }
+    TraceStep step{kind, variable, {}, trace->ops.size(), nullptr, {}};
+    step.value.value = trace->value_of(value);
+    if (step.value.value == TracedInput::kConstant) step.value.constant = value;
+    trace->steps.push_back(std::move(step));
+  }
+}
+
+void note_variable_created(const Tensor& initial) {
+  for (OpTrace* trace : live_traces()) {
+    if (!sees(*trace)) continue;
+    const std::size_t value = trace->value_of(initial);
+    if (trace->for_function) {
+      // A replay would not construct it: each call of fn makes a new Variable.
+      trace->value_reads.push_back(
+          {value, "a Variable constructed in " + reader_name() +
+                      " (it would be one Variable for every call)"});
+    } else {
+      note_read_in(*trace, initial, "Variable's constructor");
+    }
+  }
+}
+
+void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body) {
+  auto shared = std::make_shared<const HostStepBody>(std::move(body));
+  bool any = false;
+  for (OpTrace* trace : live_traces()) {
+    if (!trace->for_function || !sees(*trace)) continue;
+    TraceStep step{TraceStep::Kind::Host, std::nullopt, {}, trace->ops.size(), shared, {}};
+    for (const Tensor& t : inputs) {
+      TracedInput in;
+      if (t.defined()) in.value = trace->value_of(t);
+      if (in.value == TracedInput::kConstant) in.constant = t;
+      step.host_inputs.push_back(std::move(in));
+    }
+    trace->steps.push_back(std::move(step));
+    any = true;
+  }
+  if (!any) {
+    (*shared)(inputs);
+    return;
+  }
+    struct Depth {
+    Depth() { ++host_step_depth; }
+    ~Depth() { --host_step_depth; }
+  } depth;
+  (*shared)(inputs);
+}
+
+void note_generator_draw(const char* op) {
+  for (OpTrace* trace : live_traces()) {
+    if (!trace->for_function || !sees(*trace)) continue;
+    trace->value_reads.push_back({TracedInput::kConstant,
+                                  std::string(op) + " in " + reader_name() +
+                                      " (a Generator draws new numbers at every call)"});
   }
 }
 
 void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs) {
-  for (OpTrace* trace : live_traces()) append(*trace, op, inputs, outputs, attrs);
+  for (OpTrace* trace : live_traces()) {
+    if (sees(*trace)) append(*trace, op, inputs, outputs, attrs);
+  }
 }
 
 }  // namespace tapegrad::detail

@@ -1,4 +1,4 @@
-// Tracing for vectorized_map: while a TraceScope lives, every op run on this thread that reads
+// Tracing for vectorized_map and Function: while a TraceScope lives, every op run on this thread that reads
 // a traced value (one of the example's inputs, or an output of an op traced before) is
 // appended to its OpTrace, whether or not it is differentiable, with its attributes and its
 // outputs' shapes. What the traced values do not depend on (a weight, a zeros(), a value that
@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "runtime/recording.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tensor.hpp"
+#include "tapegrad/variable.hpp"
 
 namespace tapegrad::detail {
 
@@ -47,9 +50,28 @@ struct TracedOp {
   std::vector<DType> output_dtypes;
 };
 
+// C++ code a Function replays as it is, on the replayed values of its inputs: an optimizer's
+// update (run_host_step).
+using HostStepBody = std::function<void(const std::vector<Tensor>& inputs)>;
+
+// What a Function's trace also keeps, in order with its ops: a Variable read makes the value
+// read an input of the trace (read afresh at each replay); an assignment, and a host step, is
+// replayed.
+struct TraceStep {
+  enum class Kind : std::uint8_t { Read, Assign, AssignAdd, AssignSub, Host };
+  Kind kind;
+  std::optional<Variable> variable;  // all but Host
+  TracedInput value;     // Read: the value read (a traced value); else what is assigned or added
+  std::size_t position;  // the number of ops traced before it
+  std::shared_ptr<const HostStepBody> host;  // Host
+  std::vector<TracedInput> host_inputs;      // Host
+};
+
 struct OpTrace {
   std::vector<TracedOp> ops;
   bool placeholders = false;  // its inputs stand for no value (computing_on_placeholders)
+  bool for_function = false;  // a Function's trace: it keeps steps
+  std::vector<TraceStep> steps;
   std::size_t num_values = 0;
   std::unordered_map<std::uint64_t, std::size_t> value_of_id;  // while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
@@ -104,5 +126,24 @@ class ValueReaderScope {
 // values it reads. An op whose outputs are all traced already (custom_gradient's record of a
 // body whose ops were traced one by one) adds nothing.
 void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs);
+
+// Variable's hooks, called when live_trace_count is not 0 (variable.cpp). A read adds `value`
+// to every live Function trace that does not trace it yet. A write is a step of every live
+// Function trace, and a value read of every other trace that traces `value` (a side effect
+// that outlives the call: vectorized_map would store slice 0's). A Variable constructed from
+// a traced value is a value read of every trace (a Function replays no construction).
+void note_variable_read(const Variable& variable, const Tensor& value);
+void note_variable_write(const Variable& variable, TraceStep::Kind kind, const Tensor& value,
+                         const char* accessor);
+void note_variable_created(const Tensor& initial);
+// Runs `body` on `inputs` now and, in every live Function trace of this thread, as a step that
+// each replay runs again on the replayed inputs. While it runs, Function traces see nothing
+// of it (its ops, reads and writes are the step's own); vectorized_map's traces see it all,
+// as any code.
+void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body);
+
+// A random op drew from a Generator: a value read of every live Function trace (a replay
+// would repeat the numbers drawn while tracing; the eager call draws new ones).
+void note_generator_draw(const char* op);
 
 }  // namespace tapegrad::detail

@@ -7,6 +7,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "ops/internal_ops.hpp"
+#include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "runtime/variable_observer.hpp"
@@ -35,8 +36,6 @@ std::vector<VariableReadObserver*>& observer_stack() {
 // A variable's value is always a tensor of its own (never shared with another variable or
 // the caller), so a tape can tell which variable a value came from by its id.
 Tensor private_copy(const Tensor& t) {
-  // A side effect that outlives the call: a traced value stored here would be slice 0's.
-  if (live_trace_count.load(std::memory_order_relaxed) != 0) note_value_read(t, "Variable::assign");
   return dispatch_any(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return Tensor(xt::xarray<T>(kernel_array<T>(t)));
@@ -67,10 +66,6 @@ void check_compatible(const char* op, const Variable& v, const Tensor& t) {
 
 template <class Combine>
 Tensor combine(const char* op, const Tensor& a, const Tensor& b, Combine c) {
-  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
-    note_value_read(a, op);
-    note_value_read(b, op);
-  }
   return dispatch_numeric(op, a, [&](auto zero) {
     using T = decltype(zero);
     const auto& x = kernel_array<T>(a);
@@ -105,13 +100,23 @@ Variable::Variable(Tensor initial, bool trainable, std::string name) {
   impl_->id = detail::next_variable_id.fetch_add(1, std::memory_order_relaxed);
   impl_->trainable = trainable;
   impl_->name = name.empty() ? "Variable:" + std::to_string(impl_->id) : std::move(name);
+  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+    detail::note_variable_created(initial);
+  }
   impl_->value = detail::private_copy(initial);
   impl_->handle = detail::make_handle(impl_->value);
 }
 
 Tensor Variable::peek() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->value;
+  Tensor v;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    v = impl_->value;
+  }
+  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+    detail::note_variable_read(*this, v);
+  }
+  return v;
 }
 
 Tensor Variable::value() const {
@@ -123,8 +128,23 @@ Tensor Variable::value() const {
   return v;
 }
 
+namespace detail {
+namespace {
+
+// Traces see the write before it happens (a write is a side effect that outlives the call).
+void note_write(const Variable& v, TraceStep::Kind kind, const Tensor& value,
+                const char* accessor) {
+  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
+    note_variable_write(v, kind, value, accessor);
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
 void Variable::assign(const Tensor& value) {
   detail::check_compatible("assign", *this, value);
+  detail::note_write(*this, detail::TraceStep::Kind::Assign, value, "Variable::assign");
   Tensor copy = detail::private_copy(value);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = std::move(copy);
@@ -132,6 +152,7 @@ void Variable::assign(const Tensor& value) {
 
 void Variable::assign_add(const Tensor& delta) {
   detail::check_compatible("assign_add", *this, delta);
+  detail::note_write(*this, detail::TraceStep::Kind::AssignAdd, delta, "Variable::assign_add");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = detail::combine("Variable::assign_add", impl_->value, delta,
                                  [](auto a, auto b) { return detail::wrapping_add(a, b); });
@@ -139,6 +160,7 @@ void Variable::assign_add(const Tensor& delta) {
 
 void Variable::assign_sub(const Tensor& delta) {
   detail::check_compatible("assign_sub", *this, delta);
+  detail::note_write(*this, detail::TraceStep::Kind::AssignSub, delta, "Variable::assign_sub");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = detail::combine("Variable::assign_sub", impl_->value, delta,
                                  [](auto a, auto b) { return detail::wrapping_sub(a, b); });

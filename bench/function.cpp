@@ -1,0 +1,183 @@
+// tapegrad::function against the eager calls it replays, in one process:
+//   chain   value + gradient of the 999-op chain on 1-element float64 tensors (chain_workload):
+//           the raw xt::xarray forward ops alone (the baseline), eager (a tape and a backward
+//           walk every call), and one Function whose trace holds the forward and backward ops;
+//           also the forward alone, eager with no tape and through a Function;
+//   mlp     one SGD training step of a 784-256-256-10 tanh MLP, softmax cross-entropy over a
+//           batch of 64, float32: eager, and the same step (tape, gradient, assign_sub) as one
+//           Function.
+// Before timing, the Function's results are checked to equal the eager ones exactly.
+//
+//   ./bench_function --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+#include "chain_workload.hpp"
+
+namespace tg = tapegrad;
+using chain_workload::report_ns_per_op;
+
+namespace {
+
+// ---- chain ------------------------------------------------------------------------------
+
+void BM_chain_raw_xarray_forward(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(chain_workload::run_raw_xarray().data());
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_raw_xarray_forward);
+
+const chain_workload::Inputs& chain_inputs() {
+  static const chain_workload::Inputs inputs;
+  return inputs;
+}
+
+std::vector<tg::Tensor> chain_value_and_gradient(const std::vector<tg::Tensor>& args) {
+  const chain_workload::Inputs& in = chain_inputs();
+  tg::GradientTape tape;
+  tape.watch(args[0]);
+  tg::Tensor y = chain_workload::run(args[0], in.c, in.b);
+  return {y, tape.gradient(y, args[0])};
+}
+
+std::vector<tg::Tensor> chain_forward(const std::vector<tg::Tensor>& args) {
+  const chain_workload::Inputs& in = chain_inputs();
+  return {chain_workload::run(args[0], in.c, in.b)};
+}
+
+void BM_chain_eager_value_and_gradient(benchmark::State& state) {
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  for (auto _ : state) benchmark::DoNotOptimize(chain_value_and_gradient(args)[1].id());
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_eager_value_and_gradient);
+
+void BM_chain_function_value_and_gradient(benchmark::State& state) {
+  const tg::Function f = tg::function(chain_value_and_gradient);
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  f(args);  // the trace
+  for (auto _ : state) benchmark::DoNotOptimize(f(args)[1].id());
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_function_value_and_gradient);
+
+void BM_chain_eager_forward(benchmark::State& state) {
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  for (auto _ : state) benchmark::DoNotOptimize(chain_forward(args)[0].id());
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_eager_forward);
+
+void BM_chain_function_forward(benchmark::State& state) {
+  const tg::Function f = tg::function(chain_forward);
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  f(args);
+  for (auto _ : state) benchmark::DoNotOptimize(f(args)[0].id());
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_function_forward);
+
+// ---- mlp --------------------------------------------------------------------------------
+
+constexpr std::size_t kBatch = 64;
+
+struct Mlp {
+  std::vector<tg::Variable> params;
+  tg::Tensor x, labels;
+
+  explicit Mlp(std::uint64_t seed) {
+    tg::Generator generator(seed);
+    const std::vector<std::pair<std::size_t, std::size_t>> layers = {
+        {784, 256}, {256, 256}, {256, 10}};
+    for (const auto& [in, out] : layers) {
+      params.emplace_back(tg::random_normal({in, out}, generator, 0.0, 0.05, tg::DType::Float32));
+      params.emplace_back(tg::zeros({out}, tg::DType::Float32));
+    }
+    x = tg::random_uniform({kBatch, 784}, generator, 0.0, 1.0, tg::DType::Float32);
+    std::vector<double> one_hot(kBatch * 10, 0.0);
+    for (std::size_t b = 0; b < kBatch; ++b) one_hot[b * 10 + (b * 7) % 10] = 1.0;
+    labels = tg::cast(tg::from_values(one_hot, {kBatch, 10}), tg::DType::Float32);
+  }
+
+  // Forward, gradient, and w <- w - rate g for every parameter; returns the loss.
+  std::vector<tg::Tensor> step(const std::vector<tg::Tensor>& args) {
+    tg::GradientTape tape;
+    tg::Tensor h = x;
+    for (std::size_t layer = 0; layer < 3; ++layer) {
+      h = tg::add(tg::matmul(h, params[2 * layer].value()), params[2 * layer + 1].value());
+      if (layer < 2) h = tg::tanh(h);
+    }
+    tg::Tensor loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(labels, h));
+    const std::vector<tg::Tensor> grads = tape.gradient(loss, params);
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      params[k].assign_sub(tg::multiply(grads[k], args[0]));
+    }
+    return {loss};
+  }
+};
+
+const tg::Tensor& mlp_rate() {
+  static const tg::Tensor rate = tg::scalar(0.01, tg::DType::Float32);
+  return rate;
+}
+
+void BM_mlp_eager_sgd_step(benchmark::State& state) {
+  Mlp mlp(5);
+  for (auto _ : state) benchmark::DoNotOptimize(mlp.step({mlp_rate()})[0].id());
+}
+BENCHMARK(BM_mlp_eager_sgd_step)->Unit(benchmark::kMicrosecond);
+
+void BM_mlp_function_sgd_step(benchmark::State& state) {
+  Mlp mlp(5);
+  const tg::Function step =
+      tg::function([&mlp](const std::vector<tg::Tensor>& args) { return mlp.step(args); });
+  step({mlp_rate()});
+  for (auto _ : state) benchmark::DoNotOptimize(step({mlp_rate()})[0].id());
+}
+BENCHMARK(BM_mlp_function_sgd_step)->Unit(benchmark::kMicrosecond);
+
+// ---- checks -----------------------------------------------------------------------------
+
+bool identical(const tg::Tensor& a, const tg::Tensor& b) {
+  const tg::Tensor difference = tg::reduce_max(tg::abs(tg::subtract(a, b)));
+  return a.shape() == b.shape() && tg::cast(difference, tg::DType::Float64).item<double>() == 0.0;
+}
+
+// The replays equal the eager calls, and really are replays (traced once).
+void check_or_exit() {
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  const tg::Function f = tg::function(chain_value_and_gradient);
+  f(args);
+  const std::vector<tg::Tensor> replayed = f(args);
+  const std::vector<tg::Tensor> eager = chain_value_and_gradient(args);
+  Mlp traced(5), reference(5);
+  const tg::Function step =
+      tg::function([&traced](const std::vector<tg::Tensor>& a) { return traced.step(a); });
+  bool same = identical(replayed[0], eager[0]) && identical(replayed[1], eager[1]);
+  for (int k = 0; k < 3 && same; ++k) {
+    same = identical(step({mlp_rate()})[0], reference.step({mlp_rate()})[0]);
+  }
+  for (std::size_t k = 0; k < traced.params.size() && same; ++k) {
+    same = identical(traced.params[k].value(), reference.params[k].value());
+  }
+  if (!same || f.trace_count() != 1 || step.trace_count() != 1) {
+    std::fprintf(stderr, "bench_function: a replay differs from the eager call\n");
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  check_or_exit();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

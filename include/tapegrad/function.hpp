@@ -1,0 +1,62 @@
+// Record once, run many: tapegrad::function traces an eager function on its first call with a
+// new signature and replays the trace on later calls. TF: tf.function; JAX: jax.jit; CppAD:
+// ADFun. The guide's "Record once, run many" says when to use it and what it cannot see.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tapegrad/tensor.hpp"
+
+namespace tapegrad {
+
+namespace detail {
+struct FunctionState;
+}
+
+/// How a Function keeps and replays its traces.
+struct FunctionOptions {
+  /// Signatures (each argument's dtype and shape, and which arguments are one tensor) kept;
+  /// the least recently used one is dropped, with a one-time warning, when a new one would
+  /// exceed it. At least 1.
+  std::size_t max_traces = 16;
+  /// Drop the traced ops that no result and no Variable assignment needs. With false the
+  /// replay runs every traced op.
+  bool optimize = true;
+};
+
+/// A traced function (see function()). Copies share the traces; calls from several threads at
+/// once are safe (each call replays into its own values; a trace is built under a lock).
+class Function {
+ public:
+  /// fn(args): the eager call while tracing a new signature, a replay of its trace after.
+  /// Runs fn eagerly, every call, while a tape, forward accumulator, vectorized_map trace or
+  /// DetectAnomaly scope observes the thread (they see every op), and for a signature whose
+  /// trace cannot be replayed (a one-time warning names why: fn read a tensor's values from
+  /// C++, created a Variable, or ran an op with no replay). InvalidArgument ("function: ...")
+  /// for an undefined argument or a variable handle.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+  /// How many times fn was traced (one per new signature, and again after its trace was
+  /// dropped).
+  std::size_t trace_count() const;
+
+ private:
+  friend Function function(std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn,
+                           FunctionOptions options);
+  explicit Function(std::shared_ptr<detail::FunctionState> state);
+  std::shared_ptr<detail::FunctionState> state_;
+};
+
+/// fn as a Function. A trace holds every op fn runs on its arguments or on Variables it
+/// reads: the ops of tapes and gradient() calls inside fn, forward accumulators and
+/// vectorized_map included. What does not depend on them (a tensor the lambda captures, a
+/// constant fn builds) is a constant of the trace. Variables read in fn are read again at each
+/// replay and Variables assigned in fn are assigned again, in fn's order (TF). A replay equals
+/// the eager call bit for bit (the same kernels in the same order). InvalidArgument when fn is
+/// empty or max_traces is 0.
+Function function(std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn,
+                  FunctionOptions options = {});
+
+}  // namespace tapegrad

@@ -1,0 +1,382 @@
+// tapegrad::function: one trace per signature, replayed op by op through each op's replay rule.
+//
+// Tracing runs fn eagerly under a TraceScope (the op trace vectorized_map uses) on fresh views
+// of the arguments, so that a tensor fn captures is never mistaken for the argument it equals.
+// A replay binds the new arguments to the trace's first values, reads the Variables fn read,
+// runs each kept op's replay rule (the op's public function: with nothing observing the
+// thread it records nothing) and repeats fn's Variable assignments in their order.
+#include "tapegrad/function.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "runtime/op_trace.hpp"
+#include "runtime/recording.hpp"
+#include "runtime/replay_context.hpp"
+#include "runtime/tensor_impl.hpp"
+#include "runtime/warn.hpp"
+#include "tapegrad/errors.hpp"
+
+namespace tapegrad {
+namespace detail {
+
+// What a trace is kept for: each argument's dtype and shape, and which arguments are one
+// tensor (fn may tell them apart: the same tensor twice is another signature).
+struct FunctionSignature {
+  std::vector<DType> dtypes;
+  std::vector<Shape> shapes;
+  std::vector<std::size_t> first_of_same_tensor;
+
+  bool operator==(const FunctionSignature& other) const {
+    return dtypes == other.dtypes && shapes == other.shapes &&
+           first_of_same_tensor == other.first_of_same_tensor;
+  }
+};
+
+struct FunctionTrace {
+  OpTrace trace;
+  std::vector<TracedInput> results;   // fn's outputs
+  std::vector<std::size_t> kept_ops;  // indices into trace.ops, ascending
+  // After the i-th kept op, the values nothing later reads: a replay lets them go, so that it
+  // holds no more than the eager call would (a forward chain keeps one buffer, not all).
+  std::vector<std::vector<std::size_t>> released_after;
+  // Bit k of the i-th entry: the i-th kept op takes input k by move (its last reader).
+  std::vector<std::uint64_t> moved_inputs;
+  std::string eager_reason;  // set: this signature runs fn eagerly
+};
+
+namespace {
+
+FunctionSignature signature_of(const std::vector<Tensor>& args) {
+  FunctionSignature s;
+  s.dtypes.reserve(args.size());
+  s.shapes.reserve(args.size());
+  s.first_of_same_tensor.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    s.dtypes.push_back(args[i].dtype());
+    s.shapes.push_back(args[i].shape());
+    std::size_t first = i;
+    for (std::size_t k = 0; k < i; ++k) {
+      if (args[k].id() == args[i].id()) {
+        first = k;
+        break;
+      }
+    }
+    s.first_of_same_tensor.push_back(first);
+  }
+  return s;
+}
+
+std::string signature_to_string(const FunctionSignature& s) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < s.dtypes.size(); ++i) {
+    if (i != 0) text += ", ";
+    text += std::string(dtype_name(s.dtypes[i])) + " " + shape_to_string(s.shapes[i]);
+  }
+  return text + ")";
+}
+
+void check_arguments(const std::vector<Tensor>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined()) {
+      throw InvalidArgument("function: argument " + std::to_string(i) + " is undefined");
+    }
+    if (!impl_of(args[i]).holds_elements) {
+      throw InvalidArgument("function: argument " + std::to_string(i) +
+                            " is a variable handle (shape " + shape_to_string(args[i].shape()) +
+                            ", dtype " + dtype_name(args[i].dtype()) +
+                            "), which holds no elements; pass the Variable's value");
+    }
+  }
+}
+
+// Why a finished trace cannot be replayed, or empty.
+std::string why_not_replayable(const OpTrace& trace) {
+  if (!trace.value_reads.empty()) return trace.value_reads.front().description;
+  for (const TracedOp& op : trace.ops) {
+    if (op.op->replay_rule == nullptr) {
+      return std::string("op '") + op.op->name + "' has no replay rule";
+    }
+  }
+  return {};
+}
+
+// The ops a result or a Variable assignment needs (all of them when not optimising).
+std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) {
+  const OpTrace& trace = compiled.trace;
+  std::vector<std::size_t> kept;
+  if (!optimize) {
+    kept.resize(trace.ops.size());
+    for (std::size_t k = 0; k < kept.size(); ++k) kept[k] = k;
+    return kept;
+  }
+  std::vector<bool> needed(trace.num_values, false);
+  const auto need = [&](const TracedInput& in) {
+    if (in.value != TracedInput::kConstant) needed[in.value] = true;
+  };
+  for (const TracedInput& result : compiled.results) need(result);
+  for (const TraceStep& step : trace.steps) {
+    if (step.kind != TraceStep::Kind::Read) need(step.value);
+    for (const TracedInput& in : step.host_inputs) need(in);
+  }
+  for (std::size_t k = trace.ops.size(); k-- > 0;) {
+    const TracedOp& op = trace.ops[k];
+    const bool any_needed = std::any_of(op.outputs.begin(), op.outputs.end(),
+                                        [&](std::size_t v) { return needed[v]; });
+    if (!any_needed) continue;
+    kept.push_back(k);
+    for (const TracedInput& in : op.inputs) need(in);
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+// For each kept op, the values whose last reader it is (a step reading a value counts as the
+// first kept op at or after its position: it runs before that op), and which of its inputs it
+// may take by move (it reads that value last, and once). fn's results are kept.
+void plan_lifetimes(FunctionTrace& compiled) {
+  const OpTrace& trace = compiled.trace;
+  const std::size_t kept = compiled.kept_ops.size();
+  constexpr std::size_t kNever = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> last_reader(trace.num_values, kNever);
+  const auto read_at = [&](const TracedInput& in, std::size_t i) {
+    if (in.value == TracedInput::kConstant) return;
+    std::size_t& last = last_reader[in.value];
+    if (last == kNever || (last < kept && i > last)) last = i;
+  };
+  for (std::size_t i = 0; i < kept; ++i) {
+    for (const TracedInput& in : trace.ops[compiled.kept_ops[i]].inputs) read_at(in, i);
+  }
+  for (const TraceStep& step : trace.steps) {
+    const std::size_t i = static_cast<std::size_t>(
+        std::lower_bound(compiled.kept_ops.begin(), compiled.kept_ops.end(), step.position) -
+        compiled.kept_ops.begin());
+    // A step after the last kept op: its values live to the end (i == kept).
+    if (step.kind != TraceStep::Kind::Read) read_at(step.value, i);
+    for (const TracedInput& in : step.host_inputs) read_at(in, i);
+  }
+  for (const TracedInput& result : compiled.results) {
+    if (result.value != TracedInput::kConstant) last_reader[result.value] = kept;
+  }
+  std::vector<std::vector<std::size_t>> plan(kept);
+  std::vector<std::uint64_t> moves(kept, 0);
+  for (std::size_t i = 0; i < kept; ++i) {
+    const TracedOp& op = trace.ops[compiled.kept_ops[i]];
+    for (std::size_t v : op.outputs) {  // outputs nothing reads: gone at once
+      if (last_reader[v] == kNever) plan[i].push_back(v);
+    }
+    for (std::size_t k = 0; k < op.inputs.size() && k < 64; ++k) {
+      const std::size_t v = op.inputs[k].value;
+      if (v == TracedInput::kConstant || last_reader[v] != i) continue;
+      const auto reads = std::count_if(op.inputs.begin(), op.inputs.end(),
+                                       [&](const TracedInput& in) { return in.value == v; });
+      if (reads == 1) moves[i] |= std::uint64_t{1} << k;
+    }
+  }
+  for (std::size_t v = 0; v < last_reader.size(); ++v) {
+    if (last_reader[v] < kept) plan[last_reader[v]].push_back(v);
+  }
+  compiled.released_after = std::move(plan);
+  compiled.moved_inputs = std::move(moves);
+}
+
+const Tensor& value_of(const TracedInput& in, const std::vector<Tensor>& values) {
+  return in.value == TracedInput::kConstant ? in.constant : values[in.value];
+}
+
+void run_step(const TraceStep& step, std::vector<Tensor>& values) {
+  if (step.kind == TraceStep::Kind::Host) {
+    std::vector<Tensor> inputs;
+    inputs.reserve(step.host_inputs.size());
+    for (const TracedInput& in : step.host_inputs) inputs.push_back(value_of(in, values));
+    (*step.host)(inputs);
+    return;
+  }
+  Variable variable = *step.variable;
+  switch (step.kind) {
+    case TraceStep::Kind::Host:
+      break;
+    case TraceStep::Kind::Read:
+      values[step.value.value] = variable.peek();
+      break;
+    case TraceStep::Kind::Assign:
+      variable.assign(value_of(step.value, values));
+      break;
+    case TraceStep::Kind::AssignAdd:
+      variable.assign_add(value_of(step.value, values));
+      break;
+    case TraceStep::Kind::AssignSub:
+      variable.assign_sub(value_of(step.value, values));
+      break;
+  }
+}
+
+std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
+  const OpTrace& trace = compiled.trace;
+  std::vector<Tensor> values(trace.num_values);
+  std::copy(args.begin(), args.end(), values.begin());
+  const std::vector<TraceStep>& steps = trace.steps;
+  std::size_t next_step = 0;
+  std::vector<Tensor> inputs;
+  for (std::size_t i = 0; i < compiled.kept_ops.size(); ++i) {
+    const std::size_t k = compiled.kept_ops[i];
+    while (next_step < steps.size() && steps[next_step].position <= k) {
+      run_step(steps[next_step++], values);
+    }
+    const TracedOp& op = trace.ops[k];
+    inputs.clear();
+    const std::uint64_t moves = compiled.moved_inputs[i];
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      const TracedInput& in = op.inputs[k];
+      if (k < 64 && ((moves >> k) & 1U) != 0) {
+        inputs.push_back(std::move(values[in.value]));
+      } else {
+        inputs.push_back(value_of(in, values));
+      }
+    }
+    const ReplayContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
+    ReplayOutputs outputs = op.op->replay_rule(context, inputs);
+    if (outputs.size() != op.outputs.size()) {
+      throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +
+                  std::to_string(outputs.size()) + " outputs; the trace has " +
+                  std::to_string(op.outputs.size()));
+    }
+    for (std::size_t j = 0; j < outputs.size(); ++j) values[op.outputs[j]] = std::move(outputs[j]);
+    for (std::size_t v : compiled.released_after[i]) values[v] = Tensor();
+  }
+  while (next_step < steps.size()) run_step(steps[next_step++], values);
+  std::vector<Tensor> results;
+  results.reserve(compiled.results.size());
+  for (const TracedInput& r : compiled.results) results.push_back(value_of(r, values));
+  return results;
+}
+
+}  // namespace
+
+// Names a Function in its one-time warnings (an address could be a dead Function's).
+std::atomic<std::uint64_t> next_function_id{1};
+
+struct FunctionState {
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
+  const std::uint64_t id = next_function_id.fetch_add(1, std::memory_order_relaxed);
+  FunctionOptions options;
+  std::mutex mutex;  // guards the members below
+  // Most recently used first.
+  std::list<std::pair<FunctionSignature, std::shared_ptr<const FunctionTrace>>> traces;
+  std::size_t trace_count = 0;
+
+  std::shared_ptr<const FunctionTrace> find(const FunctionSignature& signature) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = traces.begin(); it != traces.end(); ++it) {
+      if (it->first == signature) {
+        traces.splice(traces.begin(), traces, it);
+        return traces.front().second;
+      }
+    }
+    return nullptr;
+  }
+
+  void keep(const FunctionSignature& signature, std::shared_ptr<const FunctionTrace> compiled) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++trace_count;
+    // Another thread may have traced the same signature meanwhile: one trace is kept.
+    for (const auto& entry : traces) {
+      if (entry.first == signature) return;
+    }
+    traces.emplace_front(signature, std::move(compiled));
+    if (traces.size() > options.max_traces) {
+      traces.pop_back();
+      warn_once("function-retracing-" + std::to_string(id),
+                "function: more than " + std::to_string(options.max_traces) +
+                    " signatures (max_traces); the least recently used trace was dropped and "
+                    "fn is traced again for it. Retracing is slow: pass arguments of fixed "
+                    "shapes and dtypes, or raise FunctionOptions::max_traces");
+    }
+  }
+
+  std::vector<Tensor> trace_and_run(const FunctionSignature& signature,
+                                    const std::vector<Tensor>& args) {
+    auto compiled = std::make_shared<FunctionTrace>();
+    OpTrace& trace = compiled->trace;
+    trace.for_function = true;
+    std::vector<Tensor> traced_args;
+    traced_args.reserve(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      // Arguments that are one tensor stay one traced value (their signature says so).
+      traced_args.push_back(signature.first_of_same_tensor[i] == i
+                                ? make_view(view_geometry(args[i]))
+                                : traced_args[signature.first_of_same_tensor[i]]);
+      trace.add_value(traced_args[i]);
+    }
+    std::vector<Tensor> results;
+    {
+      TraceScope scope(trace);
+      results = fn(traced_args);
+    }
+    compiled->results.reserve(results.size());
+    for (const Tensor& r : results) {
+      TracedInput in;
+      if (r.defined()) in.value = trace.value_of(r);
+      if (in.value == TracedInput::kConstant) in.constant = r;
+      compiled->results.push_back(std::move(in));
+    }
+    compiled->eager_reason = why_not_replayable(trace);
+    if (compiled->eager_reason.empty()) {
+      compiled->kept_ops = kept_ops(*compiled, options.optimize);
+      plan_lifetimes(*compiled);
+    } else {
+      warn_once("function-eager-" + std::to_string(id) +
+                    signature_to_string(signature),
+                "function: the trace for arguments " + signature_to_string(signature) +
+                    " cannot be replayed: " + compiled->eager_reason +
+                    ". fn runs eagerly on every call with these arguments");
+      // An eager signature needs no ops, values or constants: keep only the reason.
+      compiled->trace = OpTrace();
+      compiled->results.clear();
+    }
+    trace.value_of_id.clear();  // only needed while tracing; holds no tensors
+    keep(signature, std::move(compiled));
+    return results;
+  }
+};
+
+}  // namespace detail
+
+Function::Function(std::shared_ptr<detail::FunctionState> state) : state_(std::move(state)) {}
+
+std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const {
+  detail::check_arguments(args);
+  // A tape, accumulator, trace or anomaly check must see each op: nothing to replay to them.
+  if (detail::any_observer()) return state_->fn(args);
+  const detail::FunctionSignature signature = detail::signature_of(args);
+  if (auto compiled = state_->find(signature)) {
+    if (!compiled->eager_reason.empty()) return state_->fn(args);
+    return detail::replay(*compiled, args);
+  }
+  return state_->trace_and_run(signature, args);
+}
+
+std::size_t Function::trace_count() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->trace_count;
+}
+
+Function function(std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn,
+                  FunctionOptions options) {
+  if (!fn) throw InvalidArgument("function: fn is empty");
+  if (options.max_traces == 0) {
+    throw InvalidArgument("function: FunctionOptions::max_traces is 0; at least one trace must "
+                          "be kept");
+  }
+  auto state = std::make_shared<detail::FunctionState>();
+  state->fn = std::move(fn);
+  state->options = options;
+  return Function(std::move(state));
+}
+
+}  // namespace tapegrad
