@@ -300,6 +300,93 @@ TEST_CASE("function: under a tape, an accumulator, vectorized_map and another fu
   require_identical(twice({vector_of({2, 1, -1})})[0], vector_of({16, 2, -2}));
 }
 
+TEST_CASE("function: custom gradients, forward mode, vectorized_map and Jacobians inside fn",
+          "[function]") {
+  // Each fn runs once (the trace); the other inputs are replays, equal to fn's eager result.
+  auto check_replays = [](const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs) {
+    int calls = 0;
+    const Function f = function([&](const std::vector<Tensor>& args) {
+      ++calls;
+      return fn(args);
+    });
+    for (const Tensor& x : inputs) {
+      const std::vector<Tensor> got = f({x});
+      const std::vector<Tensor> expected = fn({x});
+      REQUIRE(got.size() == expected.size());
+      for (std::size_t k = 0; k < got.size(); ++k) require_identical(got[k], expected[k]);
+    }
+    CHECK(calls == 1);
+  };
+  const std::vector<Tensor> inputs = {vector_of({0.5, -1, 2}), vector_of({3, 0.25, -0.75}),
+                                      vector_of({-2, 1.5, 0.1})};
+  // A custom gradient (log(1 + e^x) with its stable gradient), through a tape inside fn.
+  auto log1pexp = custom_gradient([](const Tensor& x) {
+    Tensor e = exp(x);
+    auto grad = [e](const Tensor& dy) {
+      return multiply(dy, subtract(scalar(1.0, DType::Float64),
+                                   reciprocal(add(scalar(1.0, DType::Float64), e))));
+    };
+    return std::make_pair(log1p(e), grad);
+  });
+  check_replays(
+      [&](const std::vector<Tensor>& args) {
+        GradientTape tape;
+        tape.watch(args[0]);
+        Tensor y = reduce_sum(log1pexp(args[0]));
+        return std::vector<Tensor>{y, tape.gradient(y, args[0])};
+      },
+      inputs);
+  // Forward mode: the tangent of sin(x) x along x.
+  check_replays(
+      [](const std::vector<Tensor>& args) {
+        ForwardAccumulator accumulator(args[0], args[0]);
+        Tensor y = multiply(sin(args[0]), args[0]);
+        return std::vector<Tensor>{y, accumulator.jvp(y)};
+      },
+      inputs);
+  // vectorized_map, jacobian and hessian inside fn.
+  check_replays(
+      [](const std::vector<Tensor>& args) {
+        const Tensor rows = reshape(concat({args[0], square(args[0])}, 0), {2, 3});
+        Tensor mapped = vectorized_map([](const Tensor& row) { return reduce_sum(exp(row)); },
+                                       rows);
+        Tensor jac = jacobian([](const Tensor& x) { return multiply(sin(x), x); }, args[0]);
+        Tensor hess = hessian([](const Tensor& x) { return reduce_sum(multiply(x, exp(x))); },
+                              args[0]);
+        return std::vector<Tensor>{mapped, jac, hess};
+      },
+      inputs);
+}
+
+TEST_CASE("function: a user primitive or a DetectAnomaly scope in fn runs it eagerly",
+          "[function]") {
+  int calls = 0;
+  // A primitive with its own C++ kernel, as docs/extending.md writes one.
+  const Function user_op = function([&](const std::vector<Tensor>& args) {
+    ++calls;
+    xt::xarray<double> negated = -args[0].array<double>();
+    Tensor y(std::move(negated));
+    record_operation("FunctionTestNegate", {args[0]}, {y});
+    return std::vector<Tensor>{y};
+  });
+  CapturedStderr captured;
+  require_identical(user_op({vector_of({1, 2})})[0], vector_of({-1, -2}));
+  require_identical(user_op({vector_of({3, 4})})[0], vector_of({-3, -4}));
+  CHECK(calls == 2);
+  CHECK(captured.text().find("op 'FunctionTestNegate' has no replay rule") != std::string::npos);
+
+  const Function checked = function([&](const std::vector<Tensor>& args) {
+    ++calls;
+    DetectAnomaly anomaly;
+    return std::vector<Tensor>{log(args[0])};
+  });
+  checked({vector_of({1, 2})});
+  CHECK_THROWS_AS(checked({vector_of({-1, 2})}), AnomalyError);  // NaN from log(-1), caught
+  CHECK(calls == 4);
+  CHECK(captured.text().find("DetectAnomaly") != std::string::npos);
+}
+
 TEST_CASE("function: optimize drops the ops no result needs", "[function][memory]") {
   const Tensor x = random_tensor({4096}, 3);
   auto make = [](bool optimize) {

@@ -28,15 +28,17 @@ struct FunctionOptions {
 };
 
 /// A traced function (see function()). Copies share the traces; calls from several threads at
-/// once are safe (each call replays into its own values; a trace is built under a lock).
+/// once are safe (each call replays into values of its own; the traces are kept under a lock,
+/// and threads that trace one signature at once each trace it, one trace being kept).
 class Function {
  public:
   /// fn(args): the eager call while tracing a new signature, a replay of its trace after.
   /// Runs fn eagerly, every call, while a tape, forward accumulator, vectorized_map trace or
   /// DetectAnomaly scope observes the thread (they see every op), and for a signature whose
   /// trace cannot be replayed (a one-time warning names why: fn read a tensor's values from
-  /// C++, created a Variable, or ran an op with no replay). InvalidArgument ("function: ...")
-  /// for an undefined argument or a variable handle.
+  /// C++, drew random numbers, created a Variable, opened a DetectAnomaly scope, or ran an op
+  /// with no replay rule: a user primitive, boolean_mask's positions, dropout).
+  /// InvalidArgument ("function: ...") for an undefined argument or a variable handle.
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
   /// How many times fn was traced (one per new signature, and again after its trace was
   /// dropped).

@@ -171,6 +171,9 @@ void check_backward_gradients(const TapeImpl& tape, std::int64_t op_index,
 namespace tapegrad {
 
 DetectAnomaly::DetectAnomaly(bool nan, bool inf) {
+  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+    detail::note_eager_only("a DetectAnomaly scope in fn (a replay would skip its checks)");
+  }
   detail::ThreadScopes& scopes = detail::thread_scopes();
   state_ = std::make_shared<detail::AnomalyScopeState>(nan, inf, scopes.sweep);
   scopes.live.push_back(state_);

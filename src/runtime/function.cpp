@@ -97,12 +97,13 @@ void check_arguments(const std::vector<Tensor>& args) {
 
 // Why a finished trace cannot be replayed, or empty.
 std::string why_not_replayable(const OpTrace& trace) {
-  if (!trace.value_reads.empty()) return trace.value_reads.front().description;
+  // An op without a replay first: a user primitive's kernel is a value read it absorbs.
   for (const TracedOp& op : trace.ops) {
     if (op.op->replay_rule == nullptr) {
       return std::string("op '") + op.op->name + "' has no replay rule";
     }
   }
+  if (!trace.value_reads.empty()) return trace.value_reads.front().description;
   return {};
 }
 

@@ -214,7 +214,7 @@ void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body) {
     (*shared)(inputs);
     return;
   }
-    struct Depth {
+  struct Depth {
     Depth() { ++host_step_depth; }
     ~Depth() { --host_step_depth; }
   } depth;
@@ -222,11 +222,16 @@ void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body) {
 }
 
 void note_generator_draw(const char* op) {
+  if (live_traces().empty()) return;
+  note_eager_only(std::string(op) + " in " + reader_name() +
+                  " (a Generator draws new numbers at every call)");
+}
+
+void note_eager_only(const std::string& why) {
   for (OpTrace* trace : live_traces()) {
-    if (!trace->for_function || !sees(*trace)) continue;
-    trace->value_reads.push_back({TracedInput::kConstant,
-                                  std::string(op) + " in " + reader_name() +
-                                      " (a Generator draws new numbers at every call)"});
+    if (trace->for_function && sees(*trace)) {
+      trace->value_reads.push_back({TracedInput::kConstant, why});
+    }
   }
 }
 

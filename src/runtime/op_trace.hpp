@@ -1,8 +1,8 @@
-// Tracing for vectorized_map and Function: while a TraceScope lives, every op run on this thread that reads
-// a traced value (one of the example's inputs, or an output of an op traced before) is
+// Tracing for vectorized_map and Function: while a TraceScope lives, every op run on this thread
+// that reads a traced value (one of the example's inputs, or an output of an op traced before) is
 // appended to its OpTrace, whether or not it is differentiable, with its attributes and its
-// outputs' shapes. What the traced values do not depend on (a weight, a zeros(), a value that
-// came back from array() as a new Tensor) is a constant of the trace: kept by handle.
+// outputs' shapes. What the traced values do not depend on (a weight, a zeros(), a value that came
+// back from array() as a new Tensor) is a constant of the trace: kept by handle.
 #pragma once
 
 #include <cstddef>
@@ -145,5 +145,8 @@ void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body);
 // A random op drew from a Generator: a value read of every live Function trace (a replay
 // would repeat the numbers drawn while tracing; the eager call draws new ones).
 void note_generator_draw(const char* op);
+// fn did what only an eager call does (`why` says what, e.g. a DetectAnomaly scope, whose
+// checks a replay would skip): every live Function trace of this thread is refused.
+void note_eager_only(const std::string& why);
 
 }  // namespace tapegrad::detail
