@@ -248,7 +248,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
                   std::to_string(op.outputs.size()));
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) values[op.outputs[j]] = std::move(outputs[j]);
-    for (std::size_t v : compiled.released_after[i]) values[v] = Tensor();
+    for (std::size_t v : compiled.released_after[i]) {
+      if (values[v].defined()) values[v] = Tensor();  // most were moved into their last reader
+    }
   }
   while (next_step < steps.size()) run_step(steps[next_step++], values);
   std::vector<Tensor> results;
