@@ -69,38 +69,47 @@ std::vector<Tensor> aligned_for_broadcast(const BatchingContext& op,
   return out;
 }
 
-int shifted_axis(const BatchingContext& op, const char* name) {
-  if (op.attrs == nullptr || !op.attrs->has(name)) {
-    throw InvalidArgument(std::string("vectorized_map: op '") + op.op.name +
-                          "' recorded no attribute '" + name + "' to batch it with");
+namespace {
+
+// The recorded integer `name` of `op`; InvalidArgument naming `caller` when it is missing.
+int recorded_int(const char* caller, const char* purpose, const OpDefinition& op,
+                 const Attrs* attrs, const char* name) {
+  if (attrs == nullptr || !attrs->has(name)) {
+    throw InvalidArgument(std::string(caller) + ": op '" + op.name + "' recorded no attribute '" +
+                          name + "' to " + purpose + " it with");
   }
-  return static_cast<int>(op.attrs->get_int(name)) + 1;
+  return static_cast<int>(attrs->get_int(name));
+}
+
+// The recorded "axes", each plus `shift`.
+std::vector<int> recorded_axes(const Attrs& attrs, int shift) {
+  std::vector<int> axes;
+  for (std::int64_t a : attrs.get_ints("axes")) axes.push_back(static_cast<int>(a) + shift);
+  return axes;
+}
+
+}  // namespace
+
+int shifted_axis(const BatchingContext& op, const char* name) {
+  return recorded_int("vectorized_map", "batch", op.op, op.attrs, name) + 1;
 }
 
 std::vector<Tensor> reduce_batch(const BatchingContext& op, const std::vector<Tensor>& inputs,
                                  Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
-  const auto& axes = op.attributes().get_ints("axes");
+  const std::vector<int> axes = recorded_axes(op.attributes(), 1);
   if (axes.empty()) return {inputs[0]};  // a rank-0 example: nothing is reduced
-  std::vector<int> shifted;
-  shifted.reserve(axes.size());
-  for (std::int64_t a : axes) shifted.push_back(static_cast<int>(a) + 1);
-  return {reduce(inputs[0], shifted, op.attributes().get_bool("keepdims"))};
+  return {reduce(inputs[0], axes, op.attributes().get_bool("keepdims"))};
 }
 
 int recorded_axis(const ReplayContext& op, const char* name) {
-  if (op.attrs == nullptr || !op.attrs->has(name)) {
-    throw InvalidArgument(std::string("function: op '") + op.op.name +
-                          "' recorded no attribute '" + name + "' to replay it with");
-  }
-  return static_cast<int>(op.attrs->get_int(name));
+  return recorded_int("function", "replay", op.op, op.attrs, name);
 }
 
+// Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
 ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
                             Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
-  const auto& recorded = op.attributes().get_ints("axes");
-  // Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
-  const std::vector<int> axes(recorded.begin(), recorded.end());
-  return {reduce(inputs[0], axes, op.attributes().get_bool("keepdims"))};
+  return reduce(inputs[0], recorded_axes(op.attributes(), 0),
+                op.attributes().get_bool("keepdims"));
 }
 
 std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>& inputs,

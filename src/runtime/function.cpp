@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <list>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -107,13 +108,20 @@ std::string why_not_replayable(const OpTrace& trace) {
   return {};
 }
 
+// `read` on each value `step` reads (what an assignment assigns, a host step's inputs).
+template <class Read>
+void for_each_read(const TraceStep& step, Read read) {
+  if (step.kind != TraceStep::Kind::Read) read(step.value);
+  for (const TracedInput& in : step.host_inputs) read(in);
+}
+
 // The ops a result or a Variable assignment needs (all of them when not optimising).
 std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) {
   const OpTrace& trace = compiled.trace;
   std::vector<std::size_t> kept;
   if (!optimize) {
     kept.resize(trace.ops.size());
-    for (std::size_t k = 0; k < kept.size(); ++k) kept[k] = k;
+    std::iota(kept.begin(), kept.end(), std::size_t{0});
     return kept;
   }
   std::vector<bool> needed(trace.num_values, false);
@@ -121,10 +129,7 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
     if (in.value != TracedInput::kConstant) needed[in.value] = true;
   };
   for (const TracedInput& result : compiled.results) need(result);
-  for (const TraceStep& step : trace.steps) {
-    if (step.kind != TraceStep::Kind::Read) need(step.value);
-    for (const TracedInput& in : step.host_inputs) need(in);
-  }
+  for (const TraceStep& step : trace.steps) for_each_read(step, need);
   for (std::size_t k = trace.ops.size(); k-- > 0;) {
     const TracedOp& op = trace.ops[k];
     const bool any_needed = std::any_of(op.outputs.begin(), op.outputs.end(),
@@ -158,8 +163,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
         std::lower_bound(compiled.kept_ops.begin(), compiled.kept_ops.end(), step.position) -
         compiled.kept_ops.begin());
     // A step after the last kept op: its values live to the end (i == kept).
-    if (step.kind != TraceStep::Kind::Read) read_at(step.value, i);
-    for (const TracedInput& in : step.host_inputs) read_at(in, i);
+    for_each_read(step, [&](const TracedInput& in) { read_at(in, i); });
   }
   for (const TracedInput& result : compiled.results) {
     if (result.value != TracedInput::kConstant) last_reader[result.value] = kept;
@@ -191,28 +195,25 @@ const Tensor& value_of(const TracedInput& in, const std::vector<Tensor>& values)
 }
 
 void run_step(const TraceStep& step, std::vector<Tensor>& values) {
-  if (step.kind == TraceStep::Kind::Host) {
-    std::vector<Tensor> inputs;
-    inputs.reserve(step.host_inputs.size());
-    for (const TracedInput& in : step.host_inputs) inputs.push_back(value_of(in, values));
-    (*step.host)(inputs);
-    return;
-  }
-  Variable variable = *step.variable;
   switch (step.kind) {
-    case TraceStep::Kind::Host:
+    case TraceStep::Kind::Host: {
+      std::vector<Tensor> inputs;
+      inputs.reserve(step.host_inputs.size());
+      for (const TracedInput& in : step.host_inputs) inputs.push_back(value_of(in, values));
+      (*step.host)(inputs);
       break;
+    }
     case TraceStep::Kind::Read:
-      values[step.value.value] = variable.peek();
+      values[step.value.value] = step.variable->peek();
       break;
     case TraceStep::Kind::Assign:
-      variable.assign(value_of(step.value, values));
+      Variable(*step.variable).assign(value_of(step.value, values));
       break;
     case TraceStep::Kind::AssignAdd:
-      variable.assign_add(value_of(step.value, values));
+      Variable(*step.variable).assign_add(value_of(step.value, values));
       break;
     case TraceStep::Kind::AssignSub:
-      variable.assign_sub(value_of(step.value, values));
+      Variable(*step.variable).assign_sub(value_of(step.value, values));
       break;
   }
 }
@@ -232,9 +233,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     const TracedOp& op = trace.ops[k];
     inputs.clear();
     const std::uint64_t moves = compiled.moved_inputs[i];
-    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
-      const TracedInput& in = op.inputs[k];
-      if (k < 64 && ((moves >> k) & 1U) != 0) {
+    for (std::size_t slot = 0; slot < op.inputs.size(); ++slot) {
+      const TracedInput& in = op.inputs[slot];
+      if (slot < 64 && ((moves >> slot) & 1U) != 0) {
         inputs.push_back(std::move(values[in.value]));
       } else {
         inputs.push_back(value_of(in, values));
@@ -259,10 +260,10 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   return results;
 }
 
-}  // namespace
-
 // Names a Function in its one-time warnings (an address could be a dead Function's).
 std::atomic<std::uint64_t> next_function_id{1};
+
+}  // namespace
 
 struct FunctionState {
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
@@ -342,7 +343,7 @@ struct FunctionState {
       compiled->trace = OpTrace();
       compiled->results.clear();
     }
-    trace.value_of_id.clear();  // only needed while tracing; holds no tensors
+    trace.value_of_id.clear();  // only needed while tracing
     keep(signature, std::move(compiled));
     return results;
   }

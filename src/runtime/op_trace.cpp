@@ -165,12 +165,12 @@ void note_variable_read(const Variable& variable, const Tensor& value) {
 }
 
 void note_variable_write(const Variable& variable, TraceStep::Kind kind, const Tensor& value,
-                         const char* accessor) {
+                         const Tensor& replaced, const char* accessor) {
   for (OpTrace* trace : live_traces()) {
     if (!sees(*trace)) continue;
     if (!trace->for_function) {
       note_read_in(*trace, value, accessor);
-      if (kind != TraceStep::Kind::Assign) note_read_in(*trace, variable.peek(), accessor);
+      if (kind != TraceStep::Kind::Assign) note_read_in(*trace, replaced, accessor);
       continue;
     }
     TraceStep step{kind, variable, {}, trace->ops.size(), nullptr, {}};

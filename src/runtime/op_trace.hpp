@@ -129,12 +129,13 @@ void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const 
 
 // Variable's hooks, called when live_trace_count is not 0 (variable.cpp). A read adds `value`
 // to every live Function trace that does not trace it yet. A write is a step of every live
-// Function trace, and a value read of every other trace that traces `value` (a side effect
-// that outlives the call: vectorized_map would store slice 0's). A Variable constructed from
+// Function trace, and a value read of every other trace that traces `value` or, for
+// assign_add/assign_sub, the `replaced` value (a side effect that outlives the call:
+// vectorized_map would store slice 0's). A Variable constructed from
 // a traced value is a value read of every trace (a Function replays no construction).
 void note_variable_read(const Variable& variable, const Tensor& value);
 void note_variable_write(const Variable& variable, TraceStep::Kind kind, const Tensor& value,
-                         const char* accessor);
+                         const Tensor& replaced, const char* accessor);
 void note_variable_created(const Tensor& initial);
 // Runs `body` on `inputs` now and, in every live Function trace of this thread, as a step that
 // each replay runs again on the replayed inputs. While it runs, Function traces see nothing

@@ -131,12 +131,17 @@ Tensor Variable::value() const {
 namespace detail {
 namespace {
 
-// Traces see the write before it happens (a write is a side effect that outlives the call).
-void note_write(const Variable& v, TraceStep::Kind kind, const Tensor& value,
-                const char* accessor) {
-  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
-    note_variable_write(v, kind, value, accessor);
+// Traces see the write before it happens (a write is a side effect that outlives the call),
+// with the value it replaces (read here, not through peek(): this is no read of fn's).
+void note_write(const Variable& v, const VariableImpl& impl, TraceStep::Kind kind,
+                const Tensor& value, const char* accessor) {
+  if (live_trace_count.load(std::memory_order_relaxed) == 0) return;
+  Tensor current;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    current = impl.value;
   }
+  note_variable_write(v, kind, value, current, accessor);
 }
 
 }  // namespace
@@ -144,7 +149,8 @@ void note_write(const Variable& v, TraceStep::Kind kind, const Tensor& value,
 
 void Variable::assign(const Tensor& value) {
   detail::check_compatible("assign", *this, value);
-  detail::note_write(*this, detail::TraceStep::Kind::Assign, value, "Variable::assign");
+  detail::note_write(*this, *impl_, detail::TraceStep::Kind::Assign, value,
+                     "Variable::assign");
   Tensor copy = detail::private_copy(value);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = std::move(copy);
@@ -152,7 +158,8 @@ void Variable::assign(const Tensor& value) {
 
 void Variable::assign_add(const Tensor& delta) {
   detail::check_compatible("assign_add", *this, delta);
-  detail::note_write(*this, detail::TraceStep::Kind::AssignAdd, delta, "Variable::assign_add");
+  detail::note_write(*this, *impl_, detail::TraceStep::Kind::AssignAdd, delta,
+                     "Variable::assign_add");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = detail::combine("Variable::assign_add", impl_->value, delta,
                                  [](auto a, auto b) { return detail::wrapping_add(a, b); });
@@ -160,7 +167,8 @@ void Variable::assign_add(const Tensor& delta) {
 
 void Variable::assign_sub(const Tensor& delta) {
   detail::check_compatible("assign_sub", *this, delta);
-  detail::note_write(*this, detail::TraceStep::Kind::AssignSub, delta, "Variable::assign_sub");
+  detail::note_write(*this, *impl_, detail::TraceStep::Kind::AssignSub, delta,
+                     "Variable::assign_sub");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = detail::combine("Variable::assign_sub", impl_->value, delta,
                                  [](auto a, auto b) { return detail::wrapping_sub(a, b); });
