@@ -27,21 +27,31 @@ static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents add_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition add_op =
+struct AddElement {
+  template <class T>
+  static T apply(T a, T b) { return detail::wrapping_add(a, b); }
+};
+constexpr OpDefinition add_op = detail::with_elementwise(
     detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
-                              add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>);
-constexpr OpDefinition subtract_op =
+                              add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>),
+    detail::binary_elementwise<AddElement>);
+struct SubtractElement {
+  template <class T>
+  static T apply(T a, T b) { return detail::wrapping_sub(a, b); }
+};
+constexpr OpDefinition subtract_op = detail::with_elementwise(
     detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
-                              subtract_tangent, detail::batch_binary_broadcasting<&tapegrad::subtract>);
+                              subtract_tangent, detail::batch_binary_broadcasting<&tapegrad::subtract>),
+    detail::binary_elementwise<SubtractElement>);
 
 Tensor add(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(add_op, "add", x, y,
-                                   [](auto a, auto b) { return detail::wrapping_add(a, b); });
+                                   [](auto a, auto b) { return AddElement::apply(a, b); });
 }
 
 Tensor subtract(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(subtract_op, "subtract", x, y,
-                                   [](auto a, auto b) { return detail::wrapping_sub(a, b); });
+                                   [](auto a, auto b) { return SubtractElement::apply(a, b); });
 }
 
 // Linear: the tangents' sum (difference), broadcast to the output.
@@ -78,13 +88,18 @@ static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g
 
 static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition multiply_op =
+struct MultiplyElement {
+  template <class T>
+  static T apply(T a, T b) { return detail::wrapping_mul(a, b); }
+};
+constexpr OpDefinition multiply_op = detail::with_elementwise(
     detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
-                              multiply_tangent, detail::batch_binary_broadcasting<&tapegrad::multiply>);
+                              multiply_tangent, detail::batch_binary_broadcasting<&tapegrad::multiply>),
+    detail::binary_elementwise<MultiplyElement>);
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(multiply_op, "multiply", x, y,
-                                   [](auto a, auto b) { return detail::wrapping_mul(a, b); });
+                                   [](auto a, auto b) { return MultiplyElement::apply(a, b); });
 }
 
 static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -109,9 +124,14 @@ static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g
 
 static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition divide_op =
+struct DivideElement {
+  template <class T>
+  static T apply(T a, T b) { return detail::wrapping_div(a, b); }
+};
+constexpr OpDefinition divide_op = detail::with_elementwise(
     detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
-                              divide_tangent, detail::batch_binary_broadcasting<&tapegrad::divide>);
+                              divide_tangent, detail::batch_binary_broadcasting<&tapegrad::divide>),
+    detail::binary_elementwise<DivideElement>);
 
 // Integer division by zero has no value (TF raises): rejected before the kernel runs.
 static void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
@@ -133,7 +153,7 @@ Tensor divide(const Tensor& x, const Tensor& y) {
   detail::require_same_dtype("divide", x, y);
   require_nonzero_integer_divisor("divide", x, y);
   return detail::numeric_binary_op(divide_op, "divide", x, y,
-                                   [](auto a, auto b) { return detail::wrapping_div(a, b); });
+                                   [](auto a, auto b) { return DivideElement::apply(a, b); });
 }
 
 // d(x / y) = dx / y - x dy / y^2.
@@ -163,13 +183,18 @@ static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads negative_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents negative_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition negative_op =
+struct NegativeElement {
+  template <class T>
+  static T apply(T v) { return detail::wrapping_neg(v); }
+};
+constexpr OpDefinition negative_op = detail::with_elementwise(
     detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none(),
-                              negative_tangent, detail::batch_unary<&tapegrad::negative>);
+                              negative_tangent, detail::batch_unary<&tapegrad::negative>),
+    detail::unary_elementwise<NegativeElement>);
 
 Tensor negative(const Tensor& x) {
   return detail::numeric_unary_op(negative_op, "negative", x,
-                                  [](auto v) { return detail::wrapping_neg(v); });
+                                  [](auto v) { return NegativeElement::apply(v); });
 }
 
 static Tangents negative_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -314,13 +339,6 @@ static Grads maximum_gradient(const OpContext& op, const std::vector<Tensor>& g)
 static Tangents maximum_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads minimum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents minimum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition maximum_op =
-    detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
-                              maximum_tangent, detail::batch_binary_broadcasting<&tapegrad::maximum>);
-constexpr OpDefinition minimum_op =
-    detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
-                              minimum_tangent, detail::batch_binary_broadcasting<&tapegrad::minimum>);
-
 // NaN in either operand gives NaN (NumPy's and TF's maximum/minimum), whichever order.
 template <class T>
 static T nan_or(T a, T b, T otherwise) {
@@ -331,14 +349,31 @@ static T nan_or(T a, T b, T otherwise) {
   return otherwise;
 }
 
+struct MaximumElement {
+  template <class T>
+  static T apply(T a, T b) { return nan_or(a, b, a >= b ? a : b); }
+};
+constexpr OpDefinition maximum_op = detail::with_elementwise(
+    detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
+                              maximum_tangent, detail::batch_binary_broadcasting<&tapegrad::maximum>),
+    detail::binary_elementwise<MaximumElement>);
+struct MinimumElement {
+  template <class T>
+  static T apply(T a, T b) { return nan_or(a, b, a <= b ? a : b); }
+};
+constexpr OpDefinition minimum_op = detail::with_elementwise(
+    detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
+                              minimum_tangent, detail::batch_binary_broadcasting<&tapegrad::minimum>),
+    detail::binary_elementwise<MinimumElement>);
+
 Tensor maximum(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(maximum_op, "maximum", x, y,
-                                   [](auto a, auto b) { return nan_or(a, b, a >= b ? a : b); });
+                                   [](auto a, auto b) { return MaximumElement::apply(a, b); });
 }
 
 Tensor minimum(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(minimum_op, "minimum", x, y,
-                                   [](auto a, auto b) { return nan_or(a, b, a <= b ? a : b); });
+                                   [](auto a, auto b) { return MinimumElement::apply(a, b); });
 }
 
 // The gradient goes to x where x_wins (ties included, as TF), to y elsewhere.

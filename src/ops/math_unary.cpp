@@ -74,13 +74,18 @@ Tensor sign(const Tensor& x) {
 
 static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents square_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition square_op =
+struct SquareElement {
+  template <class T>
+  static T apply(T v) { return detail::wrapping_mul(v, v); }
+};
+constexpr OpDefinition square_op = detail::with_elementwise(
     detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none(),
-                              square_tangent, detail::batch_unary<&tapegrad::square>);
+                              square_tangent, detail::batch_unary<&tapegrad::square>),
+    detail::unary_elementwise<SquareElement>);
 
 Tensor square(const Tensor& x) {
   return detail::numeric_unary_op(square_op, "square", x,
-                                  [](auto v) { return detail::wrapping_mul(v, v); });
+                                  [](auto v) { return SquareElement::apply(v); });
 }
 
 static Tangents square_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -102,22 +107,33 @@ static Tangents sqrt_tangent(const ForwardContext& op, const Tangents& tangents)
 static Grads sqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents sqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor sqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition sqrt_op =
+struct SqrtElement {
+  template <class T>
+  static T apply(T v) { return std::sqrt(v); }
+};
+constexpr OpDefinition sqrt_op = detail::with_elementwise(
     detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(),
-                              sqrt_tangent, detail::batch_unary<&tapegrad::sqrt>);
-constexpr OpDefinition sqrt_grad_definition = detail::differentiable_op(
-    "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
-    detail::batch_fused_activation<&detail::sqrt_grad_op, &sqrt_grad_fixed_y>);
+                              sqrt_tangent, detail::batch_unary<&tapegrad::sqrt>),
+    detail::unary_elementwise<SqrtElement>);
+struct SqrtGradElement {
+  template <class T>
+  static T apply(T yv, T gv) { return gv * T(0.5) / yv; }
+};
+constexpr OpDefinition sqrt_grad_definition = detail::with_elementwise(
+    detail::differentiable_op(
+        "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
+        detail::batch_fused_activation<&detail::sqrt_grad_op, &sqrt_grad_fixed_y>),
+    detail::binary_elementwise<SqrtGradElement>);
 
 Tensor sqrt(const Tensor& x) {
-  return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return std::sqrt(v); });
+  return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return SqrtElement::apply(v); });
 }
 
 // g / (2 y) with g halved instead of y doubled: one rounding either way, and no overflow of
 // 2 y for the largest y.
 Tensor detail::sqrt_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel(
-      "SqrtGrad", y, g, [](auto yv, auto gv) { return gv * decltype(gv)(0.5) / yv; });
+      "SqrtGrad", y, g, [](auto yv, auto gv) { return SqrtGradElement::apply(yv, gv); });
   record(sqrt_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -156,22 +172,32 @@ static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents log_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition exp_op =
+struct ExpElement {
+  template <class T>
+  static T apply(T v) { return std::exp(v); }
+};
+constexpr OpDefinition exp_op = detail::with_elementwise(
     detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(),
-                              exp_tangent, detail::batch_unary<&tapegrad::exp>);
-constexpr OpDefinition log_op =
+                              exp_tangent, detail::batch_unary<&tapegrad::exp>),
+    detail::unary_elementwise<ExpElement, detail::kSmallKernel>);
+struct LogElement {
+  template <class T>
+  static T apply(T v) { return std::log(v); }
+};
+constexpr OpDefinition log_op = detail::with_elementwise(
     detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(),
-                              log_tangent, detail::batch_unary<&tapegrad::log>);
+                              log_tangent, detail::batch_unary<&tapegrad::log>),
+    detail::unary_elementwise<LogElement, detail::kSmallKernel>);
 
 Tensor exp(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
-      exp_op, "exp", x, [](auto v) { return std::exp(v); },
+      exp_op, "exp", x, [](auto v) { return ExpElement::apply(v); },
       [](const auto& a) { return xt::exp(a); });
 }
 
 Tensor log(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
-      log_op, "log", x, [](auto v) { return std::log(v); },
+      log_op, "log", x, [](auto v) { return LogElement::apply(v); },
       [](const auto& a) { return xt::log(a); });
 }
 
@@ -223,19 +249,29 @@ static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sin_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cos_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sin_op =
+struct SinElement {
+  template <class T>
+  static T apply(T v) { return std::sin(v); }
+};
+constexpr OpDefinition sin_op = detail::with_elementwise(
     detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none(),
-                              sin_tangent, detail::batch_unary<&tapegrad::sin>);
-constexpr OpDefinition cos_op =
+                              sin_tangent, detail::batch_unary<&tapegrad::sin>),
+    detail::unary_elementwise<SinElement>);
+struct CosElement {
+  template <class T>
+  static T apply(T v) { return std::cos(v); }
+};
+constexpr OpDefinition cos_op = detail::with_elementwise(
     detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none(),
-                              cos_tangent, detail::batch_unary<&tapegrad::cos>);
+                              cos_tangent, detail::batch_unary<&tapegrad::cos>),
+    detail::unary_elementwise<CosElement>);
 
 Tensor sin(const Tensor& x) {
-  return detail::floating_unary_op(sin_op, "sin", x, [](auto v) { return std::sin(v); });
+  return detail::floating_unary_op(sin_op, "sin", x, [](auto v) { return SinElement::apply(v); });
 }
 
 Tensor cos(const Tensor& x) {
-  return detail::floating_unary_op(cos_op, "cos", x, [](auto v) { return std::cos(v); });
+  return detail::floating_unary_op(cos_op, "cos", x, [](auto v) { return CosElement::apply(v); });
 }
 
 static Tangents sin_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -265,22 +301,33 @@ static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents)
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition tanh_op =
+struct TanhElement {
+  template <class T>
+  static T apply(T v) { return std::tanh(v); }
+};
+constexpr OpDefinition tanh_op = detail::with_elementwise(
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(),
-                              tanh_tangent, detail::batch_unary<&tapegrad::tanh>);
-constexpr OpDefinition tanh_grad_definition = detail::differentiable_op(
-    "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
-    detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>);
+                              tanh_tangent, detail::batch_unary<&tapegrad::tanh>),
+    detail::unary_elementwise<TanhElement, detail::kSmallKernel>);
+struct TanhGradElement {
+  template <class T>
+  static T apply(T yv, T gv) { return gv * (1 - yv * yv); }
+};
+constexpr OpDefinition tanh_grad_definition = detail::with_elementwise(
+    detail::differentiable_op(
+        "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
+        detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>),
+    detail::binary_elementwise<TanhGradElement>);
 
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
-      tanh_op, "tanh", x, [](auto v) { return std::tanh(v); },
+      tanh_op, "tanh", x, [](auto v) { return TanhElement::apply(v); },
       [](const auto& a) { return xt::tanh(a); });
 }
 
 Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("TanhGrad", y, g,
-                                      [](auto yv, auto gv) { return gv * (1 - yv * yv); });
+                                      [](auto yv, auto gv) { return TanhGradElement::apply(yv, gv); });
   record(tanh_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -322,22 +369,33 @@ static Tangents reciprocal_tangent(const ForwardContext& op, const Tangents& tan
 static Grads reciprocal_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents reciprocal_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition reciprocal_op =
+struct ReciprocalElement {
+  template <class T>
+  static T apply(T v) { return T(1) / v; }
+};
+constexpr OpDefinition reciprocal_op = detail::with_elementwise(
     detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all(),
-                              reciprocal_tangent, detail::batch_unary<&tapegrad::reciprocal>);
-constexpr OpDefinition reciprocal_grad_definition = detail::differentiable_op(
-    "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
-    reciprocal_grad_tangent,
-    detail::batch_fused_activation<&detail::reciprocal_grad_op, &reciprocal_grad_fixed_y>);
+                              reciprocal_tangent, detail::batch_unary<&tapegrad::reciprocal>),
+    detail::unary_elementwise<ReciprocalElement>);
+struct ReciprocalGradElement {
+  template <class T>
+  static T apply(T yv, T gv) { return -(gv * (yv * yv)); }
+};
+constexpr OpDefinition reciprocal_grad_definition = detail::with_elementwise(
+    detail::differentiable_op(
+        "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
+        reciprocal_grad_tangent,
+        detail::batch_fused_activation<&detail::reciprocal_grad_op, &reciprocal_grad_fixed_y>),
+    detail::binary_elementwise<ReciprocalGradElement>);
 
 Tensor reciprocal(const Tensor& x) {
   return detail::floating_unary_op(reciprocal_op, "reciprocal", x,
-                                   [](auto v) { return decltype(v)(1) / v; });
+                                   [](auto v) { return ReciprocalElement::apply(v); });
 }
 
 Tensor detail::reciprocal_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("ReciprocalGrad", y, g,
-                                      [](auto yv, auto gv) { return -(gv * (yv * yv)); });
+                                      [](auto yv, auto gv) { return ReciprocalGradElement::apply(yv, gv); });
   record(reciprocal_grad_definition, {&y, &g}, out);
   return out;
 }

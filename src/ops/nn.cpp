@@ -27,14 +27,19 @@ namespace tapegrad {
 
 static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition relu_op =
+struct ReluElement {
+  template <class T>
+  static T apply(T v) { return v > 0 || v != v ? v : T(0); }
+};
+constexpr OpDefinition relu_op = detail::with_elementwise(
     detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all(),
-                              relu_tangent, detail::batch_unary<&tapegrad::relu>);
+                              relu_tangent, detail::batch_unary<&tapegrad::relu>),
+    detail::unary_elementwise<ReluElement>);
 
 Tensor relu(const Tensor& x) {
   // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
   return detail::numeric_unary_op(relu_op, "relu", x,
-                                  [](auto v) { return v > 0 || v != v ? v : decltype(v)(0); });
+                                  [](auto v) { return ReluElement::apply(v); });
 }
 
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -52,15 +57,21 @@ static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 static Grads relu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents relu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition relu_grad_definition = detail::differentiable_op(
-    "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
-    detail::batch_fused_activation<&detail::relu_grad_op, &relu_grad_fixed_y>);
+struct ReluGradElement {
+  template <class T>
+  static T apply(T yv, T gv) { return yv > 0 ? gv : T(0); }
+};
+constexpr OpDefinition relu_grad_definition = detail::with_elementwise(
+    detail::differentiable_op(
+        "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
+        detail::batch_fused_activation<&detail::relu_grad_op, &relu_grad_fixed_y>),
+    detail::binary_elementwise<ReluGradElement>);
 
 // The gradient passes where the output is positive (TF: 0 at 0); a NaN output (relu of NaN)
 // passes none, like any output <= 0, and a NaN g where y > 0 passes through.
 Tensor detail::relu_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel(
-      "ReluGrad", y, g, [](auto yv, auto gv) { return yv > 0 ? gv : decltype(gv)(0); });
+      "ReluGrad", y, g, [](auto yv, auto gv) { return ReluGradElement::apply(yv, gv); });
   record(relu_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -90,10 +101,6 @@ static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g) {
 
 static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sigmoid_op =
-    detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
-                              sigmoid_tangent, detail::batch_unary<&tapegrad::sigmoid>);
-
 // Never exponentiates a positive number, so it neither overflows nor loses 1 - tiny.
 template <class T>
 static T stable_sigmoid(T v) {
@@ -102,9 +109,18 @@ static T stable_sigmoid(T v) {
   return e / (T(1) + e);
 }
 
+struct SigmoidElement {
+  template <class T>
+  static T apply(T v) { return stable_sigmoid(v); }
+};
+constexpr OpDefinition sigmoid_op = detail::with_elementwise(
+    detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
+                              sigmoid_tangent, detail::batch_unary<&tapegrad::sigmoid>),
+    detail::unary_elementwise<SigmoidElement>);
+
 Tensor sigmoid(const Tensor& x) {
   return detail::floating_unary_op(sigmoid_op, "sigmoid", x,
-                                   [](auto v) { return stable_sigmoid(v); });
+                                   [](auto v) { return SigmoidElement::apply(v); });
 }
 
 static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -122,13 +138,19 @@ static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g)
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition sigmoid_grad_definition = detail::differentiable_op(
-    "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(), sigmoid_grad_tangent,
-    detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>);
+struct SigmoidGradElement {
+  template <class T>
+  static T apply(T yv, T gv) { return gv * yv * (1 - yv); }
+};
+constexpr OpDefinition sigmoid_grad_definition = detail::with_elementwise(
+    detail::differentiable_op(
+        "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(), sigmoid_grad_tangent,
+        detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>),
+    detail::binary_elementwise<SigmoidGradElement>);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
-                                      [](auto yv, auto gv) { return gv * yv * (1 - yv); });
+                                      [](auto yv, auto gv) { return SigmoidGradElement::apply(yv, gv); });
   record(sigmoid_grad_definition, {&y, &g}, out);
   return out;
 }

@@ -4,7 +4,8 @@
 // of the arguments, so that a tensor fn captures is never mistaken for the argument it equals.
 // A replay binds the new arguments to the trace's first values, reads the Variables fn read,
 // runs each kept op's replay rule (the op's public function: with nothing observing the
-// thread it records nothing) and repeats fn's Variable assignments in their order.
+// thread it records nothing), or one loop for a run of elementwise ops
+// (runtime/fused_elementwise.cpp), and repeats fn's Variable assignments in their order.
 #include "tapegrad/function.hpp"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/fused_elementwise.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/replay_context.hpp"
@@ -39,16 +41,32 @@ struct FunctionSignature {
   }
 };
 
+// What a replay runs next: one kept op, or a run of them fused into one loop.
+struct ReplayItem {
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t position;  // the trace index of its (first) op: steps before it run first
+  std::size_t op = kNone;     // into trace.ops
+  std::size_t fused = kNone;  // into FunctionTrace::fused
+};
+
 struct FunctionTrace {
   OpTrace trace;
-  std::vector<TracedInput> results;   // fn's outputs
-  std::vector<std::size_t> kept_ops;  // indices into trace.ops, ascending
-  // After the i-th kept op, the values nothing later reads: a replay lets them go, so that it
+  std::vector<TracedInput> results;  // fn's outputs
+  std::vector<ReplayItem> items;     // in trace order
+  std::vector<FusedElementwise> fused;
+  // After the i-th item, the values nothing later reads: a replay lets them go, so that it
   // holds no more than the eager call would (a forward chain keeps one buffer, not all).
   std::vector<std::vector<std::size_t>> released_after;
-  // Bit k of the i-th entry: the i-th kept op takes input k by move (its last reader).
+  // Bit k of the i-th entry: the i-th item takes input k by move (its last reader).
   std::vector<std::uint64_t> moved_inputs;
   std::string eager_reason;  // set: this signature runs fn eagerly
+
+  const std::vector<TracedInput>& inputs_of(const ReplayItem& item) const {
+    return item.op != ReplayItem::kNone ? trace.ops[item.op].inputs : fused[item.fused].inputs;
+  }
+  const std::vector<std::size_t>& outputs_of(const ReplayItem& item) const {
+    return item.op != ReplayItem::kNone ? trace.ops[item.op].outputs : fused[item.fused].outputs;
+  }
 };
 
 namespace {
@@ -142,49 +160,94 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
   return kept;
 }
 
-// For each kept op, the values whose last reader it is (a step reading a value counts as the
-// first kept op at or after its position: it runs before that op), and which of its inputs it
+// The kept ops as replay items; with `optimize`, each run of elementwise ops one loop can
+// compute is one item, and only the values read after the run are made tensors.
+void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, bool optimize) {
+  const OpTrace& trace = compiled.trace;
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  if (optimize) runs = fusable_runs(trace, kept);
+  constexpr std::size_t kNone = ReplayItem::kNone;
+  std::vector<std::size_t> run_of_kept(kept.size(), kNone);
+  std::vector<std::size_t> producer_run(trace.num_values, kNone);
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    for (std::size_t i = runs[r].first; i < runs[r].second; ++i) {
+      run_of_kept[i] = r;
+      for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
+    }
+  }
+  std::vector<bool> read_outside(trace.num_values, false);
+  const auto read_after_run = [&](const TracedInput& in) {
+    if (in.value != TracedInput::kConstant) read_outside[in.value] = true;
+  };
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+      if (in.value != TracedInput::kConstant && producer_run[in.value] != run_of_kept[i]) {
+        read_outside[in.value] = true;
+      }
+    }
+  }
+  for (const TraceStep& step : trace.steps) for_each_read(step, read_after_run);
+  for (const TracedInput& result : compiled.results) read_after_run(result);
+
+  for (std::size_t i = 0; i < kept.size();) {
+    if (run_of_kept[i] == kNone) {
+      compiled.items.push_back({kept[i], kept[i], kNone});
+      ++i;
+      continue;
+    }
+    const auto run = runs[run_of_kept[i]];
+    compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
+    compiled.fused.push_back(fuse_run(trace, kept, run, read_outside));
+    i = run.second;
+  }
+}
+
+// For each item, the values whose last reader it is (a step reading a value counts as the
+// first item at or after its position: it runs before that item), and which of its inputs it
 // may take by move (it reads that value last, and once). fn's results are kept.
 void plan_lifetimes(FunctionTrace& compiled) {
   const OpTrace& trace = compiled.trace;
-  const std::size_t kept = compiled.kept_ops.size();
+  const std::size_t item_count = compiled.items.size();
   constexpr std::size_t kNever = static_cast<std::size_t>(-1);
   std::vector<std::size_t> last_reader(trace.num_values, kNever);
   const auto read_at = [&](const TracedInput& in, std::size_t i) {
     if (in.value == TracedInput::kConstant) return;
     std::size_t& last = last_reader[in.value];
-    if (last == kNever || (last < kept && i > last)) last = i;
+    if (last == kNever || (last < item_count && i > last)) last = i;
   };
-  for (std::size_t i = 0; i < kept; ++i) {
-    for (const TracedInput& in : trace.ops[compiled.kept_ops[i]].inputs) read_at(in, i);
+  for (std::size_t i = 0; i < item_count; ++i) {
+    for (const TracedInput& in : compiled.inputs_of(compiled.items[i])) read_at(in, i);
   }
   for (const TraceStep& step : trace.steps) {
     const std::size_t i = static_cast<std::size_t>(
-        std::lower_bound(compiled.kept_ops.begin(), compiled.kept_ops.end(), step.position) -
-        compiled.kept_ops.begin());
-    // A step after the last kept op: its values live to the end (i == kept).
+        std::lower_bound(compiled.items.begin(), compiled.items.end(), step.position,
+                         [](const ReplayItem& item, std::size_t position) {
+                           return item.position < position;
+                         }) -
+        compiled.items.begin());
+    // A step after the last item: its values live to the end (i == item_count).
     for_each_read(step, [&](const TracedInput& in) { read_at(in, i); });
   }
   for (const TracedInput& result : compiled.results) {
-    if (result.value != TracedInput::kConstant) last_reader[result.value] = kept;
+    if (result.value != TracedInput::kConstant) last_reader[result.value] = item_count;
   }
-  std::vector<std::vector<std::size_t>> plan(kept);
-  std::vector<std::uint64_t> moves(kept, 0);
-  for (std::size_t i = 0; i < kept; ++i) {
-    const TracedOp& op = trace.ops[compiled.kept_ops[i]];
-    for (std::size_t v : op.outputs) {  // outputs nothing reads: gone at once
+  std::vector<std::vector<std::size_t>> plan(item_count);
+  std::vector<std::uint64_t> moves(item_count, 0);
+  for (std::size_t i = 0; i < item_count; ++i) {
+    const std::vector<TracedInput>& inputs = compiled.inputs_of(compiled.items[i]);
+    for (std::size_t v : compiled.outputs_of(compiled.items[i])) {  // read by nothing: gone
       if (last_reader[v] == kNever) plan[i].push_back(v);
     }
-    for (std::size_t k = 0; k < op.inputs.size() && k < 64; ++k) {
-      const std::size_t v = op.inputs[k].value;
+    for (std::size_t k = 0; k < inputs.size() && k < 64; ++k) {
+      const std::size_t v = inputs[k].value;
       if (v == TracedInput::kConstant || last_reader[v] != i) continue;
-      const auto reads = std::count_if(op.inputs.begin(), op.inputs.end(),
+      const auto reads = std::count_if(inputs.begin(), inputs.end(),
                                        [&](const TracedInput& in) { return in.value == v; });
       if (reads == 1) moves[i] |= std::uint64_t{1} << k;
     }
   }
   for (std::size_t v = 0; v < last_reader.size(); ++v) {
-    if (last_reader[v] < kept) plan[last_reader[v]].push_back(v);
+    if (last_reader[v] < item_count) plan[last_reader[v]].push_back(v);
   }
   compiled.released_after = std::move(plan);
   compiled.moved_inputs = std::move(moves);
@@ -218,6 +281,18 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
   }
 }
 
+// One op through its replay rule, its outputs stored in `values`.
+void replay_op(const TracedOp& op, const std::vector<Tensor>& inputs, std::vector<Tensor>& values) {
+  const ReplayContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
+  ReplayOutputs outputs = op.op->replay_rule(context, inputs);
+  if (outputs.size() != op.outputs.size()) {
+    throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +
+                std::to_string(outputs.size()) + " outputs; the trace has " +
+                std::to_string(op.outputs.size()));
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) values[op.outputs[j]] = std::move(outputs[j]);
+}
+
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
   const OpTrace& trace = compiled.trace;
   std::vector<Tensor> values(trace.num_values);
@@ -225,30 +300,31 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   const std::vector<TraceStep>& steps = trace.steps;
   std::size_t next_step = 0;
   std::vector<Tensor> inputs;
-  for (std::size_t i = 0; i < compiled.kept_ops.size(); ++i) {
-    const std::size_t k = compiled.kept_ops[i];
-    while (next_step < steps.size() && steps[next_step].position <= k) {
+  for (std::size_t i = 0; i < compiled.items.size(); ++i) {
+    const ReplayItem& item = compiled.items[i];
+    while (next_step < steps.size() && steps[next_step].position <= item.position) {
       run_step(steps[next_step++], values);
     }
-    const TracedOp& op = trace.ops[k];
     inputs.clear();
+    const std::vector<TracedInput>& item_inputs = compiled.inputs_of(item);
     const std::uint64_t moves = compiled.moved_inputs[i];
-    for (std::size_t slot = 0; slot < op.inputs.size(); ++slot) {
-      const TracedInput& in = op.inputs[slot];
+    for (std::size_t slot = 0; slot < item_inputs.size(); ++slot) {
+      const TracedInput& in = item_inputs[slot];
       if (slot < 64 && ((moves >> slot) & 1U) != 0) {
         inputs.push_back(std::move(values[in.value]));
       } else {
         inputs.push_back(value_of(in, values));
       }
     }
-    const ReplayContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
-    ReplayOutputs outputs = op.op->replay_rule(context, inputs);
-    if (outputs.size() != op.outputs.size()) {
-      throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +
-                  std::to_string(outputs.size()) + " outputs; the trace has " +
-                  std::to_string(op.outputs.size()));
+    if (item.fused != ReplayItem::kNone) {
+      const FusedElementwise& fused = compiled.fused[item.fused];
+      std::vector<Tensor> outputs = run_fused(fused, inputs);
+      for (std::size_t j = 0; j < outputs.size(); ++j) {
+        values[fused.outputs[j]] = std::move(outputs[j]);
+      }
+    } else {
+      replay_op(trace.ops[item.op], inputs, values);
     }
-    for (std::size_t j = 0; j < outputs.size(); ++j) values[op.outputs[j]] = std::move(outputs[j]);
     for (std::size_t v : compiled.released_after[i]) {
       if (values[v].defined()) values[v] = Tensor();  // most were moved into their last reader
     }
@@ -331,7 +407,7 @@ struct FunctionState {
     }
     compiled->eager_reason = why_not_replayable(trace);
     if (compiled->eager_reason.empty()) {
-      compiled->kept_ops = kept_ops(*compiled, options.optimize);
+      plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) +

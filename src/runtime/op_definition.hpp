@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "runtime/elementwise_rule.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/registry.hpp"
 
@@ -107,6 +108,9 @@ struct OpDefinition {
   ForwardRule forward_rule = nullptr;  // null: the generic fallback
   BatchingRule batching_rule = nullptr;  // null: vectorized_map loops over the batch
   ReplayRule replay_rule = nullptr;      // null: a Function that traces the op runs eagerly
+  // Set on elementwise ops: a Function computes runs of them in one loop (null: the op runs
+  // on its own).
+  const ElementwiseRule* elementwise_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -156,6 +160,12 @@ constexpr OpDefinition identity_gradient_op(const char* name,
 // `definition` with its replay rule (an op whose batching rule is written by hand).
 constexpr OpDefinition with_replay(OpDefinition definition, ReplayRule replay) {
   definition.replay_rule = replay;
+  return definition;
+}
+
+// `definition` with its elementwise rule (runtime/elementwise_rule.hpp).
+constexpr OpDefinition with_elementwise(OpDefinition definition, const ElementwiseRule& rule) {
+  definition.elementwise_rule = &rule;
   return definition;
 }
 

@@ -73,6 +73,8 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
 std::size_t OpTrace::add_value(const Tensor& t) {
   const std::size_t v = num_values++;
   value_of_id[t.id()] = v;
+  value_shapes.push_back(t.shape());
+  value_dtypes.push_back(t.dtype());
   return v;
 }
 

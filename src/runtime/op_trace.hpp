@@ -73,6 +73,9 @@ struct OpTrace {
   bool for_function = false;  // a Function's trace: it keeps steps
   std::vector<TraceStep> steps;
   std::size_t num_values = 0;
+  // Each traced value's shape and dtype, by index (a Function's fused loops read them).
+  std::vector<Shape> value_shapes;
+  std::vector<DType> value_dtypes;
   std::unordered_map<std::uint64_t, std::size_t> value_of_id;  // while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
   // ("Tensor::item() of a float64 value of shape [] ... in fn"). A read is a user primitive's
