@@ -259,7 +259,8 @@ TEST_CASE("function: under a tape, an accumulator, vectorized_map and another fu
   cube({x});  // replayed
   CHECK(calls == 1);
 
-  // An outer tape sees every op: fn runs eagerly and the gradient is 3 x^2.
+  // Under a tape the traced signature is one op; its gradient, 3 x^2, is a Function of its
+  // own, traced by running fn once more (test_function_under_tapes.cpp has the rest).
   GradientTape tape;
   tape.watch(x);
   const Tensor y = reduce_sum(cube({x})[0]);

@@ -22,8 +22,10 @@ struct FunctionOptions {
   /// the least recently used one is dropped, with a one-time warning, when a new one would
   /// exceed it. At least 1.
   std::size_t max_traces = 16;
-  /// Drop the traced ops that no result and no Variable assignment needs. With false the
-  /// replay runs every traced op.
+  /// Drop the traced ops that no result and no Variable assignment needs, and replay each run
+  /// of elementwise ops on float tensors of one shape as one loop (the same scalar functions:
+  /// still bit for bit the eager result). With false the replay runs every traced op, one
+  /// kernel each.
   bool optimize = true;
 };
 
@@ -33,11 +35,17 @@ struct FunctionOptions {
 class Function {
  public:
   /// fn(args): the eager call while tracing a new signature, a replay of its trace after.
-  /// Runs fn eagerly, every call, while a tape, forward accumulator, vectorized_map trace or
-  /// DetectAnomaly scope observes the thread (they see every op), and for a signature whose
-  /// trace cannot be replayed (a one-time warning names why: fn read a tensor's values from
-  /// C++, drew random numbers, created a Variable, opened a DetectAnomaly scope, or ran an op
-  /// with no replay rule: a user primitive, boolean_mask's positions, dropout).
+  /// Under tapes and forward accumulators (TF: tf.function under a GradientTape), a traced
+  /// signature is one recorded op "Function" whose value is the replay and whose gradient is
+  /// a Function too (fn's forward and backward, traced once; one op again under an outer
+  /// tape, so higher orders, jacobian and hessian work); the Variables fn reads through
+  /// value() are its inputs, as eager. fn runs eagerly, its ops seen one by one, on the first
+  /// call of a signature under them, for a trace that assigns Variables or runs an
+  /// optimizer's update, and while a vectorized_map trace or DetectAnomaly scope observes the
+  /// thread. It runs eagerly on every call for a signature whose trace cannot be replayed (a
+  /// one-time warning names why: fn read a tensor's values from C++, drew random numbers,
+  /// created a Variable, opened a DetectAnomaly scope, or ran an op with no replay rule: a
+  /// user primitive, boolean_mask's positions, dropout).
   /// InvalidArgument ("function: ...") for an undefined argument or a variable handle.
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
   /// How many times fn was traced (one per new signature, and again after its trace was

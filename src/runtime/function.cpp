@@ -17,13 +17,17 @@
 #include <string>
 #include <utility>
 
+#include "runtime/anomaly.hpp"
 #include "runtime/fused_elementwise.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/replay_context.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "runtime/warn.hpp"
+#include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/array.hpp"
+#include "tapegrad/tape.hpp"
 
 namespace tapegrad {
 namespace detail {
@@ -60,6 +64,9 @@ struct FunctionTrace {
   // Bit k of the i-th entry: the i-th item takes input k by move (its last reader).
   std::vector<std::uint64_t> moved_inputs;
   std::string eager_reason;  // set: this signature runs fn eagerly
+  // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
+  // Variable, runs no host step and returns defined floating tensors.
+  bool one_op_under_tapes = false;
 
   const std::vector<TracedInput>& inputs_of(const ReplayItem& item) const {
     return item.op != ReplayItem::kNone ? trace.ops[item.op].inputs : fused[item.fused].inputs;
@@ -267,7 +274,9 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
       break;
     }
     case TraceStep::Kind::Read:
-      values[step.value.value] = step.variable->peek();
+      // value() as fn read it: a custom-gradient call's observer learns the variables read.
+      values[step.value.value] =
+          step.through_value ? step.variable->value() : step.variable->peek();
       break;
     case TraceStep::Kind::Assign:
       Variable(*step.variable).assign(value_of(step.value, values));
@@ -336,6 +345,19 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   return results;
 }
 
+// Under tapes, fn as one recorded op: see FunctionState::gradient_function and call_as_one_op.
+bool one_op_under_tapes(const FunctionTrace& compiled) {
+  if (!compiled.eager_reason.empty()) return false;
+  const OpTrace& trace = compiled.trace;
+  for (const TraceStep& step : trace.steps) {
+    if (step.kind != TraceStep::Kind::Read) return false;
+  }
+  return std::all_of(compiled.results.begin(), compiled.results.end(), [&](const TracedInput& r) {
+    if (r.value == TracedInput::kConstant) return r.constant.defined() && is_floating(r.constant.dtype());
+    return is_floating(trace.value_dtypes[r.value]);
+  });
+}
+
 // Names a Function in its one-time warnings (an address could be a dead Function's).
 std::atomic<std::uint64_t> next_function_id{1};
 
@@ -379,8 +401,41 @@ struct FunctionState {
     }
   }
 
+  // Under tapes: the gradient of fn as a Function of (args, output gradients) -> (the
+  // gradients of args, then of `variables`), one per list of variables fn read. Its replay is
+  // fn's forward and backward ops; under an outer tape it is one recorded op in turn (higher
+  // orders).
+  std::vector<std::pair<std::vector<std::uint64_t>, Function>> gradient_functions;
+
+  Function gradient_function(const std::vector<Variable>& variables, std::size_t argument_count) {
+    std::vector<std::uint64_t> ids;
+    ids.reserve(variables.size());
+    for (const Variable& v : variables) ids.push_back(v.handle().id());
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& entry : gradient_functions) {
+      if (entry.first == ids) return entry.second;
+    }
+    auto body = [fn = fn, variables, argument_count](const std::vector<Tensor>& in) {
+      GradientTape tape;
+      std::vector<Tensor> sources;
+      sources.reserve(argument_count + variables.size());
+      for (std::size_t i = 0; i < argument_count; ++i) {
+        sources.push_back(identity(in[i]));  // one source per argument, even a repeated one
+        if (is_floating(in[i].dtype())) tape.watch(sources.back());
+      }
+      tape.watch(variables);
+      const std::vector<Tensor> outputs = fn(sources);
+      for (const Variable& v : variables) sources.push_back(v.handle());
+      const std::vector<Tensor> output_gradients(
+          in.begin() + static_cast<std::ptrdiff_t>(argument_count), in.end());
+      return tape.gradient(outputs, sources, output_gradients, UnconnectedGradients::Zero);
+    };
+    gradient_functions.emplace_back(std::move(ids), tapegrad::function(body, options));
+    return gradient_functions.back().second;
+  }
+
   std::vector<Tensor> trace_and_run(const FunctionSignature& signature,
-                                    const std::vector<Tensor>& args) {
+                                    const std::vector<Tensor>& args, bool observed = false) {
     auto compiled = std::make_shared<FunctionTrace>();
     OpTrace& trace = compiled->trace;
     trace.for_function = true;
@@ -388,9 +443,12 @@ struct FunctionState {
     traced_args.reserve(args.size());
     for (std::size_t i = 0; i < args.size(); ++i) {
       // Arguments that are one tensor stay one traced value (their signature says so).
-      traced_args.push_back(signature.first_of_same_tensor[i] == i
-                                ? make_view(view_geometry(args[i]))
-                                : traced_args[signature.first_of_same_tensor[i]]);
+      // Under tapes or accumulators, an identity they record connects the traced copy to
+      // the argument (fn runs eagerly for them while the trace watches).
+      traced_args.push_back(signature.first_of_same_tensor[i] != i
+                                ? traced_args[signature.first_of_same_tensor[i]]
+                            : observed ? identity(args[i])
+                                       : make_view(view_geometry(args[i])));
       trace.add_value(traced_args[i]);
     }
     std::vector<Tensor> results;
@@ -409,6 +467,7 @@ struct FunctionState {
     if (compiled->eager_reason.empty()) {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
+      compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) +
                     signature_to_string(signature),
@@ -425,15 +484,67 @@ struct FunctionState {
   }
 };
 
+namespace {
+
+// fn as one op on the tapes (and accumulators) of the thread, as tf.function under a
+// GradientTape: the replay computes the outputs with the tapes paused, and the op's gradient
+// is the Function of fn's gradient (FunctionState::gradient_function), called on the recorded
+// arguments and the output gradients.
+std::vector<Tensor> call_as_one_op(const std::shared_ptr<FunctionState>& state,
+                                   const std::shared_ptr<const FunctionTrace>& compiled,
+                                   const std::vector<Tensor>& args) {
+  CustomFunction forward = [&](const TensorList& in) {
+    CustomForward result;
+    result.outputs = replay(*compiled, in);
+    result.takes_variables = true;
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (const Tensor& y : result.outputs) {
+      shapes.push_back(y.shape());
+      dtypes.push_back(y.dtype());
+    }
+    result.gradient = [state, in, shapes, dtypes](const TensorList& output_gradients,
+                                                  const std::vector<Variable>& variables) {
+      std::vector<Tensor> gradient_args = in;
+      for (std::size_t k = 0; k < output_gradients.size(); ++k) {
+        gradient_args.push_back(output_gradients[k].defined() ? output_gradients[k]
+                                                              : zeros(shapes[k], dtypes[k]));
+      }
+      std::vector<Tensor> gradients =
+          state->gradient_function(variables, in.size())(gradient_args);
+      TensorList variable_gradients(gradients.begin() + static_cast<std::ptrdiff_t>(in.size()),
+                                    gradients.end());
+      gradients.resize(in.size());
+      return std::pair<TensorList, TensorList>(std::move(gradients),
+                                               std::move(variable_gradients));
+    };
+    return result;
+  };
+  return call_with_custom_gradient(forward, args, "Function");
+}
+
+// Called while something observes the thread. vectorized_map's traces and DetectAnomaly must
+// see each op: fn runs eagerly. Tapes and accumulators get one op when the signature's trace
+// allows it, else fn's own ops (the first call of a signature traces while they record).
+std::vector<Tensor> observed_call(const std::shared_ptr<FunctionState>& state,
+                                  const FunctionSignature& signature,
+                                  const std::vector<Tensor>& args) {
+  if (any_tracer_active() || anomaly_checks_active()) return state->fn(args);
+  const auto compiled = state->find(signature);
+  if (!compiled) return state->trace_and_run(signature, args, true);
+  if (!compiled->one_op_under_tapes) return state->fn(args);
+  return call_as_one_op(state, compiled, args);
+}
+
+}  // namespace
 }  // namespace detail
 
 Function::Function(std::shared_ptr<detail::FunctionState> state) : state_(std::move(state)) {}
 
 std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const {
   detail::check_arguments(args);
-  // A tape, accumulator, trace or anomaly check must see each op: nothing to replay to them.
-  if (detail::any_observer()) return state_->fn(args);
   const detail::FunctionSignature signature = detail::signature_of(args);
+  if (detail::any_observer()) return detail::observed_call(state_, signature, args);
   if (auto compiled = state_->find(signature)) {
     if (!compiled->eager_reason.empty()) return state_->fn(args);
     return detail::replay(*compiled, args);

@@ -153,15 +153,24 @@ void note_value_read(const Tensor& t, const char* accessor) {
   }
 }
 
-void note_variable_read(const Variable& variable, const Tensor& value) {
+void note_variable_read(const Variable& variable, const Tensor& value, bool through_value) {
   for (OpTrace* trace : live_traces()) {
-    if (!trace->for_function || !sees(*trace) ||
-        trace->value_of(value) != TracedInput::kConstant) {
+    if (!trace->for_function || !sees(*trace)) continue;
+    const std::size_t traced = trace->value_of(value);
+    if (traced != TracedInput::kConstant) {
+      // Read again, now through value(): the replay reads it so (a peek() first, then value()).
+      if (!through_value) continue;
+      for (TraceStep& step : trace->steps) {
+        if (step.kind == TraceStep::Kind::Read && step.value.value == traced) {
+          step.through_value = true;
+        }
+      }
       continue;
     }
     const std::size_t v = trace->add_value(value);
     TraceStep step{TraceStep::Kind::Read, variable, {}, trace->ops.size(), nullptr, {}};
     step.value.value = v;
+    step.through_value = through_value;
     trace->steps.push_back(std::move(step));
   }
 }

@@ -65,6 +65,7 @@ struct TraceStep {
   std::size_t position;  // the number of ops traced before it
   std::shared_ptr<const HostStepBody> host;  // Host
   std::vector<TracedInput> host_inputs;      // Host
+  bool through_value = false;  // Read: by Variable::value() (a tape watches what it reads)
 };
 
 struct OpTrace {
@@ -136,7 +137,7 @@ void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const 
 // assign_add/assign_sub, the `replaced` value (a side effect that outlives the call:
 // vectorized_map would store slice 0's). A Variable constructed from
 // a traced value is a value read of every trace (a Function replays no construction).
-void note_variable_read(const Variable& variable, const Tensor& value);
+void note_variable_read(const Variable& variable, const Tensor& value, bool through_value);
 void note_variable_write(const Variable& variable, TraceStep::Kind kind, const Tensor& value,
                          const Tensor& replaced, const char* accessor);
 void note_variable_created(const Tensor& initial);

@@ -114,13 +114,20 @@ Tensor Variable::peek() const {
     v = impl_->value;
   }
   if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
-    detail::note_variable_read(*this, v);
+    detail::note_variable_read(*this, v, false);
   }
   return v;
 }
 
 Tensor Variable::value() const {
-  Tensor v = peek();
+  Tensor v;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    v = impl_->value;
+  }
+  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+    detail::note_variable_read(*this, v, true);
+  }
   if (detail::any_tape_active()) detail::read_variable(*this, v);
   if (trainable()) {
     for (detail::VariableReadObserver* observer : detail::observer_stack()) observer->notify(*this);
