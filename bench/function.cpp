@@ -2,7 +2,9 @@
 //   chain   value + gradient of the 999-op chain on 1-element float64 tensors (chain_workload):
 //           the raw xt::xarray forward ops alone (the baseline), eager (a tape and a backward
 //           walk every call), and one Function whose trace holds the forward and backward ops;
-//           also the forward alone, eager with no tape and through a Function;
+//           also the forward alone, eager with no tape and through a Function; and, when
+//           ADOL-C is installed (Debian: libadolc-dev), the same chain taped once by ADOL-C
+//           and evaluated per call (zos_forward for the value, fos_reverse for the gradient);
 //   mlp     one training step of a 784-256-256-10 tanh MLP, softmax cross-entropy over a
 //           batch of 64, float32: eager, and the same step as one Function; with SGD written
 //           as ops (tape, gradient, assign_sub) and with tg::Adam (its update a host step).
@@ -11,6 +13,7 @@
 //   ./bench_function --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -18,6 +21,10 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "chain_workload.hpp"
+
+#ifdef TAPEGRAD_HAVE_ADOLC
+#include <adolc/adolc.h>
+#endif
 
 namespace tg = tapegrad;
 using chain_workload::report_ns_per_op;
@@ -81,6 +88,57 @@ void BM_chain_function_forward(benchmark::State& state) {
   report_ns_per_op(state);
 }
 BENCHMARK(BM_chain_function_forward);
+
+#ifdef TAPEGRAD_HAVE_ADOLC
+// The chain taped once by ADOL-C (its operation sequence, as a Function's trace), with the
+// constants passive as tapegrad's are constants.
+constexpr short kAdolcTag = 1;
+
+void tape_chain_with_adolc() {
+  static const bool taped = [] {
+    const double x0 = 0.3;
+    double y0 = 0.0;
+    trace_on(kAdolcTag, 1);  // keep: the first zos_forward may reuse the taping sweep
+    adouble x;
+    x <<= x0;
+    adouble y = x;
+    for (int i = 0; i < chain_workload::kSteps; ++i) y = tanh(y * 0.5 + 0.1);
+    y >>= y0;
+    trace_off();
+    return true;
+  }();
+  (void)taped;
+}
+
+// Value (zos_forward, keeping the sweep) and gradient (fos_reverse), as ADOL-C's gradient().
+void adolc_value_and_gradient(double x, double& value, double& gradient) {
+  zos_forward(kAdolcTag, 1, 1, 1, &x, &value);
+  double seed = 1.0;
+  fos_reverse(kAdolcTag, 1, 1, &seed, &gradient);
+}
+
+void BM_chain_adolc_value_and_gradient(benchmark::State& state) {
+  tape_chain_with_adolc();
+  double value = 0.0, gradient = 0.0;
+  for (auto _ : state) {
+    adolc_value_and_gradient(0.3, value, gradient);
+    benchmark::DoNotOptimize(gradient);
+  }
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_adolc_value_and_gradient);
+
+void BM_chain_adolc_forward(benchmark::State& state) {
+  tape_chain_with_adolc();
+  double x = 0.3, value = 0.0;
+  for (auto _ : state) {
+    zos_forward(kAdolcTag, 1, 1, 0, &x, &value);
+    benchmark::DoNotOptimize(value);
+  }
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_adolc_forward);
+#endif
 
 // ---- mlp --------------------------------------------------------------------------------
 
@@ -211,6 +269,19 @@ void check_or_exit() {
   for (std::size_t k = 0; k < traced_adam_mlp.params.size() && same; ++k) {
     same = identical(traced_adam_mlp.params[k].value(), reference_adam_mlp.params[k].value());
   }
+#ifdef TAPEGRAD_HAVE_ADOLC
+  // ADOL-C computes the same chain: equal to rounding (its tanh is libm's too).
+  tape_chain_with_adolc();
+  double adolc_value = 0.0, adolc_gradient = 0.0;
+  adolc_value_and_gradient(0.3, adolc_value, adolc_gradient);
+  const double value = tg::cast(replayed[0], tg::DType::Float64).array<double>()(0);
+  const double gradient = tg::cast(replayed[1], tg::DType::Float64).array<double>()(0);
+  if (std::abs(adolc_value - value) > 1e-12 || std::abs(adolc_gradient - gradient) > 1e-12) {
+    std::fprintf(stderr, "bench_function: ADOL-C's chain gives %.17g, %.17g; tapegrad %.17g, %.17g\n",
+                 adolc_value, adolc_gradient, value, gradient);
+    std::exit(1);
+  }
+#endif
   if (!same || f.trace_count() != 1 || step.trace_count() != 1 || adam_traces != 1) {
     std::fprintf(stderr, "bench_function: a replay differs from the eager call\n");
     std::exit(1);

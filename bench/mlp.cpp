@@ -4,6 +4,7 @@
 //   handwritten  the same network with its backward pass written out by hand on preallocated
 //                xtensor buffers and cblas (the limit: no autodiff, no allocation);
 //   tapegrad     the network written with tapegrad ops, gradients from a GradientTape;
+//   function     the same step as one tapegrad::function (traced once, replayed per step);
 //   libtorch     LibTorch's C++ autograd (only when CMake found Torch: TAPEGRAD_HAVE_TORCH).
 // Before timing, the program checks that all three give the same loss and gradients (max abs
 // difference at most 1e-9 in float64, 1e-3 in float32) and aborts otherwise. After the runs it
@@ -265,8 +266,10 @@ class TapegradMlp {
     return {loss, tape.gradient(loss, params_)};
   }
 
-  StepResult result() const {
-    const auto [loss, grads] = step();
+  StepResult result() const { return result_of(step()); }
+
+  static StepResult result_of(const std::pair<tg::Tensor, std::vector<tg::Tensor>>& outcome) {
+    const auto& [loss, grads] = outcome;
     StepResult r;
     r.loss = static_cast<double>(loss.template item<T>());
     for (std::size_t i = 0; i < 6; ++i) {
@@ -279,6 +282,35 @@ class TapegradMlp {
  private:
   tg::Tensor x_, labels_;
   std::vector<tg::Variable> params_;
+};
+
+// ---- (b') the tapegrad step as one tapegrad::function: traced on the first step, replayed
+// after (no recording, no backward walk, elementwise runs fused).
+
+template <class T>
+class TapegradFunctionMlp {
+ public:
+  TapegradFunctionMlp()
+      : step_(tg::function([this](const std::vector<tg::Tensor>&) {
+          auto [loss, grads] = model_.step();
+          grads.insert(grads.begin(), loss);
+          return grads;
+        })) {
+    step_({});  // the trace
+  }
+
+  std::pair<tg::Tensor, std::vector<tg::Tensor>> step() const {
+    std::vector<tg::Tensor> out = step_({});
+    tg::Tensor loss = out.front();
+    out.erase(out.begin());
+    return {loss, out};
+  }
+
+  StepResult result() const { return TapegradMlp<T>::result_of(step()); }
+
+ private:
+  TapegradMlp<T> model_;
+  tg::Function step_;
 };
 
 // ---- (c) LibTorch autograd, written as torch::nn::Linear would compute it (addmm).
@@ -360,6 +392,8 @@ void check_gradients(const char* dtype, double tolerance) {
   const StepResult reference = HandwrittenMlp<T>().result();
   require_same(dtype, "tapegrad vs handwritten",
                max_abs_difference(TapegradMlp<T>().result(), reference), tolerance);
+  require_same(dtype, "function vs handwritten",
+               max_abs_difference(TapegradFunctionMlp<T>().result(), reference), tolerance);
 #ifdef TAPEGRAD_HAVE_TORCH
   torch::set_num_threads(1);
   require_same(dtype, "libtorch vs handwritten",
@@ -410,6 +444,7 @@ void register_dtype(const std::string& dtype, std::vector<Entry>& entries) {
   for (int threads : {1, 2}) {
     register_entry({dtype, threads, "handwritten"}, &run_steps<HandwrittenMlp<T>>, entries);
     register_entry({dtype, threads, "tapegrad"}, &run_steps<TapegradMlp<T>>, entries);
+    register_entry({dtype, threads, "function"}, &run_steps<TapegradFunctionMlp<T>>, entries);
   }
 }
 
@@ -427,14 +462,14 @@ void register_torch(const std::string& dtype, std::vector<Entry>& entries) {
 
 void print_summary(const std::vector<Entry>& entries, const MedianCollector& collector) {
   std::printf("\nmedian ms/step (ratio to handwritten):\n");
-  std::printf("%-8s %-8s %12s %22s %22s\n", "dtype", "threads", "handwritten", "tapegrad",
-              "libtorch");
+  std::printf("%-8s %-8s %12s %22s %22s %22s\n", "dtype", "threads", "handwritten", "tapegrad",
+              "function", "libtorch");
   for (const Entry& e : entries) {
     if (e.implementation != "handwritten") continue;
     const double base = collector.median_ms(e.name());
     if (base <= 0.0) continue;
     std::printf("%-8s %-8d %9.3f ms", e.dtype.c_str(), e.threads, base);
-    for (const char* other : {"tapegrad", "libtorch"}) {
+    for (const char* other : {"tapegrad", "function", "libtorch"}) {
       const double t = collector.median_ms(Entry{e.dtype, e.threads, other}.name());
       if (t > 0.0) {
         std::printf("   %8.3f ms (%5.2fx)", t, t / base);
