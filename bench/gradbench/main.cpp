@@ -1,6 +1,8 @@
 // One program for every eval: GradBench's wrapper runs `bin/<eval> INPUT FUNCTION`, and
 // bin/<eval> is a link to this program, so the eval is the program's own name (or the first
-// argument when called as `tapegrad_gradbench EVAL INPUT FUNCTION`).
+// argument when called as `tapegrad_gradbench EVAL INPUT FUNCTION`). Built twice: as
+// tapegrad_gradbench, and with TAPEGRAD_GRADBENCH_FUNCTION_VARIANT as
+// tapegrad_gradbench_function, whose eval functions run as tapegrad::functions (tool.hpp).
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -34,7 +36,10 @@ int main(int argc, char** argv) {
   std::string program = argv[0];
   program = program.substr(program.find_last_of('/') + 1);
   int first = 1;
-  if (program == "tapegrad_gradbench") {
+#ifdef TAPEGRAD_GRADBENCH_FUNCTION_VARIANT
+  set_function_variant(true);
+#endif
+  if (program == "tapegrad_gradbench" || program == "tapegrad_gradbench_function") {
     if (argc < 2) {
       std::cerr << "usage: tapegrad_gradbench EVAL INPUT_FILE FUNCTION\n";
       return 2;

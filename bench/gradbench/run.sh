@@ -11,8 +11,10 @@
 # the script exits 1, after printing the table of what did run.
 #
 # Environment (all optional):
-#   TOOLS      the tools to run, in order (default: "tapegrad manual", plus "pytorch" when PY
-#              can import torch). A tool runs only the evals listed in its tools/<tool>/evals.txt.
+#   TOOLS      the tools to run, in order (default: "tapegrad tapegrad-function manual", plus
+#              "pytorch" when PY can import torch; tapegrad-function is the tool whose eval
+#              functions are tapegrad::functions, traced on the first run of an evaluate and
+#              replayed after). A tool runs only the evals listed in its tools/<tool>/evals.txt.
 #   LOGS       where the logs go (default: GRADBENCH_DIR/run-logs)
 #   PY         the Python that runs the evals and Python tools; it needs numpy and pydantic
 #              (and scipy, dataclasses-json for evals other than hello). Default: the first of
@@ -65,7 +67,7 @@ else
 fi
 
 if [ -z "${TOOLS:-}" ]; then
-  TOOLS="tapegrad manual"
+  TOOLS="tapegrad tapegrad-function manual"
   "$PY" -c 'import torch' > /dev/null 2>&1 && TOOLS="$TOOLS pytorch"
 fi
 # The tapegrad tool is installed under its own name; every other tool must already be there.
@@ -75,22 +77,29 @@ for tool in $TOOLS; do
   tools="$tools $tool"
 done
 
+# install TARGET NAME: builds (when out of date) and installs one of the tool's programs.
+install() {
+  local target=$1 name=$2 bin newer=""
+  bin=${BUILD_DIR:-$ROOT/build/gradbench}/bench/gradbench/$target
+  [ -x "$bin" ] && newer=$(find "$ROOT/CMakeLists.txt" "$ROOT/cmake" "$ROOT/include" "$ROOT/src" \
+    "$HERE" -path "$RUNNER" -prune -o -type f -newer "$bin" \( -name '*.[ch]pp' -o -name '*.h' \
+    -o -name '*.in' -o -name '*.cmake' -o -name CMakeLists.txt \) -print -quit)
+  if [ "${REINSTALL:-0}" = 1 ] || [ ! -x "$bin" ] || [ -n "$newer" ]; then
+    TARGET=$target TOOL_NAME=$name "$HERE/install_tool.sh" "$GRADBENCH"
+  else
+    echo "$name tool up to date ($bin; REINSTALL=1 rebuilds it)"
+    TOOL_BIN=$bin TOOL_NAME=$name "$HERE/install_tool.sh" "$GRADBENCH"
+  fi
+}
 if [[ " $TOOLS " == *" tapegrad "* ]]; then
   if [ -n "${TAPEGRAD_TOOL_BIN:-}" ]; then
     TOOL_BIN=$TAPEGRAD_TOOL_BIN TOOL_NAME=$TOOL_NAME "$HERE/install_tool.sh" "$GRADBENCH"
   else
-    bin=${BUILD_DIR:-$ROOT/build/gradbench}/bench/gradbench/tapegrad_gradbench
-    newer=""
-    [ -x "$bin" ] && newer=$(find "$ROOT/CMakeLists.txt" "$ROOT/cmake" "$ROOT/include" "$ROOT/src" \
-      "$HERE" -path "$RUNNER" -prune -o -type f -newer "$bin" \( -name '*.[ch]pp' -o -name '*.h' \
-      -o -name '*.in' -o -name '*.cmake' -o -name CMakeLists.txt \) -print -quit)
-    if [ "${REINSTALL:-0}" = 1 ] || [ ! -x "$bin" ] || [ -n "$newer" ]; then
-      TOOL_NAME=$TOOL_NAME "$HERE/install_tool.sh" "$GRADBENCH"
-    else
-      echo "tapegrad tool up to date ($bin; REINSTALL=1 rebuilds it)"
-      TOOL_BIN=$bin TOOL_NAME=$TOOL_NAME "$HERE/install_tool.sh" "$GRADBENCH"
-    fi
+    install tapegrad_gradbench "$TOOL_NAME"
   fi
+fi
+if [[ " $TOOLS " == *" tapegrad-function "* ]]; then
+  install tapegrad_gradbench_function tapegrad-function
 fi
 
 mkdir -p "$LOGS"

@@ -1,5 +1,6 @@
 #include "tool.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 
@@ -66,14 +67,39 @@ json nested(const std::vector<double>& flat, const Shape& shape, std::size_t axi
 }
 }  // namespace
 
+namespace {
+std::atomic<bool> function_variant_on{false};
+thread_local detail::OutputCapture* active_capture = nullptr;
+}  // namespace
+
+void set_function_variant(bool on) { function_variant_on.store(on); }
+bool function_variant() { return function_variant_on.load(); }
+
+detail::OutputCapture::OutputCapture() : previous_(active_capture) { active_capture = this; }
+detail::OutputCapture::~OutputCapture() { active_capture = previous_; }
+
+Output finish_output(std::vector<Tensor> tensors, Finish finish) {
+  if (active_capture == nullptr) return finish(tensors);
+  active_capture->captured = true;
+  active_capture->tensors = std::move(tensors);
+  active_capture->finish = std::move(finish);
+  return Output();
+}
+
 Output number_output(const Tensor& t) {
-  return [t] { return json(t.item<double>()); };
+  return finish_output({t}, [](const std::vector<Tensor>& r) -> Output {
+    return [t = r[0]] { return json(t.item<double>()); };
+  });
 }
 Output list_output(const Tensor& t) {
-  return [t] { return json(to_vector(t)); };
+  return finish_output({t}, [](const std::vector<Tensor>& r) -> Output {
+    return [t = r[0]] { return json(to_vector(t)); };
+  });
 }
 Output nested_output(const Tensor& t) {
-  return [t] { return to_json(t); };
+  return finish_output({t}, [](const std::vector<Tensor>& r) -> Output {
+    return [t = r[0]] { return to_json(t); };
+  });
 }
 
 json to_json(const Tensor& t) {

@@ -248,7 +248,12 @@ void note_eager_only(const std::string& why) {
 
 void trace_op(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs) {
   for (OpTrace* trace : live_traces()) {
-    if (sees(*trace)) append(*trace, op, inputs, outputs, attrs);
+    // A Function's trace with a value read is never replayed (its fn runs eagerly): the rest
+    // of fn's ops need not be traced (a long value-dependent loop would cost the trace most).
+    // An op without a replay rule is still traced: the warning names it.
+    const bool refused =
+        trace->for_function && !trace->value_reads.empty() && op.replay_rule != nullptr;
+    if (sees(*trace) && !refused) append(*trace, op, inputs, outputs, attrs);
   }
 }
 

@@ -104,11 +104,13 @@ EvalFunctions ba_functions() {
          const Tensor residuals = ba_residuals(problem.observation_inputs(), problem.features);
          const Tensor weight_error = 1.0 - square(problem.weights);
          const std::int64_t p = problem.observations;
-         return [p, residuals, weight_error] {
-           const auto r = to_vector(residuals);
-           return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
-                       {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
-         };
+         return finish_output({residuals, weight_error}, [p](const std::vector<Tensor>& t) -> Output {
+           return [p, residuals = t[0], weight_error = t[1]] {
+             const auto r = to_vector(residuals);
+             return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
+                         {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
+           };
+         });
        })},
       {"jacobian", make_function(parse, [](const BaProblem& problem) -> Output {
            const Tensor inputs = problem.observation_inputs();
@@ -117,46 +119,52 @@ EvalFunctions ba_functions() {
            const Tensor residuals = ba_residuals(inputs, problem.features);
            // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
            const Tensor blocks = tape.batch_jacobian(residuals, inputs);
-           // The CSR matrix, built as a user would: the values copied out of the two result
-           // arrays, then 15 column indices in each residual row and one in each weight row.
            const Tensor weight_derivatives = -2.0 * problem.weights;  // [p, 1]
            const auto p = static_cast<std::size_t>(problem.observations);
            const auto n = static_cast<std::size_t>(problem.cameras), m = static_cast<std::size_t>(problem.points);
-           const double* block = blocks.array<double>().data();
-           const double* weight_derivative = weight_derivatives.array<double>().data();
-           std::vector<double> values;
-           values.reserve(31 * p);
-           values.insert(values.end(), block, block + 30 * p);
-           values.insert(values.end(), weight_derivative, weight_derivative + p);
-           // 32-bit indices, as GradBench's own C++ tools keep them (half the bytes to write).
-           if (11 * n + 3 * m + 31 * p > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-             throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
-           std::vector<std::int32_t> rows(3 * p + 1), columns(31 * p);
-           for (std::size_t r = 0; r <= 2 * p; ++r) rows[r] = static_cast<std::int32_t>(15 * r);
-           for (std::size_t r = 1; r <= p; ++r) rows[2 * p + r] = static_cast<std::int32_t>(30 * p + r);
-           const auto weight_column = static_cast<std::int32_t>(11 * n + 3 * m);
-           std::int32_t* column = columns.data();
-           for (std::size_t i = 0, camera = 0, point = 0; i < p; ++i, column += 30) {
-             // Observation i's two rows have the same 15 columns.
-             const auto camera_column = static_cast<std::int32_t>(11 * camera);
-             const auto point_column = static_cast<std::int32_t>(11 * n + 3 * point);
-             for (std::int32_t c = 0; c < 11; ++c) column[c] = column[15 + c] = camera_column + c;
-             for (std::int32_t c = 0; c < 3; ++c) column[11 + c] = column[26 + c] = point_column + c;
-             column[14] = column[29] = weight_column + static_cast<std::int32_t>(i);
-             if (++camera == n) camera = 0;
-             if (++point == m) point = 0;
-           }
-           for (std::size_t i = 0; i < p; ++i) column[i] = weight_column + static_cast<std::int32_t>(i);
-           return [v = std::move(values), rows = std::move(rows), columns = std::move(columns)] {
-             // GradBench compares the first 30 entries of each array and the last.
-             const auto head = [](const auto& all) {
-               const auto count = static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
-               std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + count);
-               out.push_back(all.back());
-               return out;
+           return finish_output(
+               {blocks, weight_derivatives}, [p, n, m](const std::vector<Tensor>& t) -> Output {
+             // The CSR matrix, built as a user would (timed): the values copied out of the two
+             // result arrays, then 15 column indices in each residual row and one in each
+             // weight row.
+             const Tensor& blocks = t[0];
+             const Tensor& weight_derivatives = t[1];
+             const double* block = blocks.array<double>().data();
+             const double* weight_derivative = weight_derivatives.array<double>().data();
+             std::vector<double> values;
+             values.reserve(31 * p);
+             values.insert(values.end(), block, block + 30 * p);
+             values.insert(values.end(), weight_derivative, weight_derivative + p);
+             // 32-bit indices, as GradBench's own C++ tools keep them (half the bytes to write).
+             if (11 * n + 3 * m + 31 * p > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+               throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
+             std::vector<std::int32_t> rows(3 * p + 1), columns(31 * p);
+             for (std::size_t r = 0; r <= 2 * p; ++r) rows[r] = static_cast<std::int32_t>(15 * r);
+             for (std::size_t r = 1; r <= p; ++r) rows[2 * p + r] = static_cast<std::int32_t>(30 * p + r);
+             const auto weight_column = static_cast<std::int32_t>(11 * n + 3 * m);
+             std::int32_t* column = columns.data();
+             for (std::size_t i = 0, camera = 0, point = 0; i < p; ++i, column += 30) {
+               // Observation i's two rows have the same 15 columns.
+               const auto camera_column = static_cast<std::int32_t>(11 * camera);
+               const auto point_column = static_cast<std::int32_t>(11 * n + 3 * point);
+               for (std::int32_t c = 0; c < 11; ++c) column[c] = column[15 + c] = camera_column + c;
+               for (std::int32_t c = 0; c < 3; ++c) column[11 + c] = column[26 + c] = point_column + c;
+               column[14] = column[29] = weight_column + static_cast<std::int32_t>(i);
+               if (++camera == n) camera = 0;
+               if (++point == m) point = 0;
+             }
+             for (std::size_t i = 0; i < p; ++i) column[i] = weight_column + static_cast<std::int32_t>(i);
+             return [v = std::move(values), rows = std::move(rows), columns = std::move(columns)] {
+               // GradBench compares the first 30 entries of each array and the last.
+               const auto head = [](const auto& all) {
+                 const auto count = static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
+                 std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + count);
+                 out.push_back(all.back());
+                 return out;
+               };
+               return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
              };
-             return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
-           };
+           });
        })},
   };
 }

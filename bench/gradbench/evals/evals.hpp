@@ -42,6 +42,14 @@ struct GmmData {
   double gamma = 1;
   int m = 0;
 };
+template <class Visit>
+void for_each_tensor(GmmParameters& p, Visit& visit) {
+  for (Tensor* t : {&p.alpha, &p.mu, &p.q, &p.l}) visit(*t);
+}
+template <class Visit>
+void for_each_tensor(GmmData& data, Visit& visit) {
+  visit(data.x);
+}
 Tensor gmm_objective(const GmmParameters& p, const GmmData& data);
 EvalFunctions gmm_functions();
 
@@ -50,6 +58,11 @@ struct LstmData {
   Tensor state;     // [2l, b]: hidden and cell of each layer
   Tensor sequence;  // [c, b]
 };
+template <class Visit>
+void for_each_tensor(LstmData& data, Visit& visit) {
+  visit(data.state);
+  visit(data.sequence);
+}
 Tensor lstm_objective(const Tensor& main_params /*[2l, 4b]*/, const Tensor& extra_params /*[3, b]*/,
                       const LstmData& data);
 EvalFunctions lstm_functions();
@@ -86,6 +99,13 @@ struct BaProblem {
   Tensor point_index;        // Int64 [p]
 };
 // Weighted reprojection residuals [p, 2] of the [p, 15] observation inputs.
+template <class Visit>
+void for_each_tensor(BaProblem& problem, Visit& visit) {
+  for (Tensor* t : {&problem.camera_parameters, &problem.point_positions, &problem.weights,
+                    &problem.features, &problem.camera_index, &problem.point_index}) {
+    visit(*t);
+  }
+}
 Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
 EvalFunctions ba_functions();
 

@@ -86,10 +86,13 @@ EvalFunctions gmm_functions() {
          GradientTape tape;
          tape.watch({p.alpha, p.mu, p.q, p.l});
          const Tensor value = gmm_objective(p, in.second);
-         const std::vector<Tensor> g = tape.gradient(value, {p.alpha, p.mu, p.q, p.l});
-         return [g] {
-           return json{{"alpha", to_json(g[0])}, {"mu", to_json(g[1])}, {"q", to_json(g[2])}, {"l", to_json(g[3])}};
-         };
+         return finish_output(tape.gradient(value, {p.alpha, p.mu, p.q, p.l}),
+                              [](const std::vector<Tensor>& g) -> Output {
+                                return [g] {
+                                  return json{{"alpha", to_json(g[0])}, {"mu", to_json(g[1])},
+                                              {"q", to_json(g[2])}, {"l", to_json(g[3])}};
+                                };
+                              });
        })},
   };
 }

@@ -62,13 +62,15 @@ EvalFunctions lstm_functions() {
          GradientTape tape;
          tape.watch({main_params, extra_params});
          const Tensor value = lstm_objective(main_params, extra_params, std::get<2>(in));
-         const std::vector<Tensor> g = tape.gradient(value, {main_params, extra_params});
-         return [g] {
-           std::vector<double> flat = to_vector(g[0]);
-           const std::vector<double> extra = to_vector(g[1]);
-           flat.insert(flat.end(), extra.begin(), extra.end());
-           return json(flat);
-         };
+         return finish_output(tape.gradient(value, {main_params, extra_params}),
+                              [](const std::vector<Tensor>& g) -> Output {
+                                return [g] {
+                                  std::vector<double> flat = to_vector(g[0]);
+                                  const std::vector<double> extra = to_vector(g[1]);
+                                  flat.insert(flat.end(), extra.begin(), extra.end());
+                                  return json(flat);
+                                };
+                              });
        })},
   };
 }

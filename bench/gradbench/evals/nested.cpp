@@ -142,7 +142,10 @@ EvalFunctions saddle_functions() {
     functions[name] = make_function([](const json& input) { return vector_from_json(input["start"]); },
                                     [outer = outer, inner = inner](const Tensor& start) -> Output {
                                       const auto result = saddle_point(start, outer, inner);
-                                      return [result] { return json(result); };
+                                      // C++ numbers, not tensors (its loops read values).
+                                      return finish_output({}, [result](const std::vector<Tensor>&) -> Output {
+                                        return [result] { return json(result); };
+                                      });
                                     });
   }
   return functions;
@@ -156,8 +159,9 @@ EvalFunctions particle_functions() {
         [](const json& input) { return constant({input["w"].get<double>()}); },
         [outer = outer, inner = inner](const Tensor& w0) -> Output {
           const Objective landing = [inner](const Tensor& w) { return particle_final_x_squared(w, inner); };
-          const Tensor w = argmin(landing, w0, outer);
-          return [w] { return json(to_vector(w)[0]); };
+          return finish_output({argmin(landing, w0, outer)}, [](const std::vector<Tensor>& t) -> Output {
+            return [w = t[0]] { return json(to_vector(w)[0]); };
+          });
         });
   }
   return functions;
