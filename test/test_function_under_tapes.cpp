@@ -201,3 +201,28 @@ TEST_CASE("function under a tape: first calls, assignments and random draws run 
     require_identical(g, random_uniform({2}, reference, 1.0, 2.0, DType::Float64));
   }
 }
+
+TEST_CASE("function under a tape: signatures of different argument counts each get their own "
+          "gradient", "[function][tapes]") {
+  // fn sums its arguments' squares: called with one and with two arguments, the gradient
+  // Functions must split (arguments, output gradients) differently.
+  const Function f = function([](const std::vector<Tensor>& args) {
+    Tensor total = reduce_sum(square(args[0]));
+    for (std::size_t i = 1; i < args.size(); ++i) total = add(total, reduce_sum(square(args[i])));
+    return std::vector<Tensor>{total};
+  });
+  const Tensor x = vector_of({1.0, -2.0});
+  const Tensor y = vector_of({0.5, 3.0, -1.0});
+  f({x});
+  f({x, y});  // both traced
+  for (int round = 0; round < 2; ++round) {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(y);
+    const Tensor one = f({x})[0];
+    const Tensor two = f({x, y})[0];
+    const std::vector<Tensor> g = tape.gradient(add(one, multiply(scalar(10.0, DType::Float64), two)), {x, y});
+    require_identical(g[0], vector_of({22.0, -44.0}));  // 2x + 10 (2x)
+    require_identical(g[1], vector_of({10.0, 60.0, -20.0}));  // 10 (2y)
+  }
+}

@@ -402,14 +402,16 @@ struct FunctionState {
   }
 
   // Under tapes: the gradient of fn as a Function of (args, output gradients) -> (the
-  // gradients of args, then of `variables`), one per list of variables fn read. Its replay is
+  // gradients of args, then of `variables`), one per argument count and list of variables
+  // fn read. Its replay is
   // fn's forward and backward ops; under an outer tape it is one recorded op in turn (higher
   // orders).
   std::vector<std::pair<std::vector<std::uint64_t>, Function>> gradient_functions;
 
   Function gradient_function(const std::vector<Variable>& variables, std::size_t argument_count) {
-    std::vector<std::uint64_t> ids;
-    ids.reserve(variables.size());
+    // Keyed by the argument count too: it says where the output gradients start.
+    std::vector<std::uint64_t> ids{argument_count};
+    ids.reserve(variables.size() + 1);
     for (const Variable& v : variables) ids.push_back(v.handle().id());
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& entry : gradient_functions) {
