@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "identical_support.hpp"
 #include "support.hpp"
 #include "tapegrad/tapegrad.hpp"
 
@@ -18,21 +19,9 @@ using namespace tapegrad::testing;
 
 namespace {
 
-// Equal bit for bit (NaNs included).
-void require_bitwise_equal(const Tensor& got, const Tensor& expected) {
-  REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.shape() == expected.shape());
-  const auto a = values(got), b = values(expected);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const bool same = std::isnan(a[i]) ? std::isnan(b[i]) : a[i] == b[i];
-    INFO("element " << i << ": " << a[i] << " vs " << b[i]);
-    REQUIRE(same);
-  }
-}
-
 void require_all_bitwise_equal(const std::vector<Tensor>& got, const std::vector<Tensor>& expected) {
   REQUIRE(got.size() == expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) require_bitwise_equal(got[i], expected[i]);
+  for (std::size_t i = 0; i < got.size(); ++i) require_identical(got[i], expected[i]);
 }
 
 Tensor ramp(std::size_t n, DType dtype, double scale = 1.0) {
@@ -164,7 +153,7 @@ TEST_CASE("function fused: a run split by a Variable read and assignment, and by
   const std::vector<Tensor> second = eager(x);
   require_all_bitwise_equal(replayed, first);
   require_all_bitwise_equal(replayed_again, second);
-  require_bitwise_equal(v.value(), eager_v.value());
+  require_identical(v.value(), eager_v.value());
 }
 
 TEST_CASE("function fused: a fused replay holds only the tensors read after the run, and without "

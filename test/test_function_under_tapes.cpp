@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "identical_support.hpp"
 #include "support.hpp"
 #include "tapegrad/tapegrad.hpp"
 
@@ -15,18 +16,6 @@ using namespace tapegrad;
 using namespace tapegrad::testing;
 
 namespace {
-
-void require_identical(const Tensor& got, const Tensor& expected) {
-  REQUIRE(got.defined() == expected.defined());
-  if (!got.defined()) return;
-  REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.shape() == expected.shape());
-  const auto a = values(got), b = values(expected);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    INFO("element " << i << ": " << a[i] << " vs " << b[i]);
-    REQUIRE(a[i] == b[i]);
-  }
-}
 
 Tensor vector_of(std::vector<double> v) {
   const std::size_t n = v.size();
