@@ -164,7 +164,6 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   fused.dtype = first.output_dtypes[0];
   fused.shape = first.output_shapes[0];
   fused.elements = element_count(fused.shape);
-  fused.first_op = kept[run.first];
 
   // The last op of the run that reads each value the run computes.
   std::unordered_map<std::size_t, std::size_t> last_use;

@@ -16,7 +16,6 @@ struct FusedElementwise {
   DType dtype;
   Shape shape;  // every op's output shape
   std::size_t elements;
-  std::size_t first_op;  // the trace index of its first op
   std::vector<TracedInput> inputs;
   // Per input: 1 element spread over the whole shape (a broadcast scalar) when true.
   std::vector<bool> spread;

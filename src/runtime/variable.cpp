@@ -107,27 +107,27 @@ Variable::Variable(Tensor initial, bool trainable, std::string name) {
   impl_->handle = detail::make_handle(impl_->value);
 }
 
-Tensor Variable::peek() const {
+namespace detail {
+namespace {
+// The stored value, told to live traces as a read through value() or peek().
+Tensor read_value(const Variable& variable, const VariableImpl& impl, bool through_value) {
   Tensor v;
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    v = impl_->value;
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    v = impl.value;
   }
-  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
-    detail::note_variable_read(*this, v, false);
+  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
+    note_variable_read(variable, v, through_value);
   }
   return v;
 }
+}  // namespace
+}  // namespace detail
+
+Tensor Variable::peek() const { return detail::read_value(*this, *impl_, false); }
 
 Tensor Variable::value() const {
-  Tensor v;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    v = impl_->value;
-  }
-  if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
-    detail::note_variable_read(*this, v, true);
-  }
+  Tensor v = detail::read_value(*this, *impl_, true);
   if (detail::any_tape_active()) detail::read_variable(*this, v);
   if (trainable()) {
     for (detail::VariableReadObserver* observer : detail::observer_stack()) observer->notify(*this);
