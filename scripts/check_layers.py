@@ -37,6 +37,7 @@ TENSOR_CREATION = "kernels build their result tensors (and describe them) themse
 TAPE_INTERNALS = "implemented on the tape's internals (GradientTape, traces, warnings)"
 KERNEL_HELPERS = "borrows the dtype dispatch or the shape messages of kernels/"
 INTERNAL_OPS = "calls ops that are not public (seeds, diagonal-seed rules, assign_add)"
+IN_PLACE = "updates its slots and variables in their own buffers when no one else holds them"
 
 # (including file, included header) -> why.
 KNOWN = {
@@ -58,11 +59,13 @@ KNOWN = {
     ("src/kernels/elementwise.hpp", "runtime/new_tensor.hpp"): TENSOR_CREATION,
     ("src/kernels/shape_util.cpp", "runtime/tensor_impl.hpp"): TENSOR_CREATION,
     ("src/optim/adam_update.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,
+    ("src/optim/adam_update.cpp", "runtime/in_place.hpp"): IN_PLACE,
     ("src/optim/clip.cpp", "kernels/shape_util.hpp"): KERNEL_HELPERS,
     ("src/optim/lbfgs.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,
     ("src/optim/lbfgs.cpp", "kernels/shape_util.hpp"): KERNEL_HELPERS,
     ("src/optim/optimizers.cpp", "kernels/dispatch.hpp"): KERNEL_HELPERS,
     ("src/optim/optimizers.cpp", "kernels/shape_util.hpp"): KERNEL_HELPERS,
+    ("src/optim/optimizers.cpp", "runtime/in_place.hpp"): IN_PLACE,
     ("src/optim/optimizers.cpp", "runtime/op_trace.hpp"): TAPE_INTERNALS,
     ("src/optim/optimizers.cpp", "runtime/warn.hpp"): TAPE_INTERNALS,
     ("src/runtime/variable.cpp", "ops/internal_ops.hpp"): INTERNAL_OPS,

@@ -314,3 +314,36 @@ TEST_CASE("a Function called from several threads at once", "[function][threads]
   CHECK(f.trace_count() >= 2);
   CHECK(f.trace_count() <= 2 * kThreads);
 }
+
+TEST_CASE("a variable stepped in place while other threads read it", "[threads][optim]") {
+  // SGD with learning rate 1 on a gradient of ones: after k steps every element is -k exactly.
+  // A reader must always see one step's value whole, never a step half written.
+  constexpr std::size_t kElements = 4096;
+  constexpr int kSteps = 400;
+  Variable w(zeros({kElements}), true, "w");
+  const Tensor ones_gradient = ones({kElements});
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0}, backwards{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      double last = 0.0;
+      while (!done.load()) {
+        const Tensor value = w.peek();
+        const auto& a = value.array<double>();
+        for (double x : a) {
+          if (x != a[0]) ++torn;
+        }
+        if (a[0] > last) ++backwards;
+        last = a[0];
+      }
+    });
+  }
+  SGD sgd(1.0);
+  for (int step = 0; step < kSteps; ++step) sgd.apply_gradients({{ones_gradient, w}});
+  done = true;
+  for (std::thread& t : readers) t.join();
+  CHECK(torn.load() == 0);
+  CHECK(backwards.load() == 0);
+  require_close(w.peek(), {kElements}, std::vector<double>(kElements, -kSteps), 0.0);
+}

@@ -11,6 +11,7 @@ namespace tapegrad {
 
 namespace detail {
 struct VariableImpl;
+struct VariableAccess;
 }
 
 /// A shared handle to mutable state: copies of a Variable are the same variable.
@@ -52,6 +53,7 @@ class Variable {
   bool operator!=(const Variable& other) const { return impl_ != other.impl_; }
 
  private:
+  friend struct detail::VariableAccess;  // the runtime's way to the stored value
   std::shared_ptr<detail::VariableImpl> impl_;
 };
 

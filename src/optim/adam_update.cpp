@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/dispatch.hpp"
+#include "runtime/in_place.hpp"
 
 namespace tapegrad::detail {
 
@@ -15,40 +16,38 @@ void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable
   const double correction_2 = 1.0 - std::pow(rule.beta_2, t);
   dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> w(variable.peek().array<T>());
-    xt::xarray<T> m(slots[0].array<T>());
-    xt::xarray<T> v(slots[1].array<T>());
-    const T* g = grad.array<T>().data();
+    // m and v in the optimizer's own buffers, unless someone holds them (a checkpoint being
+    // written): then on copies that replace them.
+    T* m = elements_to_overwrite<T>(slots[0]);
+    T* v = elements_to_overwrite<T>(slots[1]);
+    const T* g = kernel_data<T>(grad);
     const T b1 = static_cast<T>(rule.beta_1), b2 = static_cast<T>(rule.beta_2);
     const T eps = static_cast<T>(rule.epsilon);
     // 1 - beta in the variable's dtype (Keras) or rounded from double (PyTorch): the two
     // differ in float32, where 1 - float(0.999) is not float(0.001).
     const T one_minus_b1 = rule.epsilon_on_v_hat ? static_cast<T>(1.0 - rule.beta_1) : T(1) - b1;
     const T one_minus_b2 = rule.epsilon_on_v_hat ? static_cast<T>(1.0 - rule.beta_2) : T(1) - b2;
-    const std::size_t n = w.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      m.data()[i] = b1 * m.data()[i] + one_minus_b1 * g[i];
-      v.data()[i] = b2 * v.data()[i] + one_minus_b2 * g[i] * g[i];
-    }
-    if (rule.weight_decay != 0.0) {
-      const T keep = static_cast<T>(1.0 - rule.learning_rate * rule.weight_decay);
-      for (std::size_t i = 0; i < n; ++i) w.data()[i] *= keep;
-    }
-    if (!rule.epsilon_on_v_hat) {
-      const T a = static_cast<T>(rule.learning_rate * std::sqrt(correction_2) / correction_1);
+    const T keep = static_cast<T>(1.0 - rule.learning_rate * rule.weight_decay);
+    const bool decay = rule.weight_decay != 0.0;
+    const T a = static_cast<T>(rule.learning_rate * std::sqrt(correction_2) / correction_1);
+    const T step_size = static_cast<T>(rule.learning_rate / correction_1);
+    const T root_correction_2 = static_cast<T>(std::sqrt(correction_2));
+    update_variable(variable, [&](Tensor& value) {
+      T* w = elements_to_overwrite<T>(value);
+      const std::size_t n = value.size();
+      // One pass; each element's operations in the order of the separate passes they
+      // replace, so the numbers are the same.
       for (std::size_t i = 0; i < n; ++i) {
-        w.data()[i] -= a * m.data()[i] / (std::sqrt(v.data()[i]) + eps);
+        m[i] = b1 * m[i] + one_minus_b1 * g[i];
+        v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
+        if (decay) w[i] *= keep;
+        if (!rule.epsilon_on_v_hat) {
+          w[i] -= a * m[i] / (std::sqrt(v[i]) + eps);
+        } else {
+          w[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_correction_2 + eps);
+        }
       }
-    } else {
-      const T step_size = static_cast<T>(rule.learning_rate / correction_1);
-      const T root_correction_2 = static_cast<T>(std::sqrt(correction_2));
-      for (std::size_t i = 0; i < n; ++i) {
-        w.data()[i] -= step_size * m.data()[i] / (std::sqrt(v.data()[i]) / root_correction_2 + eps);
-      }
-    }
-    slots[0] = Tensor(std::move(m));
-    slots[1] = Tensor(std::move(v));
-    variable.assign(Tensor(std::move(w)));
+    });
   });
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "optim/adam_update.hpp"
+#include "runtime/in_place.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/warn.hpp"
 
@@ -19,11 +20,6 @@ namespace {
 std::string where(const char* optimizer, const Variable& v) {
   return std::string(optimizer) + "::apply_gradients: variable '" + v.name() + "' (shape " +
          shape_to_string(v.shape()) + ", dtype " + dtype_name(v.dtype()) + ")";
-}
-
-template <class T>
-xt::xarray<T> copy_of(const Tensor& t) {
-  return xt::xarray<T>(t.array<T>());
 }
 
 std::size_t row_size(const Shape& shape) {
@@ -262,14 +258,12 @@ void sgd_step(T* w, T* velocity, const T* g, const std::size_t* at, std::size_t 
 void SGD::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t) {
   detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> w = copy_of<T>(variable.peek());
-    xt::xarray<T> velocity;
-    if (!slots.empty()) velocity = copy_of<T>(slots[0]);
-    sgd_step<T>(w.data(), slots.empty() ? nullptr : velocity.data(), grad.array<T>().data(),
-                nullptr, w.size(), static_cast<T>(learning_rate_), static_cast<T>(momentum_),
-                nesterov_);
-    if (!slots.empty()) slots[0] = Tensor(std::move(velocity));
-    variable.assign(Tensor(std::move(w)));
+    T* velocity = slots.empty() ? nullptr : detail::elements_to_overwrite<T>(slots[0]);
+    const T* g = detail::kernel_data<T>(grad);
+    detail::update_variable(variable, [&](Tensor& value) {
+      sgd_step<T>(detail::elements_to_overwrite<T>(value), velocity, g, nullptr, value.size(),
+                  static_cast<T>(learning_rate_), static_cast<T>(momentum_), nesterov_);
+    });
   });
 }
 
@@ -283,14 +277,12 @@ void SGD::update_sparse(Variable& variable, const std::vector<std::int64_t>& uni
     for (std::int64_t row : unique_indices) {
       for (std::size_t j = 0; j < width; ++j) at.push_back(static_cast<std::size_t>(row) * width + j);
     }
-    xt::xarray<T> w = copy_of<T>(variable.peek());
-    xt::xarray<T> velocity;
-    if (!slots.empty()) velocity = copy_of<T>(slots[0]);
-    sgd_step<T>(w.data(), slots.empty() ? nullptr : velocity.data(),
-                summed_rows.array<T>().data(), at.data(), at.size(),
-                static_cast<T>(learning_rate_), static_cast<T>(momentum_), nesterov_);
-    if (!slots.empty()) slots[0] = Tensor(std::move(velocity));
-    variable.assign(Tensor(std::move(w)));
+    T* velocity = slots.empty() ? nullptr : detail::elements_to_overwrite<T>(slots[0]);
+    const T* rows = detail::kernel_data<T>(summed_rows);
+    detail::update_variable(variable, [&](Tensor& value) {
+      sgd_step<T>(detail::elements_to_overwrite<T>(value), velocity, rows, at.data(), at.size(),
+                  static_cast<T>(learning_rate_), static_cast<T>(momentum_), nesterov_);
+    });
   });
 }
 

@@ -17,9 +17,10 @@ namespace tapegrad::detail {
 
 // Never mutated after construction (the lazily built Shape is a cache of the array's own
 // shape, the contiguous copy of a view a cache of its elements), so tapes can keep handles to
-// inputs and outputs without copying and without version counters. The one exception is
-// unobservable: the backward walk adds to a running gradient sum in place while its handle is
-// the only one and it is not a view (runtime/vspace.cpp).
+// inputs and outputs without copying and without version counters. The exceptions are
+// unobservable, each writing a base tensor whose handle is the only one: the backward walk
+// adds to a running gradient sum in place (runtime/vspace.cpp), and optimizers update a
+// variable's value and their slots in place (runtime/in_place.hpp).
 //
 // A tensor is either a base, which owns its array, or a view of a base (TensorViewImpl).
 class TensorViewImpl;

@@ -7,6 +7,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "ops/internal_ops.hpp"
+#include "runtime/in_place.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tensor_impl.hpp"
@@ -22,6 +23,10 @@ struct VariableImpl {
   Tensor handle;
   mutable std::mutex mutex;
   Tensor value;
+};
+
+struct VariableAccess {
+  static VariableImpl& impl(const Variable& v) { return *v.impl_; }
 };
 
 namespace {
@@ -180,6 +185,22 @@ void Variable::assign_sub(const Tensor& delta) {
   impl_->value = detail::combine("Variable::assign_sub", impl_->value, delta,
                                  [](auto a, auto b) { return detail::wrapping_sub(a, b); });
 }
+
+namespace detail {
+
+void update_variable(Variable& variable, const std::function<void(Tensor& value)>& update) {
+  VariableImpl& impl = VariableAccess::impl(variable);
+  if (live_trace_count.load(std::memory_order_relaxed) != 0) {
+    Tensor value = variable.peek();
+    update(value);
+    variable.assign(value);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  update(impl.value);
+}
+
+}  // namespace detail
 
 bool Variable::trainable() const { return impl_->trainable; }
 const std::string& Variable::name() const { return impl_->name; }
