@@ -75,3 +75,27 @@ TEST_CASE("a read of a variable, a view of it and a kept slot never change when 
   require_close(sgd.slot(w, "momentum"), {2, 2}, {-0.375, 0.375, -0.75, -0.1875}, 1e-15);
   require_close(w.peek(), {2, 2}, {0.375, 2.625, 1.75, 3.6875}, 1e-15);
 }
+
+TEST_CASE("assign_add and assign_sub write in place only when no one holds the value",
+          "[variable][memory]") {
+  Variable w(constant({1.0, 2.0, 3.0}), true, "w");
+  const void* buffer = buffer_of(w.peek());
+  w.assign_add(constant({0.5, 0.5, 0.5}));
+  w.assign_sub(constant({1.0, 0.0, -1.0}));
+  CHECK(buffer_of(w.peek()) == buffer);
+  require_close(w.peek(), {3}, {0.5, 2.5, 4.5}, 0.0);
+  const Tensor read = w.value();
+  const Tensor tail = slice(read, {1}, {2});  // a view of the read
+  w.assign_add(constant({1.0, 1.0, 1.0}));
+  CHECK(values(read) == std::vector<double>{0.5, 2.5, 4.5});
+  CHECK(values(tail) == std::vector<double>{2.5, 4.5});
+  CHECK(buffer_of(w.peek()) != buffer_of(read));
+  require_close(w.peek(), {3}, {1.5, 3.5, 5.5}, 0.0);
+  // The variable's own value as the delta: it is held twice, so the sum goes to a new buffer.
+  w.assign_add(w.peek());
+  require_close(w.peek(), {3}, {3.0, 7.0, 11.0}, 0.0);
+  // Integers wrap as before.
+  Variable count(from_values({2147483647.0}, {1}, DType::Int32), false, "count");
+  count.assign_add(from_values({1.0}, {1}, DType::Int32));
+  CHECK(count.peek().array<std::int32_t>()(0) == -2147483647 - 1);
+}

@@ -69,15 +69,23 @@ void check_compatible(const char* op, const Variable& v, const Tensor& t) {
   }
 }
 
+// value = c(value, delta), in value's own buffer when no one else holds it (in_place.hpp),
+// else in a new one.
 template <class Combine>
-Tensor combine(const char* op, const Tensor& a, const Tensor& b, Combine c) {
-  return dispatch_numeric(op, a, [&](auto zero) {
+void combine_into(const char* op, Tensor& value, const Tensor& delta, Combine c) {
+  dispatch_numeric(op, value, [&](auto zero) {
     using T = decltype(zero);
-    const auto& x = kernel_array<T>(a);
-    const auto& y = kernel_array<T>(b);
-    xt::xarray<T> out = xt::empty<T>(x.shape());
-    for (std::size_t i = 0; i < out.size(); ++i) out.data()[i] = c(x.data()[i], y.data()[i]);
-    return Tensor(std::move(out));
+    const T* y = kernel_data<T>(delta);
+    const std::size_t n = value.size();
+    if (only_handle(value)) {
+      T* x = elements_to_overwrite<T>(value);
+      for (std::size_t i = 0; i < n; ++i) x[i] = c(x[i], y[i]);
+      return;
+    }
+    const T* x = kernel_data<T>(value);
+    xt::xarray<T> out = xt::empty<T>(kernel_array<T>(value).shape());
+    for (std::size_t i = 0; i < n; ++i) out.data()[i] = c(x[i], y[i]);
+    value = Tensor(std::move(out));
   });
 }
 
@@ -173,8 +181,8 @@ void Variable::assign_add(const Tensor& delta) {
   detail::note_write(*this, *impl_, detail::TraceStep::Kind::AssignAdd, delta,
                      "Variable::assign_add");
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->value = detail::combine("Variable::assign_add", impl_->value, delta,
-                                 [](auto a, auto b) { return detail::wrapping_add(a, b); });
+  detail::combine_into("Variable::assign_add", impl_->value, delta,
+                       [](auto a, auto b) { return detail::wrapping_add(a, b); });
 }
 
 void Variable::assign_sub(const Tensor& delta) {
@@ -182,8 +190,8 @@ void Variable::assign_sub(const Tensor& delta) {
   detail::note_write(*this, *impl_, detail::TraceStep::Kind::AssignSub, delta,
                      "Variable::assign_sub");
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->value = detail::combine("Variable::assign_sub", impl_->value, delta,
-                                 [](auto a, auto b) { return detail::wrapping_sub(a, b); });
+  detail::combine_into("Variable::assign_sub", impl_->value, delta,
+                       [](auto a, auto b) { return detail::wrapping_sub(a, b); });
 }
 
 namespace detail {
