@@ -22,12 +22,12 @@ using tapegrad::testing::values;
 namespace {
 
 // Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file (a definition
-// wrapped in with_replay(...) or with_elementwise(...) included).
+// wrapped in with_replay(...), with_elementwise(...) or with_structure(...) included).
 std::map<std::string, std::string> op_definitions_in_sources() {
   std::map<std::string, std::string> found;
   const std::regex definition(
       R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*)re"
-      R"re((?:(?:detail::)?with_(?:replay|elementwise)\(\s*)*[\w:]+\(\s*"(\w+)")re");
+      R"re((?:(?:detail::)?with_(?:replay|elementwise|structure)\(\s*)*[\w:]+\(\s*"(\w+)")re");
   for (const auto& entry : std::filesystem::recursive_directory_iterator(TAPEGRAD_SOURCE_DIR)) {
     if (entry.path().extension() != ".cpp" && entry.path().extension() != ".hpp") continue;
     std::ifstream in(entry.path());
