@@ -130,6 +130,34 @@ TEST_CASE("every built-in op has a replay rule, or makes a Function run eagerly 
   CHECK(with_rule + kNoReplayRuleOnPurpose.size() == detail::builtin_ops().size());
 }
 
+// The ops a diagonal batch of the vectorized Jacobian passes through (a structure rule): the
+// linear ops of a backward walk, and MatMul of a constant matrix with a diagonal column or row.
+// test_structure_rules checks each rule against the op's forward, row by row.
+const std::set<std::string> kStructured = {
+    "Identity", "Reshape", "Neg", "Add", "Sub", "Mul", "RealDiv", "TanhGrad", "SigmoidGrad",
+    "ReluGrad", "SoftplusGrad", "EluGrad", "GeluGrad", "GeluTanhGrad", "ReciprocalGrad",
+    "SqrtGrad", "RsqrtGrad", "MatMul"};
+
+TEST_CASE("exactly the linear ops the vectorized Jacobian keeps diagonal have a structure rule",
+          "[registry][vectorize]") {
+  REQUIRE(kStructured.size() == 18);
+  std::set<std::string> with_rule;
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    if (op->structure_rule == nullptr) continue;
+    with_rule.insert(op->name);
+    // The batching rule runs whenever the structure rule declines.
+    CHECK(op->batching_rule != nullptr);
+  }
+  CHECK(with_rule == kStructured);
+  for (const std::string& name : kStructured) {
+    INFO(name);
+    CHECK(detail::op_named(name).structure_rule != nullptr);
+  }
+  // BatchMatMulV2 shares MatMul's forward but not its structure rule (batched products stay
+  // dense).
+  CHECK(detail::op_named("BatchMatMulV2").structure_rule == nullptr);
+}
+
 TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {
   const auto identity_gradient = [](const OpContext&, const std::vector<Tensor>& g) { return g; };
   const std::string message = message_of<InvalidArgument>([&] {
