@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "functional/identity_rows.hpp"
 #include "ops/internal_ops.hpp"
+#include "runtime/batching_context.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/op_trace.hpp"
 #include "support.hpp"
@@ -306,14 +306,21 @@ TEST_CASE("the vectorized Jacobian keeps a diagonal seed diagonal through each f
     const Tensor x = random_tensor({2, 3}, seed++, fc.lo, fc.hi);
     const Tensor v = kept(fc, x);
     const Tensor d = random_tensor({2, 3}, seed++);
-    // The op on (constant v, diagonal g) gives the output's diagonal: the op on (v, d).
-    std::vector<detail::ReplayValue> replay(2);
-    replay[1].diagonal = d;
-    const auto diagonal = detail::diagonal_outputs(detail::op_named(fc.op), nullptr, replay,
-                                                   {v, Tensor()}, {x.shape()});
+    // The op's structure rule on (constant v, diagonal g) gives the output's diagonal: the op
+    // on (v, d).
+    const detail::OpDefinition& op = detail::op_named(fc.op);
+    REQUIRE(op.structure_rule != nullptr);
+    std::vector<detail::StructuredValue> structured(2);
+    structured[1].diagonal = d;
+    const std::vector<Shape> output_shapes{x.shape()};
+    const std::vector<DType> output_dtypes{x.dtype()};
+    const detail::StructureContext context{op, nullptr, output_shapes, output_dtypes};
+    const auto diagonal = op.structure_rule(context, structured, {v, Tensor()});
     REQUIRE(diagonal.has_value());
     REQUIRE(diagonal->size() == 1);
-    require_same_values(diagonal->front(), fc.fused(v, d), 0);
+    REQUIRE(diagonal->front().is_diagonal());
+    CHECK_FALSE(diagonal->front().dense.defined());
+    require_same_values(diagonal->front().diagonal, fc.fused(v, d), 0);
     // End to end: the Jacobian is diag(f'(x)), as the loop of backward passes finds it.
     GradientTape tape;
     tape.watch(x);

@@ -22,12 +22,12 @@ using tapegrad::testing::values;
 namespace {
 
 // Every `constexpr OpDefinition name = ...("OpName"` in src/, by op name -> file (a definition
-// wrapped in with_replay(...) or with_elementwise(...) included).
+// wrapped in with_replay(...), with_elementwise(...) or with_structure(...) included).
 std::map<std::string, std::string> op_definitions_in_sources() {
   std::map<std::string, std::string> found;
   const std::regex definition(
       R"re(constexpr (?:detail::)?OpDefinition\s+\w+\s*=\s*)re"
-      R"re((?:(?:detail::)?with_(?:replay|elementwise)\(\s*)*[\w:]+\(\s*"(\w+)")re");
+      R"re((?:(?:detail::)?with_(?:replay|elementwise|structure)\(\s*)*[\w:]+\(\s*"(\w+)")re");
   for (const auto& entry : std::filesystem::recursive_directory_iterator(TAPEGRAD_SOURCE_DIR)) {
     if (entry.path().extension() != ".cpp" && entry.path().extension() != ".hpp") continue;
     std::ifstream in(entry.path());
@@ -128,6 +128,34 @@ TEST_CASE("every built-in op has a replay rule, or makes a Function run eagerly 
     if (op->replay_rule != nullptr) ++with_rule;
   }
   CHECK(with_rule + kNoReplayRuleOnPurpose.size() == detail::builtin_ops().size());
+}
+
+// The ops a diagonal batch of the vectorized Jacobian passes through (a structure rule): the
+// linear ops of a backward walk, and MatMul of a constant matrix with a diagonal column or row.
+// test_structure_rules checks each rule against the op's forward, row by row.
+const std::set<std::string> kStructured = {
+    "Identity", "Reshape", "Neg", "Add", "Sub", "Mul", "RealDiv", "TanhGrad", "SigmoidGrad",
+    "ReluGrad", "SoftplusGrad", "EluGrad", "GeluGrad", "GeluTanhGrad", "ReciprocalGrad",
+    "SqrtGrad", "RsqrtGrad", "MatMul"};
+
+TEST_CASE("exactly the linear ops the vectorized Jacobian keeps diagonal have a structure rule",
+          "[registry][vectorize]") {
+  REQUIRE(kStructured.size() == 18);
+  std::set<std::string> with_rule;
+  for (const detail::OpDefinition* op : detail::builtin_ops()) {
+    if (op->structure_rule == nullptr) continue;
+    with_rule.insert(op->name);
+    // The batching rule runs whenever the structure rule declines.
+    CHECK(op->batching_rule != nullptr);
+  }
+  CHECK(with_rule == kStructured);
+  for (const std::string& name : kStructured) {
+    INFO(name);
+    CHECK(detail::op_named(name).structure_rule != nullptr);
+  }
+  // BatchMatMulV2 shares MatMul's forward but not its structure rule (batched products stay
+  // dense).
+  CHECK(detail::op_named("BatchMatMulV2").structure_rule == nullptr);
 }
 
 TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {

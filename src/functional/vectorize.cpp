@@ -148,7 +148,7 @@ Shape with_batch(std::size_t batch, const Shape& example) {
 }
 
 // The replay's single elem when it is the identity [n] ++ example: never built unless an op
-// needs it dense (identity_rows.hpp).
+// needs it dense (its diagonal kept instead: runtime/batching_context.hpp).
 struct IdentitySeed {
   Shape example;
   DType dtype;
@@ -173,41 +173,43 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
   for (const TracedInput& out : call.outputs) {
     if (out.value != TracedInput::kConstant) ++uses[out.value];
   }
-  std::vector<ReplayValue> values(call.trace.num_values);
+  std::vector<StructuredValue> values(call.trace.num_values);
   for (std::size_t i = 0; i < elems.size(); ++i) values[i].dense = elems[i];
   if (identity != nullptr) values[0].diagonal = ones(identity->example, identity->dtype);
-  const auto dense = [&](ReplayValue& v) -> const Tensor& {
+  const auto dense = [&](StructuredValue& v) -> const Tensor& {
     if (!v.dense.defined()) v.dense = dense_of_diagonal(v.diagonal);
     return v.dense;
   };
 
   std::vector<Tensor> inputs;
   std::vector<bool> batched;
-  std::vector<ReplayValue> structured;
+  std::vector<StructuredValue> structured;
   std::vector<Tensor> constants;
   for (std::size_t k = 0; k < call.trace.ops.size(); ++k) {
     if (!needed[k]) continue;
     const TracedOp& op = call.trace.ops[k];
+    // The op's structure rule runs on diagonal inputs mixed with constants only: a dense
+    // batched input leaves no structure to keep.
     bool any_diagonal = false;
+    bool any_dense = false;
     for (const TracedInput& in : op.inputs) {
-      any_diagonal = any_diagonal || (in.value != TracedInput::kConstant && values[in.value].is_diagonal());
+      if (in.value == TracedInput::kConstant) continue;
+      (values[in.value].is_diagonal() ? any_diagonal : any_dense) = true;
     }
-    std::optional<std::vector<Tensor>> diagonal;
-    std::optional<std::vector<Tensor>> outputs;
-    if (any_diagonal) {
+    std::optional<std::vector<StructuredValue>> structured_outputs;
+    if (any_diagonal && !any_dense && op.op->structure_rule != nullptr) {
       structured.clear();
       constants.clear();
       for (const TracedInput& in : op.inputs) {
         const bool is_value = in.value != TracedInput::kConstant;
-        structured.push_back(is_value ? values[in.value] : ReplayValue{});
+        structured.push_back(is_value ? values[in.value] : StructuredValue{});
         constants.push_back(is_value ? Tensor() : in.constant);
       }
-      diagonal = diagonal_outputs(*op.op, op.attrs.get(), structured, constants, op.output_shapes);
-      if (!diagonal) {
-        outputs = diagonal_matmul(*op.op, op.attrs.get(), structured, constants, op.output_shapes);
-      }
+      const StructureContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
+      structured_outputs = op.op->structure_rule(context, structured, constants);
     }
-    if (!diagonal && !outputs) {
+    std::vector<Tensor> outputs;
+    if (!structured_outputs) {
       inputs.clear();
       batched.clear();
       for (const TracedInput& in : op.inputs) {
@@ -219,30 +221,39 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
                                     op.output_shapes, op.output_dtypes};
       outputs = op.op->batching_rule(context, inputs);
     }
-    std::vector<Tensor>& results = diagonal ? *diagonal : *outputs;
-    if (results.size() != op.outputs.size()) {
-      throw InvalidArgument(caller + ": the batching rule of '" + op.op->name + "' returned " +
-                            std::to_string(results.size()) + " outputs for " +
+    const char* rule = structured_outputs ? "structure" : "batching";
+    const std::size_t count = structured_outputs ? structured_outputs->size() : outputs.size();
+    if (count != op.outputs.size()) {
+      throw InvalidArgument(caller + ": the " + rule + " rule of '" + op.op->name + "' returned " +
+                            std::to_string(count) + " outputs for " +
                             std::to_string(op.outputs.size()));
     }
-    for (std::size_t j = 0; j < results.size(); ++j) {
-      const Shape expected = diagonal ? op.output_shapes[j] : with_batch(batch, op.output_shapes[j]);
-      if (!results[j].defined() || results[j].shape() != expected ||
-          results[j].dtype() != op.output_dtypes[j]) {
+    for (std::size_t j = 0; j < count; ++j) {
+      // A diagonal output has the example's shape; a dense one the batch axis in front.
+      const bool diagonal = structured_outputs && (*structured_outputs)[j].is_diagonal();
+      Tensor& result = !structured_outputs ? outputs[j]
+                       : diagonal          ? (*structured_outputs)[j].diagonal
+                                           : (*structured_outputs)[j].dense;
+      const Shape expected =
+          diagonal ? op.output_shapes[j] : with_batch(batch, op.output_shapes[j]);
+      if (!result.defined() || result.shape() != expected ||
+          result.dtype() != op.output_dtypes[j]) {
         throw InvalidArgument(
-            caller + ": the batching rule of '" + op.op->name + "' returned output " +
+            caller + ": the " + rule + " rule of '" + op.op->name + "' returned output " +
             std::to_string(j) + " of shape " +
-            (results[j].defined() ? shape_to_string(results[j].shape()) : "(undefined)") +
-            " and dtype " + (results[j].defined() ? dtype_name(results[j].dtype()) : "-") +
+            (result.defined() ? shape_to_string(result.shape()) : "(undefined)") +
+            " and dtype " + (result.defined() ? dtype_name(result.dtype()) : "-") +
             "; expected shape " + shape_to_string(expected) + " and dtype " +
             dtype_name(op.output_dtypes[j]));
       }
-      ReplayValue& out = values[op.outputs[j]];
-      out = ReplayValue{};
-      (diagonal ? out.diagonal : out.dense) = std::move(results[j]);
+      StructuredValue& out = values[op.outputs[j]];
+      out = StructuredValue{};
+      (diagonal ? out.diagonal : out.dense) = std::move(result);
     }
     for (const TracedInput& in : op.inputs) {
-      if (in.value != TracedInput::kConstant && --uses[in.value] == 0) values[in.value] = ReplayValue{};
+      if (in.value != TracedInput::kConstant && --uses[in.value] == 0) {
+        values[in.value] = StructuredValue{};
+      }
     }
   }
 
@@ -251,7 +262,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
   for (std::size_t j = 0; j < call.outputs.size(); ++j) {
     const TracedInput& out = call.outputs[j];
     if (out.value != TracedInput::kConstant) {
-      ReplayValue& v = values[out.value];
+      StructuredValue& v = values[out.value];
       if (final_shapes != nullptr && !v.dense.defined()) {
         result.push_back(dense_of_diagonal(v.diagonal, (*final_shapes)[j]));
         continue;

@@ -14,6 +14,7 @@
 #include "kernels/strided_cursor.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/reduce.hpp"
 #include "ops/batching_support.hpp"
@@ -71,8 +72,22 @@ static detail::ReplayOutputs broadcast_to_replay(const detail::ReplayContext& op
   return {broadcast_to(in[0], op.output_shapes[0])};
 }
 
-constexpr OpDefinition identity_op = detail::identity_gradient_op("Identity",
-    detail::batch_unary<&tapegrad::identity>);
+// Structure rules: a diagonal batch stays diagonal, its diagonal in the output's shape.
+static detail::StructuredOutputs identity_structured(
+    const detail::StructureContext&, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>&) {
+  return detail::diagonal_output(values[0].diagonal);
+}
+static detail::StructuredOutputs reshape_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>&) {
+  return detail::diagonal_output(
+      reshape(values[0].diagonal, detail::signed_shape(op.output_shapes[0])));
+}
+
+constexpr OpDefinition identity_op = detail::with_structure(
+    detail::identity_gradient_op("Identity", detail::batch_unary<&tapegrad::identity>),
+    identity_structured);
 
 Tensor identity(const Tensor& x) {
   detail::require_defined("identity", x);
@@ -97,10 +112,12 @@ Tensor stop_gradient(const Tensor& x) {
 
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition reshape_op = detail::with_replay(
-    detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
-                              reshape_tangent, reshape_batched),
-    reshape_replay);
+constexpr OpDefinition reshape_op = detail::with_structure(
+    detail::with_replay(
+        detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
+                                  reshape_tangent, reshape_batched),
+        reshape_replay),
+    reshape_structured);
 
 std::vector<std::int64_t> detail::shape_entries(const char* op, const char* what,
                                                 const Shape& shape) {

@@ -1,9 +1,9 @@
 // The built-in ops that are not public API, defined in src/ops/ like every other op: those
 // tapegrad's runtime records for itself, ReadVariableOp (variable_read.cpp), JacobianPack and
 // JacobianUnpack and JacobianDiagonal, JacobianDiagonalPart (array_rows.cpp), and the fused
-// activation gradients, which the activations' rules and the vectorized Jacobian's diagonal
-// seed (identity_rows.cpp) call. Others call only these functions; the ops' definitions and
-// gradients stay in their files.
+// activation gradients, which the activations' rules call. Others call only these functions
+// (the vectorized Jacobian's dense batch of a diagonal: functional/identity_rows.cpp); the ops'
+// definitions and rules stay in their files.
 #pragma once
 
 #include <vector>

@@ -15,6 +15,7 @@
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg_support.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "ops/batching_support.hpp"
@@ -80,12 +81,51 @@ static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
   return {matmul(in[0], in[1], attrs.get_bool("transpose_a"), attrs.get_bool("transpose_b"))};
 }
 
+// Structure rule. A constant matrix times a diagonal batch whose effective operand (after its
+// transpose flag) is a column [k, 1] (right) or a row [1, k] (left): row b of the product is
+// d[b] times column b of op(a) (right), or row b of op(b) (left), laid out as the output: a
+// scaled copy of the matrix, dense, instead of a product.
+static detail::StructuredOutputs matmul_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants) {
+  if (op.attrs == nullptr) return std::nullopt;
+  const bool ta = op.attributes().get_bool("transpose_a");
+  const bool tb = op.attributes().get_bool("transpose_b");
+  const Shape& out_example = op.output_shapes[0];
+  std::vector<std::int64_t> out{0};
+  out.insert(out.end(), out_example.begin(), out_example.end());
+  if (values[1].is_diagonal() && constants[0].defined() && constants[0].rank() == 2) {
+    const Tensor& d = values[1].diagonal;
+    const Shape& s = d.shape();
+    const bool column = s.size() == 2 && (tb ? s[0] == 1 : s[1] == 1);
+    if (!column) return std::nullopt;
+    const auto k = static_cast<std::int64_t>(d.size());
+    out[0] = k;
+    // out[b, i] = op(a)[i, b] d[b]: the rows of op(a)^T scaled.
+    const Tensor a_t = ta ? constants[0] : transpose(constants[0]);
+    return detail::dense_output(reshape(multiply(a_t, reshape(d, {k, 1})), out));
+  }
+  if (values[0].is_diagonal() && constants[1].defined() && constants[1].rank() == 2) {
+    const Tensor& d = values[0].diagonal;
+    const Shape& s = d.shape();
+    const bool row = s.size() == 2 && (ta ? s[1] == 1 : s[0] == 1);
+    if (!row) return std::nullopt;
+    const auto k = static_cast<std::int64_t>(d.size());
+    out[0] = k;
+    // out[b, j] = d[b] op(b)[b, j]: the rows of op(b) scaled.
+    const Tensor b_op = tb ? transpose(constants[1]) : constants[1];
+    return detail::dense_output(reshape(multiply(b_op, reshape(d, {k, 1})), out));
+  }
+  return std::nullopt;
+}
+
 static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition matmul_op =
+constexpr OpDefinition matmul_op = detail::with_structure(
     detail::with_replay(detail::differentiable_op("MatMul", matmul_gradient, KeepSet::all(),
                                                   KeepSet::none(), matmul_tangent, matmul_batched),
-                        matmul_replay);
+                        matmul_replay),
+    matmul_structured);
 constexpr OpDefinition batch_matmul_op = detail::with_replay(
     detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none(),
                               matmul_tangent, matmul_batched),

@@ -13,6 +13,7 @@
 #include "ops/forward_rule_support.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "runtime/op_trace.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "ops/batching_support.hpp"
@@ -27,22 +28,33 @@ static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents add_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tangents);
+static detail::StructuredOutputs add_structured(const detail::StructureContext& op,
+                                                const std::vector<detail::StructuredValue>& values,
+                                                const std::vector<Tensor>& constants);
+static detail::StructuredOutputs subtract_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants);
 struct AddElement {
   template <class T>
   static T apply(T a, T b) { return detail::wrapping_add(a, b); }
 };
-constexpr OpDefinition add_op = detail::with_elementwise(
-    detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
-                              add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>),
-    detail::binary_elementwise<AddElement>);
+constexpr OpDefinition add_op = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
+                                  add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>),
+        detail::binary_elementwise<AddElement>),
+    add_structured);
 struct SubtractElement {
   template <class T>
   static T apply(T a, T b) { return detail::wrapping_sub(a, b); }
 };
-constexpr OpDefinition subtract_op = detail::with_elementwise(
-    detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
-                              subtract_tangent, detail::batch_binary_broadcasting<&tapegrad::subtract>),
-    detail::binary_elementwise<SubtractElement>);
+constexpr OpDefinition subtract_op = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
+                                  subtract_tangent,
+                                  detail::batch_binary_broadcasting<&tapegrad::subtract>),
+        detail::binary_elementwise<SubtractElement>),
+    subtract_structured);
 
 Tensor add(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(add_op, "add", x, y,
@@ -69,6 +81,29 @@ static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tange
   return {detail::output_tangent(op, 0, {tangents[0], minus_dy})};
 }
 
+// Structure rules: two diagonals of the output's shape give the sum (difference) of the
+// diagonals; a constant operand (the same for every row) is not diagonal, so the batch goes dense.
+static bool diagonals_of_output_shape(const detail::StructureContext& op,
+                                      const std::vector<detail::StructuredValue>& values) {
+  const Shape& out = op.output_shapes[0];
+  return values[0].is_diagonal() && values[1].is_diagonal() &&
+         values[0].diagonal.shape() == out && values[1].diagonal.shape() == out;
+}
+
+static detail::StructuredOutputs add_structured(const detail::StructureContext& op,
+                                                const std::vector<detail::StructuredValue>& values,
+                                                const std::vector<Tensor>&) {
+  if (!diagonals_of_output_shape(op, values)) return std::nullopt;
+  return detail::diagonal_output(add(values[0].diagonal, values[1].diagonal));
+}
+
+static detail::StructuredOutputs subtract_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>&) {
+  if (!diagonals_of_output_shape(op, values)) return std::nullopt;
+  return detail::diagonal_output(subtract(values[0].diagonal, values[1].diagonal));
+}
+
 static Grads add_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   Grads r(2);
   if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, g[0]);
@@ -88,14 +123,20 @@ static Grads subtract_gradient(const OpContext& op, const std::vector<Tensor>& g
 
 static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tangents);
+static detail::StructuredOutputs multiply_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants);
 struct MultiplyElement {
   template <class T>
   static T apply(T a, T b) { return detail::wrapping_mul(a, b); }
 };
-constexpr OpDefinition multiply_op = detail::with_elementwise(
-    detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
-                              multiply_tangent, detail::batch_binary_broadcasting<&tapegrad::multiply>),
-    detail::binary_elementwise<MultiplyElement>);
+constexpr OpDefinition multiply_op = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
+                                  multiply_tangent,
+                                  detail::batch_binary_broadcasting<&tapegrad::multiply>),
+        detail::binary_elementwise<MultiplyElement>),
+    multiply_structured);
 
 Tensor multiply(const Tensor& x, const Tensor& y) {
   return detail::numeric_binary_op(multiply_op, "multiply", x, y,
@@ -111,6 +152,26 @@ static Tangents multiply_tangent(const ForwardContext& op, const Tangents& tange
        detail::if_defined(tangents[1], [&](const Tensor& dy) { return multiply(x, dy); })})};
 }
 
+// Structure rule: two diagonals of the output's shape multiply position by position (row b is
+// e_b d0[b] d1[b]); a diagonal times a constant that broadcasts into it (no new axes, no
+// larger dimensions) is the diagonal scaled.
+static detail::StructuredOutputs multiply_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants) {
+  const Shape& out = op.output_shapes[0];
+  const Tensor& d0 = values[0].diagonal;
+  const Tensor& d1 = values[1].diagonal;
+  if (values[0].is_diagonal() && values[1].is_diagonal()) {
+    if (d0.shape() != out || d1.shape() != out) return std::nullopt;
+    return detail::diagonal_output(multiply(d0, d1));
+  }
+  const std::size_t v = values[0].is_diagonal() ? 0 : 1;
+  if (values[v].diagonal.shape() != out || !detail::fits_into(constants[1 - v], out)) {
+    return std::nullopt;
+  }
+  return detail::diagonal_output(v == 0 ? multiply(d0, constants[1]) : multiply(constants[0], d1));
+}
+
 static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
@@ -124,14 +185,20 @@ static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g
 
 static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangents);
+static detail::StructuredOutputs divide_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants);
 struct DivideElement {
   template <class T>
   static T apply(T a, T b) { return detail::wrapping_div(a, b); }
 };
-constexpr OpDefinition divide_op = detail::with_elementwise(
-    detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
-                              divide_tangent, detail::batch_binary_broadcasting<&tapegrad::divide>),
-    detail::binary_elementwise<DivideElement>);
+constexpr OpDefinition divide_op = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
+                                  divide_tangent,
+                                  detail::batch_binary_broadcasting<&tapegrad::divide>),
+        detail::binary_elementwise<DivideElement>),
+    divide_structured);
 
 // Integer division by zero has no value (TF raises): rejected before the kernel runs.
 static void require_nonzero_integer_divisor(const char* op, const Tensor& x, const Tensor& y) {
@@ -168,6 +235,19 @@ static Tangents divide_tangent(const ForwardContext& op, const Tangents& tangent
   return {detail::output_tangent(op, 0, {from_x, from_y})};
 }
 
+// Structure rule: a diagonal divided by a constant that broadcasts into it is the diagonal
+// divided; a diagonal divisor is not linear.
+static detail::StructuredOutputs divide_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants) {
+  const Shape& out = op.output_shapes[0];
+  if (!values[0].is_diagonal() || values[1].is_diagonal() ||
+      values[0].diagonal.shape() != out || !detail::fits_into(constants[1], out)) {
+    return std::nullopt;
+  }
+  return detail::diagonal_output(divide(values[0].diagonal, constants[1]));
+}
+
 static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
@@ -183,14 +263,19 @@ static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads negative_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents negative_tangent(const ForwardContext& op, const Tangents& tangents);
+static detail::StructuredOutputs negative_structured(
+    const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>& constants);
 struct NegativeElement {
   template <class T>
   static T apply(T v) { return detail::wrapping_neg(v); }
 };
-constexpr OpDefinition negative_op = detail::with_elementwise(
-    detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none(),
-                              negative_tangent, detail::batch_unary<&tapegrad::negative>),
-    detail::unary_elementwise<NegativeElement>);
+constexpr OpDefinition negative_op = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none(),
+                                  negative_tangent, detail::batch_unary<&tapegrad::negative>),
+        detail::unary_elementwise<NegativeElement>),
+    negative_structured);
 
 Tensor negative(const Tensor& x) {
   return detail::numeric_unary_op(negative_op, "negative", x,
@@ -203,6 +288,13 @@ static Tangents negative_tangent(const ForwardContext& op, const Tangents& tange
 
 static Grads negative_gradient(const OpContext&, const std::vector<Tensor>& g) {
   return {negative(g[0])};
+}
+
+// Structure rule: linear, the diagonal negated.
+static detail::StructuredOutputs negative_structured(
+    const detail::StructureContext&, const std::vector<detail::StructuredValue>& values,
+    const std::vector<Tensor>&) {
+  return detail::diagonal_output(negative(values[0].diagonal));
 }
 
 // ---- Pow --------------------------------------------------------------------------------

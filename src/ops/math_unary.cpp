@@ -13,6 +13,7 @@
 #include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "ops/batching_support.hpp"
 
@@ -119,11 +120,13 @@ struct SqrtGradElement {
   template <class T>
   static T apply(T yv, T gv) { return gv * T(0.5) / yv; }
 };
-constexpr OpDefinition sqrt_grad_definition = detail::with_elementwise(
-    detail::differentiable_op(
-        "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
-        detail::batch_fused_activation<&detail::sqrt_grad_op, &sqrt_grad_fixed_y>),
-    detail::binary_elementwise<SqrtGradElement>);
+constexpr OpDefinition sqrt_grad_definition = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op(
+            "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
+            detail::batch_fused_activation<&detail::sqrt_grad_op, &sqrt_grad_fixed_y>),
+        detail::binary_elementwise<SqrtGradElement>),
+    detail::structure_fused_activation<&detail::sqrt_grad_op>);
 
 Tensor sqrt(const Tensor& x) {
   return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return SqrtElement::apply(v); });
@@ -313,11 +316,13 @@ struct TanhGradElement {
   template <class T>
   static T apply(T yv, T gv) { return gv * (1 - yv * yv); }
 };
-constexpr OpDefinition tanh_grad_definition = detail::with_elementwise(
-    detail::differentiable_op(
-        "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
-        detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>),
-    detail::binary_elementwise<TanhGradElement>);
+constexpr OpDefinition tanh_grad_definition = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op(
+            "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
+            detail::batch_fused_activation<&detail::tanh_grad_op, &tanh_grad_fixed_y>),
+        detail::binary_elementwise<TanhGradElement>),
+    detail::structure_fused_activation<&detail::tanh_grad_op>);
 
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -381,12 +386,14 @@ struct ReciprocalGradElement {
   template <class T>
   static T apply(T yv, T gv) { return -(gv * (yv * yv)); }
 };
-constexpr OpDefinition reciprocal_grad_definition = detail::with_elementwise(
-    detail::differentiable_op(
-        "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
-        reciprocal_grad_tangent,
-        detail::batch_fused_activation<&detail::reciprocal_grad_op, &reciprocal_grad_fixed_y>),
-    detail::binary_elementwise<ReciprocalGradElement>);
+constexpr OpDefinition reciprocal_grad_definition = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op(
+            "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
+            reciprocal_grad_tangent,
+            detail::batch_fused_activation<&detail::reciprocal_grad_op, &reciprocal_grad_fixed_y>),
+        detail::binary_elementwise<ReciprocalGradElement>),
+    detail::structure_fused_activation<&detail::reciprocal_grad_op>);
 
 Tensor reciprocal(const Tensor& x) {
   return detail::floating_unary_op(reciprocal_op, "reciprocal", x,
@@ -448,9 +455,11 @@ static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
 constexpr OpDefinition rsqrt_op =
     detail::differentiable_op("Rsqrt", rsqrt_gradient, KeepSet::none(), KeepSet::all(),
                               rsqrt_tangent, detail::batch_unary<&tapegrad::rsqrt>);
-constexpr OpDefinition rsqrt_grad_definition = detail::differentiable_op(
-    "RsqrtGrad", rsqrt_grad_gradient, KeepSet::all(), KeepSet::none(), rsqrt_grad_tangent,
-    detail::batch_fused_activation<&detail::rsqrt_grad_op, &rsqrt_grad_fixed_y>);
+constexpr OpDefinition rsqrt_grad_definition = detail::with_structure(
+    detail::differentiable_op(
+        "RsqrtGrad", rsqrt_grad_gradient, KeepSet::all(), KeepSet::none(), rsqrt_grad_tangent,
+        detail::batch_fused_activation<&detail::rsqrt_grad_op, &rsqrt_grad_fixed_y>),
+    detail::structure_fused_activation<&detail::rsqrt_grad_op>);
 
 Tensor rsqrt(const Tensor& x) {
   return detail::floating_unary_op(rsqrt_op, "rsqrt", x,

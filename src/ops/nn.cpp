@@ -16,6 +16,7 @@
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -61,11 +62,13 @@ struct ReluGradElement {
   template <class T>
   static T apply(T yv, T gv) { return yv > 0 ? gv : T(0); }
 };
-constexpr OpDefinition relu_grad_definition = detail::with_elementwise(
-    detail::differentiable_op(
-        "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
-        detail::batch_fused_activation<&detail::relu_grad_op, &relu_grad_fixed_y>),
-    detail::binary_elementwise<ReluGradElement>);
+constexpr OpDefinition relu_grad_definition = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op(
+            "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
+            detail::batch_fused_activation<&detail::relu_grad_op, &relu_grad_fixed_y>),
+        detail::binary_elementwise<ReluGradElement>),
+    detail::structure_fused_activation<&detail::relu_grad_op>);
 
 // The gradient passes where the output is positive (TF: 0 at 0); a NaN output (relu of NaN)
 // passes none, like any output <= 0, and a NaN g where y > 0 passes through.
@@ -142,11 +145,14 @@ struct SigmoidGradElement {
   template <class T>
   static T apply(T yv, T gv) { return gv * yv * (1 - yv); }
 };
-constexpr OpDefinition sigmoid_grad_definition = detail::with_elementwise(
-    detail::differentiable_op(
-        "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(), sigmoid_grad_tangent,
-        detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>),
-    detail::binary_elementwise<SigmoidGradElement>);
+constexpr OpDefinition sigmoid_grad_definition = detail::with_structure(
+    detail::with_elementwise(
+        detail::differentiable_op(
+            "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(),
+            sigmoid_grad_tangent,
+            detail::batch_fused_activation<&detail::sigmoid_grad_op, &sigmoid_grad_fixed_y>),
+        detail::binary_elementwise<SigmoidGradElement>),
+    detail::structure_fused_activation<&detail::sigmoid_grad_op>);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
   Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
@@ -209,10 +215,12 @@ static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g
 static Grads softplus_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents softplus_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor softplus_grad_fixed_x(const Tensor& x, const Tensor& g);
-constexpr OpDefinition softplus_grad_definition = detail::differentiable_op(
-    "SoftplusGrad", softplus_grad_gradient, KeepSet::all(), KeepSet::none(),
-    softplus_grad_tangent,
-    detail::batch_fused_activation<&detail::softplus_grad_op, &softplus_grad_fixed_x>);
+constexpr OpDefinition softplus_grad_definition = detail::with_structure(
+    detail::differentiable_op(
+        "SoftplusGrad", softplus_grad_gradient, KeepSet::all(), KeepSet::none(),
+        softplus_grad_tangent,
+        detail::batch_fused_activation<&detail::softplus_grad_op, &softplus_grad_fixed_x>),
+    detail::structure_fused_activation<&detail::softplus_grad_op>);
 
 // The sigmoid as sigmoid() computes it, so the product rounds as the unfused rule's did.
 Tensor detail::softplus_grad_op(const Tensor& x, const Tensor& g) {

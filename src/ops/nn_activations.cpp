@@ -19,6 +19,7 @@
 #include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
+#include "ops/structure_support.hpp"
 #include "runtime/new_tensor.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/indexing.hpp"
@@ -117,9 +118,11 @@ constexpr OpDefinition elu_op =
                               KeepSet::none(), KeepSet::all(),
                               fused_tangent<&detail::elu_grad_op, Kept::Output>,
                               detail::batch_unary<&tapegrad::elu>);
-constexpr OpDefinition elu_grad_definition = detail::differentiable_op(
-    "EluGrad", elu_grad_gradient, KeepSet::all(), KeepSet::none(), elu_grad_tangent,
-    detail::batch_fused_activation<&detail::elu_grad_op, &elu_grad_fixed_y>);
+constexpr OpDefinition elu_grad_definition = detail::with_structure(
+    detail::differentiable_op(
+        "EluGrad", elu_grad_gradient, KeepSet::all(), KeepSet::none(), elu_grad_tangent,
+        detail::batch_fused_activation<&detail::elu_grad_op, &elu_grad_fixed_y>),
+    detail::structure_fused_activation<&detail::elu_grad_op>);
 
 Tensor elu(const Tensor& x) {
   return detail::floating_unary_op(elu_op, "elu", x, [](auto v) {
@@ -233,13 +236,17 @@ constexpr OpDefinition gelu_tanh_op = detail::differentiable_op(
     "GeluTanh", fused_gradient<&detail::gelu_tanh_grad_op, Kept::Input>, KeepSet::all(),
     KeepSet::none(), fused_tangent<&detail::gelu_tanh_grad_op, Kept::Input>,
     detail::batch_unary<&gelu_approximate>);
-constexpr OpDefinition gelu_grad_definition = detail::differentiable_op(
-    "GeluGrad", gelu_grad_gradient, KeepSet::all(), KeepSet::none(), gelu_grad_tangent,
-    detail::batch_fused_activation<&detail::gelu_grad_op, &gelu_grad_fixed_x>);
-constexpr OpDefinition gelu_tanh_grad_definition = detail::differentiable_op(
-    "GeluTanhGrad", gelu_tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
-    gelu_tanh_grad_tangent,
-    detail::batch_fused_activation<&detail::gelu_tanh_grad_op, &gelu_tanh_grad_fixed_x>);
+constexpr OpDefinition gelu_grad_definition = detail::with_structure(
+    detail::differentiable_op(
+        "GeluGrad", gelu_grad_gradient, KeepSet::all(), KeepSet::none(), gelu_grad_tangent,
+        detail::batch_fused_activation<&detail::gelu_grad_op, &gelu_grad_fixed_x>),
+    detail::structure_fused_activation<&detail::gelu_grad_op>);
+constexpr OpDefinition gelu_tanh_grad_definition = detail::with_structure(
+    detail::differentiable_op(
+        "GeluTanhGrad", gelu_tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
+        gelu_tanh_grad_tangent,
+        detail::batch_fused_activation<&detail::gelu_tanh_grad_op, &gelu_tanh_grad_fixed_x>),
+    detail::structure_fused_activation<&detail::gelu_tanh_grad_op>);
 
 Tensor gelu(const Tensor& x, bool approximate) {
   if (approximate) {

@@ -1,4 +1,5 @@
-// What an op's batching rule (OpDefinition::batching_rule) sees of the op it vectorizes.
+// What an op's batching rule (OpDefinition::batching_rule) and structure rule (structure_rule)
+// see of the op they vectorize.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,39 @@ struct BatchingContext {
 class NotBatchable : public InvalidArgument {
  public:
   using InvalidArgument::InvalidArgument;
+};
+
+// The vectorized Jacobian's seed is the identity: row b of the batch is e_b (one-hot at flat
+// position b of the example). Through the linear ops of a backward walk such a batch stays
+// "diagonal": row b is e_b scaled by d[b] for one example-shaped tensor d. The replay keeps
+// those values as d alone (n elements instead of n^2) while the ops' structure rules allow it,
+// and builds the dense batch only when an op needs it: an elementwise chain then costs a few
+// n-element ops instead of n^2-element ones, and a matrix times a diagonal batch is a scaled
+// copy of the matrix instead of a matrix product (the Jacobian of tanh(W x) is (1 - y^2) W,
+// computed as such).
+
+// A batched value during a replay: `dense` ([B] ++ example), or, when `diagonal` is defined,
+// the batch whose row b is e_b * diagonal[b] (diagonal: the example's shape, B =
+// diagonal.size()). A diagonal value may keep its dense batch too, once something built it.
+struct StructuredValue {
+  Tensor dense;
+  Tensor diagonal;
+  bool is_diagonal() const { return diagonal.defined(); }
+};
+
+// The op as it ran on one example: its recorded attributes and its outputs' shapes and dtypes
+// (no batch axis: a diagonal output has exactly these). Lives for the rule's call only.
+struct StructureContext {
+  const OpDefinition& op;
+  const Attrs* attrs;  // null when the op recorded none
+  const std::vector<Shape>& output_shapes;
+  const std::vector<DType>& output_dtypes;
+
+  // The attributes (an empty set when the op recorded none).
+  const Attrs& attributes() const {
+    static const Attrs none;
+    return attrs != nullptr ? *attrs : none;
+  }
 };
 
 }  // namespace tapegrad::detail

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "runtime/elementwise_rule.hpp"
@@ -85,6 +86,22 @@ class ReplayOutputs;
 // holds an op without one runs eagerly (runtime/function.cpp).
 using ReplayRule = ReplayOutputs (*)(const ReplayContext& op, const std::vector<Tensor>& inputs);
 
+// What a structure rule sees of the op it vectorizes, and the batched values it takes and
+// gives (dense, or diagonal): see runtime/batching_context.hpp.
+struct StructureContext;
+struct StructuredValue;
+
+// (the op as traced on one example, its batched inputs: at least one diagonal, the others
+// constants, which `constants` holds where `values` is empty) -> its outputs, each diagonal or
+// dense, or nothing when the op needs its inputs as dense batches (its batching rule then runs).
+// The vectorized Jacobian keeps the identity seed's linear descendants diagonal through the ops
+// that have one. Written with tapegrad ops; row b of what it returns must be what the op's
+// forward computes on row b of its inputs, with the same scalar operations (the loop's result,
+// bit for bit).
+using StructureRule = std::optional<std::vector<StructuredValue>> (*)(
+    const StructureContext& op, const std::vector<StructuredValue>& values,
+    const std::vector<Tensor>& constants);
+
 // A batching rule and the replay of the same forward, made together by the generic makers of
 // ops/batching_support.hpp (batch_unary<&tapegrad::exp> gives both).
 struct GenericRules {
@@ -111,6 +128,9 @@ struct OpDefinition {
   // Set on elementwise ops: a Function computes runs of them in one loop (null: the op runs
   // on its own).
   const ElementwiseRule* elementwise_rule = nullptr;
+  // Set on the linear ops a diagonal batch passes through (null: the vectorized Jacobian
+  // makes the batch dense before the op).
+  StructureRule structure_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -166,6 +186,12 @@ constexpr OpDefinition with_replay(OpDefinition definition, ReplayRule replay) {
 // `definition` with its elementwise rule (runtime/elementwise_rule.hpp).
 constexpr OpDefinition with_elementwise(OpDefinition definition, const ElementwiseRule& rule) {
   definition.elementwise_rule = &rule;
+  return definition;
+}
+
+// `definition` with its structure rule (runtime/batching_context.hpp).
+constexpr OpDefinition with_structure(OpDefinition definition, StructureRule rule) {
+  definition.structure_rule = rule;
   return definition;
 }
 
