@@ -4,10 +4,63 @@
 #include <algorithm>
 #include <cmath>
 
+#include <xsimd/xsimd.hpp>
+
 #include "kernels/dispatch.hpp"
 #include "runtime/in_place.hpp"
 
 namespace tapegrad::detail {
+
+namespace {
+
+template <class T>
+struct AdamConstants {
+  T b1, b2, one_minus_b1, one_minus_b2, eps, keep, a, step_size, root_correction_2;
+};
+
+template <class T>
+T square_root(T x) {
+  return std::sqrt(x);
+}
+template <class T, class Arch>
+xsimd::batch<T, Arch> square_root(const xsimd::batch<T, Arch>& x) {
+  return xsimd::sqrt(x);
+}
+
+// One element (a scalar T) or one batch of them (xsimd::batch<T>): m, v and w updated with
+// the same operations in the same order, so the vectorised body and the scalar tail agree.
+template <bool kDecay, bool kEpsilonOnVHat, class Value, class T>
+void adam_element(Value& w, Value& m, Value& v, const Value& g, const AdamConstants<T>& c) {
+  m = Value(c.b1) * m + Value(c.one_minus_b1) * g;
+  v = Value(c.b2) * v + Value(c.one_minus_b2) * g * g;
+  if (kDecay) w = w * Value(c.keep);
+  if (kEpsilonOnVHat) {
+    w = w - Value(c.step_size) * m / (square_root(v) / Value(c.root_correction_2) + Value(c.eps));
+  } else {
+    w = w - Value(c.a) * m / (square_root(v) + Value(c.eps));
+  }
+}
+
+// One pass over the n elements: batches of xsimd's width (sqrt and the division vectorised),
+// then the tail one by one.
+template <class T, bool kDecay, bool kEpsilonOnVHat>
+void adam_pass(T* w, T* m, T* v, const T* g, std::size_t n, const AdamConstants<T>& c) {
+  using Batch = xsimd::batch<T>;
+  constexpr std::size_t width = Batch::size;
+  std::size_t i = 0;
+  for (; i + width <= n; i += width) {
+    Batch wb = Batch::load_unaligned(w + i), mb = Batch::load_unaligned(m + i);
+    Batch vb = Batch::load_unaligned(v + i);
+    const Batch gb = Batch::load_unaligned(g + i);
+    adam_element<kDecay, kEpsilonOnVHat>(wb, mb, vb, gb, c);
+    wb.store_unaligned(w + i);
+    mb.store_unaligned(m + i);
+    vb.store_unaligned(v + i);
+  }
+  for (; i < n; ++i) adam_element<kDecay, kEpsilonOnVHat>(w[i], m[i], v[i], g[i], c);
+}
+
+}  // namespace
 
 void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable,
                  const Tensor& grad, std::vector<Tensor>& slots, std::int64_t step) {
@@ -28,24 +81,21 @@ void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable
     const T one_minus_b1 = rule.epsilon_on_v_hat ? static_cast<T>(1.0 - rule.beta_1) : T(1) - b1;
     const T one_minus_b2 = rule.epsilon_on_v_hat ? static_cast<T>(1.0 - rule.beta_2) : T(1) - b2;
     const T keep = static_cast<T>(1.0 - rule.learning_rate * rule.weight_decay);
-    const bool decay = rule.weight_decay != 0.0;
     const T a = static_cast<T>(rule.learning_rate * std::sqrt(correction_2) / correction_1);
     const T step_size = static_cast<T>(rule.learning_rate / correction_1);
     const T root_correction_2 = static_cast<T>(std::sqrt(correction_2));
+    const AdamConstants<T> c{b1,   b2, one_minus_b1, one_minus_b2,     eps,
+                             keep, a,  step_size,    root_correction_2};
     update_variable(variable, [&](Tensor& value) {
       T* w = elements_to_overwrite<T>(value);
       const std::size_t n = value.size();
-      // One pass; each element's operations in the order of the separate passes they
-      // replace, so the numbers are the same.
-      for (std::size_t i = 0; i < n; ++i) {
-        m[i] = b1 * m[i] + one_minus_b1 * g[i];
-        v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
-        if (decay) w[i] *= keep;
-        if (!rule.epsilon_on_v_hat) {
-          w[i] -= a * m[i] / (std::sqrt(v[i]) + eps);
-        } else {
-          w[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_correction_2 + eps);
-        }
+      const bool decay = rule.weight_decay != 0.0;
+      if (rule.epsilon_on_v_hat) {
+        decay ? adam_pass<T, true, true>(w, m, v, g, n, c)
+              : adam_pass<T, false, true>(w, m, v, g, n, c);
+      } else {
+        decay ? adam_pass<T, true, false>(w, m, v, g, n, c)
+              : adam_pass<T, false, false>(w, m, v, g, n, c);
       }
     });
   });
