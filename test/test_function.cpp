@@ -416,6 +416,36 @@ TEST_CASE("function: optimize drops the ops no result needs", "[function][memory
   CHECK(buffers_taken(kept_all) >= buffers_taken(optimized) + 16);
 }
 
+TEST_CASE("function: what fn computes from constants alone is computed once, at the trace",
+          "[function][memory]") {
+  // exp(c) * 2 + 1 depends on the captured c only: the trace keeps its value, and a replay
+  // runs the one op that reads the argument (its result is the only buffer it takes).
+  const Tensor x = random_tensor({4096}, 7);
+  const Tensor c = random_tensor({4096}, 8);
+  int traces = 0;
+  const Function f = function([&](const std::vector<Tensor>& args) {
+    ++traces;
+    const Tensor folded = add(multiply(exp(c), scalar(2.0, DType::Float64)),
+                              scalar(1.0, DType::Float64));
+    return std::vector<Tensor>{add(args[0], folded)};
+  });
+  const Tensor expected = add(x, add(multiply(exp(c), scalar(2.0, DType::Float64)),
+                                     scalar(1.0, DType::Float64)));
+  require_identical(f({x})[0], expected);
+  const MemoryStats before = memory_stats();
+  const Tensor out = f({x})[0];
+  const MemoryStats after = memory_stats();
+  require_identical(out, expected);
+  CHECK(traces == 1);
+  CHECK((after.system_allocations - before.system_allocations) +
+            (after.cache_hits - before.cache_hits) ==
+        1);
+  // A new argument: the folded value is reused, the argument read afresh.
+  const Tensor y = random_tensor({4096}, 9);
+  require_identical(f({y})[0], add(y, add(multiply(exp(c), scalar(2.0, DType::Float64)),
+                                          scalar(1.0, DType::Float64))));
+}
+
 TEST_CASE("function: a replay holds no more intermediate buffers than the eager call",
           "[function][memory]") {
   // 40 ops on 1 MiB: the eager call holds about two buffers at a time, and so must a replay.
