@@ -38,10 +38,13 @@ Columns3 rotate_by_angle(const Columns3& r, const Tensor& angle, const Columns3&
 
 // Rodrigues' rotation of each point by its angle-axis; X + r × X where the angle is zero. The
 // second branch and its selects are built only when some angle is zero (as the reference's
-// per-observation `if`): usually none is, and then they would be a quarter of the ops.
+// per-observation `if`): usually none is, and then they would be a quarter of the ops. The
+// function variant always builds them: a branch on a value would make its trace run eagerly.
 Columns3 rotate(const Columns3& r, const Columns3& point) {
   const Tensor squared_angle = square(r.x) + square(r.y) + square(r.z);
-  if (reduce_min(squared_angle).item<double>() > 0.0) return rotate_by_angle(r, sqrt(squared_angle), point);
+  if (!function_variant() && reduce_min(squared_angle).item<double>() > 0.0) {
+    return rotate_by_angle(r, sqrt(squared_angle), point);
+  }
   const Tensor nonzero = greater(squared_angle, zeros_like(squared_angle));
   // The zero-angle rows take the other branch; a safe angle keeps NaN out of their gradient.
   const Tensor angle = sqrt(where(nonzero, squared_angle, ones_like(squared_angle)));

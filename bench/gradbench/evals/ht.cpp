@@ -45,17 +45,28 @@ Tensor euler_rotations(const Tensor& angles /*[bones, 3]*/) {
   return matmul(matmul(rz, ry), rx);
 }
 
-// The rotation of an angle-axis vector [3] (the identity below 1e-4, as the reference).
+// The rotation of an angle-axis vector [3] (the identity below 1e-4, as the reference). The
+// function variant selects with `where` instead of branching on the norm's value, which would
+// make its trace run eagerly; a norm of 1 stands in below 1e-4, so that the unused rotation
+// has no NaN to pass to the gradient.
 Tensor angle_axis_rotation(const Tensor& angle_axis) {
-  const Tensor norm = sqrt(reduce_sum(square(angle_axis)));
-  if (norm.item<double>() < 1e-4) return constant({{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 0.0, 1.0}});
+  const Tensor identity = constant({{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 0.0, 1.0}});
+  Tensor norm = sqrt(reduce_sum(square(angle_axis)));
+  Tensor small;
+  if (function_variant()) {
+    small = less(norm, 1e-4);
+    norm = where(small, ones_like(norm), norm);
+  } else if (norm.item<double>() < 1e-4) {
+    return identity;
+  }
   const auto axis = split(angle_axis / norm, 3, 0);
   const Tensor &x = axis[0], &y = axis[1], &z = axis[2];
   const Tensor s = sin(norm), c = cos(norm), one_minus_c = 1.0 - c;
   const std::vector<Tensor> entries{x * x + (1.0 - x * x) * c, x * y * one_minus_c - z * s, x * z * one_minus_c + y * s,
                                     x * y * one_minus_c + z * s, y * y + (1.0 - y * y) * c, y * z * one_minus_c - x * s,
                                     x * z * one_minus_c - y * s, z * y * one_minus_c + x * s, z * z + (1.0 - z * z) * c};
-  return reshape(concat(entries, 0), {3, 3});
+  const Tensor rotation = reshape(concat(entries, 0), {3, 3});
+  return small.defined() ? where(small, identity, rotation) : rotation;
 }
 
 }  // namespace
