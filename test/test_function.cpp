@@ -465,6 +465,10 @@ TEST_CASE("function: a replay holds no more intermediate buffers than the eager 
   for (int k = 0; k < 40; ++k) eager = sin(eager);
   require_identical(out, eager);
   CHECK(peak <= 3 * buffer);
+  // Steady state: ten more replays reuse the cache's buffers and obtain none from the system.
+  const std::uint64_t from_system = memory_stats().system_allocations;
+  for (int call = 0; call < 10; ++call) require_identical(chain({x})[0], eager);
+  CHECK(memory_stats().system_allocations == from_system);
 }
 
 TEST_CASE("function misuse: the error names function and the argument", "[function][misuse]") {
