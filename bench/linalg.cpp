@@ -184,11 +184,13 @@ class TorchStep {
 
 // ---- Same derivatives before timing ------------------------------------------------------------
 
+#ifdef TAPEGRAD_HAVE_TORCH
 double along(const std::vector<double>& grad, const std::vector<double>& direction) {
   double sum = 0;
   for (std::size_t i = 0; i < grad.size(); ++i) sum += grad[i] * direction[i];
   return sum;
 }
+#endif
 
 void check_against_torch(const Problem& p) {
 #ifdef TAPEGRAD_HAVE_TORCH

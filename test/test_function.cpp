@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "captured_stderr.hpp"
+#include "identical_support.hpp"
 #include "support.hpp"
 #include "tapegrad/tapegrad.hpp"
 
@@ -16,16 +17,6 @@ using namespace tapegrad;
 using namespace tapegrad::testing;
 
 namespace {
-
-// Equal element for element (the replay runs the eager call's kernels in its order).
-void require_identical(const Tensor& got, const Tensor& expected) {
-  REQUIRE(got.defined() == expected.defined());
-  if (!got.defined()) return;
-  REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.shape() == expected.shape());
-  const auto a = values(got), b = values(expected);
-  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
-}
 
 // sum(x^2 + sin x) and its gradient 2x + cos x, with a tape inside.
 std::vector<Tensor> value_and_gradient(const std::vector<Tensor>& args) {

@@ -5,10 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <iostream>
-#include <sstream>
 #include <string>
 
+#include "captured_stderr.hpp"
 #include "evals/evals.hpp"
 #include "support.hpp"
 
@@ -32,20 +31,6 @@ class FunctionVariant {
   bool previous_;
 };
 
-// Captures what is written to std::cerr (tapegrad's warnings) for its lifetime.
-class CerrCapture {
- public:
-  CerrCapture() : previous_(std::cerr.rdbuf(text_.rdbuf())) {}
-  ~CerrCapture() { std::cerr.rdbuf(previous_); }
-  CerrCapture(const CerrCapture&) = delete;
-  CerrCapture& operator=(const CerrCapture&) = delete;
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::streambuf* previous_;
-};
-
 // The eager tool's answer, checked equal to the function variant's after `function_calls`
 // calls (a trace, then replays: a Function replays the eager kernels, so the same JSON to the
 // last bit). The variant's trace must replay: no eval function of it may fall back to eager
@@ -64,7 +49,7 @@ json run(const std::string& eval, const std::string& function, const json& input
   Output output;
   std::string warnings;
   {
-    const CerrCapture capture;
+    const tapegrad::testing::CapturedStderr capture;
     const Compute compute = prepare(input);
     for (int call = 0; call < function_calls; ++call) output = compute();
     warnings = capture.text();
