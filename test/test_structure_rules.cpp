@@ -151,7 +151,7 @@ TEST_CASE("each structure rule equals its op's forward on the one-hot rows, exac
     const std::vector<Shape> output_shapes{sc.output};
     const std::vector<DType> output_dtypes{DType::Float64};
     const Attrs* attrs = sc.attrs ? &*sc.attrs : nullptr;
-    const detail::StructureContext context{op, attrs, output_shapes, output_dtypes};
+    const detail::StructureContext context{{op, attrs, output_shapes, output_dtypes}};
     const auto result = op.structure_rule(context, structured, constants);
     if (sc.expected.empty()) {
       CHECK_FALSE(result.has_value());

@@ -205,7 +205,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         structured.push_back(is_value ? values[in.value] : StructuredValue{});
         constants.push_back(is_value ? Tensor() : in.constant);
       }
-      const StructureContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
+      const StructureContext context{{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes}};
       structured_outputs = op.op->structure_rule(context, structured, constants);
     }
     std::vector<Tensor> outputs;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/op_definition.hpp"
+#include "runtime/replay_context.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tensor.hpp"
@@ -56,19 +57,10 @@ struct StructuredValue {
   bool is_diagonal() const { return diagonal.defined(); }
 };
 
-// The op as it ran on one example: its recorded attributes and its outputs' shapes and dtypes
-// (no batch axis: a diagonal output has exactly these). Lives for the rule's call only.
-struct StructureContext {
-  const OpDefinition& op;
-  const Attrs* attrs;  // null when the op recorded none
-  const std::vector<Shape>& output_shapes;
-  const std::vector<DType>& output_dtypes;
-
-  // The attributes (an empty set when the op recorded none).
-  const Attrs& attributes() const {
-    static const Attrs none;
-    return attrs != nullptr ? *attrs : none;
-  }
-};
+// The op as it ran on one example: the view of the traced op a replay rule gets (its recorded
+// attributes, its outputs' shapes and dtypes, with no batch axis: a diagonal output has exactly
+// these). A type of its own only so that op_definition.hpp can declare it. Lives for the
+// rule's call only.
+struct StructureContext : ReplayContext {};
 
 }  // namespace tapegrad::detail
