@@ -11,6 +11,9 @@ and third-party ones, only the folders below it:
     ops          ops, runtime, kernels
     functional, optim, files, layers, distributed: their own folder only (the public API)
 
+A file's layer is its top folder under src/: the op families' folders (src/ops/<family>/)
+are the ops layer, as are the shared headers directly in src/ops/.
+
 The includes that break these rules today are listed in KNOWN below, each with the reason it
 is still there. The check fails on an include that breaks a rule and is not listed (a new
 upward include), and on a listed one that no longer exists (so the list only shrinks).

@@ -9,10 +9,10 @@
 
 #include "support.hpp"
 
-#include "ops/conv_ops.hpp"
+#include "ops/nn/conv_ops.hpp"
 #include "ops/internal_ops.hpp"
-#include "ops/math_special.hpp"
-#include "ops/reduce_support.hpp"
+#include "ops/math/math_special.hpp"
+#include "ops/reduce/reduce_support.hpp"
 #include "runtime/forward_context.hpp"
 #include "runtime/op_registry.hpp"
 

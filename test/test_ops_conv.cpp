@@ -11,7 +11,7 @@
 #include "identical_support.hpp"
 #include "image_layout_support.hpp"
 #include "misuse_support.hpp"
-#include "ops/conv_ops.hpp"
+#include "ops/nn/conv_ops.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "misuse_support.hpp"
-#include "ops/math_special.hpp"
+#include "ops/math/math_special.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

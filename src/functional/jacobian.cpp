@@ -7,8 +7,9 @@
 // target elements: one backward run per row, seeded with a one-hot output gradient. Either way
 // the walk is planned once (detail::plan_backward) and re-run, so the pruning, the use counts
 // and the validation are not redone for every row. The rows are
-// stacked by an internal op whose gradient unstacks (detail::pack_rows, src/ops/array_rows.cpp),
-// so a Jacobian computed under an outer tape is itself differentiable.
+// stacked by an internal op whose gradient unstacks (detail::pack_rows,
+// src/ops/array/array_rows.cpp), so a Jacobian computed under an outer tape is itself
+// differentiable.
 #include <algorithm>
 
 #include "functional/vectorize.hpp"

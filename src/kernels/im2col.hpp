@@ -1,6 +1,6 @@
 // Convolution kernels on NHWC inputs and HWIO filters: im2col / col2im and the three products
 // of a 2-D convolution (forward, input gradient, filter gradient), each one BLAS gemm on the
-// im2col matrix. No autodiff knowledge: src/ops/conv.cpp records and differentiates them.
+// im2col matrix. No autodiff knowledge: src/ops/nn/conv.cpp records and differentiates them.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // TF's window arithmetic (tensorflow/core/framework/kernel_shape_util's rules, restated):
 // Valid keeps the windows inside the input, Same pads to ceil(in / stride) outputs with the
 // odd padding element at the end.
-#include "ops/conv_support.hpp"
+#include "ops/nn/conv_support.hpp"
 
 #include "ops/op_support.hpp"
 #include "tapegrad/errors.hpp"

@@ -6,7 +6,7 @@
 //
 // The special functions are computed in double for float32 too (then rounded): the C
 // library's float versions are no faster here and less accurate.
-#include "ops/math_special.hpp"
+#include "ops/math/math_special.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include "ops/batching_support.hpp"
 #include "kernels/shape_util.hpp"
 #include "ops/forward_rule_support.hpp"
-#include "ops/linalg_support.hpp"
+#include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"

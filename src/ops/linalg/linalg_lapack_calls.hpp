@@ -14,7 +14,7 @@
 #include <cblas.h>
 #include <f77blas.h>
 
-#include "ops/linalg_support.hpp"
+#include "ops/linalg/linalg_support.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/tensor.hpp"
 

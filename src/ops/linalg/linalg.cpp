@@ -13,7 +13,7 @@
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
 #include "ops/forward_rule_support.hpp"
-#include "ops/linalg_support.hpp"
+#include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "runtime/recording.hpp"

@@ -12,7 +12,7 @@
 #include "kernels/int_arith.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
-#include "ops/reduce_support.hpp"
+#include "ops/reduce/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "ops/batching_support.hpp"

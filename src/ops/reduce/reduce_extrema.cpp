@@ -8,7 +8,7 @@
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
-#include "ops/reduce_support.hpp"
+#include "ops/reduce/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/indexing.hpp"
 #include "tapegrad/ops/math.hpp"

@@ -14,8 +14,8 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "ops/forward_rule_support.hpp"
-#include "ops/linalg_lapack_calls.hpp"
-#include "ops/linalg_support.hpp"
+#include "ops/linalg/linalg_lapack_calls.hpp"
+#include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -26,7 +26,7 @@
 
 namespace tapegrad {
 
-// What the ops share (ops/linalg_support.hpp, ops/linalg_lapack_calls.hpp).
+// What the ops share (ops/linalg/linalg_support.hpp, ops/linalg/linalg_lapack_calls.hpp).
 using detail::batch_position;
 using detail::BatchLu;
 using detail::cholesky_factor;
