@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that src/'s includes run one way (docs/design.md, "Layout").
+"""Checks that src/'s includes run one way (docs/design.md, "The map").
 
 Usage: check_layers.py [SOURCE_DIR]
 
