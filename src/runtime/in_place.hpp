@@ -25,14 +25,21 @@ inline bool only_handle(const Tensor& t) {
   return impl.holds_elements && !impl.is_view();
 }
 
+// The elements of `t`, a base whose handle is the only one (only_handle(t) said so). T must
+// be t's dtype.
+template <class T>
+T* own_elements(const Tensor& t) {
+  // The storage is immutable once others can see it; no one else can see this one.
+  auto& storage = const_cast<TensorImpl&>(impl_of(t)).data;
+  return std::get<storage_array<T>>(storage).data();
+}
+
 // The elements of `t` to overwrite: its own buffer when `t` is the only handle, else a
 // private copy that replaces `t` first. T must be t's dtype.
 template <class T>
 T* elements_to_overwrite(Tensor& t) {
   if (!only_handle(t)) t = Tensor(xt::xarray<T>(kernel_array<T>(t)));
-  // The storage is immutable once others can see it; no one else can see this one.
-  auto& storage = const_cast<TensorImpl&>(impl_of(t)).data;
-  return std::get<storage_array<T>>(storage).data();
+  return own_elements<T>(t);
 }
 
 // Runs `update` on the variable's stored value, to overwrite with elements_to_overwrite: in

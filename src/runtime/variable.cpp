@@ -78,7 +78,7 @@ void combine_into(const char* op, Tensor& value, const Tensor& delta, Combine c)
     const T* y = kernel_data<T>(delta);
     const std::size_t n = value.size();
     if (only_handle(value)) {
-      T* x = elements_to_overwrite<T>(value);
+      T* x = own_elements<T>(value);
       for (std::size_t i = 0; i < n; ++i) x[i] = c(x[i], y[i]);
       return;
     }
