@@ -109,7 +109,10 @@ BENCHMARK(BM_split_axis1)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_tile)->Arg(4)->Arg(32)->Unit(benchmark::kMicrosecond);
 // Rows of the llsq matrix: 16 (per-call cost) and 16392 (GradBench's largest workload, 16 MB).
 BENCHMARK(BM_tile_column)->Arg(16)->Arg(16392)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_cumprod_last_axis)->Args({16, 128})->Args({16392, 128})->Args({128, 16392})
+BENCHMARK(BM_cumprod_last_axis)
+    ->Args({16, 128})
+    ->Args({16392, 128})
+    ->Args({128, 16392})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cumsum_first_axis)->Arg(16)->Arg(16392)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -3,8 +3,8 @@
 // bytes written and read with plain POSIX calls in the same process (one write, fsync,
 // rename; one read): the floor any file format pays on this disk.
 // Peak memory is the kernel's count (VmHWM, reset through /proc/self/clear_refs) above the
-// resident size before the call, after malloc_trim has returned the free heap pages. Medians of 7 runs; the file stays in the page cache, so a
-// restore reads memory, not the disk.
+// resident size before the call, after malloc_trim has returned the free heap pages. Medians of 7
+// runs; the file stays in the page cache, so a restore reads memory, not the disk.
 //
 //   build/bench/bench/bench_checkpoint [FOLDER]     (default: the system's temporary folder)
 #include <fcntl.h>
@@ -29,7 +29,8 @@ namespace {
 
 struct TenLayers : tg::Module {
   explicit TenLayers(tg::Generator& generator) {
-    for (int i = 0; i < 10; ++i) add_module("dense" + std::to_string(i), tg::layers::Dense(1000, 1000, generator));
+    for (int i = 0; i < 10; ++i)
+      add_module("dense" + std::to_string(i), tg::layers::Dense(1000, 1000, generator));
   }
 };
 
@@ -64,7 +65,8 @@ Measure measure(const std::function<void()>& work) {
     const long before = status_kib("VmRSS:");
     const auto start = std::chrono::steady_clock::now();
     work();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     peak = std::max(peak, (status_kib("VmHWM:") - before) / 1024.0);
   }
   std::sort(times.begin(), times.end());
@@ -99,8 +101,8 @@ std::vector<char> raw_read(const std::string& path) {
 }
 
 void row(const char* what, const Measure& m, const Measure& baseline) {
-  std::printf("%-34s %9.1f ms %8.2fx %10.1f MB\n", what, m.seconds * 1e3, m.seconds / baseline.seconds,
-              m.peak_extra_mb);
+  std::printf("%-34s %9.1f ms %8.2fx %10.1f MB\n", what, m.seconds * 1e3,
+              m.seconds / baseline.seconds, m.peak_extra_mb);
 }
 
 }  // namespace
@@ -116,7 +118,8 @@ int main(int argc, char** argv) {
   for (const tg::Variable& v : model.trainable_variables()) parameters += v.peek().size();
   tg::Adam adam(1e-3);
   std::vector<std::pair<tg::Tensor, tg::Variable>> grads;
-  for (const tg::Variable& v : model.trainable_variables()) grads.emplace_back(tg::ones_like(v.peek()), v);
+  for (const tg::Variable& v : model.trainable_variables())
+    grads.emplace_back(tg::ones_like(v.peek()), v);
   adam.apply_gradients(grads);
 
   std::printf("model: %zu parameters (float32), folder %s\n\n", parameters, folder.c_str());

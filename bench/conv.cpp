@@ -19,8 +19,8 @@
 //   ./bench_conv --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include "median_collector.hpp"
 #include <cblas.h>
+#include "median_collector.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -108,9 +108,15 @@ struct TorchConv {
     Data d(c);  // from_blob views it: clone() copies out before it goes
     const auto b = static_cast<long>(c.batch), s = static_cast<long>(c.side);
     const auto ci = static_cast<long>(c.in_c), co = static_cast<long>(c.out_c);
-    x = torch::from_blob(d.x.data(), {b, s, s, ci}).permute({0, 3, 1, 2}).clone(at::MemoryFormat::Contiguous);
-    w = torch::from_blob(d.w.data(), {3, 3, ci, co}).permute({3, 2, 0, 1}).clone(at::MemoryFormat::Contiguous);
-    g = torch::from_blob(d.g.data(), {b, s, s, co}).permute({0, 3, 1, 2}).clone(at::MemoryFormat::Contiguous);
+    x = torch::from_blob(d.x.data(), {b, s, s, ci})
+            .permute({0, 3, 1, 2})
+            .clone(at::MemoryFormat::Contiguous);
+    w = torch::from_blob(d.w.data(), {3, 3, ci, co})
+            .permute({3, 2, 0, 1})
+            .clone(at::MemoryFormat::Contiguous);
+    g = torch::from_blob(d.g.data(), {b, s, s, co})
+            .permute({0, 3, 1, 2})
+            .clone(at::MemoryFormat::Contiguous);
     x.set_requires_grad(true);
     w.set_requires_grad(true);
   }
@@ -124,9 +130,9 @@ struct TorchConv {
 
 // The largest |a - b| relative to max(1, the largest |b|): float32 sums over up to 32768 terms.
 double max_difference(const tg::Tensor& a, const torch::Tensor& b_nchw_or_oihw, bool filter) {
-  const torch::Tensor b = (filter ? b_nchw_or_oihw.permute({2, 3, 1, 0})
-                                  : b_nchw_or_oihw.permute({0, 2, 3, 1}))
-                              .contiguous();
+  const torch::Tensor b =
+      (filter ? b_nchw_or_oihw.permute({2, 3, 1, 0}) : b_nchw_or_oihw.permute({0, 2, 3, 1}))
+          .contiguous();
   const float* pb = b.data_ptr<float>();
   const auto& va = a.array<float>();
   double worst = 0, scale = 1;
@@ -145,8 +151,7 @@ void check_against_torch(const Workload& c) {
                                  max_difference(ours[2], theirs[2], true)});
   std::printf("check %-9s tapegrad vs libtorch: max relative difference %.3g\n", c.name, worst);
   if (!(worst <= 1e-5)) {
-    std::fprintf(stderr, "bench_conv: %s differs from LibTorch by %.3g: aborting\n", c.name,
-                 worst);
+    std::fprintf(stderr, "bench_conv: %s differs from LibTorch by %.3g: aborting\n", c.name, worst);
     std::abort();
   }
 }
@@ -173,14 +178,16 @@ void register_all(int threads) {
                                    const TapegradConv conv(c);
                                    for (auto _ : state) benchmark::DoNotOptimize(conv.step());
                                  })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(name_of(c, threads, "tapegrad_forward").c_str(),
                                  [c, threads](benchmark::State& state) {
                                    set_threads(threads);
                                    const TapegradConv conv(c);
                                    for (auto _ : state) benchmark::DoNotOptimize(conv.forward());
                                  })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(name_of(c, threads, "bare_gemm").c_str(),
                                  [c, threads](benchmark::State& state) {
                                    set_threads(threads);
@@ -189,13 +196,14 @@ void register_all(int threads) {
                                    std::vector<float> out(c.m() * c.n());
                                    for (auto _ : state) {
                                      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-                                                 int(c.m()), int(c.n()), int(c.k()), 1.0f,
-                                                 a.data(), int(c.k()), b.data(), int(c.n()),
-                                                 0.0f, out.data(), int(c.n()));
+                                                 int(c.m()), int(c.n()), int(c.k()), 1.0f, a.data(),
+                                                 int(c.k()), b.data(), int(c.n()), 0.0f, out.data(),
+                                                 int(c.n()));
                                      benchmark::DoNotOptimize(out.data());
                                    }
                                  })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 
@@ -210,18 +218,18 @@ void register_torch(int threads) {
                                    const TorchConv conv(c);
                                    for (auto _ : state) benchmark::DoNotOptimize(conv.step());
                                  })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 #endif
-
 
 using Time = double (MedianCollector::*)(const std::string&) const;
 
 void print_table(const MedianCollector& collector, Time time, const char* what,
                  const std::vector<int>& thread_counts) {
-  std::printf("\nmedian %s, ms per forward + backward; conv2d forward's FLOP rate vs a bare gemm:\n",
-              what);
+  std::printf(
+      "\nmedian %s, ms per forward + backward; conv2d forward's FLOP rate vs a bare gemm:\n", what);
   std::printf("%-9s %-7s %11s %11s %7s %12s %12s %7s\n", "workload", "threads", "tapegrad",
               "libtorch", "ratio", "fwd GFLOP/s", "gemm GFLOP/s", "share");
   for (int threads : thread_counts) {

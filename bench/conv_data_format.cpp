@@ -55,9 +55,12 @@ Tensor to_channels_first(const Tensor& t) { return tg::transpose(t, {0, 3, 1, 2}
 enum class Way { Nchw, Transposes, Nhwc };
 const char* name_of(Way way) {
   switch (way) {
-    case Way::Nchw: return "nchw";
-    case Way::Transposes: return "transposes";
-    case Way::Nhwc: return "nhwc";
+    case Way::Nchw:
+      return "nchw";
+    case Way::Transposes:
+      return "transposes";
+    case Way::Nhwc:
+      return "nhwc";
   }
   return "?";
 }
@@ -72,15 +75,21 @@ struct Layer {
 
 const std::vector<Layer>& layers() {
   static const std::vector<Layer> all = {
-      {"conv1", {32, 3, 32, 32}, {3, 3, 3, 16},
+      {"conv1",
+       {32, 3, 32, 32},
+       {3, 3, 3, 16},
        [](const Tensor& x, const Tensor& f, tg::DataFormat format) {
          return tg::conv2d(x, f, {1, 1}, tg::Padding::Same, format);
        }},
-      {"pool1", {32, 16, 32, 32}, {},
+      {"pool1",
+       {32, 16, 32, 32},
+       {},
        [](const Tensor& x, const Tensor&, tg::DataFormat format) {
          return tg::max_pool2d(x, {2, 2}, {2, 2}, tg::Padding::Valid, format);
        }},
-      {"conv2", {32, 16, 16, 16}, {3, 3, 16, 32},
+      {"conv2",
+       {32, 16, 16, 16},
+       {3, 3, 16, 32},
        [](const Tensor& x, const Tensor& f, tg::DataFormat format) {
          return tg::conv2d(x, f, {1, 1}, tg::Padding::Same, format);
        }},
@@ -109,11 +118,15 @@ struct Inputs {
     tape.watch(sources);
     Tensor y;
     switch (way) {
-      case Way::Nchw: y = layer.op(x, filters, tg::DataFormat::NCHW); break;
+      case Way::Nchw:
+        y = layer.op(x, filters, tg::DataFormat::NCHW);
+        break;
       case Way::Transposes:
         y = to_channels_first(layer.op(to_channels_last(x), filters, tg::DataFormat::NHWC));
         break;
-      case Way::Nhwc: y = layer.op(x, filters, tg::DataFormat::NHWC); break;
+      case Way::Nhwc:
+        y = layer.op(x, filters, tg::DataFormat::NHWC);
+        break;
     }
     const Tensor& g = way == Way::Nhwc ? g_last : g_first;
     std::vector<Tensor> out =
@@ -132,8 +145,8 @@ void check_same_results(const Layer& layer) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double difference = tg::reduce_max(tg::abs(a[i] - b[i])).item<float>();
     if (a[i].shape() != b[i].shape() || difference != 0.0) {
-      std::fprintf(stderr, "%s: result %zu differs between nchw and transposes (%g)\n",
-                   layer.name, i, difference);
+      std::fprintf(stderr, "%s: result %zu differs between nchw and transposes (%g)\n", layer.name,
+                   i, difference);
       std::exit(1);
     }
   }
@@ -176,8 +189,10 @@ double median(std::vector<double> v) {
 // rotating), so a change of the machine's load hits the ways of a round alike.
 void print_paired(int rounds) {
   const Way ways[] = {Way::Nchw, Way::Transposes, Way::Nhwc};
-  std::printf("\npaired rounds (%d per layer, one step of each way per round), median of the "
-              "per-round ratios\n", rounds);
+  std::printf(
+      "\npaired rounds (%d per layer, one step of each way per round), median of the "
+      "per-round ratios\n",
+      rounds);
   std::printf("%-7s %18s %16s %22s %20s\n", "layer", "nchw/transposes", "nchw/nhwc",
               "nchw/transposes (CPU)", "nchw/nhwc (CPU)");
   for (const Layer& layer : layers()) {
@@ -193,9 +208,9 @@ void print_paired(int rounds) {
         const std::vector<Tensor> r = inputs.step(layer, ways[w]);
         benchmark::DoNotOptimize(r[0].array<float>().data());
         cpu[w] = thread_cpu_ms() - cpu_start;
-        wall[w] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                            start)
-                      .count();
+        wall[w] =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
       }
       by_hand_wall.push_back(wall[0] / wall[1]);
       nhwc_wall.push_back(wall[0] / wall[2]);
@@ -217,8 +232,8 @@ void print_summary(const MedianCollector& collector) {
       const double by_hand = collector.median_ms(benchmark_name(layer, Way::Transposes), cpu);
       const double nhwc = collector.median_ms(benchmark_name(layer, Way::Nhwc), cpu);
       if (nchw <= 0.0 || by_hand <= 0.0 || nhwc <= 0.0) continue;
-      std::printf("%-7s %10.3f %12.3f %10.3f %17.3fx %15.3fx\n", layer.name, nchw, by_hand,
-                  nhwc, nchw / by_hand, nchw / nhwc);
+      std::printf("%-7s %10.3f %12.3f %10.3f %17.3fx %15.3fx\n", layer.name, nchw, by_hand, nhwc,
+                  nchw / by_hand, nchw / nhwc);
     }
   }
 }

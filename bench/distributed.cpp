@@ -7,8 +7,8 @@
 // Prints, on rank 0, the median step time of each, the median share of the step spent in
 // finish() waiting for the collectives, and how long before the end of the backward pass the
 // first bucket started (the window its allreduce had to overlap). The modes alternate in
-// rounds so that the machine's noise spreads over all of them. Not a Google Benchmark program: it runs under
-// mpirun, one process per rank.
+// rounds so that the machine's noise spreads over all of them. Not a Google Benchmark program: it
+// runs under mpirun, one process per rank.
 //
 //   OPENBLAS_NUM_THREADS=1 mpirun -np 2 ./bench_distributed [--steps N] [--rounds N]
 //       [--bucket-kb N] [--dtype float32|float64]
@@ -36,7 +36,7 @@ constexpr std::size_t kHidden = 256;
 constexpr std::size_t kClasses = 10;
 
 struct Settings {
-  int steps = 20;   // per mode and round
+  int steps = 20;  // per mode and round
   int rounds = 10;
   std::size_t bucket_kb = 1024;
   tg::DType dtype = tg::DType::Float32;
@@ -47,11 +47,16 @@ Settings parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--steps") s.steps = std::stoi(value);
-    else if (flag == "--rounds") s.rounds = std::stoi(value);
-    else if (flag == "--bucket-kb") s.bucket_kb = std::stoul(value);
-    else if (flag == "--dtype") s.dtype = value == "float64" ? tg::DType::Float64 : tg::DType::Float32;
-    else throw std::invalid_argument("unknown option " + flag);
+    if (flag == "--steps")
+      s.steps = std::stoi(value);
+    else if (flag == "--rounds")
+      s.rounds = std::stoi(value);
+    else if (flag == "--bucket-kb")
+      s.bucket_kb = std::stoul(value);
+    else if (flag == "--dtype")
+      s.dtype = value == "float64" ? tg::DType::Float64 : tg::DType::Float32;
+    else
+      throw std::invalid_argument("unknown option " + flag);
   }
   return s;
 }
@@ -76,7 +81,8 @@ struct Model {
     tg::Tensor h = tg::tanh(tg::matmul(x, vars[0]) + vars[1]);
     h = tg::tanh(tg::matmul(h, vars[2]) + vars[3]);
     const tg::Tensor logits = tg::matmul(h, vars[4]) + vars[5];
-    return tg::reduce_sum(tg::softmax_cross_entropy_with_logits(y, logits)) / static_cast<double>(kBatch);
+    return tg::reduce_sum(tg::softmax_cross_entropy_with_logits(y, logits)) /
+           static_cast<double>(kBatch);
   }
 };
 
@@ -113,7 +119,8 @@ int main(int argc, char** argv) {
     o.bucket_bytes = s.bucket_kb * 1024;
     o.reduction = td::Reduction::Sum;
     o.overlap = m == kOverlap;
-    reducers[static_cast<std::size_t>(m)] = std::make_unique<td::BucketedAllreduce>(comm, model.vars, o);
+    reducers[static_cast<std::size_t>(m)] =
+        std::make_unique<td::BucketedAllreduce>(comm, model.vars, o);
   }
   std::vector<std::vector<double>> step_ms(kModes), wait_share(kModes), wait_ms(kModes);
   std::vector<double> window_ms;
@@ -185,22 +192,27 @@ int main(int argc, char** argv) {
   medians.push_back(median(alone_ms));
   const auto n = medians.size();
   std::vector<double> worst(n);
-  MPI_Allreduce(medians.data(), worst.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm.native());
+  MPI_Allreduce(medians.data(), worst.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX,
+                comm.native());
   if (rank == 0) {
-    std::printf("bench_distributed: %zu rank(s), global batch %zu (%zu rows on rank 0), %s, "
-                "buckets of %zu KiB (%zu bucket(s)), %d rounds x %d steps per mode\n",
-                ranks, kBatch, rows, s.dtype == tg::DType::Float32 ? "float32" : "float64",
-                s.bucket_kb, reducers[kOverlap]->num_buckets(), s.rounds, s.steps);
+    std::printf(
+        "bench_distributed: %zu rank(s), global batch %zu (%zu rows on rank 0), %s, "
+        "buckets of %zu KiB (%zu bucket(s)), %d rounds x %d steps per mode\n",
+        ranks, kBatch, rows, s.dtype == tg::DType::Float32 ? "float32" : "float64", s.bucket_kb,
+        reducers[kOverlap]->num_buckets(), s.rounds, s.steps);
     std::printf("%-26s %14s %16s %14s\n", "mode", "step ms (med)", "wait ms (med)", "wait share");
     for (int m = 0; m < kModes; ++m) {
-      std::printf("%-26s %14.3f %16.3f %13.1f%%\n", names[m], worst[3 * static_cast<std::size_t>(m)],
+      std::printf("%-26s %14.3f %16.3f %13.1f%%\n", names[m],
+                  worst[3 * static_cast<std::size_t>(m)],
                   worst[3 * static_cast<std::size_t>(m) + 1],
                   100.0 * worst[3 * static_cast<std::size_t>(m) + 2]);
     }
     std::printf("overlap: the first bucket started %.3f ms before the backward pass ended\n",
                 worst[worst.size() - 2]);
-    std::printf("the gradients' allreduce alone (Communicator::allreduce, no computation "
-                "between calls): %.3f ms\n", worst.back());
+    std::printf(
+        "the gradients' allreduce alone (Communicator::allreduce, no computation "
+        "between calls): %.3f ms\n",
+        worst.back());
   }
   return 0;
 }

@@ -14,7 +14,8 @@ tg::Tensor ramp(const tg::Shape& shape, double scale = 1.0) {
   std::size_t n = 1;
   for (auto d : shape) n *= d;
   std::vector<double> values(n);
-  for (std::size_t i = 0; i < n; ++i) values[i] = (static_cast<double>(i % 97) - 48.0) * 0.01 * scale;
+  for (std::size_t i = 0; i < n; ++i)
+    values[i] = (static_cast<double>(i % 97) - 48.0) * 0.01 * scale;
   return tg::from_values(values, shape, tg::DType::Float64);
 }
 
@@ -40,11 +41,13 @@ void BM_einsum_ij_kj(benchmark::State& state) {
 }
 // 16 batched [n, n] products.
 void BM_matmul_batched(benchmark::State& state) {
-  const tg::Tensor a = ramp({16, arg(state), arg(state)}), b = ramp({16, arg(state), arg(state)}, 2);
+  const tg::Tensor a = ramp({16, arg(state), arg(state)}),
+                   b = ramp({16, arg(state), arg(state)}, 2);
   for (auto _ : state) benchmark::DoNotOptimize(tg::matmul(a, b).id());
 }
 void BM_einsum_bij_bjk(benchmark::State& state) {
-  const tg::Tensor a = ramp({16, arg(state), arg(state)}), b = ramp({16, arg(state), arg(state)}, 2);
+  const tg::Tensor a = ramp({16, arg(state), arg(state)}),
+                   b = ramp({16, arg(state), arg(state)}, 2);
   for (auto _ : state) benchmark::DoNotOptimize(tg::einsum("bij,bjk->bik", {a, b}).id());
 }
 // Forward + backward of sum(a b) on a tape.

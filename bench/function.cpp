@@ -225,8 +225,8 @@ BENCHMARK(BM_mlp_eager_adam_step)->Unit(benchmark::kMicrosecond);
 void BM_mlp_function_adam_step(benchmark::State& state) {
   Mlp mlp(5);
   tg::Adam adam(1e-3);
-  const tg::Function step = tg::function(
-      [&mlp, &adam](const std::vector<tg::Tensor>&) { return mlp.adam_step(adam); });
+  const tg::Function step =
+      tg::function([&mlp, &adam](const std::vector<tg::Tensor>&) { return mlp.adam_step(adam); });
   step({});
   for (auto _ : state) benchmark::DoNotOptimize(step({})[0].id());
 }
@@ -277,7 +277,8 @@ void check_or_exit() {
   const double value = tg::cast(replayed[0], tg::DType::Float64).array<double>()(0);
   const double gradient = tg::cast(replayed[1], tg::DType::Float64).array<double>()(0);
   if (std::abs(adolc_value - value) > 1e-12 || std::abs(adolc_gradient - gradient) > 1e-12) {
-    std::fprintf(stderr, "bench_function: ADOL-C's chain gives %.17g, %.17g; tapegrad %.17g, %.17g\n",
+    std::fprintf(stderr,
+                 "bench_function: ADOL-C's chain gives %.17g, %.17g; tapegrad %.17g, %.17g\n",
                  adolc_value, adolc_gradient, value, gradient);
     std::exit(1);
   }

@@ -139,8 +139,7 @@ void BM_RowProductsGemv(benchmark::State& state) {
   std::vector<double> out(kSize);
   for (auto _ : state) {
     for (std::size_t r = 0; r < kSize; ++r) {
-      cblas_dgemv(CblasRowMajor, CblasTrans, kSize, kSize, 1.0, w, kSize, v, 1, 0.0, out.data(),
-                  1);
+      cblas_dgemv(CblasRowMajor, CblasTrans, kSize, kSize, 1.0, w, kSize, v, 1, 0.0, out.data(), 1);
       benchmark::DoNotOptimize(out.data());
     }
   }

@@ -67,8 +67,8 @@ void BM_Jvp(benchmark::State& state) {
   const Tensor x = random_matrix(kSize, 1, 2);
   const Tensor v = random_matrix(kSize, 1, 3);
   for (auto _ : state) {
-    auto [y, tangent] = tapegrad::jvp(
-        [](const std::vector<Tensor>& a) { return tanh_wx(a[0]); }, {x}, {v});
+    auto [y, tangent] =
+        tapegrad::jvp([](const std::vector<Tensor>& a) { return tanh_wx(a[0]); }, {x}, {v});
     benchmark::DoNotOptimize(tangent.array<double>().data());
   }
 }

@@ -112,9 +112,8 @@ class TapegradStep {
     }
     if (op_ == "svd") {
       const auto [s, u, v] = svd(a);
-      return add(reduce_sum(multiply(c_, s)),
-                 add(reduce_sum(multiply(w_, multiply(u, u))),
-                     reduce_sum(multiply(w_, multiply(v, v)))));
+      return add(reduce_sum(multiply(c_, s)), add(reduce_sum(multiply(w_, multiply(u, u))),
+                                                  reduce_sum(multiply(w_, multiply(v, v)))));
     }
     if (op_ == "cholesky") return reduce_sum(multiply(w_, cholesky(a)));
     return reduce_sum(multiply(w_b_, solve(a, b_)));
@@ -229,7 +228,6 @@ void run_torch(benchmark::State& state, const Problem* p) {
 std::string name_of(const std::string& op, std::size_t n, const char* implementation) {
   return "linalg/" + op + "/n:" + std::to_string(n) + "/" + implementation;
 }
-
 
 }  // namespace
 

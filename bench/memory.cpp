@@ -180,9 +180,9 @@ void big_chain(bool persistent) {
       "bytes_held %6.1f MB (%5.0f B/op) | forward peak %6.1f MB | backward peak %6.1f MB "
       "(%+5.2f %%) | overall peak %5.0f B/op = %.3fx the minimum | RSS after forward +%6.1f MB "
       "(%5.0f B/op), peak +%6.1f MB (%5.0f B/op, %.3fx) | gradient[0] %.6g\n",
-      persistent ? "persistent" : "non-persistent", m.after_forward / 1e6,
-      m.after_forward / kOps, m.after_forward / kOps / kMinimumBytesPerOp, m.bytes_held / 1e6,
-      m.bytes_held / kOps, m.forward_peak / 1e6, m.backward_peak / 1e6,
+      persistent ? "persistent" : "non-persistent", m.after_forward / 1e6, m.after_forward / kOps,
+      m.after_forward / kOps / kMinimumBytesPerOp, m.bytes_held / 1e6, m.bytes_held / kOps,
+      m.forward_peak / 1e6, m.backward_peak / 1e6,
       100.0 * (static_cast<double>(m.backward_peak) / static_cast<double>(m.forward_peak) - 1.0),
       peak / kOps, peak / kOps / kMinimumBytesPerOp, m.rss_after_forward_mb * 1.048576,
       m.rss_after_forward_mb * 1048576 / kOps, m.rss_peak_mb * 1.048576,
@@ -206,7 +206,8 @@ void tiny_chain(bool persistent) {
       });
   std::printf(
       "chain, 1 element,     %-14s | heap after forward %6.1f MB (%5.0f B/op) | bytes_held %6.1f "
-      "MB (%5.0f B/op) | forward peak %6.1f MB | backward peak %6.1f MB (%+5.2f %%) | gradient %.6g\n",
+      "MB (%5.0f B/op) | forward peak %6.1f MB | backward peak %6.1f MB (%+5.2f %%) | gradient "
+      "%.6g\n",
       persistent ? "persistent" : "non-persistent", m.after_forward / 1e6, m.after_forward / kOps,
       m.bytes_held / 1e6, m.bytes_held / kOps, m.forward_peak / 1e6, m.backward_peak / 1e6,
       100.0 * (static_cast<double>(m.backward_peak) / static_cast<double>(m.forward_peak) - 1.0),
@@ -231,7 +232,7 @@ void mlp(bool persistent) {
   std::vector<tg::Variable> vars{
       tg::Variable(uniform({784, 256}, 2, 0.1)), tg::Variable(tg::zeros({256})),
       tg::Variable(uniform({256, 256}, 3, 0.1)), tg::Variable(tg::zeros({256})),
-      tg::Variable(uniform({256, 10}, 4, 0.1)), tg::Variable(tg::zeros({10}))};
+      tg::Variable(uniform({256, 10}, 4, 0.1)),  tg::Variable(tg::zeros({10}))};
   double first = 0;
   const Measured m = measure(
       persistent,

@@ -112,7 +112,8 @@ void BM_recompute(benchmark::State& state) {
   state.counters["segment_layers"] = static_cast<double>(length);
   state.counters["tape_bytes"] = static_cast<double>(tape_bytes);
   state.counters["checkpoint_bytes"] = segments * kActivationBytes;
-  state.counters["activations_kept"] = static_cast<double>(tape_bytes) + segments * kActivationBytes;
+  state.counters["activations_kept"] =
+      static_cast<double>(tape_bytes) + segments * kActivationBytes;
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 //   ./bench_mlp --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include "median_collector.hpp"
 #include <cblas.h>
+#include "median_collector.hpp"
 
 #include <algorithm>
 #include <array>
@@ -56,9 +56,12 @@ struct Problem {
   std::array<std::vector<double>, 6> params;
 };
 
-const std::array<std::pair<std::size_t, std::size_t>, 6> kParamShapes = {{
-    {kInputs, kHidden}, {1, kHidden}, {kHidden, kHidden}, {1, kHidden}, {kHidden, kClasses},
-    {1, kClasses}}};
+const std::array<std::pair<std::size_t, std::size_t>, 6> kParamShapes = {{{kInputs, kHidden},
+                                                                          {1, kHidden},
+                                                                          {kHidden, kHidden},
+                                                                          {1, kHidden},
+                                                                          {kHidden, kClasses},
+                                                                          {1, kClasses}}};
 
 const Problem& problem() {
   static const Problem p = [] {
@@ -102,24 +105,23 @@ void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, std::size_t m, std::size_t n, std::size_t k,
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
 }
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, std::size_t m, std::size_t n, std::size_t k,
           const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta,
           double* c, std::size_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
 }
 // out[n] = column sums of a [m, n] (a^T times a vector of ones).
 void column_sums(const float* a, std::size_t m, std::size_t n, const float* ones, float* out) {
   cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(m), static_cast<int>(n), 1.0f, a,
               static_cast<int>(n), ones, 1, 0.0f, out, 1);
 }
-void column_sums(const double* a, std::size_t m, std::size_t n, const double* ones,
-                 double* out) {
+void column_sums(const double* a, std::size_t m, std::size_t n, const double* ones, double* out) {
   cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<int>(m), static_cast<int>(n), 1.0, a,
               static_cast<int>(n), ones, 1, 0.0, out, 1);
 }
@@ -261,8 +263,7 @@ class TapegradMlp {
     const tg::Tensor h1 = tg::tanh(tg::matmul(x_, w[0]) + w[1]);
     const tg::Tensor h2 = tg::tanh(tg::matmul(h1, w[2]) + w[3]);
     const tg::Tensor logits = tg::matmul(h2, w[4]) + w[5];
-    const tg::Tensor loss =
-        tg::reduce_mean(tg::softmax_cross_entropy_with_logits(labels_, logits));
+    const tg::Tensor loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(labels_, logits));
     return {loss, tape.gradient(loss, params_)};
   }
 
@@ -377,11 +378,13 @@ double max_abs_difference(const StepResult& a, const StepResult& b) {
 }
 
 void require_same(const char* dtype, const char* what, double difference, double tolerance) {
-  std::printf("gradient check %s: %-24s max abs difference %.3g (tolerance %.0e)\n", dtype,
-              what, difference, tolerance);
+  std::printf("gradient check %s: %-24s max abs difference %.3g (tolerance %.0e)\n", dtype, what,
+              difference, tolerance);
   if (!(difference <= tolerance)) {
-    std::fprintf(stderr, "bench_mlp: %s %s gradients differ from the hand-written ones by %.3g"
-                 " (tolerance %.0e): aborting before timing\n", dtype, what, difference, tolerance);
+    std::fprintf(stderr,
+                 "bench_mlp: %s %s gradients differ from the hand-written ones by %.3g"
+                 " (tolerance %.0e): aborting before timing\n",
+                 dtype, what, difference, tolerance);
     std::abort();
   }
 }
@@ -458,7 +461,6 @@ void register_torch(const std::string& dtype, std::vector<Entry>& entries) {
   }
 }
 #endif
-
 
 void print_summary(const std::vector<Entry>& entries, const MedianCollector& collector) {
   std::printf("\nmedian ms/step (ratio to handwritten):\n");

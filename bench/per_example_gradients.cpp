@@ -62,8 +62,9 @@ void BM_PerExampleGradientsLoop(benchmark::State& state) {
     std::vector<std::vector<Tensor>> rows(4);
     for (std::size_t b = 0; b < kBatch; ++b) {
       const auto i = static_cast<std::int64_t>(b);
-      const std::vector<Tensor> g = model.example_gradients(
-          {tapegrad::slice(model.images, {i, 0}, {1, 64}), tapegrad::slice(model.labels, {i, 0}, {1, 10})});
+      const std::vector<Tensor> g =
+          model.example_gradients({tapegrad::slice(model.images, {i, 0}, {1, 64}),
+                                   tapegrad::slice(model.labels, {i, 0}, {1, 10})});
       for (std::size_t k = 0; k < 4; ++k) rows[k].push_back(g[k]);
     }
     std::vector<Tensor> stacked;

@@ -49,8 +49,10 @@ struct Mlp : tg::Module {
   tg::layers::Dense& hidden;
   tg::layers::Dense& output;
   explicit Mlp(tg::Generator& generator)
-      : hidden(add_module("hidden", tg::layers::Dense(64, 128, generator, true, tg::DType::Float64))),
-        output(add_module("output", tg::layers::Dense(128, 10, generator, true, tg::DType::Float64))) {}
+      : hidden(
+            add_module("hidden", tg::layers::Dense(64, 128, generator, true, tg::DType::Float64))),
+        output(add_module("output",
+                          tg::layers::Dense(128, 10, generator, true, tg::DType::Float64))) {}
   tg::Tensor logits(const tg::Tensor& x) const { return output(tg::relu(hidden(x))); }
 };
 
@@ -61,7 +63,8 @@ struct Cnn : tg::Module {
   tg::layers::Dense& output;
   explicit Cnn(tg::Generator& generator)
       : conv1(add_module("conv1", tg::layers::Conv2D(1, 16, {3, 3}, generator, tg::Padding::Same))),
-        conv2(add_module("conv2", tg::layers::Conv2D(16, 32, {3, 3}, generator, tg::Padding::Same))),
+        conv2(
+            add_module("conv2", tg::layers::Conv2D(16, 32, {3, 3}, generator, tg::Padding::Same))),
         hidden(add_module("hidden", tg::layers::Dense(512, 128, generator))),
         output(add_module("output", tg::layers::Dense(128, 10, generator))) {}
   tg::Tensor logits(const tg::Tensor& images) const {
@@ -85,8 +88,9 @@ void measure(const char* name, const std::function<void()>& step) {
   for (int i = 0; i < kSteps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     step();
-    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                        .count());
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   const long faults = minor_faults() - faults_before;
   std::sort(times.begin(), times.end());
@@ -107,7 +111,8 @@ void measure(const char* name, const std::function<void()>& step) {
 template <class Model>
 void training_step(const Model& model, tg::Adam& adam, const tg::Tensor& x, const tg::Tensor& y) {
   tg::GradientTape tape;
-  const tg::Tensor loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, model.logits(x)));
+  const tg::Tensor loss =
+      tg::reduce_mean(tg::softmax_cross_entropy_with_logits(y, model.logits(x)));
   const std::vector<tg::Variable> variables = model.trainable_variables();
   const std::vector<tg::Tensor> grads = tape.gradient(loss, variables);
   std::vector<std::pair<tg::Tensor, tg::Variable>> pairs;

@@ -48,8 +48,8 @@ int main() {
               static_cast<double>(bytes) / 1e6);
 
   // The baseline: one copy of the elements into a new tensor.
-  const double copy_seconds = median_call(
-      [&] { return tg::Tensor(tg::storage_array<double>(x.array<double>())); }, 7, 1);
+  const double copy_seconds =
+      median_call([&] { return tg::Tensor(tg::storage_array<double>(x.array<double>())); }, 7, 1);
   std::printf("%-34s %12.1f us\n\n", "baseline: a copy of the 64 MB", copy_seconds * 1e6);
 
   const std::vector<std::pair<std::string, std::function<tg::Tensor()>>> ops = {
@@ -57,7 +57,10 @@ int main() {
       {"expand_dims axis 0", [&] { return tg::expand_dims(x, 0); }},
       {"squeeze (a [1, 2048, 4096] view)", [&] { return tg::squeeze(x1, {0}); }},
       {"transpose", [&] { return tg::transpose(x); }},
-      {"slice [512:1536, 1024:3072]", [&] { return tg::slice(x, {512, 1024}, {1024, 2048}); }},
+      {"slice [512:1536, 1024:3072]",
+       [&] {
+         return tg::slice(x, {512, 1024}, {1024, 2048});
+       }},
       {"split into 4 along axis 1 (all 4)", [&] { return tg::split(x, 4, 1)[0]; }},
       {"reverse axis 1", [&] { return tg::reverse(x, {1}); }},
       {"identity", [&] { return tg::identity(x); }},

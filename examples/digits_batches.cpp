@@ -21,8 +21,7 @@ std::pair<tapegrad::Tensor, tapegrad::Tensor> make_batch(const Examples& example
   xt::xarray<float> one_hot = xt::zeros<float>({count, std::size_t{kClasses}});
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t row = order[first + i];
-    std::copy_n(examples.features.data() + row * kPixels, kPixels,
-                features.data() + i * kPixels);
+    std::copy_n(examples.features.data() + row * kPixels, kPixels, features.data() + i * kPixels);
     one_hot(i, static_cast<std::size_t>(examples.labels[row])) = 1.0f;
   }
   return {tapegrad::Tensor(std::move(features)), tapegrad::Tensor(std::move(one_hot))};

@@ -62,9 +62,10 @@ void parse_row(std::string_view row, const std::string& path, std::size_t line_n
   if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
   const std::size_t fields = static_cast<std::size_t>(std::count(row.begin(), row.end(), ',')) + 1;
   if (row.empty() || fields != kFields) {
-    fail_at(path, line_number, "expected " + std::to_string(kFields) +
-                                   " comma-separated fields (64 pixels and the label), found " +
-                                   std::to_string(row.empty() ? 0 : fields));
+    fail_at(path, line_number,
+            "expected " + std::to_string(kFields) +
+                " comma-separated fields (64 pixels and the label), found " +
+                std::to_string(row.empty() ? 0 : fields));
   }
   std::size_t start = 0;
   for (std::size_t index = 0; index < kFields; ++index) {
@@ -80,8 +81,8 @@ void parse_row(std::string_view row, const std::string& path, std::size_t line_n
     }
     const int max_value = is_label ? kClasses - 1 : kMaxPixelValue;
     if (value > max_value) {
-      fail_at(path, line_number, name + " is " + std::string(field) + ", outside 0.." +
-                                     std::to_string(max_value));
+      fail_at(path, line_number,
+              name + " is " + std::string(field) + ", outside 0.." + std::to_string(max_value));
     }
     (is_label ? data.labels : data.pixels).push_back(static_cast<std::uint8_t>(value));
   }

@@ -13,9 +13,9 @@
 
 namespace digits {
 
-constexpr std::size_t kPixels = 64;       // an 8x8 image
-constexpr int kMaxPixelValue = 16;        // pixel values are 0..16
-constexpr int kClasses = 10;              // labels are 0..9
+constexpr std::size_t kPixels = 64;  // an 8x8 image
+constexpr int kMaxPixelValue = 16;   // pixel values are 0..16
+constexpr int kClasses = 10;         // labels are 0..9
 
 /// A file that cannot be opened or decompressed, or a malformed row. The message names the
 /// file and, for a bad row, its 1-based line number: "path:12: expected 65 fields, found 64".

@@ -51,8 +51,8 @@ int check_gradients(const std::function<tg::Tensor()>& loss, const tg::Module& m
   std::mt19937 generator(seed);
   int status = 0;
   std::cout << std::defaultfloat
-            << "gradient check (directional derivative vs central difference, step "
-            << kStep << "):\n";
+            << "gradient check (directional derivative vs central difference, step " << kStep
+            << "):\n";
   for (std::size_t i = 0; i < variables.size(); ++i) {
     tg::Variable v = variables[i];
     const tg::Tensor d = unit_direction(v, generator);
@@ -66,9 +66,9 @@ int check_gradients(const std::function<tg::Tensor()>& loss, const tg::Module& m
     const double down = scalar_of(loss());
     v.assign(original);
     const double numeric = (up - down) / (2 * kStep);
-    const bool ok = grads[i].defined() &&
-                    std::abs(analytic - numeric) <=
-                        1e-4 + 0.10 * std::max(std::abs(analytic), std::abs(numeric));
+    const bool ok =
+        grads[i].defined() && std::abs(analytic - numeric) <=
+                                  1e-4 + 0.10 * std::max(std::abs(analytic), std::abs(numeric));
     if (!ok) status = 4;
     std::cout << "  " << std::left << std::setw(14) << names[i] << std::right << std::scientific
               << std::setprecision(4) << " tape " << std::setw(11) << analytic << "  numeric "

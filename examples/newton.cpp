@@ -25,8 +25,8 @@ int main() {
     const auto& g = grads[0].array<double>();
     const auto& at = p.array<double>();
     const double grad_norm = std::hypot(g(0), g(1));
-    std::printf("%4d %14.10f %14.10f %16.12f %12.3e\n", step, at(0), at(1),
-                value.item<double>(), grad_norm);
+    std::printf("%4d %14.10f %14.10f %16.12f %12.3e\n", step, at(0), at(1), value.item<double>(),
+                grad_norm);
     if (grad_norm < 1e-12) break;
 
     // Solve H d = g for the 2x2 Hessian by Cramer's rule, then step p -= d.

@@ -31,8 +31,8 @@ struct Network {
     for (std::size_t layer = 0; layer + 1 < sizes.size(); ++layer) {
       // Glorot normal: stddev sqrt(2 / (fan_in + fan_out)).
       const double stddev = std::sqrt(2.0 / static_cast<double>(sizes[layer] + sizes[layer + 1]));
-      weights.emplace_back(tg::random_normal({sizes[layer], sizes[layer + 1]}, generator, 0.0,
-                                             stddev));
+      weights.emplace_back(
+          tg::random_normal({sizes[layer], sizes[layer + 1]}, generator, 0.0, stddev));
       biases.emplace_back(tg::zeros({sizes[layer + 1]}));
     }
   }
@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
 
   tg::Generator generator(7);
   const Network u(generator);
-  const tg::Tensor x = tg::reshape(tg::linspace(0.0, 1.0, kCollocationPoints), {kCollocationPoints, 1});
+  const tg::Tensor x =
+      tg::reshape(tg::linspace(0.0, 1.0, kCollocationPoints), {kCollocationPoints, 1});
   const tg::Tensor boundary = tg::from_values({0.0, 1.0}, {2, 1});
   const auto variables = u.variables();
 
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < grads.size(); ++i) pairs.emplace_back(grads[i], variables[i]);
     adam.apply_gradients(pairs);
     if (step == 1 || step % 100 == 0) {
-      std::cout << "adam step " << std::setw(4) << step << "  loss " << value.item<double>() << "\n";
+      std::cout << "adam step " << std::setw(4) << step << "  loss " << value.item<double>()
+                << "\n";
     }
   }
 
@@ -101,13 +103,11 @@ int main(int argc, char** argv) {
   options.max_iterations = lbfgs_iterations;
   const tg::LBFGSResult result =
       tg::minimize_lbfgs([&] { return loss(u, x, boundary); }, variables, options);
-  std::cout << "l-bfgs: " << result.iterations << " iterations, "
-            << result.function_evaluations << " evaluations, loss " << result.loss.item<double>()
-            << "\n";
+  std::cout << "l-bfgs: " << result.iterations << " iterations, " << result.function_evaluations
+            << " evaluations, loss " << result.loss.item<double>() << "\n";
 
   const tg::Tensor grid = tg::reshape(tg::linspace(0.0, 1.0, 501), {501, 1});
-  const double error =
-      tg::reduce_max(tg::abs(u(grid) - tg::sin(kPi * grid))).item<double>();
+  const double error = tg::reduce_max(tg::abs(u(grid) - tg::sin(kPi * grid))).item<double>();
   std::cout << "largest |u(x) - sin(pi x)| on 501 points: " << error << "\n";
   return error <= 1e-2 ? 0 : 1;
 }

@@ -147,7 +147,8 @@ int run(const digits::TrainingOptions& options) {
     const auto done = static_cast<int>(epochs_done.peek().item<std::int64_t>());
     // The shuffles come from a std::mt19937 the checkpoint cannot hold; they depend on the
     // seed only, so replaying the finished epochs' shuffles restores the data order.
-    for (int epoch = 1; epoch <= done; ++epoch) std::shuffle(order.begin(), order.end(), shuffle_generator);
+    for (int epoch = 1; epoch <= done; ++epoch)
+      std::shuffle(order.begin(), order.end(), shuffle_generator);
     first_epoch = done + 1;
     std::cout << "resumed from " << options.checkpoint_path << " after epoch " << done << "\n";
     if (first_epoch > options.epochs) {
@@ -192,8 +193,8 @@ int run(const digits::TrainingOptions& options) {
       const std::size_t count = std::min(kBatchSize, order.size() - first);
       const auto [x, y] = digits::make_batch(train, order, first, count);
 
-      const std::vector<tg::Tensor> step = options.use_function ? traced_training_step({x, y})
-                                                                 : training_step({x, y});
+      const std::vector<tg::Tensor> step =
+          options.use_function ? traced_training_step({x, y}) : training_step({x, y});
       const tg::Tensor& loss = step[0];
       const tg::Tensor& logits = step[1];
 
@@ -225,7 +226,8 @@ int run(const digits::TrainingOptions& options) {
       // deterministic.
       const int status = digits::check_gradients(
           [&] {
-            return tg::reduce_mean(tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x)));
+            return tg::reduce_mean(
+                tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x)));
           },
           model, options.seed);
       if (status != 0) return status;
@@ -244,15 +246,14 @@ int run(const digits::TrainingOptions& options) {
   // 6. Report, curve CSV, plot.
   const EpochResult& last = curve.back();
   std::cout << std::fixed << std::setprecision(1) << "final test accuracy "
-            << 100.0 * last.test_accuracy << "% (" << test.labels.size()
-            << " held-out images)\n";
+            << 100.0 * last.test_accuracy << "% (" << test.labels.size() << " held-out images)\n";
   if (goal_reached_at >= 0.0) {
     std::cout << std::setprecision(0) << "reached " << 100.0 * kGoalAccuracy
               << "% test accuracy at epoch " << goal_epoch << ", " << std::setprecision(2)
-              << goal_reached_at
-              << " s after start\n";
+              << goal_reached_at << " s after start\n";
   } else {
-    std::cout << std::setprecision(0) << "did not reach " << 100.0 * kGoalAccuracy << "% test accuracy\n";
+    std::cout << std::setprecision(0) << "did not reach " << 100.0 * kGoalAccuracy
+              << "% test accuracy\n";
   }
   std::cout << std::setprecision(2) << "wall time " << total_seconds
             << " s (loading, training and evaluation)\n";

@@ -64,9 +64,9 @@ constexpr std::size_t kFlat = (kSide / 2) * (kSide / 2) * kFilters2;  // after o
 constexpr std::size_t kHidden = 128;
 constexpr double kDropoutRate = 0.25;
 constexpr std::size_t kBatchSize = 32;
-constexpr double kLearningRate = 0.005;       // at the first epoch
+constexpr double kLearningRate = 0.005;      // at the first epoch
 constexpr double kFinalLearningRate = 0.05;  // fraction of kLearningRate the cosine ends at
-constexpr int kMaxShift = 1;                  // pixels, each way
+constexpr int kMaxShift = 1;                 // pixels, each way
 constexpr double kTestFraction = 0.2;
 constexpr double kGoalAccuracy = 0.985;
 
@@ -90,10 +90,10 @@ struct Cnn : tg::Module {
   tg::layers::Dense& output;  // 128 -> 10
 
   explicit Cnn(tg::Generator& generator)
-      : conv1(add_module("conv1", tg::layers::Conv2D(1, kFilters1, {3, 3}, generator,
-                                                      tg::Padding::Same))),
+      : conv1(add_module("conv1",
+                         tg::layers::Conv2D(1, kFilters1, {3, 3}, generator, tg::Padding::Same))),
         conv2(add_module("conv2", tg::layers::Conv2D(kFilters1, kFilters2, {3, 3}, generator,
-                                                      tg::Padding::Same))),
+                                                     tg::Padding::Same))),
         hidden(add_module("hidden", tg::layers::Dense(kFlat, kHidden, generator))),
         output(add_module("output", tg::layers::Dense(kHidden, digits::kClasses, generator))) {}
 
@@ -101,11 +101,11 @@ struct Cnn : tg::Module {
   // through dropout (training); without, it does not (evaluation).
   tg::Tensor logits(const tg::Tensor& images, tg::Generator* dropout) const {
     const auto n = static_cast<std::int64_t>(images.shape()[0]);
-    tg::Tensor h = tg::relu(conv1(images));                      // [n, 8, 8, 16]
-    h = tg::max_pool2d(h, {2, 2}, {2, 2}, tg::Padding::Valid);   // [n, 4, 4, 16]
-    h = tg::relu(conv2(h));                                      // [n, 4, 4, 32]
+    tg::Tensor h = tg::relu(conv1(images));                     // [n, 8, 8, 16]
+    h = tg::max_pool2d(h, {2, 2}, {2, 2}, tg::Padding::Valid);  // [n, 4, 4, 16]
+    h = tg::relu(conv2(h));                                     // [n, 4, 4, 32]
     h = tg::reshape(h, {n, static_cast<std::int64_t>(kFlat)});  // flatten: [n, 512]
-    h = tg::relu(hidden(h));                                     // [n, 128]
+    h = tg::relu(hidden(h));                                    // [n, 128]
     if (dropout != nullptr) h = tg::dropout(h, kDropoutRate, *dropout);
     return output(h);
   }
@@ -250,7 +250,8 @@ int run(const digits::TrainingOptions& options) {
       // deterministic.
       const int status = digits::check_gradients(
           [&] {
-            return tg::reduce_mean(tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x, nullptr)));
+            return tg::reduce_mean(
+                tg::softmax_cross_entropy_with_logits(test_y, model.logits(test_x, nullptr)));
           },
           model, options.seed);
       if (status != 0) return status;
@@ -265,8 +266,7 @@ int run(const digits::TrainingOptions& options) {
   // 4. Report, curve CSV, plot.
   const digits::EpochResult& last = curve.back();
   std::cout << std::fixed << std::setprecision(1) << "final test accuracy "
-            << 100.0 * last.test_accuracy << "% (" << test.labels.size()
-            << " held-out images)\n";
+            << 100.0 * last.test_accuracy << "% (" << test.labels.size() << " held-out images)\n";
   if (goal_reached_at >= 0.0) {
     std::cout << "reached " << 100.0 * kGoalAccuracy << "% test accuracy at epoch " << goal_epoch
               << ", " << std::setprecision(2) << goal_reached_at << " s after start\n";

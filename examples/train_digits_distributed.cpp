@@ -65,7 +65,8 @@ Options parse_options(int argc, char** argv) {
       o.seed = static_cast<std::uint32_t>(std::stoul(value()));
     } else if (flag == "--dtype") {
       const std::string d = value();
-      if (d != "float32" && d != "float64") throw std::invalid_argument("--dtype float32|float64, got " + d);
+      if (d != "float32" && d != "float64")
+        throw std::invalid_argument("--dtype float32|float64, got " + d);
       o.dtype = d == "float32" ? tg::DType::Float32 : tg::DType::Float64;
     } else if (flag == "--check") {
       o.check = true;
@@ -92,8 +93,10 @@ Examples to_examples(const digits::Dataset& d) {
 }
 
 // Rows order[first, first + count): features [count, 64] and one-hot labels [count, 10].
-std::pair<tg::Tensor, tg::Tensor> make_batch(const Examples& e, const std::vector<std::size_t>& order,
-                                             std::size_t first, std::size_t count, tg::DType dtype) {
+std::pair<tg::Tensor, tg::Tensor> make_batch(const Examples& e,
+                                             const std::vector<std::size_t>& order,
+                                             std::size_t first, std::size_t count,
+                                             tg::DType dtype) {
   std::vector<double> x(count * digits::kPixels);
   std::vector<double> y(count * digits::kClasses, 0.0);
   for (std::size_t i = 0; i < count; ++i) {
@@ -113,8 +116,8 @@ struct Mlp : tg::Module {
   tg::layers::Dense& output;
   Mlp(tg::Generator& g, tg::DType dtype)
       : hidden(add_module("hidden", tg::layers::Dense(digits::kPixels, kHidden, g, true, dtype))),
-        output(add_module("output",
-                          tg::layers::Dense(kHidden, digits::kClasses, g, true, dtype))) {}
+        output(add_module("output", tg::layers::Dense(kHidden, digits::kClasses, g, true, dtype))) {
+  }
   tg::Tensor logits(const tg::Tensor& x) const { return output(tg::relu(hidden(x))); }
 };
 
@@ -168,8 +171,10 @@ Trained train(const Options& o, const Examples& train_set, const Examples& test_
       const std::size_t first = batch * kBatchSize;
       const std::size_t count = std::min(kBatchSize, order.size() - first);
       // This rank's rows of the batch: [r * count / n, (r + 1) * count / n).
-      const std::size_t begin = static_cast<std::size_t>(rank) * count / static_cast<std::size_t>(ranks);
-      const std::size_t end = static_cast<std::size_t>(rank + 1) * count / static_cast<std::size_t>(ranks);
+      const std::size_t begin =
+          static_cast<std::size_t>(rank) * count / static_cast<std::size_t>(ranks);
+      const std::size_t end =
+          static_cast<std::size_t>(rank + 1) * count / static_cast<std::size_t>(ranks);
       const auto [x, y] = make_batch(train_set, order, first + begin, end - begin, o.dtype);
 
       std::vector<tg::Tensor> grads;
@@ -204,7 +209,8 @@ Trained train(const Options& o, const Examples& train_set, const Examples& test_
 }
 
 double max_abs_difference(const tg::Tensor& a, const tg::Tensor& b) {
-  const tg::Tensor d = tg::reduce_max(tg::abs(tg::cast(a, tg::DType::Float64) - tg::cast(b, tg::DType::Float64)));
+  const tg::Tensor d =
+      tg::reduce_max(tg::abs(tg::cast(a, tg::DType::Float64) - tg::cast(b, tg::DType::Float64)));
   return d.item<double>();
 }
 
@@ -227,8 +233,8 @@ int main(int argc, char** argv) {
     const Trained distributed = train(o, train_set, test_set, &comm);
     if (comm.rank() == 0) {
       std::cout << "final test accuracy " << std::fixed << std::setprecision(1)
-                << 100.0 * distributed.test_accuracy << "% after " << distributed.steps
-                << " steps" << std::endl;
+                << 100.0 * distributed.test_accuracy << "% after " << distributed.steps << " steps"
+                << std::endl;
     }
     if (!o.check) return 0;
 
@@ -240,14 +246,15 @@ int main(int argc, char** argv) {
     const bool ok = worst <= kTolerance && distributed.test_accuracy == single.test_accuracy;
     // Every rank checks its own weights; the verdict is the worst rank's.
     const double worst_all = comm.allreduce(tg::constant(worst), td::Reduction::Sum).item<double>();
-    const double failures = comm.allreduce(tg::constant(ok ? 0.0 : 1.0), td::Reduction::Sum).item<double>();
+    const double failures =
+        comm.allreduce(tg::constant(ok ? 0.0 : 1.0), td::Reduction::Sum).item<double>();
     if (comm.rank() == 0) {
       std::cout << std::scientific << std::setprecision(2) << "check: after " << single.steps
                 << " steps, max |w_distributed - w_single| = " << worst
-                << " on rank 0 (sum over ranks " << worst_all << "), test accuracy "
-                << std::fixed << std::setprecision(2) << 100.0 * distributed.test_accuracy
-                << "% vs " << 100.0 * single.test_accuracy << "%: "
-                << (failures == 0 ? "same" : "DIFFERENT") << std::endl;
+                << " on rank 0 (sum over ranks " << worst_all << "), test accuracy " << std::fixed
+                << std::setprecision(2) << 100.0 * distributed.test_accuracy << "% vs "
+                << 100.0 * single.test_accuracy << "%: " << (failures == 0 ? "same" : "DIFFERENT")
+                << std::endl;
     }
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& e) {

@@ -19,8 +19,8 @@ int parse_int(const std::string& flag, const std::string& text, int min_value) {
     used = 0;
   }
   if (used != text.size() || text.empty() || value < min_value) {
-    throw UsageError(flag + " needs an integer >= " + std::to_string(min_value) + ", got '" +
-                     text + "'");
+    throw UsageError(flag + " needs an integer >= " + std::to_string(min_value) + ", got '" + text +
+                     "'");
   }
   return value;
 }
@@ -105,7 +105,8 @@ std::string usage(const std::string& program, const TrainingOptions& d) {
       << d.seed << ")\n"
       << "  --min-accuracy A  exit with status 3 when the final test accuracy is below A\n"
       << "                    (a fraction; default: " << d.min_accuracy << ")\n"
-      << "  --check-gradients  after the first epoch, compare the tape's gradient of the test loss\n"
+      << "  --check-gradients  after the first epoch, compare the tape's gradient of the test "
+         "loss\n"
       << "                    with central differences along a random direction per variable\n"
       << "                    (exit with status 4 on a mismatch)\n";
   if (d.checkpoint_supported) {
@@ -138,8 +139,8 @@ void write_curve_csv(std::ofstream& out, const std::string& path,
   out << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds\n";
   out << std::setprecision(6);
   for (const auto& r : curve) {
-    out << r.epoch << ',' << r.train_loss << ',' << r.train_accuracy << ',' << r.test_loss
-        << ',' << r.test_accuracy << ',' << r.seconds << '\n';
+    out << r.epoch << ',' << r.train_loss << ',' << r.train_accuracy << ',' << r.test_loss << ','
+        << r.test_accuracy << ',' << r.seconds << '\n';
   }
   if (!out.flush()) throw std::runtime_error(path + ": cannot write the curve file");
 }
@@ -157,10 +158,14 @@ bool plot_curve(const std::string& csv_path, const std::string& png_path,
       "} else {\n"
       "  set terminal png size 900,520 noenhanced\n"
       "}\n"
-      "set output " + gnuplot_quoted(png_path) + "\n"
+      "set output " +
+      gnuplot_quoted(png_path) +
+      "\n"
       "set datafile separator ','\n"
       "set datafile columnheaders\n"
-      "set title " + gnuplot_quoted(title) + "\n"
+      "set title " +
+      gnuplot_quoted(title) +
+      "\n"
       "set xlabel 'epoch'\n"
       "set ylabel 'loss (cross-entropy)'\n"
       "set y2label 'accuracy'\n"
@@ -169,7 +174,8 @@ bool plot_curve(const std::string& csv_path, const std::string& png_path,
       "set y2tics\n"
       "set grid\n"
       "set key center right\n"
-      "plot " + gnuplot_quoted(csv_path) +
+      "plot " +
+      gnuplot_quoted(csv_path) +
       " using 1:2 with linespoints title 'train loss' axes x1y1,"
       " '' using 1:4 with linespoints title 'test loss' axes x1y1,"
       " '' using 1:3 with linespoints title 'train accuracy' axes x1y2,"
@@ -182,7 +188,8 @@ bool plot_curve(const std::string& csv_path, const std::string& png_path,
 std::string png_path_for(const std::string& csv_path) {
   const auto slash = csv_path.find_last_of('/');
   const auto dot = csv_path.find_last_of('.');
-  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const bool has_extension =
+      dot != std::string::npos && (slash == std::string::npos || dot > slash);
   return (has_extension ? csv_path.substr(0, dot) : csv_path) + ".png";
 }
 

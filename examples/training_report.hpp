@@ -4,13 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
-#include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,7 +24,7 @@ struct TrainingOptions {
   std::string curve_path;
   int epochs = 25;
   std::uint32_t seed = 42;
-  double min_accuracy = 0.0;  // exit status 3 when the final test accuracy is below it
+  double min_accuracy = 0.0;     // exit status 3 when the final test accuracy is below it
   bool check_gradients = false;  // probe the gradients after epoch 1 (exit status 4)
   // --checkpoint PATH: save after every epoch, resume from PATH when it exists. Only for the
   // examples that set checkpoint_supported in their defaults (train_digits).
@@ -62,7 +62,7 @@ struct EpochResult {
   double train_accuracy;  // on the same batches, before each update
   double test_loss;
   double test_accuracy;
-  double seconds;         // since the program started
+  double seconds;  // since the program started
 };
 
 // Draws "[#####.....]  batch 12/45" on a terminal; when stdout is a file or a pipe it draws
@@ -73,14 +73,14 @@ class ProgressBar {
 
   void update(int epoch, int epochs, std::size_t done, std::size_t total, double loss) {
     if (!interactive_) return;
-    std::cout << '\r' << prefix(epoch, epochs) << bar(done, total) << "  loss "
-              << std::fixed << std::setprecision(4) << loss << "   " << std::flush;
+    std::cout << '\r' << prefix(epoch, epochs) << bar(done, total) << "  loss " << std::fixed
+              << std::setprecision(4) << loss << "   " << std::flush;
   }
   void finish(int epochs, const EpochResult& r, std::size_t total) {
     if (interactive_) std::cout << '\r';
-    std::cout << prefix(r.epoch, epochs) << bar(total, total) << std::fixed
-              << std::setprecision(4) << "  loss " << r.train_loss << std::setprecision(1)
-              << "  train acc " << std::setw(5) << 100.0 * r.train_accuracy << "%"
+    std::cout << prefix(r.epoch, epochs) << bar(total, total) << std::fixed << std::setprecision(4)
+              << "  loss " << r.train_loss << std::setprecision(1) << "  train acc " << std::setw(5)
+              << 100.0 * r.train_accuracy << "%"
               << "  test acc " << std::setw(5) << 100.0 * r.test_accuracy << "%"
               << std::setprecision(2) << "  " << r.seconds << " s" << std::endl;
   }
@@ -109,8 +109,7 @@ void write_curve_csv(std::ofstream& out, const std::string& path,
                      const std::vector<EpochResult>& curve);
 // Plots the curve CSV (losses on the left axis, accuracies on the right) into a PNG with
 // gnuplot, when it is installed. Returns whether it did.
-bool plot_curve(const std::string& csv_path, const std::string& png_path,
-                const std::string& title);
+bool plot_curve(const std::string& csv_path, const std::string& png_path, const std::string& title);
 // "train_digits_curve.csv" -> "train_digits_curve.png"
 std::string png_path_for(const std::string& csv_path);
 

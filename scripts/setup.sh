@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tapegrad needs that are missing (via sudo when not root).
-# Sourced by demo.sh and test.sh; safe to run again.
+# Run by demo.sh and test.sh; safe to run again. Arguments name extra packages (test.sh adds
+# the ones only its checks need).
 set -euo pipefail
 
 TAPEGRAD_PACKAGES=(
@@ -18,6 +19,7 @@ TAPEGRAD_PACKAGES=(
   # tapegrad::distributed and its tests under mpiexec (optional: the rest builds without)
   libopenmpi-dev openmpi-bin
 )
+TAPEGRAD_PACKAGES+=("$@")
 
 missing=()
 for p in "${TAPEGRAD_PACKAGES[@]}"; do

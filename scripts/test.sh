@@ -26,7 +26,8 @@ for argument in "$@"; do
       exit 2 ;;
   esac
 done
-bash scripts/setup.sh
+# clang-format 14: the suite checks that the sources are formatted (scripts/check_format.sh).
+bash scripts/setup.sh clang-format-14
 SOURCE_DIR=$PWD
 BUILD_DIR=${BUILD_DIR:-build/test}
 JOBS=$(nproc)

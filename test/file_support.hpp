@@ -18,8 +18,8 @@ class TempFolder {
   explicit TempFolder(const std::string& tag,
                       const std::filesystem::path& base = std::filesystem::temp_directory_path()) {
     static int counter = 0;
-    path_ = base /
-            ("tapegrad_files_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path_ = base / ("tapegrad_files_" + tag + "_" + std::to_string(::getpid()) + "_" +
+                    std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -19,11 +19,16 @@ inline std::string element_bytes(const Tensor& t) {
     return std::string(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(T));
   };
   switch (t.dtype()) {
-    case DType::Float32: return bytes(float{});
-    case DType::Float64: return bytes(double{});
-    case DType::Int32: return bytes(std::int32_t{});
-    case DType::Int64: return bytes(std::int64_t{});
-    case DType::Bool: return bytes(bool{});
+    case DType::Float32:
+      return bytes(float{});
+    case DType::Float64:
+      return bytes(double{});
+    case DType::Int32:
+      return bytes(std::int32_t{});
+    case DType::Int64:
+      return bytes(std::int64_t{});
+    case DType::Bool:
+      return bytes(bool{});
   }
   return {};
 }

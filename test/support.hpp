@@ -25,11 +25,21 @@ namespace tapegrad::testing {
 inline std::vector<double> values(const Tensor& t) {
   std::vector<double> out;
   switch (t.dtype()) {
-    case DType::Float32: for (float v : t.array<float>()) out.push_back(v); break;
-    case DType::Float64: for (double v : t.array<double>()) out.push_back(v); break;
-    case DType::Int32: for (auto v : t.array<std::int32_t>()) out.push_back(static_cast<double>(v)); break;
-    case DType::Int64: for (auto v : t.array<std::int64_t>()) out.push_back(static_cast<double>(v)); break;
-    case DType::Bool: for (bool v : t.array<bool>()) out.push_back(v ? 1.0 : 0.0); break;
+    case DType::Float32:
+      for (float v : t.array<float>()) out.push_back(v);
+      break;
+    case DType::Float64:
+      for (double v : t.array<double>()) out.push_back(v);
+      break;
+    case DType::Int32:
+      for (auto v : t.array<std::int32_t>()) out.push_back(static_cast<double>(v));
+      break;
+    case DType::Int64:
+      for (auto v : t.array<std::int64_t>()) out.push_back(static_cast<double>(v));
+      break;
+    case DType::Bool:
+      for (bool v : t.array<bool>()) out.push_back(v ? 1.0 : 0.0);
+      break;
   }
   return out;
 }

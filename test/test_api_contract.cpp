@@ -77,8 +77,10 @@ TEST_CASE("API: GradientTape") {
   CHECK(tape.gradient(y, w).item<double>() == 9.0);
   CHECK(tape.gradient(y, std::vector<Tensor>{x})[0].item<double>() == 12.0);
   CHECK(tape.gradient(std::vector<Tensor>{y}, std::vector<Tensor>{x}, {constant(2.0)},
-                      UnconnectedGradients::None)[0].item<double>() == 24.0);
-  CHECK(tape.gradient(y, std::vector<Variable>{w}, UnconnectedGradients::Zero)[0].item<double>() == 9.0);
+                      UnconnectedGradients::None)[0]
+            .item<double>() == 24.0);
+  CHECK(tape.gradient(y, std::vector<Variable>{w}, UnconnectedGradients::Zero)[0].item<double>() ==
+        9.0);
   CHECK(tape.gradient(y, constant(1.0), UnconnectedGradients::Zero).item<double>() == 0.0);
   Tensor v = constant({1.0, 2.0});
   GradientTape jt(true);
@@ -124,8 +126,8 @@ TEST_CASE("API: ops and operators") {
 TEST_CASE("API: custom gradients, primitives, functional forms, check_gradient") {
   auto f = custom_gradient([](const Tensor& x) {
     Tensor y = x * x;
-    return std::make_pair(y, std::function<Tensor(const Tensor&)>(
-                                 [x](const Tensor& dy) { return dy * 10.0 * x; }));
+    return std::make_pair(
+        y, std::function<Tensor(const Tensor&)>([x](const Tensor& dy) { return dy * 10.0 * x; }));
   });
   Tensor x = constant(2.0);
   {
@@ -203,8 +205,7 @@ TEST_CASE("API: ForwardAccumulator, jvp, jacobian_forward (Forward mode)") {
       tapegrad::jvp(f, {x, constant({3.0, 4.0})}, {constant({1.0, 1.0}), constant({0.0, 0.0})});
   CHECK(value_and_tangent.first.item<double>() == 11.0);
   CHECK(value_and_tangent.second.item<double>() == 7.0);
-  require_close(jacobian_forward([](const Tensor& t) { return t * t; }, x), {2, 2},
-                {2, 0, 0, 4});
+  require_close(jacobian_forward([](const Tensor& t) { return t * t; }, x), {2, 2}, {2, 0, 0, 4});
 }
 
 // ---- issue 11: the array and indexing block of "Ops added in 0.2", as an outside program
@@ -228,7 +229,8 @@ TEST_CASE("API 0.2: array and indexing ops") {
   require_close(cumprod(x, 0), {2, 3}, {3, 1, 2, 0, 5, 8});
   require_close(reverse(x, {0, 1}), {2, 3}, {4, 5, 0, 2, 1, 3});
   require_close(pad(x, {{0, 0}, {1, 0}}), {2, 4}, {0, 3, 1, 2, 0, 0, 5, 4});
-  require_close(pad(x, {{0, 0}, {1, 1}}, PadMode::Reflect, 0), {2, 5}, {1, 3, 1, 2, 1, 5, 0, 5, 4, 5});
+  require_close(pad(x, {{0, 0}, {1, 1}}, PadMode::Reflect, 0), {2, 5},
+                {1, 3, 1, 2, 1, 5, 0, 5, 4, 5});
   require_close(pad(x, {{1, 0}, {0, 0}}, PadMode::Symmetric), {3, 3}, {3, 1, 2, 3, 1, 2, 0, 5, 4});
   const Tensor nd = Tensor(xt::xarray<std::int32_t>{{1, 2}});
   require_close(gather_nd(x, nd), {1}, {4});
@@ -245,8 +247,9 @@ TEST_CASE("API 0.2: array and indexing ops") {
   require_close(norm(x, "1", {1}), {2}, {6, 9});
 }
 
-TEST_CASE("API: JacobianOptions, jacobian/batch_jacobian with options, vectorized_map "
-          "(Vectorized derivatives)") {
+TEST_CASE(
+    "API: JacobianOptions, jacobian/batch_jacobian with options, vectorized_map "
+    "(Vectorized derivatives)") {
   JacobianOptions defaults;
   CHECK(defaults.unconnected == UnconnectedGradients::None);
   CHECK(defaults.vectorize);
@@ -314,8 +317,8 @@ TEST_CASE("API 0.2: math, nn, random and linalg ops") {
   require_close(moments(rows, {0}, /*keepdims=*/true).variance, {1, 2}, {0.25, 2.25});
   require_close(batch_normalization(rows, mean, variance, Tensor(), Tensor(), 0.0), {2, 2},
                 {-1, -1, 1, 1});
-  require_close(layer_normalization(constant({{1.0, 3.0}}), {-1}, Tensor(), Tensor(), 0.0),
-                {1, 2}, {-1, 1});
+  require_close(layer_normalization(constant({{1.0, 3.0}}), {-1}, Tensor(), Tensor(), 0.0), {1, 2},
+                {-1, 1});
   require_close(l2_normalize(constant({3.0, 4.0}), {0}), {2}, {0.6, 0.8});
 
   Generator generator(7);
@@ -334,10 +337,11 @@ TEST_CASE("API 0.2: math, nn, random and linalg ops") {
   require_close(cross(constant({1.0, 0.0, 0.0}), constant({0.0, 1.0, 0.0})), {3}, {0, 0, 1});
   const Tensor lower = constant({{2.0, 0.0}, {1.0, 1.0}});
   require_close(triangular_solve(lower, reshape(constant({2.0, 3.0}), {2, 1})), {2, 1}, {1, 2});
-  require_close(triangular_solve(lower, reshape(constant({4.0, 1.0}), {2, 1}), true, /*adjoint=*/true),
-                {2, 1}, {1.5, 1});
-  require_close(cholesky_solve(cholesky(a), matmul(a, reshape(constant({1.0, -1.0}), {2, 1}))), {2, 1},
-                {1, -1});
+  require_close(
+      triangular_solve(lower, reshape(constant({4.0, 1.0}), {2, 1}), true, /*adjoint=*/true),
+      {2, 1}, {1.5, 1});
+  require_close(cholesky_solve(cholesky(a), matmul(a, reshape(constant({1.0, -1.0}), {2, 1}))),
+                {2, 1}, {1, -1});
   auto [sign, log_abs_det] = slogdet(a);
   require_close(sign, {}, {1});
   require_close(log_abs_det, {}, {std::log(8.0)});

@@ -182,15 +182,13 @@ TEST_CASE("slice takes braced lists, Shapes, or one of each", "[api][shape]") {
         std::vector<double>{0, 0, 0, 0, 1, 1, 0, 1, 1});
 }
 
-TEST_CASE("reshape and slice with a Shape report misuse as the int64 forms do",
-          "[api][shape]") {
+TEST_CASE("reshape and slice with a Shape report misuse as the int64 forms do", "[api][shape]") {
   const Tensor x = from_values({1, 2, 3, 4, 5, 6}, {6});
   const std::string bad_reshape = message_of<InvalidArgument>([&] { reshape(x, Shape{4}); });
   CHECK(bad_reshape == message_of<InvalidArgument>([&] { reshape(x, {4}); }));
   CHECK(bad_reshape.find("reshape") != std::string::npos);
   CHECK(bad_reshape.find("[6]") != std::string::npos);
-  const std::string bad_slice =
-      message_of<InvalidArgument>([&] { slice(x, Shape{5}, Shape{2}); });
+  const std::string bad_slice = message_of<InvalidArgument>([&] { slice(x, Shape{5}, Shape{2}); });
   CHECK(bad_slice == message_of<InvalidArgument>([&] { slice(x, {5}, {2}); }));
   CHECK(bad_slice.find("slice") != std::string::npos);
   const std::string huge =
@@ -336,8 +334,8 @@ TEST_CASE("vectorized_map nests and is differentiable", "[api][vectorized_map]")
   const Tensor x = from_values({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
   // Inside fn, a map over the rows of each example: pairwise products.
   const auto outer_fn = [](const Tensor& example) {
-    return vectorized_map(
-        [](const Tensor& row) { return reduce_prod(row); }, example, /*fallback_to_loop=*/false);
+    return vectorized_map([](const Tensor& row) { return reduce_prod(row); }, example,
+                          /*fallback_to_loop=*/false);
   };
   const Tensor nested = vectorized_map(outer_fn, x, /*fallback_to_loop=*/false);
   CHECK(nested.shape() == Shape{2, 2});
@@ -348,12 +346,13 @@ TEST_CASE("vectorized_map nests and is differentiable", "[api][vectorized_map]")
 
 TEST_CASE("vectorized_map's Tensor form reports misuse", "[api][vectorized_map]") {
   const std::function<Tensor(const Tensor&)> empty;
-  CHECK(message_of<InvalidArgument>([&] { vectorized_map(empty, constant({1.0})); })
-            .find("vectorized_map") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          vectorized_map(empty, constant({1.0}));
+        }).find("vectorized_map") != std::string::npos);
   const std::string scalar_elem = message_of<InvalidArgument>(
       [] { vectorized_map([](const Tensor& t) { return t; }, constant(1.0)); });
   CHECK(scalar_elem.find("vectorized_map") != std::string::npos);
-  CHECK(message_of<InvalidArgument>(
-            [] { vectorized_map([](const Tensor& t) { return t; }, Tensor()); })
-            .find("vectorized_map") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([] {
+          vectorized_map([](const Tensor& t) { return t; }, Tensor());
+        }).find("vectorized_map") != std::string::npos);
 }

@@ -47,8 +47,10 @@ struct Run {
   Checkpoint checkpoint;
 
   explicit Run(std::uint64_t seed) : init(seed), net(init), dropout_generator(seed + 100) {
-    checkpoint.track("model", net).track("scale", scale).track("adam", adam).track("dropout",
-                                                                                  dropout_generator);
+    checkpoint.track("model", net)
+        .track("scale", scale)
+        .track("adam", adam)
+        .track("dropout", dropout_generator);
   }
 
   // One training step: dropout draws from the generator, Adam moves every trainable variable.
@@ -110,7 +112,8 @@ Tensor& entry(std::vector<std::pair<std::string, Tensor>>& entries, const std::s
 
 }  // namespace
 
-TEST_CASE("a restored run is the saved run bit for bit, and continues identically", "[checkpoint]") {
+TEST_CASE("a restored run is the saved run bit for bit, and continues identically",
+          "[checkpoint]") {
   TempFolder folder("checkpoint");
   const std::string path = folder.file("run.npz");
   Run original(1);
@@ -138,15 +141,26 @@ TEST_CASE("a checkpoint is a NumPy .npz with one entry per piece of state", "[ch
   Run run(2);
   run.step();
   run.checkpoint.save(path);
-  CHECK(names_in(path) ==
-        std::vector<std::string>{
-            "model/hidden/kernel", "model/hidden/bias", "model/output/kernel", "model/output/bias",
-            "model/calls", "scale", "adam/iterations", "adam/learning_rate",
-            "adam/slots/model/hidden/kernel/m", "adam/slots/model/hidden/kernel/v",
-            "adam/slots/model/hidden/bias/m", "adam/slots/model/hidden/bias/v",
-            "adam/slots/model/output/kernel/m", "adam/slots/model/output/kernel/v",
-            "adam/slots/model/output/bias/m", "adam/slots/model/output/bias/v",
-            "adam/slots/scale/m", "adam/slots/scale/v", "dropout/seed", "dropout/counter"});
+  CHECK(names_in(path) == std::vector<std::string>{"model/hidden/kernel",
+                                                   "model/hidden/bias",
+                                                   "model/output/kernel",
+                                                   "model/output/bias",
+                                                   "model/calls",
+                                                   "scale",
+                                                   "adam/iterations",
+                                                   "adam/learning_rate",
+                                                   "adam/slots/model/hidden/kernel/m",
+                                                   "adam/slots/model/hidden/kernel/v",
+                                                   "adam/slots/model/hidden/bias/m",
+                                                   "adam/slots/model/hidden/bias/v",
+                                                   "adam/slots/model/output/kernel/m",
+                                                   "adam/slots/model/output/kernel/v",
+                                                   "adam/slots/model/output/bias/m",
+                                                   "adam/slots/model/output/bias/v",
+                                                   "adam/slots/scale/m",
+                                                   "adam/slots/scale/v",
+                                                   "dropout/seed",
+                                                   "dropout/counter"});
   std::map<std::string, Tensor> entries;
   for (auto& named : load_npz(path)) entries.emplace(named.first, named.second);
   CHECK(entries.at("adam/iterations").dtype() == DType::Int64);
@@ -176,7 +190,8 @@ TEST_CASE("a checkpoint is a NumPy .npz with one entry per piece of state", "[ch
   tapegrad::testing::require_identical(after_restored, after_saved);
 }
 
-TEST_CASE("restoring a checkpoint of an optimizer that never stepped clears its slots", "[checkpoint]") {
+TEST_CASE("restoring a checkpoint of an optimizer that never stepped clears its slots",
+          "[checkpoint]") {
   TempFolder folder("checkpoint");
   const std::string path = folder.file("fresh.npz");
   Run fresh(3);
@@ -189,7 +204,8 @@ TEST_CASE("restoring a checkpoint of an optimizer that never stepped clears its 
   CHECK(stepped.state() == fresh.state());
 }
 
-TEST_CASE("restore is all or nothing: each bad entry is named and nothing changes", "[checkpoint][errors]") {
+TEST_CASE("restore is all or nothing: each bad entry is named and nothing changes",
+          "[checkpoint][errors]") {
   TempFolder folder("checkpoint");
   const std::string good = folder.file("good.npz");
   const std::string bad = folder.file("bad.npz");
@@ -201,7 +217,8 @@ TEST_CASE("restore is all or nothing: each bad entry is named and nothing change
   target.step();
   const auto before = target.state();
   const auto expect_refused = [&](const std::string& path, const std::vector<std::string>& parts) {
-    const std::string message = message_of<InvalidArgument>([&] { target.checkpoint.restore(path); });
+    const std::string message =
+        message_of<InvalidArgument>([&] { target.checkpoint.restore(path); });
     CHECK_THAT(message, Catch::Contains("Checkpoint::restore(\"" + path + "\")"));
     for (const std::string& part : parts) CHECK_THAT(message, Catch::Contains(part));
     CHECK(target.state() == before);
@@ -209,15 +226,15 @@ TEST_CASE("restore is all or nothing: each bad entry is named and nothing change
 
   // One shape changed, in the entry checked last (the generator's): a restore that assigned
   // as it checked would have changed the model already.
-  rewrite(good, bad, [](auto& entries) { entry(entries, "dropout/counter") = zeros({2}, DType::Int64); });
+  rewrite(good, bad,
+          [](auto& entries) { entry(entries, "dropout/counter") = zeros({2}, DType::Int64); });
   expect_refused(bad, {"entry 'dropout/counter' has shape [2] and dtype int64 in the file",
                        "generator 'dropout' has shape [] and dtype int64"});
   rewrite(good, bad, [](auto& entries) { entry(entries, "model/hidden/kernel") = zeros({4, 4}); });
   expect_refused(bad, {"entry 'model/hidden/kernel' has shape [4, 4] and dtype float64 in the file",
                        "the tracked variable 'kernel' has shape [4, 3] and dtype float64"});
-  rewrite(good, bad, [](auto& entries) {
-    entry(entries, "model/output/bias") = zeros({2}, DType::Float64);
-  });
+  rewrite(good, bad,
+          [](auto& entries) { entry(entries, "model/output/bias") = zeros({2}, DType::Float64); });
   expect_refused(bad, {"entry 'model/output/bias'", "dtype float64 in the file", "dtype float32"});
   rewrite(good, bad, [](auto& entries) {
     entries.erase(std::find_if(entries.begin(), entries.end(),
@@ -232,7 +249,8 @@ TEST_CASE("restore is all or nothing: each bad entry is named and nothing change
   });
   expect_refused(bad, {"entry 'adam/slots/scale/v' is missing from the file",
                        "the slot 'v' of optimizer 'adam' (Adam) for 'scale'"});
-  rewrite(good, bad, [](auto& entries) { entry(entries, "adam/iterations") = fill({}, -1, DType::Int64); });
+  rewrite(good, bad,
+          [](auto& entries) { entry(entries, "adam/iterations") = fill({}, -1, DType::Int64); });
   expect_refused(bad, {"entry 'adam/iterations' holds -1, a negative step count"});
   rewrite(good, bad, [](auto& entries) { entry(entries, "adam/learning_rate") = constant(-0.5); });
   expect_refused(bad, {"entry 'adam/learning_rate' holds -0.5", "not a learning rate"});
@@ -248,8 +266,9 @@ TEST_CASE("restore is all or nothing: each bad entry is named and nothing change
 TEST_CASE("save and track refuse what could not be restored, naming it", "[checkpoint][errors]") {
   TempFolder folder("checkpoint");
   Checkpoint empty;
-  CHECK_THAT(message_of<InvalidArgument>([&] { empty.save(folder.file("e.npz")); }),
-             Catch::Contains("Checkpoint::save(\"" + folder.file("e.npz") + "\"): nothing is tracked"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] { empty.save(folder.file("e.npz")); }),
+      Catch::Contains("Checkpoint::save(\"" + folder.file("e.npz") + "\"): nothing is tracked"));
   CHECK_THAT(message_of<InvalidArgument>([&] { empty.restore(folder.file("e.npz")); }),
              Catch::Contains("nothing is tracked"));
 
@@ -261,8 +280,9 @@ TEST_CASE("save and track refuse what could not be restored, naming it", "[check
   Checkpoint partial;
   partial.track("w", tracked).track("sgd", sgd);
   const std::string path = folder.file("partial.npz");
-  CHECK_THAT(message_of<InvalidArgument>([&] { partial.save(path); }),
-             Catch::Contains("optimizer 'sgd' (SGD) holds slots for a variable that is not tracked"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] { partial.save(path); }),
+      Catch::Contains("optimizer 'sgd' (SGD) holds slots for a variable that is not tracked"));
   CHECK_FALSE(std::filesystem::exists(path));
   partial.track("u", untracked);
   partial.save(path);
@@ -286,7 +306,8 @@ TEST_CASE("save and track refuse what could not be restored, naming it", "[check
 TEST_CASE("mutated checkpoint files restore whole or throw, and a refusal changes nothing",
           "[checkpoint][fuzz]") {
   std::error_code no_shm;
-  const bool shm = std::filesystem::is_directory("/dev/shm", no_shm) && ::access("/dev/shm", W_OK) == 0;
+  const bool shm =
+      std::filesystem::is_directory("/dev/shm", no_shm) && ::access("/dev/shm", W_OK) == 0;
   TempFolder folder("checkpoint_fuzz", shm ? std::filesystem::path("/dev/shm")
                                            : std::filesystem::temp_directory_path());
   const std::string good = folder.file("good.npz");
@@ -312,7 +333,8 @@ TEST_CASE("mutated checkpoint files restore whole or throw, and a refusal change
       const std::size_t at = generator() % bytes.size();
       bytes[at] = static_cast<char>(bytes[at] ^ (1 << (generator() % 8)));  // one bit flipped
     } else {
-      for (int k = 0; k < 4; ++k) bytes[generator() % bytes.size()] = static_cast<char>(generator());
+      for (int k = 0; k < 4; ++k)
+        bytes[generator() % bytes.size()] = static_cast<char>(generator());
     }
     ::unlink(path.c_str());
     write_bytes(path, bytes);

@@ -35,7 +35,8 @@ class Child {
  public:
   Child(const std::vector<std::string>& arguments, bool pipe_stdout) {
     std::vector<char*> argv;
-    for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    for (const std::string& argument : arguments)
+      argv.push_back(const_cast<char*>(argument.c_str()));
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -124,7 +125,8 @@ TEST_CASE("a run resumed in a new process ends bit for bit where the straight ru
   }
   // Not vacuous: the last five epochs moved the weights, Adam and the dropout generator.
   CHECK(half.at("model/hidden/kernel") != straight.at("model/hidden/kernel"));
-  CHECK(half.at("adam/slots/model/output/kernel/v") != straight.at("adam/slots/model/output/kernel/v"));
+  CHECK(half.at("adam/slots/model/output/kernel/v") !=
+        straight.at("adam/slots/model/output/kernel/v"));
   CHECK(half.at("dropout/counter") != straight.at("dropout/counter"));
   const auto restored = load_npz(folder.file("resumed.npz"));
   for (const auto& entry : restored) {
@@ -146,8 +148,11 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
   Adam adam(0.1);
   Generator generator(1);
   Checkpoint checkpoint;
-  checkpoint.track("weights", weights).track("bias", bias).track("round", round)
-      .track("adam", adam).track("generator", generator);
+  checkpoint.track("weights", weights)
+      .track("bias", bias)
+      .track("round", round)
+      .track("adam", adam)
+      .track("generator", generator);
 
   // How long one save of this state takes here (the disk's fsync dominates, and a sanitizer
   // build is slower). A writer's round (an Adam step, the assignments, the save) takes about
@@ -157,7 +162,8 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
     checkpoint.save(path);
-    save_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    save_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::filesystem::remove(path);
   std::sort(save_seconds.begin(), save_seconds.end());
@@ -204,8 +210,8 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
     }
   }
   INFO("rounds " << last_round << ", kills " << kills << ", of them during a save "
-                  << kills_mid_save << ", one save " << save_seconds[1] << " s");
+                 << kills_mid_save << ", one save " << save_seconds[1] << " s");
   CHECK(kills == 200);
-  CHECK(last_round >= 100);       // the writers kept making progress (about 1.5 rounds a kill)
-  CHECK(kills_mid_save >= 20);    // and many kills hit a save in progress
+  CHECK(last_round >= 100);     // the writers kept making progress (about 1.5 rounds a kill)
+  CHECK(kills_mid_save >= 20);  // and many kills hit a save in progress
 }

@@ -238,8 +238,10 @@ TEST_CASE("a gradient function made of tapegrad ops is differentiable", "[custom
   require_second_order_matches(f, {random_tensor({4}, 6)});
 }
 
-TEST_CASE("TF's nested pattern: a custom_gradient inside the gradient function defines the "
-          "second order", "[custom_gradient]") {
+TEST_CASE(
+    "TF's nested pattern: a custom_gradient inside the gradient function defines the "
+    "second order",
+    "[custom_gradient]") {
   // y = x^3. The forward runs with the tapes paused, so without the inner custom_gradient
   // the first-order gradient 3x^2 would be a constant to the outer tape.
   int second_order_calls = 0;
@@ -272,8 +274,10 @@ TEST_CASE("TF's nested pattern: a custom_gradient inside the gradient function d
   CHECK(second_order_calls == 1);
 }
 
-TEST_CASE("the gradient function and its captures are released once a non-persistent tape "
-          "used them", "[custom_gradient]") {
+TEST_CASE(
+    "the gradient function and its captures are released once a non-persistent tape "
+    "used them",
+    "[custom_gradient]") {
   auto capture = std::make_shared<int>(7);
   std::weak_ptr<int> observed = capture;
   auto f = custom_gradient([capture](const Tensor& x) {

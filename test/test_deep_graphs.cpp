@@ -14,7 +14,6 @@
 
 #include "support.hpp"
 
-
 using namespace tapegrad;
 
 namespace {

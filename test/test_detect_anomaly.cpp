@@ -30,7 +30,7 @@ TEST_CASE("DetectAnomaly gives the op's position on the recording tape", "[anoma
   DetectAnomaly scope;
   GradientTape tape;
   tape.watch(x);
-  const Tensor a = multiply(x, x);                        // op 0
+  const Tensor a = multiply(x, x);                            // op 0
   const Tensor b = subtract(scalar(1.0, DType::Float64), a);  // op 1: negative
   CHECK(message_of<AnomalyError>([&] { (void)sqrt(b); }) ==
         "DetectAnomaly: the forward of 'Sqrt' produced NaN in output 0 (outputs [[2] float64], "
@@ -55,8 +55,9 @@ TEST_CASE("DetectAnomaly checks NaN and infinity separately, and only while aliv
   const Tensor negative = constant({-1.0});
   {
     DetectAnomaly only_inf(/*nan=*/false, /*inf=*/true);
-    CHECK(message_of<AnomalyError>([&] { (void)log(zero); })
-              .rfind("DetectAnomaly: the forward of 'Log' produced an infinity in output 0", 0) == 0);
+    CHECK(message_of<AnomalyError>([&] {
+            (void)log(zero);
+          }).rfind("DetectAnomaly: the forward of 'Log' produced an infinity in output 0", 0) == 0);
     CHECK(std::isnan(values(log(negative))[0]));  // NaN is not looked for
     {
       DetectAnomaly only_nan(/*nan=*/true, /*inf=*/false);
@@ -126,9 +127,9 @@ TEST_CASE("DetectAnomaly's settings are the newest live scope's, out of order to
   const Tensor zero = constant({0.0});
   auto only_nan = std::make_unique<DetectAnomaly>(/*nan=*/true, /*inf=*/false);
   auto only_inf = std::make_unique<DetectAnomaly>(/*nan=*/false, /*inf=*/true);
-  CHECK(log_of_minus_one() == "nan");        // only_inf applies
+  CHECK(log_of_minus_one() == "nan");  // only_inf applies
   CHECK_THROWS_AS(log(zero), AnomalyError);
-  only_nan.reset();                          // the older scope ends first: only_inf still applies
+  only_nan.reset();  // the older scope ends first: only_inf still applies
   CHECK(log_of_minus_one() == "nan");
   CHECK_THROWS_AS(log(zero), AnomalyError);
   {
@@ -136,7 +137,7 @@ TEST_CASE("DetectAnomaly's settings are the newest live scope's, out of order to
     CHECK(log_of_minus_one() == "throws");
     CHECK(std::isinf(values(log(zero))[0]));
   }
-  CHECK(log_of_minus_one() == "nan");         // back to only_inf
+  CHECK(log_of_minus_one() == "nan");  // back to only_inf
   only_inf.reset();
   CHECK(std::isinf(values(log(zero))[0]));
   CHECK(log_of_minus_one() == "nan");

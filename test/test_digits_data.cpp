@@ -80,14 +80,13 @@ TEST_CASE("the shipped digits file has 1797 images of 10 classes", "[digits]") {
   for (auto pixel : data.pixels) REQUIRE(pixel <= 16);
 }
 
-TEST_CASE("load_csv reads plain and gzip CSV, with or without CR and final newline",
-          "[digits]") {
+TEST_CASE("load_csv reads plain and gzip CSV, with or without CR and final newline", "[digits]") {
   TempFile plain("plain.csv");
   TempFile gzip("rows.csv.gz");
   const std::string text = row(0, 3) + row(5, 9) + row(16, 0);
   write_plain(plain.path(), text.substr(0, text.size() - 1));  // no final newline
-  write_gzip(gzip.path(), row(0, 3) + row(5, 9).replace(row(5, 9).size() - 1, 1, "\r\n") +
-                              row(16, 0));
+  write_gzip(gzip.path(),
+             row(0, 3) + row(5, 9).replace(row(5, 9).size() - 1, 1, "\r\n") + row(16, 0));
   for (const std::string& path : {plain.path(), gzip.path()}) {
     INFO(path);
     const digits::Dataset data = digits::load_csv(path);
@@ -96,7 +95,7 @@ TEST_CASE("load_csv reads plain and gzip CSV, with or without CR and final newli
     CHECK(data.pixels[0] == 0);
     CHECK(data.pixels[63] == 63 % 17);
     CHECK(data.pixels[64] == 5);
-    CHECK(data.pixels[64 + 12] == 0);   // (5 + 12) % 17
+    CHECK(data.pixels[64 + 12] == 0);  // (5 + 12) % 17
     CHECK(data.pixels[128] == 16);
     CHECK(data.pixels[128 + 63] == (16 + 63) % 17);
   }
@@ -176,7 +175,8 @@ TEST_CASE("split_train_test shuffles with the seed and keeps every row once", "[
   for (int i = 0; i < 100; ++i) {
     // Row i: every pixel is i % 17, label i % 10; the pixel and label identify the row with
     // the row's position below.
-    for (int p = 0; p < 64; ++p) data.pixels.push_back(static_cast<std::uint8_t>(p == 0 ? i : i % 17));
+    for (int p = 0; p < 64; ++p)
+      data.pixels.push_back(static_cast<std::uint8_t>(p == 0 ? i : i % 17));
     data.labels.push_back(static_cast<std::uint8_t>(i % 10));
   }
   const digits::Split split = digits::split_train_test(data, 0.2, 7);

@@ -68,8 +68,10 @@ TEST_CASE("explain: integer dtypes", "[explain]") {
         "no gradient: the source has dtype int32; integer and bool tensors are never "
         "differentiated\n");
   // Through an integer cast and back: the integer tensor is never recorded, so neither is y.
-  const Tensor y = multiply(cast(cast(x, DType::Int32), DType::Float64), scalar(2.0, DType::Float64));
-  CHECK(tape.explain(y, x).find("no gradient: the tape never recorded the target") != std::string::npos);
+  const Tensor y =
+      multiply(cast(cast(x, DType::Int32), DType::Float64), scalar(2.0, DType::Float64));
+  CHECK(tape.explain(y, x).find("no gradient: the tape never recorded the target") !=
+        std::string::npos);
   CHECK_FALSE(tape.gradient(y, x).defined());
 }
 
@@ -137,6 +139,7 @@ TEST_CASE("explain: target is source, and misuse", "[explain]") {
   CHECK(other_thread.rfind("GradientTape::explain: called on another thread", 0) == 0);
   const Tensor y = square(x);
   (void)tape.gradient(y, x);
-  CHECK(message_of<TapeError>([&] { (void)tape.explain(y, x); })
-            .rfind("GradientTape::explain: this non-persistent tape was already used", 0) == 0);
+  CHECK(message_of<TapeError>([&] {
+          (void)tape.explain(y, x);
+        }).rfind("GradientTape::explain: this non-persistent tape was already used", 0) == 0);
 }

@@ -46,8 +46,7 @@ TEST_CASE("extending.md: Swish forward values", "[extending]") {
   tg::testing::require_close(y, {3}, {0.0, s1, -2.0 * s2});
 }
 
-TEST_CASE("extending.md: Swish gradient at 0 is 1/2 and matches the analytic form",
-          "[extending]") {
+TEST_CASE("extending.md: Swish gradient at 0 is 1/2 and matches the analytic form", "[extending]") {
   register_swish();
   tg::Tensor x = tg::constant({0.0, 1.0});
   tg::GradientTape tape;

@@ -32,9 +32,9 @@
 using namespace tapegrad;
 using tapegrad::testing::element_bytes;
 using tapegrad::testing::read_bytes;
+using tapegrad::testing::require_identical;
 using tapegrad::testing::TempFolder;
 using tapegrad::testing::write_bytes;
-using tapegrad::testing::require_identical;
 namespace fs = std::filesystem;
 
 #ifndef TAPEGRAD_TEST_PYTHON
@@ -45,7 +45,8 @@ namespace {
 
 std::vector<std::string> folder_entries(const fs::path& folder) {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(folder))
+    names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -55,7 +56,8 @@ std::vector<std::string> folder_entries(const fs::path& folder) {
 const std::vector<DType> kDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
                                     DType::Bool};
 // Ranks 0 to 4, and empty shapes (a zero dimension first, last and in the middle).
-const std::vector<Shape> kShapes = {{}, {5}, {2, 3}, {2, 3, 4}, {2, 1, 3, 2}, {0}, {2, 0, 3}, {3, 0}};
+const std::vector<Shape> kShapes = {{},           {5}, {2, 3},    {2, 3, 4},
+                                    {2, 1, 3, 2}, {0}, {2, 0, 3}, {3, 0}};
 
 template <class T>
 T from_bits(std::uint64_t bits) {
@@ -72,14 +74,22 @@ storage_array<T> sample_array(const Shape& shape, unsigned seed) {
   std::mt19937_64 generator(seed);
   std::vector<T> edges;
   if constexpr (std::is_same_v<T, double>) {
-    edges = {from_bits<double>(0x7ff8000000000123ULL), from_bits<double>(0xfff0000000000001ULL),
-             std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-             -0.0, std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max(),
+    edges = {from_bits<double>(0x7ff8000000000123ULL),
+             from_bits<double>(0xfff0000000000001ULL),
+             std::numeric_limits<double>::infinity(),
+             -std::numeric_limits<double>::infinity(),
+             -0.0,
+             std::numeric_limits<double>::denorm_min(),
+             std::numeric_limits<double>::max(),
              std::numeric_limits<double>::lowest()};
   } else if constexpr (std::is_same_v<T, float>) {
-    edges = {from_bits<float>(0x7fc00123U), from_bits<float>(0xff800001U),
-             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-             -0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+    edges = {from_bits<float>(0x7fc00123U),
+             from_bits<float>(0xff800001U),
+             std::numeric_limits<float>::infinity(),
+             -std::numeric_limits<float>::infinity(),
+             -0.0f,
+             std::numeric_limits<float>::denorm_min(),
+             std::numeric_limits<float>::max(),
              std::numeric_limits<float>::lowest()};
   } else if constexpr (std::is_same_v<T, bool>) {
     edges = {true, false};
@@ -102,11 +112,16 @@ storage_array<T> sample_array(const Shape& shape, unsigned seed) {
 
 Tensor sample(DType dtype, const Shape& shape, unsigned seed) {
   switch (dtype) {
-    case DType::Float32: return Tensor(sample_array<float>(shape, seed));
-    case DType::Float64: return Tensor(sample_array<double>(shape, seed));
-    case DType::Int32: return Tensor(sample_array<std::int32_t>(shape, seed));
-    case DType::Int64: return Tensor(sample_array<std::int64_t>(shape, seed));
-    case DType::Bool: return Tensor(sample_array<bool>(shape, seed));
+    case DType::Float32:
+      return Tensor(sample_array<float>(shape, seed));
+    case DType::Float64:
+      return Tensor(sample_array<double>(shape, seed));
+    case DType::Int32:
+      return Tensor(sample_array<std::int32_t>(shape, seed));
+    case DType::Int64:
+      return Tensor(sample_array<std::int64_t>(shape, seed));
+    case DType::Bool:
+      return Tensor(sample_array<bool>(shape, seed));
   }
   return Tensor();
 }
@@ -142,8 +157,9 @@ void require_numpy(const TempFolder& folder) {
   const PythonRun run = run_python(folder, "import numpy\nprint(numpy.__version__)\n");
   INFO("python: " << TAPEGRAD_TEST_PYTHON << "\n" << run.output);
   if (run.status != 0) {
-    FAIL("python3 with numpy is required by the NumPy file tests (scripts/setup.sh installs "
-         "python3-numpy; configure with -DTAPEGRAD_TEST_PYTHON=/path/to/python to choose one)");
+    FAIL(
+        "python3 with numpy is required by the NumPy file tests (scripts/setup.sh installs "
+        "python3-numpy; configure with -DTAPEGRAD_TEST_PYTHON=/path/to/python to choose one)");
   }
 }
 
@@ -209,13 +225,15 @@ std::string npy_file(const std::string& header_text, const std::string& data, in
   while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
-  for (int i = 0; i < (major == 1 ? 2 : 4); ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < (major == 1 ? 2 : 4); ++i)
+    out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
   return out + header + data;
 }
 
 std::uint32_t read_u32(const std::string& bytes, std::size_t at) {
   std::uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
   return value;
 }
 void write_u32(std::string& bytes, std::size_t at, std::uint32_t value) {
@@ -225,7 +243,8 @@ void write_u32(std::string& bytes, std::size_t at, std::uint32_t value) {
 // The offsets of every occurrence of a zip record signature ("PK\3\4" local, "PK\1\2" central).
 std::vector<std::size_t> find_all(const std::string& bytes, const std::string& needle) {
   std::vector<std::size_t> found;
-  for (std::size_t at = bytes.find(needle); at != std::string::npos; at = bytes.find(needle, at + 1)) {
+  for (std::size_t at = bytes.find(needle); at != std::string::npos;
+       at = bytes.find(needle, at + 1)) {
     found.push_back(at);
   }
   return found;
@@ -235,38 +254,64 @@ std::vector<std::size_t> find_all(const std::string& bytes, const std::string& n
 // "mask": bool [True, False, True]} (deflated members with zip64 extra fields), made once
 // with NumPy 1.24 so that the fuzz needs no Python.
 const std::string kNumpyCompressedNpz(
-    "\x50\x4b\x03\x04\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x4f\xe9\x00\x2a\x55\x00\x00\x00\x98\x00"
-    "\x00\x00\x05\x00\x14\x00\x77\x2e\x6e\x70\x79\x01\x00\x10\x00\x98\x00\x00\x00\x00\x00\x00\x00\x55"
-    "\x00\x00\x00\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50\xc6\x50\xad\x9e\x92\x5a\x9c\x5c"
-    "\xa4\x6e\xa5\xa0\x6e\x93\x66\xa2\xae\xa3\xa0\x9e\x96\x5f\x54\x52\x94\x98\x17\x9f\x5f\x94\x92\x0a"
-    "\x12\x77\x4b\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a\x46\x3a\x0a\xc6\x9a\x3a\x0a\xb5"
-    "\x0a\x64\x03\x2e\x06\x30\x68\xb0\x07\x12\x0e\x40\x04\xc4\x0d\x40\xbc\xc0\x01\x00\x50\x4b\x03\x04"
-    "\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\xed\x8d\xfd\x93\x4c\x00\x00\x00\x90\x00\x00\x00\x10\x00"
-    "\x14\x00\x63\x6f\x6e\x76\x31\x2f\x6b\x65\x72\x6e\x65\x6c\x2e\x6e\x70\x79\x01\x00\x10\x00\x90\x00"
-    "\x00\x00\x00\x00\x00\x00\x4c\x00\x00\x00\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50\xc6"
-    "\x50\xad\x9e\x92\x5a\x9c\x5c\xa4\x6e\xa5\xa0\x6e\x93\x69\xa1\xae\xa3\xa0\x9e\x96\x5f\x54\x52\x94"
-    "\x98\x17\x9f\x5f\x94\x92\x0a\x12\x77\x4b\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a\x46"
-    "\x3a\x9a\x3a\x0a\xb5\x0a\x14\x00\xae\xff\x50\xc0\x00\x02\x8c\x0c\x0c\x00\x50\x4b\x03\x04\x14\x00"
-    "\x00\x00\x08\x00\x00\x00\x21\x00\x16\x93\x8c\xbb\x47\x00\x00\x00\x83\x00\x00\x00\x08\x00\x14\x00"
-    "\x6d\x61\x73\x6b\x2e\x6e\x70\x79\x01\x00\x10\x00\x83\x00\x00\x00\x00\x00\x00\x00\x47\x00\x00\x00"
-    "\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50\xc6\x50\xad\x9e\x92\x5a\x9c\x5c\xa4\x6e\xa5"
-    "\xa0\x5e\x93\x64\xa8\xae\xa3\xa0\x9e\x96\x5f\x54\x52\x94\x98\x17\x9f\x5f\x94\x92\x0a\x12\x77\x4b"
-    "\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a\xc6\x3a\x9a\x3a\x0a\xb5\x0a\x14\x00\x2e\x46"
-    "\x06\x46\x00\x50\x4b\x01\x02\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x4f\xe9\x00\x2a\x55"
-    "\x00\x00\x00\x98\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x01\x00\x00\x00"
-    "\x00\x77\x2e\x6e\x70\x79\x50\x4b\x01\x02\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\xed\x8d"
-    "\xfd\x93\x4c\x00\x00\x00\x90\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x01"
-    "\x8c\x00\x00\x00\x63\x6f\x6e\x76\x31\x2f\x6b\x65\x72\x6e\x65\x6c\x2e\x6e\x70\x79\x50\x4b\x01\x02"
-    "\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x16\x93\x8c\xbb\x47\x00\x00\x00\x83\x00\x00\x00"
-    "\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x01\x1a\x01\x00\x00\x6d\x61\x73\x6b\x2e\x6e"
-    "\x70\x79\x50\x4b\x05\x06\x00\x00\x00\x00\x03\x00\x03\x00\xa7\x00\x00\x00\x9b\x01\x00\x00\x00\x00",
+    "\x50\x4b\x03\x04\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x4f\xe9\x00\x2a\x55\x00\x00\x00\x98"
+    "\x00"
+    "\x00\x00\x05\x00\x14\x00\x77\x2e\x6e\x70\x79\x01\x00\x10\x00\x98\x00\x00\x00\x00\x00\x00\x00"
+    "\x55"
+    "\x00\x00\x00\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50\xc6\x50\xad\x9e\x92\x5a\x9c"
+    "\x5c"
+    "\xa4\x6e\xa5\xa0\x6e\x93\x66\xa2\xae\xa3\xa0\x9e\x96\x5f\x54\x52\x94\x98\x17\x9f\x5f\x94\x92"
+    "\x0a"
+    "\x12\x77\x4b\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a\x46\x3a\x0a\xc6\x9a\x3a\x0a"
+    "\xb5"
+    "\x0a\x64\x03\x2e\x06\x30\x68\xb0\x07\x12\x0e\x40\x04\xc4\x0d\x40\xbc\xc0\x01\x00\x50\x4b\x03"
+    "\x04"
+    "\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\xed\x8d\xfd\x93\x4c\x00\x00\x00\x90\x00\x00\x00\x10"
+    "\x00"
+    "\x14\x00\x63\x6f\x6e\x76\x31\x2f\x6b\x65\x72\x6e\x65\x6c\x2e\x6e\x70\x79\x01\x00\x10\x00\x90"
+    "\x00"
+    "\x00\x00\x00\x00\x00\x00\x4c\x00\x00\x00\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50"
+    "\xc6"
+    "\x50\xad\x9e\x92\x5a\x9c\x5c\xa4\x6e\xa5\xa0\x6e\x93\x69\xa1\xae\xa3\xa0\x9e\x96\x5f\x54\x52"
+    "\x94"
+    "\x98\x17\x9f\x5f\x94\x92\x0a\x12\x77\x4b\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a"
+    "\x46"
+    "\x3a\x9a\x3a\x0a\xb5\x0a\x14\x00\xae\xff\x50\xc0\x00\x02\x8c\x0c\x0c\x00\x50\x4b\x03\x04\x14"
+    "\x00"
+    "\x00\x00\x08\x00\x00\x00\x21\x00\x16\x93\x8c\xbb\x47\x00\x00\x00\x83\x00\x00\x00\x08\x00\x14"
+    "\x00"
+    "\x6d\x61\x73\x6b\x2e\x6e\x70\x79\x01\x00\x10\x00\x83\x00\x00\x00\x00\x00\x00\x00\x47\x00\x00"
+    "\x00"
+    "\x00\x00\x00\x00\x9b\xec\x17\xea\x1b\x10\xc9\xc8\x50\xc6\x50\xad\x9e\x92\x5a\x9c\x5c\xa4\x6e"
+    "\xa5"
+    "\xa0\x5e\x93\x64\xa8\xae\xa3\xa0\x9e\x96\x5f\x54\x52\x94\x98\x17\x9f\x5f\x94\x92\x0a\x12\x77"
+    "\x4b"
+    "\xcc\x29\x4e\x05\x8a\x17\x67\x24\x16\xa4\x02\xf9\x1a\xc6\x3a\x9a\x3a\x0a\xb5\x0a\x14\x00\x2e"
+    "\x46"
+    "\x06\x46\x00\x50\x4b\x01\x02\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x4f\xe9\x00\x2a"
+    "\x55"
+    "\x00\x00\x00\x98\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x01\x00\x00"
+    "\x00"
+    "\x00\x77\x2e\x6e\x70\x79\x50\x4b\x01\x02\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\xed"
+    "\x8d"
+    "\xfd\x93\x4c\x00\x00\x00\x90\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80"
+    "\x01"
+    "\x8c\x00\x00\x00\x63\x6f\x6e\x76\x31\x2f\x6b\x65\x72\x6e\x65\x6c\x2e\x6e\x70\x79\x50\x4b\x01"
+    "\x02"
+    "\x14\x03\x14\x00\x00\x00\x08\x00\x00\x00\x21\x00\x16\x93\x8c\xbb\x47\x00\x00\x00\x83\x00\x00"
+    "\x00"
+    "\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x01\x1a\x01\x00\x00\x6d\x61\x73\x6b\x2e"
+    "\x6e"
+    "\x70\x79\x50\x4b\x05\x06\x00\x00\x00\x00\x03\x00\x03\x00\xa7\x00\x00\x00\x9b\x01\x00\x00\x00"
+    "\x00",
     600);
 
 }  // namespace
 
 // ---- round trips --------------------------------------------------------------------------
 
-TEST_CASE("save_npy then load_npy gives every dtype, rank 0 to 4 and empty shapes back bit for bit") {
+TEST_CASE(
+    "save_npy then load_npy gives every dtype, rank 0 to 4 and empty shapes back bit for bit") {
   TempFolder folder("roundtrip");
   int checked = 0;
   unsigned seed = 1;
@@ -282,7 +327,10 @@ TEST_CASE("save_npy then load_npy gives every dtype, rank 0 to 4 and empty shape
   }
   // The data start at a multiple of 64 bytes, as NumPy aligns them.
   const std::string bytes = read_bytes(folder.file("t.npy"));
-  CHECK((10 + (static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8))) % 64 == 0);
+  CHECK(
+      (10 + (static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8))) %
+          64 ==
+      0);
   // Nothing but the file is left in the folder (no temporary).
   CHECK(folder_entries(folder.path()) == std::vector<std::string>{"t.npy"});
   std::cout << "npy round trips: " << checked << " (dtypes x shapes)\n";
@@ -320,7 +368,8 @@ TEST_CASE("save_npz then load_npz gives the names, their order and every tensor 
   }
 }
 
-TEST_CASE("save_npy and save_npz replace an existing file whole, and a refused save leaves it alone") {
+TEST_CASE(
+    "save_npy and save_npz replace an existing file whole, and a refused save leaves it alone") {
   TempFolder folder("atomic");
   const std::string path = folder.file("w.npy");
   save_npy(path, sample(DType::Float64, {4}, 1));
@@ -357,7 +406,8 @@ TEST_CASE("save_npy and save_npz replace an existing file whole, and a refused s
   CHECK((status.st_mode & 0777) == (0666 & ~mask));
 }
 
-TEST_CASE("a write that fails midway (a full disk) throws, keeps the old file and leaves no temporary") {
+TEST_CASE(
+    "a write that fails midway (a full disk) throws, keeps the old file and leaves no temporary") {
   TempFolder folder("full_disk");
   const std::string archive = folder.file("big.npz");
   const std::string single = folder.file("big.npy");
@@ -475,13 +525,16 @@ s = np.load(folder + '/known_scalar.npy')
 assert s.dtype == np.float32 and s.shape == () and s == 2.25
 print('numpy checked', checked, 'arrays')
 )PY";
-  const PythonRun run = run_python(folder, script, {folder.path().string(), folder.file("manifest.py")});
+  const PythonRun run =
+      run_python(folder, script, {folder.path().string(), folder.file("manifest.py")});
   INFO(run.output);
   REQUIRE(run.status == 0);
   std::cout << run.output;
 }
 
-TEST_CASE("load_npy and load_npz read what numpy writes: every dtype, rank 0 to 4, empty, Fortran order, versions 1 to 3, savez and savez_compressed") {
+TEST_CASE(
+    "load_npy and load_npz read what numpy writes: every dtype, rank 0 to 4, empty, Fortran order, "
+    "versions 1 to 3, savez and savez_compressed") {
   TempFolder folder("numpy_writes");
   require_numpy(folder);
   const std::string script = R"PY(
@@ -576,7 +629,8 @@ print('numpy wrote', len(lines), 'arrays')
       CHECK(element_bytes(t) == read_bytes(fields[5]));
       ++checked_npy;
     } else {
-      if (archives.empty() || archives.back().first != fields[1]) archives.push_back({fields[1], {}});
+      if (archives.empty() || archives.back().first != fields[1])
+        archives.push_back({fields[1], {}});
       archives.back().second.push_back(fields);
     }
   }
@@ -602,14 +656,17 @@ print('numpy wrote', len(lines), 'arrays')
 
 // ---- refusals -----------------------------------------------------------------------------
 
-TEST_CASE("load_npy refuses missing, truncated, corrupt and mis-typed files with InvalidArgument naming the path") {
+TEST_CASE(
+    "load_npy refuses missing, truncated, corrupt and mis-typed files with InvalidArgument naming "
+    "the path") {
   TempFolder folder("bad_npy");
   const std::string path = folder.file("bad.npy");
   auto expect_bad_file = [&](const std::string& label, const std::string& bytes,
                              std::vector<std::string> mentions) {
     write_bytes(path, bytes);
     mentions.insert(mentions.begin(), {"load_npy", path});
-    expect_invalid(label, [&] { load_npy(path); }, mentions);
+    expect_invalid(
+        label, [&] { load_npy(path); }, mentions);
   };
   const std::string f64_2x3 = std::string(48, '\0');
 
@@ -618,7 +675,8 @@ TEST_CASE("load_npy refuses missing, truncated, corrupt and mis-typed files with
   expect_invalid("a folder", [&] { load_npy(folder.path().string()); },
                  {"load_npy", folder.path().string(), "folder"});
 
-  const std::string good = npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3);
+  const std::string good =
+      npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3);
   write_bytes(path, good);
   CHECK(load_npy(path).shape() == Shape{2, 3});
   // Truncated at every length: the prefix, the header, the data.
@@ -644,13 +702,15 @@ TEST_CASE("load_npy refuses missing, truncated, corrupt and mis-typed files with
       {"missing shape", "{'descr': '<f8', 'fortran_order': False}"},
       {"missing descr", "{'fortran_order': False, 'shape': (2, 3)}"},
       {"extra key", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), 'x': 1}"},
-      {"duplicate key", "{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}"},
+      {"duplicate key",
+       "{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}"},
       {"fortran_order not a bool", "{'descr': '<f8', 'fortran_order': 0, 'shape': (2, 3)}"},
       {"shape a list", "{'descr': '<f8', 'fortran_order': False, 'shape': [2, 3]}"},
       {"negative dimension", "{'descr': '<f8', 'fortran_order': False, 'shape': (-2, 3)}"},
       {"float dimension", "{'descr': '<f8', 'fortran_order': False, 'shape': (2.0, 3)}"},
       {"one dimension without comma", "{'descr': '<f8', 'fortran_order': False, 'shape': (6)}"},
-      {"dimension beyond 64 bits", "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,)}"},
+      {"dimension beyond 64 bits",
+       "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,)}"},
       {"unterminated string", "{'descr': '<f8, 'fortran_order': False, 'shape': (6,)}"},
       {"text after the dict", "{'descr': '<f8', 'fortran_order': False, 'shape': (6,)} x"},
   };
@@ -658,40 +718,54 @@ TEST_CASE("load_npy refuses missing, truncated, corrupt and mis-typed files with
     expect_bad_file(label, npy_file(header, f64_2x3), {});
   }
   // dtypes with no tapegrad equivalent: the message quotes the descr.
-  for (const std::string descr : {">f8", "<u4", "|u1", "<f2", "<c16", "|O", "<U3", "|S4", "<M8[s]", "=f8", "<b1"}) {
-    expect_bad_file("descr " + descr,
-                    npy_file("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (6,), }", f64_2x3),
-                    {"'" + descr + "'"});
+  for (const std::string descr :
+       {">f8", "<u4", "|u1", "<f2", "<c16", "|O", "<U3", "|S4", "<M8[s]", "=f8", "<b1"}) {
+    expect_bad_file(
+        "descr " + descr,
+        npy_file("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (6,), }", f64_2x3),
+        {"'" + descr + "'"});
   }
-  expect_bad_file("big-endian", npy_file("{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3),
+  expect_bad_file("big-endian",
+                  npy_file("{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3),
                   {"'>f8'", "big-endian"});
-  expect_bad_file("structured dtype",
-                  npy_file("{'descr': [('a', '<f8'), ('b', '<i4')], 'fortran_order': False, 'shape': (2,), }", f64_2x3),
-                  {"structured"});
+  expect_bad_file(
+      "structured dtype",
+      npy_file("{'descr': [('a', '<f8'), ('b', '<i4')], 'fortran_order': False, 'shape': (2,), }",
+               f64_2x3),
+      {"structured"});
   // Shapes that disagree with the data, without allocating what they claim.
-  expect_bad_file("shape larger than the data", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (7,), }", f64_2x3),
+  expect_bad_file("shape larger than the data",
+                  npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (7,), }", f64_2x3),
                   {"[7]", "truncated"});
-  expect_bad_file("a terabyte claimed",
-                  npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }", f64_2x3),
-                  {"8000000000000 bytes"});
-  expect_bad_file("element count overflows",
-                  npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f64_2x3),
-                  {"more elements"});
-  expect_bad_file("an empty shape with huge dimensions",
-                  npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", ""),
-                  {"more elements"});
+  expect_bad_file(
+      "a terabyte claimed",
+      npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }", f64_2x3),
+      {"8000000000000 bytes"});
+  expect_bad_file(
+      "element count overflows",
+      npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+               f64_2x3),
+      {"more elements"});
+  expect_bad_file(
+      "an empty shape with huge dimensions",
+      npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }",
+               ""),
+      {"more elements"});
   // Header lengths claiming more than the file holds: refused before any allocation.
   std::string huge = good;
   huge[8] = '\xff';
   huge[9] = '\xff';
   expect_bad_file("1.0 header length 65535", huge, {"65535"});
-  std::string huge2 = npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3, 2);
+  std::string huge2 =
+      npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", f64_2x3, 2);
   write_bytes(path, huge2);
   CHECK(load_npy(path).shape() == Shape{2, 3});
   huge2[8] = huge2[9] = huge2[10] = huge2[11] = '\xff';
   expect_bad_file("2.0 header length 4 GiB", huge2, {"4294967295"});
   // A bool byte other than 0 or 1.
-  expect_bad_file("bool byte 2", npy_file("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x01\x02\x00", 3)),
+  expect_bad_file("bool byte 2",
+                  npy_file("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+                           std::string("\x01\x02\x00", 3)),
                   {"bool element 1"});
 }
 
@@ -705,7 +779,8 @@ TEST_CASE("save_npy refuses undefined tensors, variable handles and paths it can
                  {"save_npy", folder.path().string(), "folder"});
   write_bytes(folder.file("plain"), "x");
   const std::string under_a_file = folder.file("plain/w.npy");
-  expect_invalid("a file as the folder", [&] { save_npy(under_a_file, t); }, {"save_npy", under_a_file});
+  expect_invalid("a file as the folder", [&] { save_npy(under_a_file, t); },
+                 {"save_npy", under_a_file});
   expect_invalid("undefined tensor", [&] { save_npy(folder.file("u.npy"), Tensor()); },
                  {"save_npy", folder.file("u.npy"), "undefined"});
   Variable variable(constant({1.0, 2.0}), true, "v");
@@ -725,7 +800,11 @@ TEST_CASE("save_npy refuses undefined tensors, variable handles and paths it can
   }
   if (!forbidden.empty()) {
     expect_invalid("no permission", [&] { save_npy(forbidden, t); }, {"save_npy", forbidden});
-    expect_invalid("no permission (npz)", [&] { save_npz(forbidden, {{"w", t}}); }, {"save_npz", forbidden});
+    expect_invalid("no permission (npz)",
+                   [&] {
+                     save_npz(forbidden, {{"w", t}});
+                   },
+                   {"save_npz", forbidden});
   } else {
     WARN("no unwritable folder to test with (root without /sys)");
   }
@@ -733,22 +812,39 @@ TEST_CASE("save_npy refuses undefined tensors, variable handles and paths it can
   CHECK(folder_entries(folder.path()) == std::vector<std::string>{"plain", "read_only"});
 }
 
-TEST_CASE("save_npz refuses bad names and tensors naming the entry; load_npz refuses bad archives naming the entry") {
+TEST_CASE(
+    "save_npz refuses bad names and tensors naming the entry; load_npz refuses bad archives naming "
+    "the entry") {
   TempFolder folder("bad_npz");
   const std::string path = folder.file("a.npz");
   const Tensor t = sample(DType::Float64, {3}, 1);
   Variable variable(constant(1.0));
 
-  expect_invalid("duplicate names", [&] { save_npz(path, {{"w", t}, {"b", t}, {"w", t}}); },
+  expect_invalid("duplicate names",
+                 [&] {
+                   save_npz(path, {{"w", t}, {"b", t}, {"w", t}});
+                 },
                  {"save_npz", path, "entry \"w\"", "twice"});
   expect_invalid("empty name", [&] { save_npz(path, {{"", t}}); }, {"save_npz", path, "empty"});
-  expect_invalid("NUL in a name", [&] { save_npz(path, {{std::string("a\0b", 3), t}}); },
+  expect_invalid("NUL in a name",
+                 [&] {
+                   save_npz(path, {{std::string("a\0b", 3), t}});
+                 },
                  {"save_npz", path, "NUL"});
-  expect_invalid("undefined tensor", [&] { save_npz(path, {{"w", t}, {"g", Tensor()}}); },
+  expect_invalid("undefined tensor",
+                 [&] {
+                   save_npz(path, {{"w", t}, {"g", Tensor()}});
+                 },
                  {"save_npz", path, "entry \"g\"", "undefined"});
-  expect_invalid("variable handle", [&] { save_npz(path, {{"v", variable.handle()}}); },
+  expect_invalid("variable handle",
+                 [&] {
+                   save_npz(path, {{"v", variable.handle()}});
+                 },
                  {"save_npz", path, "entry \"v\"", "variable handle"});
-  expect_invalid("missing folder", [&] { save_npz(folder.file("no/w.npz"), {{"w", t}}); },
+  expect_invalid("missing folder",
+                 [&] {
+                   save_npz(folder.file("no/w.npz"), {{"w", t}});
+                 },
                  {"save_npz", folder.file("no/w.npz")});
   CHECK(!fs::exists(path));
 
@@ -774,16 +870,20 @@ TEST_CASE("save_npz refuses bad names and tensors naming the entry; load_npz ref
                                 std::vector<std::string> mentions) {
     write_bytes(bad, bytes);
     mentions.insert(mentions.begin(), {"load_npz", bad});
-    expect_invalid(label, [&] { load_npz(bad); }, mentions);
+    expect_invalid(
+        label, [&] { load_npz(bad); }, mentions);
   };
   // The second member lies about its sizes, in the central directory and the local header
   // alike (so that only the data can tell): longer, shorter, and a huge claim.
   for (const std::int64_t change : {16, -16, 1}) {
     std::string lying = good;
     for (std::size_t at : {locals[1] + 18, locals[1] + 22, centrals[1] + 20, centrals[1] + 24}) {
-      write_u32(lying, at, static_cast<std::uint32_t>(static_cast<std::int64_t>(read_u32(lying, at)) + change));
+      write_u32(
+          lying, at,
+          static_cast<std::uint32_t>(static_cast<std::int64_t>(read_u32(lying, at)) + change));
     }
-    expect_bad_archive("sizes changed by " + std::to_string(change), lying, {"entry \"conv1/kernel\""});
+    expect_bad_archive("sizes changed by " + std::to_string(change), lying,
+                       {"entry \"conv1/kernel\""});
   }
   {
     std::string lying = good;
@@ -840,9 +940,10 @@ TEST_CASE("mutated .npy and .npz files either load or throw InvalidArgument, nev
       bases.emplace_back(read_bytes(folder.file("base.npy")), false);
     }
   }
-  bases.emplace_back(npy_file("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
-                              std::string("\x01\0\0\0\x02\0\0\0\x03\0\0\0\x04\0\0\0\x05\0\0\0\x06\0\0\0", 24), 2),
-                     false);
+  bases.emplace_back(
+      npy_file("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
+               std::string("\x01\0\0\0\x02\0\0\0\x03\0\0\0\x04\0\0\0\x05\0\0\0\x06\0\0\0", 24), 2),
+      false);
   save_npz(folder.file("base.npz"), {{"w", sample(DType::Float32, {2, 3}, 9)},
                                      {"conv1/kernel", sample(DType::Int64, {2}, 10)},
                                      {"mask", sample(DType::Bool, {3}, 11)}});
@@ -871,7 +972,8 @@ TEST_CASE("mutated .npy and .npz files either load or throw InvalidArgument, nev
       const std::string message = e.what();
       if (message.find(archive ? "load_npz" : "load_npy") == std::string::npos ||
           message.find(path) == std::string::npos) {
-        FAIL("mutation " << mutation << ": the message names neither function nor path: " << message);
+        FAIL("mutation " << mutation
+                         << ": the message names neither function nor path: " << message);
       }
     } catch (const std::exception& e) {
       FAIL("mutation " << mutation << ": " << typeid(e).name() << ": " << e.what());
@@ -905,7 +1007,8 @@ TEST_CASE("mutated .npy and .npz files either load or throw InvalidArgument, nev
     for (int i = 0; i < 300; ++i) {
       std::string overwritten = base;
       const int count = 1 + static_cast<int>(generator() % 8);
-      for (int j = 0; j < count; ++j) overwritten[generator() % base.size()] = static_cast<char>(generator());
+      for (int j = 0; j < count; ++j)
+        overwritten[generator() % base.size()] = static_cast<char>(generator());
       attempt(overwritten, archive, tag + "overwrite " + std::to_string(i));
     }
     // Huge values at every 16- and 32-bit field position (header lengths, zip sizes,
@@ -916,12 +1019,14 @@ TEST_CASE("mutated .npy and .npz files either load or throw InvalidArgument, nev
       for (std::uint32_t value : {0xffffffffU, 0x7fffffffU, 0x80000000U, 0x0000ffffU}) {
         std::string patched = base;
         write_u32(patched, at, value);
-        attempt(patched, archive, tag + "u32 " + std::to_string(value) + " at " + std::to_string(at));
+        attempt(patched, archive,
+                tag + "u32 " + std::to_string(value) + " at " + std::to_string(at));
       }
     }
     // Shapes rewritten in the header text: huge, negative, and one off.
     if (!archive) {
-      for (const std::string replacement : {"99999999999", "18446744073709551615", "-1", "4", "1", "0", ""}) {
+      for (const std::string replacement :
+           {"99999999999", "18446744073709551615", "-1", "4", "1", "0", ""}) {
         std::string rewritten = base;
         const std::size_t open = rewritten.find("'shape': (");
         if (open == std::string::npos) continue;

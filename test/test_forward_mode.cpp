@@ -71,9 +71,7 @@ Tensor forward_test_cube(const Tensor& x) {
 }
 
 // The 3x3 identity.
-Tensor eye_like_3() {
-  return from_values({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3});
-}
+Tensor eye_like_3() { return from_values({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}); }
 
 }  // namespace
 
@@ -149,15 +147,17 @@ TEST_CASE("jvp of gather (a sparse gradient in the fallback) selects the tangent
   CHECK_FALSE(acc.jvp(indices).defined());
 }
 
-TEST_CASE("jvp of softmax, log_softmax, tanh(W x) and a small network match J v",
-          "[forward]") {
+TEST_CASE("jvp of softmax, log_softmax, tanh(W x) and a small network match J v", "[forward]") {
   require_jvp_matches([](const Tensor& t) { return softmax(t); }, random_tensor({2, 4}, 9),
                       random_tensor({2, 4}, 10));
   require_jvp_matches([](const Tensor& t) { return log_softmax(t); }, random_tensor({5}, 11),
                       random_tensor({5}, 12));
   const Tensor w = random_tensor({4, 3}, 13);
-  require_jvp_matches([&](const Tensor& t) { return tanh(matmul(w, reshape(t, {3, 1}))); },
-                      random_tensor({3}, 14), random_tensor({3}, 15));
+  require_jvp_matches(
+      [&](const Tensor& t) {
+        return tanh(matmul(w, reshape(t, {3, 1})));
+      },
+      random_tensor({3}, 14), random_tensor({3}, 15));
   const Tensor b = random_tensor({4}, 16);
   require_jvp_matches(
       [&](const Tensor& t) {
@@ -165,12 +165,14 @@ TEST_CASE("jvp of softmax, log_softmax, tanh(W x) and a small network match J v"
         return reduce_mean(sigmoid(h) * h, {1});
       },
       random_tensor({2, 3}, 17), random_tensor({2, 3}, 18));
-  require_jvp_matches([](const Tensor& t) { return concat({t, square(t)}, 0); },
-                      random_tensor({2, 2}, 19), random_tensor({2, 2}, 20));
+  require_jvp_matches(
+      [](const Tensor& t) {
+        return concat({t, square(t)}, 0);
+      },
+      random_tensor({2, 2}, 19), random_tensor({2, 2}, 20));
 }
 
-TEST_CASE("the generic fallback on many ops: every tangent equals J v from the tape",
-          "[forward]") {
+TEST_CASE("the generic fallback on many ops: every tangent equals J v from the tape", "[forward]") {
   using F = std::function<Tensor(const Tensor&)>;
   const Tensor labels = softmax(random_tensor({2, 3}, 30));
   const Tensor spd_base = random_tensor({3, 3}, 31);
@@ -179,41 +181,48 @@ TEST_CASE("the generic fallback on many ops: every tangent equals J v from the t
   const std::vector<std::pair<std::string, F>> ops = {
       {"pow", [](const Tensor& t) { return pow(t, 3.0); }},
       {"pow (tensor exponent)", [&](const Tensor& t) { return pow(positive_other, t); }},
-      {"sqrt, log, log1p, reciprocal", [](const Tensor& t) {
+      {"sqrt, log, log1p, reciprocal",
+       [](const Tensor& t) {
          Tensor p = square(t) + 0.5;
          return sqrt(p) + log(p) + log1p(p) + reciprocal(p);
        }},
-      {"maximum, minimum", [&](const Tensor& t) {
-         return maximum(t, positive_other - 1.0) + minimum(t, t * 0.5);
-       }},
+      {"maximum, minimum",
+       [&](const Tensor& t) { return maximum(t, positive_other - 1.0) + minimum(t, t * 0.5); }},
       {"where", [](const Tensor& t) { return where(greater(t, 0.0 * t), t * t, negative(t)); }},
       {"abs, softplus, subtract", [](const Tensor& t) { return subtract(abs(t), softplus(t)); }},
-      {"transpose, tile, expand_dims, squeeze", [](const Tensor& t) {
+      {"transpose, tile, expand_dims, squeeze",
+       [](const Tensor& t) {
          return squeeze(expand_dims(tile(transpose(t), {2, 1}), 0));
        }},
-      {"broadcast_to", [](const Tensor& t) { return broadcast_to(t, {4, 2, 3}) * 2.0; }},
-      {"reduce_prod, reduce_min", [](const Tensor& t) {
-         return reduce_prod(t, {1}) + reduce_min(t, {1});
+      {"broadcast_to",
+       [](const Tensor& t) {
+         return broadcast_to(t, {4, 2, 3}) * 2.0;
        }},
-      {"split (one op, two outputs)", [](const Tensor& t) {
+      {"reduce_prod, reduce_min",
+       [](const Tensor& t) { return reduce_prod(t, {1}) + reduce_min(t, {1}); }},
+      {"split (one op, two outputs)",
+       [](const Tensor& t) {
          std::vector<Tensor> parts = split(t, 3, 1);
          return parts[0] * parts[2] + parts[1];
        }},
-      {"stack", [](const Tensor& t) { return stack({t, sin(t)}, 1); }},
-      {"softmax cross-entropy", [&](const Tensor& t) {
-         return softmax_cross_entropy_with_logits(labels, t);
+      {"stack",
+       [](const Tensor& t) {
+         return stack({t, sin(t)}, 1);
        }},
-      {"sigmoid cross-entropy", [&](const Tensor& t) {
-         return sigmoid_cross_entropy_with_logits(sigmoid(labels), t);
-       }},
-      {"matrix_inverse, determinant, solve, cholesky", [&](const Tensor& t) {
+      {"softmax cross-entropy",
+       [&](const Tensor& t) { return softmax_cross_entropy_with_logits(labels, t); }},
+      {"sigmoid cross-entropy",
+       [&](const Tensor& t) { return sigmoid_cross_entropy_with_logits(sigmoid(labels), t); }},
+      {"matrix_inverse, determinant, solve, cholesky",
+       [&](const Tensor& t) {
          Tensor a = matmul(reshape(t, {3, 2}), reshape(t, {3, 2}), false, true) +
                     matmul(spd_base, spd_base, false, true) + eye_like_3() * 3.0;
          return concat({reshape(matrix_inverse(a), {9}), reshape(matrix_determinant(a), {1}),
                         reshape(solve(a, reshape(t, {3, 2})), {6}), reshape(cholesky(a), {9})},
                        0);
        }},
-      {"unsorted_segment_sum", [&](const Tensor& t) {
+      {"unsorted_segment_sum",
+       [&](const Tensor& t) {
          return unsorted_segment_sum(concat({t, t * t}, 0), segment_ids, 3);
        }},
   };
@@ -242,8 +251,10 @@ TEST_CASE("a user primitive without a forward rule uses the fallback and says so
   CHECK(said.find("'ForwardTestCube' has no forward rule", first + 1) == std::string::npos);
 }
 
-TEST_CASE("custom_gradient inside an accumulator: the tangent is the transpose of the custom "
-          "gradient (TF)", "[forward]") {
+TEST_CASE(
+    "custom_gradient inside an accumulator: the tangent is the transpose of the custom "
+    "gradient (TF)",
+    "[forward]") {
   // The forward is x^2, the declared gradient 3 dy: forward mode follows the declaration.
   auto declared = custom_gradient([](const Tensor& x) {
     auto grad = [](const Tensor& dy) { return dy * 3.0; };
@@ -366,18 +377,19 @@ TEST_CASE("an accumulator inside a tape (reverse-over-forward) gives H v", "[for
     Tensor y = two_variable(x);
     directional = acc.jvp(y);  // grad f . v, recorded by the tape
   }
-  require_close(directional, {}, {2 * 0.7 * -1.3 * 2.0 + std::cos(0.7) * 2.0 +
-                                  (0.49 + 3 * 1.69) * 0.5});
+  require_close(directional, {},
+                {2 * 0.7 * -1.3 * 2.0 + std::cos(0.7) * 2.0 + (0.49 + 3 * 1.69) * 0.5});
   require_close(tape.gradient(directional, x), {2}, two_variable_hvp(0.7, -1.3, 2.0, 0.5));
 }
 
-TEST_CASE("hessian_vector_product and hessian (forward-over-reverse) against the analytic "
-          "Hessian", "[forward]") {
+TEST_CASE(
+    "hessian_vector_product and hessian (forward-over-reverse) against the analytic "
+    "Hessian",
+    "[forward]") {
   const Tensor x = constant({0.7, -1.3});
   require_close(hessian_vector_product(two_variable, x, constant({2.0, 0.5})), {2},
                 two_variable_hvp(0.7, -1.3, 2.0, 0.5));
-  require_close(hessian(two_variable, x), {2, 2},
-                {2 * -1.3 - std::sin(0.7), 1.4, 1.4, 6 * -1.3});
+  require_close(hessian(two_variable, x), {2, 2}, {2 * -1.3 - std::sin(0.7), 1.4, 1.4, 6 * -1.3});
 }
 
 // jacobian_forward is one vectorized pass over the basis vectors: an elementwise chain keeps
@@ -398,13 +410,23 @@ TEST_CASE("jacobian_forward: a diagonal Jacobian, and differentiable under a tap
 TEST_CASE("jacobian_forward equals GradientTape::jacobian", "[forward]") {
   const Tensor w = random_tensor({5, 3}, 21);
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> functions = {
-      {"tanh(W x)", [&](const Tensor& x) { return tanh(matmul(w, reshape(x, {3, 1}))); }},
-      {"softmax", [](const Tensor& x) { return softmax(reshape(x, {1, 3})); }},
-      {"x outer x", [](const Tensor& x) {
+      {"tanh(W x)",
+       [&](const Tensor& x) {
+         return tanh(matmul(w, reshape(x, {3, 1})));
+       }},
+      {"softmax",
+       [](const Tensor& x) {
+         return softmax(reshape(x, {1, 3}));
+       }},
+      {"x outer x",
+       [](const Tensor& x) {
          return multiply(reshape(x, {3, 1}), reshape(x, {1, 3}));
        }},
       {"scalar sum of squares", [](const Tensor& x) { return reduce_sum(square(x)); }},
-      {"constant in x", [](const Tensor&) { return constant({1.0, 2.0}); }},
+      {"constant in x",
+       [](const Tensor&) {
+         return constant({1.0, 2.0});
+       }},
   };
   const Tensor x = random_tensor({3}, 22);
   for (const auto& [name, f] : functions) {
@@ -420,7 +442,8 @@ TEST_CASE("jacobian_forward equals GradientTape::jacobian", "[forward]") {
   const Tensor m = random_tensor({2, 2}, 23);
   Tensor jm = jacobian_forward([](const Tensor& t) { return matmul(t, t); }, m);
   CHECK(jm.shape() == Shape{2, 2, 2, 2});
-  require_close(jm, {2, 2, 2, 2}, values(jacobian([](const Tensor& t) { return matmul(t, t); }, m)));
+  require_close(jm, {2, 2, 2, 2},
+                values(jacobian([](const Tensor& t) { return matmul(t, t); }, m)));
   // An empty argument.
   CHECK(jacobian_forward([](const Tensor& t) { return reduce_sum(t); }, zeros({0})).shape() ==
         Shape{0});
@@ -436,56 +459,62 @@ TEST_CASE("jvp with the same tensor passed twice adds both directions", "[forwar
 
 TEST_CASE("forward mode misuse: tangents that do not fit, other threads", "[forward][misuse]") {
   const Tensor x = constant({1.0, 2.0});
-  expect_misuse<InvalidArgument>(
-      "tangent shape differs from the primal's",
-      [&] { ForwardAccumulator acc(x, constant({1.0, 2.0, 3.0})); },
-      {"ForwardAccumulator", "tangent 0", "[3]", "primal", "[2]"});
+  expect_misuse<InvalidArgument>("tangent shape differs from the primal's",
+                                 [&] {
+                                   ForwardAccumulator acc(x, constant({1.0, 2.0, 3.0}));
+                                 },
+                                 {"ForwardAccumulator", "tangent 0", "[3]", "primal", "[2]"});
   expect_misuse<InvalidArgument>(
       "tangent dtype differs from the primal's",
-      [&] { ForwardAccumulator acc(x, cast(constant({1.0, 2.0}), DType::Float32)); },
-      {"ForwardAccumulator", "tangent 0", "float32", "float64"});
-  expect_misuse<InvalidArgument>(
-      "one tangent too few", [&] { ForwardAccumulator acc({x, x * 2.0}, {x}); },
-      {"ForwardAccumulator", "2 primals", "1 tangents"});
-  expect_misuse<InvalidArgument>(
-      "a primal given twice", [&] { ForwardAccumulator acc({x, x}, {x, x}); },
-      {"ForwardAccumulator", "primal 1", "primal 0"});
-  expect_misuse<InvalidArgument>(
-      "undefined tangent", [&] { ForwardAccumulator acc(x, Tensor()); },
-      {"ForwardAccumulator", "tangent 0", "undefined"});
-  expect_misuse<InvalidArgument>(
-      "jvp() with a tangent of the wrong shape",
       [&] {
-        jvp([](const std::vector<Tensor>& a) { return a[0]; }, {x}, {from_values({1.0, 2.0}, {1, 2})});
+        ForwardAccumulator acc(x, cast(constant({1.0, 2.0}), DType::Float32));
       },
-      {"tangent 0", "[1, 2]", "[2]"});
+      {"ForwardAccumulator", "tangent 0", "float32", "float64"});
+  expect_misuse<InvalidArgument>("one tangent too few",
+                                 [&] {
+                                   ForwardAccumulator acc({x, x * 2.0}, {x});
+                                 },
+                                 {"ForwardAccumulator", "2 primals", "1 tangents"});
+  expect_misuse<InvalidArgument>("a primal given twice",
+                                 [&] {
+                                   ForwardAccumulator acc({x, x}, {x, x});
+                                 },
+                                 {"ForwardAccumulator", "primal 1", "primal 0"});
+  expect_misuse<InvalidArgument>("undefined tangent", [&] { ForwardAccumulator acc(x, Tensor()); },
+                                 {"ForwardAccumulator", "tangent 0", "undefined"});
+  expect_misuse<InvalidArgument>("jvp() with a tangent of the wrong shape",
+                                 [&] {
+                                   jvp([](const std::vector<Tensor>& a) { return a[0]; }, {x},
+                                       {from_values({1.0, 2.0}, {1, 2})});
+                                 },
+                                 {"tangent 0", "[1, 2]", "[2]"});
   expect_misuse<InvalidArgument>(
       "jvp() of a function returning None",
-      [&] { jvp([](const std::vector<Tensor>&) { return Tensor(); }, {x}, {x}); },
-      {"jvp", "None"});
-  expect_misuse<InvalidArgument>(
-      "jacobian_forward of an integer argument",
-      [&] { jacobian_forward([](const Tensor& t) { return t; }, from_values({1}, {1}, DType::Int32)); },
-      {"jacobian_forward", "int32"});
-  expect_misuse<TapeError>(
-      "jvp() on another thread",
-      [&] {
-        ForwardAccumulator acc(x, x);
-        Tensor y = sin(x);
-        std::string message;
-        bool threw_tape_error = false;
-        std::thread other([&] {
-          try {
-            acc.jvp(y);
-          } catch (const TapeError& e) {
-            threw_tape_error = true;
-            message = e.what();
-          }
-        });
-        other.join();
-        if (threw_tape_error) throw TapeError(message);
-      },
-      {"ForwardAccumulator::jvp", "another thread"});
+      [&] { jvp([](const std::vector<Tensor>&) { return Tensor(); }, {x}, {x}); }, {"jvp", "None"});
+  expect_misuse<InvalidArgument>("jacobian_forward of an integer argument",
+                                 [&] {
+                                   jacobian_forward([](const Tensor& t) { return t; },
+                                                    from_values({1}, {1}, DType::Int32));
+                                 },
+                                 {"jacobian_forward", "int32"});
+  expect_misuse<TapeError>("jvp() on another thread",
+                           [&] {
+                             ForwardAccumulator acc(x, x);
+                             Tensor y = sin(x);
+                             std::string message;
+                             bool threw_tape_error = false;
+                             std::thread other([&] {
+                               try {
+                                 acc.jvp(y);
+                               } catch (const TapeError& e) {
+                                 threw_tape_error = true;
+                                 message = e.what();
+                               }
+                             });
+                             other.join();
+                             if (threw_tape_error) throw TapeError(message);
+                           },
+                           {"ForwardAccumulator::jvp", "another thread"});
 }
 
 TEST_CASE("an accumulator destroyed on another thread stops observing", "[forward]") {
@@ -506,15 +535,14 @@ TEST_CASE("an accumulator destroyed on another thread stops observing", "[forwar
 TEST_CASE("forward mode misuse: a user primitive with no gradient under an accumulator",
           "[forward][misuse]") {
   const Tensor x = constant({1.0, 2.0});
-  expect_misuse<LookupError>(
-      "op without a gradient run on a tangent-carrying input",
-      [&] {
-        ForwardAccumulator acc(x, ones({2}));
-        Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
-        record_operation("ForwardTestNoGradient", {x}, {y});
-      },
-      {"ForwardAccumulator", "'ForwardTestNoGradient'", "no registered gradient",
-       "register_gradient"});
+  expect_misuse<LookupError>("op without a gradient run on a tangent-carrying input",
+                             [&] {
+                               ForwardAccumulator acc(x, ones({2}));
+                               Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
+                               record_operation("ForwardTestNoGradient", {x}, {y});
+                             },
+                             {"ForwardAccumulator", "'ForwardTestNoGradient'",
+                              "no registered gradient", "register_gradient"});
   // The accumulator that saw the error still works (its pause and private tapes are undone).
   ForwardAccumulator acc(x, ones({2}));
   Tensor y(xt::xarray<double>(x.array<double>() * 2.0));
@@ -539,8 +567,8 @@ TEST_CASE("accumulators are per thread: concurrent threads get their own tangent
         ForwardAccumulator acc(x, v);
         GradientTape tape;
         tape.watch(x);
-        Tensor g = tape.gradient(x * x * x, x);   // 3 x^2
-        results[k] = acc.jvp(g).item<double>();    // 6 x v
+        Tensor g = tape.gradient(x * x * x, x);  // 3 x^2
+        results[k] = acc.jvp(g).item<double>();  // 6 x v
       }
     });
   }
@@ -578,24 +606,23 @@ TEST_CASE("jacobian_forward calls f only for its two traces", "[forward]") {
 
 TEST_CASE("jacobian_forward misuse: f's shape changes between calls", "[forward][misuse]") {
   tapegrad::testing::CapturedStderr quiet;  // the loop fallback's one-time warning
-  expect_misuse<InvalidArgument>(
-      "f returns a longer result on its second call",
-      [&] {
-        int calls = 0;
-        jacobian_forward(
-            [&](const Tensor& t) {
-              ++calls;
-              return calls == 1 ? t * 2.0 : concat({t, t}, 0);
-            },
-            constant({1.0, 2.0}));
-      },
-      {"jacobian_forward", "[2]", "[4]"});
+  expect_misuse<InvalidArgument>("f returns a longer result on its second call",
+                                 [&] {
+                                   int calls = 0;
+                                   jacobian_forward(
+                                       [&](const Tensor& t) {
+                                         ++calls;
+                                         return calls == 1 ? t * 2.0 : concat({t, t}, 0);
+                                       },
+                                       constant({1.0, 2.0}));
+                                 },
+                                 {"jacobian_forward", "[2]", "[4]"});
 }
 
 // subtract's tangent: dx - dy, broadcast to the output, whichever tangents there are.
 TEST_CASE("jvp of subtract with one or both tangents, broadcast", "[forward]") {
   const Tensor x = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});  // [2, 3]
-  const Tensor y = constant({10.0, 20.0, 30.0});                   // [3]
+  const Tensor y = constant({10.0, 20.0, 30.0});                  // [3]
   const Tensor dx = constant({{0.5, 1.0, 1.5}, {2.0, 2.5, 3.0}});
   const Tensor dy = constant({1.0, -1.0, 2.0});
   const Fn f = [](const std::vector<Tensor>& a) { return subtract(a[0], a[1]); };

@@ -33,15 +33,15 @@ std::vector<Tensor> misshapen_tangent(const detail::ForwardContext&,
   return {reduce_sum(tangents[0])};
 }
 
-constexpr detail::OpDefinition kScale{"ForwardRuleTestScale", detail::GradientKind::Rule,
-                                      scale_gradient, detail::KeepSet::none(),
+constexpr detail::OpDefinition kScale{"ForwardRuleTestScale",  detail::GradientKind::Rule,
+                                      scale_gradient,          detail::KeepSet::none(),
                                       detail::KeepSet::none(), marked_scale_tangent};
-constexpr detail::OpDefinition kScaleWithoutRule = detail::differentiable_op(
-    "ForwardRuleTestScaleFallback", scale_gradient, detail::KeepSet::none(),
-    detail::KeepSet::none());
-constexpr detail::OpDefinition kMisshapen{"ForwardRuleTestMisshapen", detail::GradientKind::Rule,
-                                          scale_gradient, detail::KeepSet::none(),
-                                          detail::KeepSet::none(), misshapen_tangent};
+constexpr detail::OpDefinition kScaleWithoutRule =
+    detail::differentiable_op("ForwardRuleTestScaleFallback", scale_gradient,
+                              detail::KeepSet::none(), detail::KeepSet::none());
+constexpr detail::OpDefinition kMisshapen{
+    "ForwardRuleTestMisshapen", detail::GradientKind::Rule, scale_gradient,
+    detail::KeepSet::none(),    detail::KeepSet::none(),    misshapen_tangent};
 
 // y = scale * x, computed eagerly and recorded as `op`.
 Tensor scaled(const detail::OpDefinition& op, const Tensor& x, double scale) {
@@ -52,8 +52,7 @@ Tensor scaled(const detail::OpDefinition& op, const Tensor& x, double scale) {
 
 }  // namespace
 
-TEST_CASE("an op's forward rule gives its tangents; without one the fallback does",
-          "[forward]") {
+TEST_CASE("an op's forward rule gives its tangents; without one the fallback does", "[forward]") {
   const Tensor x = constant({1.0, -2.0});
   ForwardAccumulator acc(x, constant({1.0, 0.5}));
   require_close(acc.jvp(scaled(kScale, x, 3.0)), {2}, {30.0, 15.0});
@@ -74,8 +73,7 @@ TEST_CASE("a forward rule whose tangent does not fit the output is an InvalidArg
           "[forward][misuse]") {
   const Tensor x = constant({1.0, -2.0});
   ForwardAccumulator acc(x, constant({1.0, 0.5}));
-  const std::string message =
-      message_of<InvalidArgument>([&] { scaled(kMisshapen, x, 2.0); });
+  const std::string message = message_of<InvalidArgument>([&] { scaled(kMisshapen, x, 2.0); });
   CHECK(message.find("'ForwardRuleTestMisshapen'") != std::string::npos);
   CHECK(message.find("shape []") != std::string::npos);
   CHECK(message.find("[2]") != std::string::npos);

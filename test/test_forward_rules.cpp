@@ -9,9 +9,9 @@
 
 #include "support.hpp"
 
-#include "ops/nn/conv_ops.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math/math_special.hpp"
+#include "ops/nn/conv_ops.hpp"
 #include "ops/reduce/reduce_support.hpp"
 #include "runtime/forward_context.hpp"
 #include "runtime/op_registry.hpp"
@@ -41,8 +41,7 @@ const std::map<std::string, Example>& examples() {
     auto unary = [&](Tensor (*f)(const Tensor&), const Tensor& x) {
       return Example{{x}, [f](const std::vector<Tensor>& in) { return Outputs{f(in[0])}; }};
     };
-    auto binary = [&](Tensor (*f)(const Tensor&, const Tensor&), const Tensor& x,
-                      const Tensor& y) {
+    auto binary = [&](Tensor (*f)(const Tensor&, const Tensor&), const Tensor& x, const Tensor& y) {
       return Example{{x, y},
                      [f](const std::vector<Tensor>& in) { return Outputs{f(in[0], in[1])}; }};
     };
@@ -117,26 +116,25 @@ const std::map<std::string, Example>& examples() {
                        }};
     t["Min"] = Example{{a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }};
     // Max's gradient op, with a tie in the first row: linear in g, nothing through x or y.
-    t["ExtremumGrad"] = Example{{with_tie, from_values({0.9, 0.2}, {2}), random_tensor({2}, 26)},
-                                [](const auto& in) {
-                                  return Outputs{detail::extremum_grad(in[0], in[1], in[2], {1})};
-                                }};
+    t["ExtremumGrad"] = Example{
+        {with_tie, from_values({0.9, 0.2}, {2}), random_tensor({2}, 26)},
+        [](const auto& in) { return Outputs{detail::extremum_grad(in[0], in[1], in[2], {1})}; }};
     // array*.cpp: the linear ones. SliceGrad and JacobianUnpack run as the gradients of
     // slice and pack_rows, with the watched output gradient as their input.
     const Tensor ids = from_values({1.0, 0.0, 1.0}, {3}, DType::Int64);
     t["Reshape"] = Example{{a}, [](const auto& in) { return Outputs{reshape(in[0], {3, 2})}; }};
     t["Transpose"] = Example{{a}, [](const auto& in) { return Outputs{transpose(in[0])}; }};
-    t["BroadcastTo"] =
-        Example{{row}, [](const auto& in) { return Outputs{broadcast_to(in[0], {2, 3})}; }};
+    t["BroadcastTo"] = Example{{row}, [](const auto& in) {
+                                 return Outputs{broadcast_to(in[0], {2, 3})};
+                               }};
     t["GatherV2"] =
         Example{{a, ids}, [](const auto& in) { return Outputs{gather(in[0], in[1], 1)}; }};
     t["UnsortedSegmentSum"] = Example{{random_tensor({3, 2}, 5), ids}, [](const auto& in) {
                                         return Outputs{unsorted_segment_sum(in[0], in[1], 3)};
                                       }};
-    t["ConcatV2"] =
-        Example{{a, b, row}, [](const auto& in) {
-                  return Outputs{concat({in[0], in[1], reshape(in[2], {1, 3})}, 0)};
-                }};
+    t["ConcatV2"] = Example{{a, b, row}, [](const auto& in) {
+                              return Outputs{concat({in[0], in[1], reshape(in[2], {1, 3})}, 0)};
+                            }};
     t["Split"] = Example{{a}, [](const auto& in) { return split(in[0], 3, 1); }};
     t["Slice"] = Example{{a}, [](const auto& in) { return Outputs{slice(in[0], {1, 1}, {1, 2})}; }};
     t["SliceGrad"] = Example{{random_tensor({1, 2}, 6)}, [a](const auto& in) {
@@ -151,29 +149,29 @@ const std::map<std::string, Example>& examples() {
                                   return Outputs{detail::pack_rows({in[0], in[1]}, {2, 3}),
                                                  detail::pack_rows({in[0], in[1]}, {3, 2}, 3)};
                                 }};
-    t["JacobianUnpack"] = Example{{b}, [row](const auto& in) {
-                                    const Tensor other = random_tensor({3}, 8);
-                                    GradientTape tape;
-                                    tape.watch(row);
-                                    tape.watch(other);
-                                    const Tensor packed = detail::pack_rows({row, other}, {2, 3});
-                                    const Tensor interleaved = detail::pack_rows({row, other}, {3, 2}, 3);
-                                    return tape.gradient({packed, interleaved}, {row, other},
-                                                         {in[0], reshape(in[0], {3, 2})});
-                                  }};
+    t["JacobianUnpack"] =
+        Example{{b}, [row](const auto& in) {
+                  const Tensor other = random_tensor({3}, 8);
+                  GradientTape tape;
+                  tape.watch(row);
+                  tape.watch(other);
+                  const Tensor packed = detail::pack_rows({row, other}, {2, 3});
+                  const Tensor interleaved = detail::pack_rows({row, other}, {3, 2}, 3);
+                  return tape.gradient({packed, interleaved}, {row, other},
+                                       {in[0], reshape(in[0], {3, 2})});
+                }};
     // ---- vectorize2: the vectorized Jacobian's dense diagonal (2 blocks of 3) and its inverse.
     t["JacobianDiagonal"] = Example{{random_tensor({2, 3}, 9)}, [](const auto& in) {
                                       return Outputs{detail::diagonal_blocks(in[0], 3, {2, 3, 3})};
                                     }};
-    t["JacobianDiagonalPart"] = Example{{random_tensor({2, 3, 3}, 10)}, [](const auto& in) {
-                                          return Outputs{detail::diagonal_blocks_part(in[0], 3, {6})};
-                                        }};
+    t["JacobianDiagonalPart"] = Example{
+        {random_tensor({2, 3, 3}, 10)},
+        [](const auto& in) { return Outputs{detail::diagonal_blocks_part(in[0], 3, {6})}; }};
     // ---- end vectorize2
     // compare.cpp, cast.cpp
     const Tensor mask = greater(a, b);
-    t["SelectV2"] = Example{{mask, a, row}, [](const auto& in) {
-                              return Outputs{where(in[0], in[1], in[2])};
-                            }};
+    t["SelectV2"] =
+        Example{{mask, a, row}, [](const auto& in) { return Outputs{where(in[0], in[1], in[2])}; }};
     t["Cast"] = Example{{a}, [](const auto& in) { return Outputs{cast(in[0], DType::Float32)}; }};
     // linalg.cpp, linalg_lapack.cpp: well-conditioned matrices (the identity plus a bit),
     // a symmetric positive definite one for cholesky.
@@ -183,9 +181,8 @@ const std::map<std::string, Example>& examples() {
     t["MatMul"] = Example{{a, random_tensor({2, 4}, 11)}, [](const auto& in) {
                             return Outputs{matmul(in[0], in[1], true, false)};
                           }};
-    t["BatchMatMulV2"] = Example{{batch, m}, [](const auto& in) {
-                                   return Outputs{matmul(in[0], in[1], false, true)};
-                                 }};
+    t["BatchMatMulV2"] = Example{
+        {batch, m}, [](const auto& in) { return Outputs{matmul(in[0], in[1], false, true)}; }};
     t["MatrixInverse"] = unary(tapegrad::matrix_inverse, m);
     t["MatrixDeterminant"] = unary(tapegrad::matrix_determinant, m);
     t["MatrixSolve"] = binary(tapegrad::solve, m, random_tensor({3, 2}, 12));
@@ -197,9 +194,9 @@ const std::map<std::string, Example>& examples() {
     t["MatrixBandPart"] =
         Example{{batch}, [](const auto& in) { return Outputs{band_part(in[0], 1, 0)}; }};
     t["Cross"] = binary(tapegrad::cross, a, b);
-    t["MatrixTriangularSolve"] = Example{{m, random_tensor({3, 2}, 14)}, [](const auto& in) {
-                                           return Outputs{triangular_solve(in[0], in[1], true, true)};
-                                         }};
+    t["MatrixTriangularSolve"] =
+        Example{{m, random_tensor({3, 2}, 14)},
+                [](const auto& in) { return Outputs{triangular_solve(in[0], in[1], true, true)}; }};
     t["LogMatrixDeterminant"] = Example{{m}, [](const auto& in) {
                                           const auto r = slogdet(in[0]);
                                           return Outputs{r.sign, r.log_abs_det};
@@ -231,10 +228,9 @@ const std::map<std::string, Example>& examples() {
         Example{{p}, [](const auto& in) { return Outputs{detail::polygamma(2, in[0])}; }};
     t["Atan2"] = binary(tapegrad::atan2, a, row);
     t["FloorMod"] = binary(tapegrad::floormod, a, positive({3}, 13));
-    t["ClipByValue"] = Example{{a, from_values({-0.5, -0.2, 0.1}, {3}), from_values({0.6}, {1})},
-                               [](const auto& in) {
-                                 return Outputs{clip_by_value(in[0], in[1], in[2])};
-                               }};
+    t["ClipByValue"] =
+        Example{{a, from_values({-0.5, -0.2, 0.1}, {3}), from_values({0.6}, {1})},
+                [](const auto& in) { return Outputs{clip_by_value(in[0], in[1], in[2])}; }};
     t["SquaredDifference"] = binary(tapegrad::squared_difference, a, row);
     // ---- end math_special.cpp ----
     // ---- nn_activations.cpp (ops-special) ----
@@ -263,7 +259,8 @@ const std::map<std::string, Example>& examples() {
                                   tape.watch(a);
                                   return tape.gradient({sort(a, 1)}, {a}, {in[0]});
                                 }};
-    t["Cumsum"] = Example{{a}, [](const auto& in) { return Outputs{cumsum(in[0], 1, true, true)}; }};
+    t["Cumsum"] =
+        Example{{a}, [](const auto& in) { return Outputs{cumsum(in[0], 1, true, true)}; }};
     // the third with zeros in x: the exact partials instead of TF's division by x
     const Tensor holes = from_values({1, 0, 1, 0, 1, 1}, {2, 3});
     t["Cumprod"] = Example{{p}, [holes](const auto& in) {
@@ -271,7 +268,9 @@ const std::map<std::string, Example>& examples() {
                                             cumprod(multiply(in[0], holes), 1, false, true)};
                            }};
     t["ReverseV2"] = Example{{a}, [](const auto& in) { return Outputs{reverse(in[0], {0, 1})}; }};
-    t["PadV2"] = Example{{a}, [](const auto& in) { return Outputs{pad(in[0], {{1, 0}, {0, 2}}, PadMode::Constant, 3)}; }};
+    t["PadV2"] = Example{{a}, [](const auto& in) {
+                           return Outputs{pad(in[0], {{1, 0}, {0, 2}}, PadMode::Constant, 3)};
+                         }};
     t["MirrorPad"] = Example{{a}, [](const auto& in) {
                                return Outputs{pad(in[0], {{1, 1}, {2, 1}}, PadMode::Reflect),
                                               pad(in[0], {{2, 0}, {0, 3}}, PadMode::Symmetric)};
@@ -282,13 +281,14 @@ const std::map<std::string, Example>& examples() {
                                    const Tensor y = pad(a, {{1, 1}, {2, 1}}, PadMode::Reflect);
                                    return tape.gradient({y}, {a}, {in[0]});
                                  }};
-    t["GatherNd"] = Example{{a, nd}, [](const auto& in) { return Outputs{gather_nd(in[0], in[1])}; }};
+    t["GatherNd"] =
+        Example{{a, nd}, [](const auto& in) { return Outputs{gather_nd(in[0], in[1])}; }};
     t["ScatterNd"] = Example{{nd, random_tensor({2}, 14)}, [](const auto& in) {
                                return Outputs{scatter_nd(in[0], in[1], {2, 3})};
                              }};
-    t["TensorScatterUpdate"] = Example{{a, nd, random_tensor({2}, 15)}, [](const auto& in) {
-                                         return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])};
-                                       }};
+    t["TensorScatterUpdate"] = Example{
+        {a, nd, random_tensor({2}, 15)},
+        [](const auto& in) { return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])}; }};
     // ---- end of issue 11 array and indexing ops
     // ---- conv.cpp, pooling.cpp (issue 11: convolution and pooling) ----
     {
@@ -299,13 +299,14 @@ const std::map<std::string, Example>& examples() {
       t["Conv2D"] = Example{{image, filters}, [](const auto& in) {
                               return Outputs{conv2d(in[0], in[1], {2, 2}, Padding::Same, {1, 1})};
                             }};
-      t["Conv2DBackpropInput"] = Example{{conv_grad, filters}, [image_shape](const auto& in) {
-        return Outputs{conv2d_transpose(in[0], in[1], image_shape, {2, 2}, Padding::Same)};
-      }};
+      t["Conv2DBackpropInput"] = Example{
+          {conv_grad, filters}, [image_shape](const auto& in) {
+            return Outputs{conv2d_transpose(in[0], in[1], image_shape, {2, 2}, Padding::Same)};
+          }};
       t["Conv2DBackpropFilter"] = Example{{image, conv_grad}, [filter_shape](const auto& in) {
-        return Outputs{detail::conv2d_backprop_filter(in[0], filter_shape, in[1], {2, 2},
-                                                      Padding::Same)};
-      }};
+                                            return Outputs{detail::conv2d_backprop_filter(
+                                                in[0], filter_shape, in[1], {2, 2}, Padding::Same)};
+                                          }};
       t["MaxPool"] = Example{{image}, [](const auto& in) {
                                return Outputs{max_pool2d(in[0], {2, 2}, {2, 1}, Padding::Same)};
                              }};
@@ -314,15 +315,18 @@ const std::map<std::string, Example>& examples() {
                              }};
       // x is an input too: its tangent must not reach the output (the maxima's positions are
       // piecewise constant in x).
-      t["MaxPoolGrad"] = Example{{image, random_tensor({1, 3, 4, 2}, 24)}, [](const auto& in) {
-        return Outputs{detail::max_pool_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
-      }};
-      t["MaxPoolGradGrad"] = Example{{image, random_tensor({1, 5, 4, 2}, 25)}, [](const auto& in) {
-        return Outputs{detail::max_pool_grad_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
-      }};
+      t["MaxPoolGrad"] = Example{
+          {image, random_tensor({1, 3, 4, 2}, 24)}, [](const auto& in) {
+            return Outputs{detail::max_pool_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
+          }};
+      t["MaxPoolGradGrad"] = Example{
+          {image, random_tensor({1, 5, 4, 2}, 25)}, [](const auto& in) {
+            return Outputs{detail::max_pool_grad_grad(in[0], in[1], {2, 2}, {2, 1}, Padding::Same)};
+          }};
       t["AvgPoolGrad"] = Example{{random_tensor({1, 3, 2, 2}, 23)}, [image_shape](const auto& in) {
-        return Outputs{detail::avg_pool_grad(in[0], image_shape, {3, 2}, {2, 2}, Padding::Same)};
-      }};
+                                   return Outputs{detail::avg_pool_grad(in[0], image_shape, {3, 2},
+                                                                        {2, 2}, Padding::Same)};
+                                 }};
     }
     return t;
   }();

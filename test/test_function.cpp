@@ -106,9 +106,8 @@ TEST_CASE("function: one tensor passed twice and a captured tensor equal to an a
 
   // The trace sees a fresh handle for the argument: w stays the captured constant.
   const Tensor w = vector_of({2, 3, 4});
-  const Function scaled = function([&](const std::vector<Tensor>& args) {
-    return std::vector<Tensor>{multiply(args[0], w)};
-  });
+  const Function scaled = function(
+      [&](const std::vector<Tensor>& args) { return std::vector<Tensor>{multiply(args[0], w)}; });
   require_identical(scaled({w})[0], vector_of({4, 9, 16}));
   require_identical(scaled({x})[0], vector_of({2, 6, 12}));
   // A result that is an argument is the new argument on a replay; a constant result stays.
@@ -341,11 +340,11 @@ TEST_CASE("function: custom gradients, forward mode, vectorized_map and Jacobian
   check_replays(
       [](const std::vector<Tensor>& args) {
         const Tensor rows = reshape(concat({args[0], square(args[0])}, 0), {2, 3});
-        Tensor mapped = vectorized_map([](const Tensor& row) { return reduce_sum(exp(row)); },
-                                       rows);
+        Tensor mapped =
+            vectorized_map([](const Tensor& row) { return reduce_sum(exp(row)); }, rows);
         Tensor jac = jacobian([](const Tensor& x) { return multiply(sin(x), x); }, args[0]);
-        Tensor hess = hessian([](const Tensor& x) { return reduce_sum(multiply(x, exp(x))); },
-                              args[0]);
+        Tensor hess =
+            hessian([](const Tensor& x) { return reduce_sum(multiply(x, exp(x))); }, args[0]);
         return std::vector<Tensor>{mapped, jac, hess};
       },
       inputs);
@@ -416,12 +415,12 @@ TEST_CASE("function: what fn computes from constants alone is computed once, at 
   int traces = 0;
   const Function f = function([&](const std::vector<Tensor>& args) {
     ++traces;
-    const Tensor folded = add(multiply(exp(c), scalar(2.0, DType::Float64)),
-                              scalar(1.0, DType::Float64));
+    const Tensor folded =
+        add(multiply(exp(c), scalar(2.0, DType::Float64)), scalar(1.0, DType::Float64));
     return std::vector<Tensor>{add(args[0], folded)};
   });
-  const Tensor expected = add(x, add(multiply(exp(c), scalar(2.0, DType::Float64)),
-                                     scalar(1.0, DType::Float64)));
+  const Tensor expected =
+      add(x, add(multiply(exp(c), scalar(2.0, DType::Float64)), scalar(1.0, DType::Float64)));
   require_identical(f({x})[0], expected);
   const MemoryStats before = memory_stats();
   const Tensor out = f({x})[0];
@@ -464,8 +463,9 @@ TEST_CASE("function: a replay holds no more intermediate buffers than the eager 
 
 TEST_CASE("function misuse: the error names function and the argument", "[function][misuse]") {
   const Function f = function([](const std::vector<Tensor>& args) { return args; });
-  CHECK(message_of<InvalidArgument>([&] { f({vector_of({1}), Tensor()}); }) ==
-        "function: argument 1 is undefined");
+  CHECK(message_of<InvalidArgument>([&] {
+          f({vector_of({1}), Tensor()});
+        }) == "function: argument 1 is undefined");
   Variable v(vector_of({1, 2}));
   const std::string handle = message_of<InvalidArgument>([&] { f({v.handle()}); });
   CHECK(handle.find("function: argument 0 is a variable handle (shape [2], dtype float64)") == 0);
@@ -505,11 +505,11 @@ TEST_CASE("function: an optimizer's update inside fn is replayed on each call's 
   Variable eager_w(from_values({0.1, -0.2}, {2, 1}), true, "w");
   Adam traced_adam(0.05), eager_adam(0.05);
   int calls = 0;
-  const Function traced = function([&, step = run(traced_adam, traced_w)](
-                                       const std::vector<Tensor>& args) {
-    ++calls;
-    return step(args);
-  });
+  const Function traced =
+      function([&, step = run(traced_adam, traced_w)](const std::vector<Tensor>& args) {
+        ++calls;
+        return step(args);
+      });
   auto eager = run(eager_adam, eager_w);
   for (int k = 0; k < 5; ++k) {
     INFO("step " << k);

@@ -19,14 +19,16 @@ using namespace tapegrad::testing;
 
 namespace {
 
-void require_all_bitwise_equal(const std::vector<Tensor>& got, const std::vector<Tensor>& expected) {
+void require_all_bitwise_equal(const std::vector<Tensor>& got,
+                               const std::vector<Tensor>& expected) {
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) require_identical(got[i], expected[i]);
 }
 
 Tensor ramp(std::size_t n, DType dtype, double scale = 1.0) {
   std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = scale * (std::sin(0.37 * static_cast<double>(i)) + 0.05);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = scale * (std::sin(0.37 * static_cast<double>(i)) + 0.05);
   return cast(from_values(std::move(v), {n}), dtype);
 }
 
@@ -53,8 +55,10 @@ std::size_t peak_buffers(const Function& f, const std::vector<Tensor>& args,
 
 }  // namespace
 
-TEST_CASE("function fused: the 1-element chain's value and gradient equal the eager ones bit "
-          "for bit", "[function][fused]") {
+TEST_CASE(
+    "function fused: the 1-element chain's value and gradient equal the eager ones bit "
+    "for bit",
+    "[function][fused]") {
   const Tensor c = scalar(0.5, DType::Float64);
   const Tensor b = from_values({0.1}, {1});
   const auto fn = [&](const std::vector<Tensor>& args) {
@@ -74,13 +78,15 @@ TEST_CASE("function fused: the 1-element chain's value and gradient equal the ea
   REQUIRE(f.trace_count() == 1);
 }
 
-TEST_CASE("function fused: float32 and float64 runs over several blocks, a tail and broadcast "
-          "scalars equal the eager call bit for bit", "[function][fused]") {
+TEST_CASE(
+    "function fused: float32 and float64 runs over several blocks, a tail and broadcast "
+    "scalars equal the eager call bit for bit",
+    "[function][fused]") {
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (std::size_t n : {std::size_t{7}, std::size_t{1024}, std::size_t{2500}}) {
       INFO("dtype " << dtype_name(dtype) << ", " << n << " elements");
-      const Tensor c = cast(scalar(0.75, DType::Float64), dtype);           // rank 0, spread over the run
-      const Tensor b = cast(from_values({0.2}, {1}), dtype);  // one element, spread too
+      const Tensor c = cast(scalar(0.75, DType::Float64), dtype);  // rank 0, spread over the run
+      const Tensor b = cast(from_values({0.2}, {1}), dtype);       // one element, spread too
       const auto fn = [&](const std::vector<Tensor>& args) {
         return sin_chain_value_and_gradient(args[0], c, b, 12);
       };
@@ -93,8 +99,10 @@ TEST_CASE("function fused: float32 and float64 runs over several blocks, a tail 
   }
 }
 
-TEST_CASE("function fused: a run with hundreds of live intermediates (smaller blocks) equals "
-          "the eager call", "[function][fused]") {
+TEST_CASE(
+    "function fused: a run with hundreds of live intermediates (smaller blocks) equals "
+    "the eager call",
+    "[function][fused]") {
   // 150 steps keep 150 forward values alive for the backward: the loop's blocks shrink.
   const Tensor c = scalar(0.9, DType::Float64);
   const Tensor b = scalar(-0.05, DType::Float64);
@@ -106,8 +114,10 @@ TEST_CASE("function fused: a run with hundreds of live intermediates (smaller bl
   require_all_bitwise_equal(f(args), fn(args));
 }
 
-TEST_CASE("function fused: NaN and infinities go through the fused loop as through the eager "
-          "kernels", "[function][fused]") {
+TEST_CASE(
+    "function fused: NaN and infinities go through the fused loop as through the eager "
+    "kernels",
+    "[function][fused]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const auto fn = [](const std::vector<Tensor>& args) {
@@ -123,15 +133,17 @@ TEST_CASE("function fused: NaN and infinities go through the fused loop as throu
   require_all_bitwise_equal(f(args), fn(args));
 }
 
-TEST_CASE("function fused: a run split by a Variable read and assignment, and by an op without "
-          "an elementwise rule, keeps fn's order", "[function][fused]") {
+TEST_CASE(
+    "function fused: a run split by a Variable read and assignment, and by an op without "
+    "an elementwise rule, keeps fn's order",
+    "[function][fused]") {
   Variable v(from_values({1.0, 2.0, 3.0}, {3}));
   const Tensor w = from_values({0.5, -1.0, 2.0, 0.25, 1.5, -0.75}, {3, 2});
   const auto fn = [&](const std::vector<Tensor>& args) {
     const Tensor& x = args[0];
-    Tensor a = multiply(add(x, x), x);             // a run of two
-    v.assign_add(a);                               // a step between runs
-    Tensor r = multiply(sin(v.value()), add(a, x));  // reads the assigned value
+    Tensor a = multiply(add(x, x), x);                       // a run of two
+    v.assign_add(a);                                         // a step between runs
+    Tensor r = multiply(sin(v.value()), add(a, x));          // reads the assigned value
     Tensor m = reshape(matmul(reshape(r, {1, 3}), w), {2});  // no elementwise rule
     Tensor s = cos(subtract(m, sqrt(square(m))));
     return std::vector<Tensor>{s, multiply(r, r)};
@@ -156,8 +168,10 @@ TEST_CASE("function fused: a run split by a Variable read and assignment, and by
   require_identical(v.value(), eager_v.value());
 }
 
-TEST_CASE("function fused: a fused replay holds only the tensors read after the run, and without "
-          "optimize every intermediate is a tensor", "[function][fused]") {
+TEST_CASE(
+    "function fused: a fused replay holds only the tensors read after the run, and without "
+    "optimize every intermediate is a tensor",
+    "[function][fused]") {
   // 20 steps of 4,096 float64 elements (32 KiB a buffer): the backward reads the 20 cosines'
   // inputs, so the op-by-op replay holds about 20 buffers at its peak.
   const std::size_t n = 4096;

@@ -27,8 +27,10 @@ Tensor sin_x_squared(const Tensor& x) { return multiply(sin(x), multiply(x, x));
 
 }  // namespace
 
-TEST_CASE("function under a tape: one op whose gradient is a replayed Function, equal to the "
-          "eager gradient", "[function][tapes]") {
+TEST_CASE(
+    "function under a tape: one op whose gradient is a replayed Function, equal to the "
+    "eager gradient",
+    "[function][tapes]") {
   int calls = 0;
   const Function f = function([&](const std::vector<Tensor>& args) {
     ++calls;
@@ -60,7 +62,8 @@ TEST_CASE("function under a tape: one op whose gradient is a replayed Function, 
   CHECK(calls == 2);
 }
 
-TEST_CASE("function under a tape: the gradients of the Variables fn reads, as eager", "[function][tapes]") {
+TEST_CASE("function under a tape: the gradients of the Variables fn reads, as eager",
+          "[function][tapes]") {
   Variable w(vector_of({0.5, -2.0, 1.5}), true, "w");
   Variable frozen(vector_of({1.0, 2.0, 3.0}), true, "frozen");  // read with peek(): no gradient
   int calls = 0;
@@ -93,8 +96,10 @@ TEST_CASE("function under a tape: the gradients of the Variables fn reads, as ea
   CHECK(calls == 2 + 2);
 }
 
-TEST_CASE("function under nested tapes and an accumulator: second derivatives and tangents "
-          "equal the eager ones", "[function][tapes]") {
+TEST_CASE(
+    "function under nested tapes and an accumulator: second derivatives and tangents "
+    "equal the eager ones",
+    "[function][tapes]") {
   int calls = 0;
   const Function f = function([&](const std::vector<Tensor>& args) {
     ++calls;
@@ -151,13 +156,15 @@ TEST_CASE("function: jacobian, hessian and vectorized_map of a Function equal th
   require_identical(hessian([&](const Tensor& at) { return reduce_sum(through_f(at)); }, x),
                     hessian([&](const Tensor& at) { return reduce_sum(eager(at)); }, x));
   const Tensor batch = from_values({1, 2, 3, -1, -2, -3}, {2, 3});
-  require_identical(vectorized_map([&](const std::vector<Tensor>& row) { return f(row); },
-                                   {batch})[0],
-                    eager(batch));
+  require_identical(
+      vectorized_map([&](const std::vector<Tensor>& row) { return f(row); }, {batch})[0],
+      eager(batch));
 }
 
-TEST_CASE("function under a tape: first calls, assignments and random draws run fn's own ops "
-          "on the tape", "[function][tapes]") {
+TEST_CASE(
+    "function under a tape: first calls, assignments and random draws run fn's own ops "
+    "on the tape",
+    "[function][tapes]") {
   int calls = 0;
   Variable counter(scalar(0.0, DType::Float64), false, "counter");
   const Function assigns = function([&](const std::vector<Tensor>& args) {
@@ -191,8 +198,10 @@ TEST_CASE("function under a tape: first calls, assignments and random draws run 
   }
 }
 
-TEST_CASE("function under a tape: signatures of different argument counts each get their own "
-          "gradient", "[function][tapes]") {
+TEST_CASE(
+    "function under a tape: signatures of different argument counts each get their own "
+    "gradient",
+    "[function][tapes]") {
   // fn sums its arguments' squares: called with one and with two arguments, the gradient
   // Functions must split (arguments, output gradients) differently.
   const Function f = function([](const std::vector<Tensor>& args) {
@@ -210,8 +219,9 @@ TEST_CASE("function under a tape: signatures of different argument counts each g
     tape.watch(y);
     const Tensor one = f({x})[0];
     const Tensor two = f({x, y})[0];
-    const std::vector<Tensor> g = tape.gradient(add(one, multiply(scalar(10.0, DType::Float64), two)), {x, y});
-    require_identical(g[0], vector_of({22.0, -44.0}));  // 2x + 10 (2x)
+    const std::vector<Tensor> g =
+        tape.gradient(add(one, multiply(scalar(10.0, DType::Float64), two)), {x, y});
+    require_identical(g[0], vector_of({22.0, -44.0}));        // 2x + 10 (2x)
     require_identical(g[1], vector_of({10.0, 60.0, -20.0}));  // 10 (2y)
   }
 }

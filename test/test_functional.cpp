@@ -46,7 +46,9 @@ std::vector<Case> op_family_cases() {
        [](const Tensor& x) { return reduce_mean(x * x * x, {1}) + reduce_sum(exp(x)); }},
       {"linalg: matmul", [w](const Tensor& x) { return tanh(matmul(x, w)) * matmul(x, w); }},
       {"array: reshape, transpose",
-       [](const Tensor& x) { return transpose(reshape(exp(x) * x, {3, 2})) * x; }},
+       [](const Tensor& x) {
+         return transpose(reshape(exp(x) * x, {3, 2})) * x;
+       }},
   };
 }
 
@@ -66,7 +68,7 @@ TEST_CASE("value_and_gradients of x^3 y - x y^2 at (2, 3): 6, 27 and -4 (TF)") {
 TEST_CASE("gradients of gradients: d2f/dx2 of x^3 y - x y^2 at (2, 3) is 36 (TF)") {
   Fn df_dx = [](const std::vector<Tensor>& a) { return gradients(cubic, a)[0]; };
   const std::vector<Tensor> second = gradients(df_dx, {constant(2.0), constant(3.0)});
-  require_close(second[0], {}, {36});     // 6 x y
+  require_close(second[0], {}, {36});      // 6 x y
   require_close(second[1], {}, {12 - 6});  // 3 x^2 - 2 y
 }
 
@@ -115,8 +117,9 @@ TEST_CASE("functions returning an undefined tensor cannot be differentiated") {
              Catch::Contains("hessian") && Catch::Contains("returns None"));
   CHECK_THAT(message_of<InvalidArgument>([&] { hessian_vector_product(none1, x, x); }),
              Catch::Contains("hessian_vector_product") && Catch::Contains("returns None"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { implicit_value_and_gradients([] { return Tensor(); }); }),
-             Catch::Contains("implicit_value_and_gradients") && Catch::Contains("returns None"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] { implicit_value_and_gradients([] { return Tensor(); }); }),
+      Catch::Contains("implicit_value_and_gradients") && Catch::Contains("returns None"));
 }
 
 TEST_CASE("make_vjp: vjp() uses ones, vjp(dy) uses dy, and it can be called many times") {
@@ -163,7 +166,9 @@ TEST_CASE("make_vjp of a function returning its argument, and the same tensor tw
 TEST_CASE("make_vjp rejects a dy of the wrong shape or dtype, naming both") {
   Fn f = [](const std::vector<Tensor>& a) { return a[0] * 3.0; };
   auto [value, vjp] = make_vjp(f, {constant({1.0, 2.0})});
-  CHECK_THAT(message_of<InvalidArgument>([&] { vjp(constant({1.0, 2.0, 3.0})); }),
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               vjp(constant({1.0, 2.0, 3.0}));
+             }),
              Catch::Contains("VJP") && Catch::Contains("[3]") && Catch::Contains("[2]"));
   CHECK_THAT(message_of<InvalidArgument>([&] { vjp(ones({2}, DType::Float32)); }),
              Catch::Contains("float32") && Catch::Contains("float64"));
@@ -191,7 +196,8 @@ TEST_CASE("implicit_value_and_gradients differentiates the trainable variables f
   require_close(pairs[0].first, {2}, {6, 12});
   CHECK(pairs[1].second.id() == b.id());
   require_close(pairs[1].first, {}, {1});
-  CHECK_THAT(message_of<InvalidArgument>([] { implicit_value_and_gradients([] { return constant(1.0); }); }),
+  CHECK_THAT(message_of<InvalidArgument>(
+                 [] { implicit_value_and_gradients([] { return constant(1.0); }); }),
              Catch::Contains("implicit_value_and_gradients") &&
                  Catch::Contains("No trainable variables were accessed"));
 }
@@ -206,8 +212,12 @@ TEST_CASE("functional jacobian: x*x at [1, 2] and central differences") {
     require_close(j, concat_shapes(c.f(x).shape(), x.shape()), numerical_jacobian(c.f, x), 1e-7);
   }
   // Not depending on x: zeros.
-  require_close(jacobian([](const Tensor&) { return constant({1.0, 2.0}); }, constant(3.0)), {2},
-                {0, 0});
+  require_close(jacobian(
+                    [](const Tensor&) {
+                      return constant({1.0, 2.0});
+                    },
+                    constant(3.0)),
+                {2}, {0, 0});
 }
 
 TEST_CASE("hessian of 1/2 x^T A x is (A + A^T) / 2") {
@@ -259,8 +269,9 @@ TEST_CASE("hessian_vector_product equals the numerical Hessian times v") {
 
 TEST_CASE("jacobian, hessian and hessian_vector_product reject bad arguments") {
   const UnaryFn square_sum = [](const Tensor& x) { return reduce_sum(x * x); };
-  CHECK_THAT(message_of<InvalidArgument>(
-                 [&] { hessian_vector_product(square_sum, constant({1.0, 2.0}), constant({1.0})); }),
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               hessian_vector_product(square_sum, constant({1.0, 2.0}), constant({1.0}));
+             }),
              Catch::Contains("hessian_vector_product") && Catch::Contains("[1]") &&
                  Catch::Contains("[2]"));
   CHECK_THAT(message_of<InvalidArgument>([&] { hessian(square_sum, zeros({2}, DType::Int32)); }),

@@ -27,9 +27,9 @@ struct FusedCase {
   std::string op;  // the fused gradient op of the activation
   Activation activation;
   Fused fused;
-  bool from_output;  // the op's first operand is the activation's output (else its input)
-  Fused unfused;     // the chain of elementwise ops the op replaced, as a function of (x, g)
-  double (*first)(double);   // f'(x)
+  bool from_output;         // the op's first operand is the activation's output (else its input)
+  Fused unfused;            // the chain of elementwise ops the op replaced, as a function of (x, g)
+  double (*first)(double);  // f'(x)
   double (*second)(double);  // f''(x)
   double lo, hi;             // a domain where f is smooth (relu: away from 0 below)
 };
@@ -84,8 +84,8 @@ double elu_second(double x) { return x < 0 ? std::exp(x) : 0; }
 Tensor gelu_unfused(const Tensor& x, const Tensor& g) {
   const Tensor erf_term = erf(multiply(x, constant_like(kSqrtHalf, x)));
   const Tensor cdf = multiply(constant_like(0.5, x), add(constant_like(1, x), erf_term));
-  const Tensor pdf = multiply(constant_like(kInvSqrt2Pi, x),
-                              exp(multiply(constant_like(-0.5, x), square(x))));
+  const Tensor pdf =
+      multiply(constant_like(kInvSqrt2Pi, x), exp(multiply(constant_like(-0.5, x), square(x))));
   return multiply(g, add(cdf, multiply(x, pdf)));
 }
 double gelu_pdf(double x) { return kInvSqrt2Pi * std::exp(-0.5 * x * x); }
@@ -146,29 +146,26 @@ const std::vector<FusedCase>& fused_cases() {
        tanh_second, -2, 2},
       {"SigmoidGrad", sigmoid, detail::sigmoid_grad_op, true, sigmoid_unfused, sigmoid_first,
        sigmoid_second, -3, 3},
-      {"ReluGrad", relu, detail::relu_grad_op, true, relu_unfused, relu_first, relu_second, -2,
-       2},
+      {"ReluGrad", relu, detail::relu_grad_op, true, relu_unfused, relu_first, relu_second, -2, 2},
       {"SoftplusGrad", softplus, detail::softplus_grad_op, false, softplus_unfused, sigmoid_ref,
        softplus_second, -3, 3},
       {"EluGrad", elu, detail::elu_grad_op, true, elu_unfused, elu_first, elu_second, -2, 2},
-      {"GeluGrad", gelu_exact, detail::gelu_grad_op, false, gelu_unfused, gelu_first,
-       gelu_second, -3, 3},
+      {"GeluGrad", gelu_exact, detail::gelu_grad_op, false, gelu_unfused, gelu_first, gelu_second,
+       -3, 3},
       {"GeluTanhGrad", gelu_approximate, detail::gelu_tanh_grad_op, false, gelu_tanh_unfused,
        gelu_tanh_first, gelu_tanh_second, -3, 3},
       {"ReciprocalGrad", reciprocal, detail::reciprocal_grad_op, true, reciprocal_unfused,
        reciprocal_first, reciprocal_second, 0.3, 3},
       {"SqrtGrad", tapegrad::sqrt, detail::sqrt_grad_op, true, sqrt_unfused, sqrt_first,
        sqrt_second, 0.3, 3},
-      {"RsqrtGrad", rsqrt, detail::rsqrt_grad_op, true, rsqrt_unfused, rsqrt_first,
-       rsqrt_second, 0.3, 3},
+      {"RsqrtGrad", rsqrt, detail::rsqrt_grad_op, true, rsqrt_unfused, rsqrt_first, rsqrt_second,
+       0.3, 3},
   };
   return cases;
 }
 
 // The fused op's first operand at x: the activation's output or x itself.
-Tensor kept(const FusedCase& fc, const Tensor& x) {
-  return fc.from_output ? fc.activation(x) : x;
-}
+Tensor kept(const FusedCase& fc, const Tensor& x) { return fc.from_output ? fc.activation(x) : x; }
 
 // The names of the ops a first-order backward of f at x writes: every op that reads x, f(x)
 // or the output gradient, traced as vectorized_map traces fn.
@@ -215,8 +212,7 @@ std::vector<double> points(const FusedCase& fc) {
 
 }  // namespace
 
-TEST_CASE("a first-order backward of each activation writes exactly its one fused op",
-          "[fused]") {
+TEST_CASE("a first-order backward of each activation writes exactly its one fused op", "[fused]") {
   for (const FusedCase& fc : fused_cases()) {
     for (const DType dtype : {DType::Float64, DType::Float32}) {
       INFO(fc.op << " in " << dtype_name(dtype));

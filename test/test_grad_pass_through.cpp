@@ -24,7 +24,8 @@ TEST_CASE("TF's example: y = grad_pass_through(x.assign)(z^2) at z = 3 gives dy/
 TEST_CASE("a non-differentiable forward gets an identity gradient", "[grad_pass_through]") {
   // A stand-in for a moving average: the forward ignores x's value entirely.
   Tensor running = constant({10.0, 20.0});
-  auto average = grad_pass_through([&](const Tensor& v) { return stop_gradient(running + 0.0 * v); });
+  auto average =
+      grad_pass_through([&](const Tensor& v) { return stop_gradient(running + 0.0 * v); });
   Tensor x = constant({1.0, 2.0});
   GradientTape tape;
   tape.watch(x);
@@ -49,9 +50,8 @@ TEST_CASE("grad_pass_through on several tensors", "[grad_pass_through]") {
 }
 
 TEST_CASE("grad_pass_through needs one output per input", "[grad_pass_through]") {
-  auto bad = grad_pass_through([](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{in[0] + in[1]};
-  });
+  auto bad = grad_pass_through(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1]}; });
   auto msg = message_of<InvalidArgument>([&] { bad({constant(1.0), constant(2.0)}); });
   CHECK_THAT(msg, Catch::Contains("grad_pass_through") && Catch::Contains("1 outputs") &&
                       Catch::Contains("2 inputs"));
@@ -65,6 +65,6 @@ TEST_CASE("grad_pass_through whose output shape differs from its input", "[grad_
   Tensor y = summed(x);
   require_close(y, {}, {3.0});
   auto msg = message_of<InvalidArgument>([&] { tape.gradient(y, x); });
-  CHECK_THAT(msg, Catch::Contains("GradPassThrough") && Catch::Contains("[]") &&
-                      Catch::Contains("[2]"));
+  CHECK_THAT(msg,
+             Catch::Contains("GradPassThrough") && Catch::Contains("[]") && Catch::Contains("[2]"));
 }

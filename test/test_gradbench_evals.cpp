@@ -99,7 +99,9 @@ Tensor llsq_by_pow(const Tensor& x, std::size_t n) {
 }
 }  // namespace
 
-TEST_CASE("gradbench llsq: the cumprod Vandermonde form agrees with the pow form at GradBench's m = 128") {
+TEST_CASE(
+    "gradbench llsq: the cumprod Vandermonde form agrees with the pow form at GradBench's m = "
+    "128") {
   const std::size_t n = 1024;
   const Tensor x = random_tensor({128}, 12, 0.0, 1.0);  // GradBench's x: uniform in [0, 1)
   const double expected = llsq_by_pow(x, n).item<double>();
@@ -129,7 +131,8 @@ TEST_CASE("gradbench llsq: primal against the sum, gradient against central diff
   }
   CHECK(llsq_primal(x, n).item<double>() == Approx(expected).epsilon(1e-12));
   require_gradient_matches([n](const std::vector<Tensor>& a) { return llsq_primal(a[0], n); }, {x});
-  const json gradient = run("llsq", "gradient", {{"x", values(x)}, {"n", n}, {"min_runs", 1}, {"min_seconds", 0}});
+  const json gradient =
+      run("llsq", "gradient", {{"x", values(x)}, {"n", n}, {"min_runs", 1}, {"min_seconds", 0}});
   CHECK(gradient.size() == 8);
 }
 
@@ -144,7 +147,9 @@ TEST_CASE("gradbench lse: primal is log-sum-exp, gradient is softmax") {
     CHECK(gradient[i].get<double>() == Approx(std::exp(xs[i]) / sum).epsilon(1e-12));
 }
 
-TEST_CASE("gradbench ode: RK4 primal against a loop, gradient of the last value against central differences") {
+TEST_CASE(
+    "gradbench ode: RK4 primal against a loop, gradient of the last value against central "
+    "differences") {
   const Tensor x = random_tensor({5}, 13, 0.5, 1.5);
   const std::size_t steps = 3;
   const auto xs = values(x);
@@ -170,15 +175,21 @@ TEST_CASE("gradbench ode: RK4 primal against a loop, gradient of the last value 
   }
   tapegrad::testing::require_close(ode_primal(x, steps), {5}, y, 1e-12);
   require_gradient_matches(
-      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); }, {x});
-  const json gradient = run("ode", "gradient", {{"x", xs}, {"s", steps}, {"min_runs", 1}, {"min_seconds", 0}});
+      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); },
+      {x});
+  const json gradient =
+      run("ode", "gradient", {{"x", xs}, {"s", steps}, {"min_runs", 1}, {"min_seconds", 0}});
   const GradientCheck check = check_gradient(
-      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); }, {x});
+      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); },
+      {x});
   const auto numerical = values(check.numerical);
-  for (std::size_t i = 0; i < 5; ++i) CHECK(gradient[i].get<double>() == Approx(numerical[i]).margin(1e-6));
+  for (std::size_t i = 0; i < 5; ++i)
+    CHECK(gradient[i].get<double>() == Approx(numerical[i]).margin(1e-6));
 }
 
-TEST_CASE("gradbench kmeans: cost gradient against central differences, dir is the Newton step to the cluster mean") {
+TEST_CASE(
+    "gradbench kmeans: cost gradient against central differences, dir is the Newton step to the "
+    "cluster mean") {
   const Tensor points = random_tensor({20, 3}, 14);
   const Tensor centroids = slice(points, {16, 0}, {4, 3});  // the last k points, as GradBench does
   require_gradient_matches([&](const std::vector<Tensor>& a) { return kmeans_cost(points, a[0]); },
@@ -191,7 +202,8 @@ TEST_CASE("gradbench kmeans: cost gradient against central differences, dir is t
     double best_distance = INFINITY;
     for (std::size_t j = 0; j < 4; ++j) {
       double d = 0;
-      for (std::size_t l = 0; l < 3; ++l) d += (p[i * 3 + l] - c[j * 3 + l]) * (p[i * 3 + l] - c[j * 3 + l]);
+      for (std::size_t l = 0; l < 3; ++l)
+        d += (p[i * 3 + l] - c[j * 3 + l]) * (p[i * 3 + l] - c[j * 3 + l]);
       if (d < best_distance) best_distance = d, best = j;
     }
     counts[best] += 1;
@@ -199,10 +211,14 @@ TEST_CASE("gradbench kmeans: cost gradient against central differences, dir is t
   }
   std::vector<double> expected(12);
   for (std::size_t j = 0; j < 4; ++j)
-    for (std::size_t l = 0; l < 3; ++l) expected[j * 3 + l] = -(sums[j * 3 + l] / counts[j] - c[j * 3 + l]);
+    for (std::size_t l = 0; l < 3; ++l)
+      expected[j * 3 + l] = -(sums[j * 3 + l] / counts[j] - c[j * 3 + l]);
   tapegrad::testing::require_close(kmeans_dir(points, centroids), {4, 3}, expected, 1e-9);
-  const json dir = run("kmeans", "dir", {{"points", rows_of(points)}, {"centroids", rows_of(centroids)},
-                                         {"min_runs", 1}, {"min_seconds", 0}});
+  const json dir = run("kmeans", "dir",
+                       {{"points", rows_of(points)},
+                        {"centroids", rows_of(centroids)},
+                        {"min_runs", 1},
+                        {"min_seconds", 0}});
   CHECK(dir[3][2].get<double>() == Approx(expected[11]).margin(1e-9));
 }
 
@@ -212,13 +228,15 @@ namespace {
 Tensor kmeans_cost_by_min(const Tensor& points, const Tensor& centroids) {
   const Tensor point_norms = reduce_sum(square(points), {1}, true);
   const Tensor centroid_norms = reduce_sum(square(centroids), {1});
-  return reduce_sum(reduce_min(point_norms + centroid_norms - matmul(points, 2.0 * centroids, false, true), {1}));
+  return reduce_sum(
+      reduce_min(point_norms + centroid_norms - matmul(points, 2.0 * centroids, false, true), {1}));
 }
 }  // namespace
 
 TEST_CASE("gradbench kmeans: argmin + gather gives the reduce_min form's cost, gradient and dir") {
   const Tensor points = random_tensor({300, 8}, 15);
-  const Tensor centroids = slice(points, {270, 0}, {30, 8});  // the last k points, as GradBench does
+  const Tensor centroids =
+      slice(points, {270, 0}, {30, 8});  // the last k points, as GradBench does
   CHECK(kmeans_cost(points, centroids).item<double>() ==
         Approx(kmeans_cost_by_min(points, centroids).item<double>()).epsilon(1e-12));
   GradientTape outer;
@@ -232,17 +250,18 @@ TEST_CASE("gradbench kmeans: argmin + gather gives the reduce_min form's cost, g
   const Tensor hessian_diagonal = outer.gradient(reduce_sum(gradient), centroids);
   GradientTape tape;
   tape.watch(centroids);
-  tapegrad::testing::require_close(tape.gradient(kmeans_cost(points, centroids), centroids), {30, 8},
-                                   values(gradient), 1e-12);
-  tapegrad::testing::require_close(kmeans_dir(points, centroids), {30, 8}, values(gradient / hessian_diagonal),
-                                   1e-12);
+  tapegrad::testing::require_close(tape.gradient(kmeans_cost(points, centroids), centroids),
+                                   {30, 8}, values(gradient), 1e-12);
+  tapegrad::testing::require_close(kmeans_dir(points, centroids), {30, 8},
+                                   values(gradient / hessian_diagonal), 1e-12);
 }
 
 namespace {
 // ADBench's GMM objective on plain doubles, from its formula.
-double gmm_reference(int d, int k, int n, const std::vector<double>& alpha, const std::vector<double>& mu,
-                     const std::vector<double>& q, const std::vector<double>& l, const std::vector<double>& x,
-                     double gamma, int m) {
+double gmm_reference(int d, int k, int n, const std::vector<double>& alpha,
+                     const std::vector<double>& mu, const std::vector<double>& q,
+                     const std::vector<double>& l, const std::vector<double>& x, double gamma,
+                     int m) {
   const auto logsumexp = [](const std::vector<double>& v) {
     double mx = v[0];
     for (double e : v) mx = std::max(mx, e);
@@ -264,7 +283,8 @@ double gmm_reference(int d, int k, int n, const std::vector<double>& alpha, cons
       }
       int position = 0;
       for (int col = 0; col < d; ++col)
-        for (int row = col + 1; row < d; ++row) transformed[row] += l[c * lsize + position++] * centred[col];
+        for (int row = col + 1; row < d; ++row)
+          transformed[row] += l[c * lsize + position++] * centred[col];
       double norm = 0;
       for (double t : transformed) norm += t * t;
       terms[c] = alpha[c] + sum_q - 0.5 * norm;
@@ -287,24 +307,36 @@ double gmm_reference(int d, int k, int n, const std::vector<double>& alpha, cons
 }
 }  // namespace
 
-TEST_CASE("gradbench gmm: objective against a loop, every parameter's gradient against central differences") {
+TEST_CASE(
+    "gradbench gmm: objective against a loop, every parameter's gradient against central "
+    "differences") {
   const int d = 3, k = 2, n = 5, m = 1;
   const double gamma = 1.5;
-  GmmParameters p{random_tensor({2}, 21), random_tensor({2, 3}, 22), random_tensor({2, 3}, 23, -0.5, 0.5),
-                  random_tensor({2, 3}, 24)};
+  GmmParameters p{random_tensor({2}, 21), random_tensor({2, 3}, 22),
+                  random_tensor({2, 3}, 23, -0.5, 0.5), random_tensor({2, 3}, 24)};
   const GmmData data{random_tensor({5, 3}, 25), gamma, m};
   CHECK(gmm_objective(p, data).item<double>() ==
-        Approx(gmm_reference(d, k, n, values(p.alpha), values(p.mu), values(p.q), values(p.l), values(data.x),
-                             gamma, m))
+        Approx(gmm_reference(d, k, n, values(p.alpha), values(p.mu), values(p.q), values(p.l),
+                             values(data.x), gamma, m))
             .epsilon(1e-12));
   const Fn f = [&data](const std::vector<Tensor>& a) {
     return gmm_objective(GmmParameters{a[0], a[1], a[2], a[3]}, data);
   };
-  for (std::size_t arg = 0; arg < 4; ++arg) require_gradient_matches(f, {p.alpha, p.mu, p.q, p.l}, arg);
+  for (std::size_t arg = 0; arg < 4; ++arg)
+    require_gradient_matches(f, {p.alpha, p.mu, p.q, p.l}, arg);
   const json jacobian = run("gmm", "jacobian",
-                            {{"d", d}, {"k", k}, {"n", n}, {"m", m}, {"gamma", gamma}, {"x", rows_of(data.x)},
-                             {"alpha", values(p.alpha)}, {"mu", rows_of(p.mu)}, {"q", rows_of(p.q)},
-                             {"l", rows_of(p.l)}, {"min_runs", 1}, {"min_seconds", 0}});
+                            {{"d", d},
+                             {"k", k},
+                             {"n", n},
+                             {"m", m},
+                             {"gamma", gamma},
+                             {"x", rows_of(data.x)},
+                             {"alpha", values(p.alpha)},
+                             {"mu", rows_of(p.mu)},
+                             {"q", rows_of(p.q)},
+                             {"l", rows_of(p.l)},
+                             {"min_runs", 1},
+                             {"min_seconds", 0}});
   CHECK(jacobian["l"].size() == 2);
   CHECK(jacobian["l"][1].size() == 3);
 }
@@ -313,9 +345,11 @@ TEST_CASE("gradbench lstm: objective against a loop, gradient against central di
   const std::size_t layers = 2, bits = 3, chars = 4;
   const Tensor main_params = random_tensor({2 * layers, 4 * bits}, 31);
   const Tensor extra_params = random_tensor({3, bits}, 32);
-  const LstmData data{random_tensor({2 * layers, bits}, 33), random_tensor({chars, bits}, 34, 0, 1)};
+  const LstmData data{random_tensor({2 * layers, bits}, 33),
+                      random_tensor({chars, bits}, 34, 0, 1)};
   // The model on plain doubles.
-  const auto w = values(main_params), e = values(extra_params), s0 = values(data.state), seq = values(data.sequence);
+  const auto w = values(main_params), e = values(extra_params), s0 = values(data.state),
+             seq = values(data.sequence);
   std::vector<double> state = s0;
   const auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   double total = 0;
@@ -339,50 +373,64 @@ TEST_CASE("gradbench lstm: objective against a loop, gradient against central di
     }
     std::vector<double> y(bits);
     double sum = 0;
-    for (std::size_t i = 0; i < bits; ++i) y[i] = input[i] * e[bits + i] + e[2 * bits + i], sum += std::exp(y[i]);
+    for (std::size_t i = 0; i < bits; ++i)
+      y[i] = input[i] * e[bits + i] + e[2 * bits + i], sum += std::exp(y[i]);
     const double lse = std::log(sum + 2);
     for (std::size_t i = 0; i < bits; ++i) total += seq[(t + 1) * bits + i] * (y[i] - lse);
   }
   const double expected = -total / static_cast<double>((chars - 1) * bits);
-  CHECK(lstm_objective(main_params, extra_params, data).item<double>() == Approx(expected).epsilon(1e-12));
+  CHECK(lstm_objective(main_params, extra_params, data).item<double>() ==
+        Approx(expected).epsilon(1e-12));
   const Fn f = [&data](const std::vector<Tensor>& a) { return lstm_objective(a[0], a[1], data); };
   require_gradient_matches(f, {main_params, extra_params}, 0);
   require_gradient_matches(f, {main_params, extra_params}, 1);
   const json jacobian = run("lstm", "jacobian",
-                            {{"main_params", rows_of(main_params)}, {"extra_params", rows_of(extra_params)},
-                             {"state", rows_of(data.state)}, {"sequence", rows_of(data.sequence)},
-                             {"min_runs", 1}, {"min_seconds", 0}});
+                            {{"main_params", rows_of(main_params)},
+                             {"extra_params", rows_of(extra_params)},
+                             {"state", rows_of(data.state)},
+                             {"sequence", rows_of(data.sequence)},
+                             {"min_runs", 1},
+                             {"min_seconds", 0}});
   CHECK(jacobian.size() == 8 * layers * bits + 3 * bits);
 }
 
 TEST_CASE("gradbench saddle: the saddle point of p² − q² from (1, 1) in all four mode pairs") {
-  const json reference = run("saddle", "rr", {{"start", {1.0, 1.0}}, {"min_runs", 1}, {"min_seconds", 0}}, 1);
+  const json reference =
+      run("saddle", "rr", {{"start", {1.0, 1.0}}, {"min_runs", 1}, {"min_seconds", 0}}, 1);
   REQUIRE(reference.size() == 4);
   // GradBench's reference: every coordinate ends at 8.2463e-06 (the solver's stopping point).
   for (const auto& v : reference) CHECK(v.get<double>() == Approx(8.2463e-06).epsilon(1e-3));
   for (const std::string mode : {"ff", "fr", "rf"}) {
     INFO("mode " << mode);
-    const json out = run("saddle", mode, {{"start", {1.0, 1.0}}, {"min_runs", 1}, {"min_seconds", 0}}, 0);
+    const json out =
+        run("saddle", mode, {{"start", {1.0, 1.0}}, {"min_runs", 1}, {"min_seconds", 0}}, 0);
     REQUIRE(out.size() == 4);
-    for (std::size_t i = 0; i < 4; ++i) CHECK(out[i].get<double>() == Approx(reference[i].get<double>()).epsilon(1e-9));
+    for (std::size_t i = 0; i < 4; ++i)
+      CHECK(out[i].get<double>() == Approx(reference[i].get<double>()).epsilon(1e-9));
   }
 }
 
-TEST_CASE("gradbench saddle: the nested gradient through the inner descent, each mode pair against central differences") {
+TEST_CASE(
+    "gradbench saddle: the nested gradient through the inner descent, each mode pair against "
+    "central differences") {
   // max_q (p² − q²) is p² minus the inner solver's small leftover; its gradient in p is 2p.
   const Tensor start = constant({1.0, 1.0});
   const Tensor p = constant({0.7, -0.4});
   for (const auto outer : {DiffMode::Reverse, DiffMode::Forward}) {
     for (const auto inner : {DiffMode::Reverse, DiffMode::Forward}) {
-      INFO("outer forward " << (outer == DiffMode::Forward) << ", inner forward " << (inner == DiffMode::Forward));
-      const auto f = [&start, inner](const Tensor& x) { return saddle_max_over_q(x, start, inner); };
+      INFO("outer forward " << (outer == DiffMode::Forward) << ", inner forward "
+                            << (inner == DiffMode::Forward));
+      const auto f = [&start, inner](const Tensor& x) {
+        return saddle_max_over_q(x, start, inner);
+      };
       const auto g = values(gradient_in_mode(outer, f, p));
       const auto centre = values(p);
       for (std::size_t i = 0; i < 2; ++i) {
         auto plus = centre, minus = centre;
         plus[i] += 1e-6, minus[i] -= 1e-6;
         const double numerical = (f(from_values(plus, {2}, DType::Float64)).item<double>() -
-                                  f(from_values(minus, {2}, DType::Float64)).item<double>()) / 2e-6;
+                                  f(from_values(minus, {2}, DType::Float64)).item<double>()) /
+                                 2e-6;
         CHECK(g[i] == Approx(numerical).margin(1e-6));
         CHECK(g[i] == Approx(2 * centre[i]).margin(1e-6));
       }
@@ -390,54 +438,74 @@ TEST_CASE("gradbench saddle: the nested gradient through the inner descent, each
   }
 }
 
-TEST_CASE("gradbench particle: the charge position that makes the particle land at x = 0, all four mode pairs") {
+TEST_CASE(
+    "gradbench particle: the charge position that makes the particle land at x = 0, all four mode "
+    "pairs") {
   for (const std::string mode : {"rr", "ff", "fr", "rf"}) {
     INFO("mode " << mode);
-    const json out = run("particle", mode, {{"w", 0.0}, {"min_runs", 1}, {"min_seconds", 0}}, mode == "rr" ? 1 : 0);
+    const json out = run("particle", mode, {{"w", 0.0}, {"min_runs", 1}, {"min_seconds", 0}},
+                         mode == "rr" ? 1 : 0);
     CHECK(out.get<double>() == Approx(0.2071918746486116).epsilon(1e-9));
   }
 }
 
-TEST_CASE("gradbench particle: d(landing x²)/dw through the inner gradients, each mode pair against central differences") {
+TEST_CASE(
+    "gradbench particle: d(landing x²)/dw through the inner gradients, each mode pair against "
+    "central differences") {
   const Tensor w = constant({0.1});
   for (const auto inner : {DiffMode::Reverse, DiffMode::Forward}) {
     const auto f = [inner](const Tensor& x) { return particle_final_x_squared(x, inner); };
     const double numerical =
-        (f(constant({0.1 + 1e-6})).item<double>() - f(constant({0.1 - 1e-6})).item<double>()) / 2e-6;
+        (f(constant({0.1 + 1e-6})).item<double>() - f(constant({0.1 - 1e-6})).item<double>()) /
+        2e-6;
     REQUIRE(std::abs(numerical) > 1e-2);  // a slope the check can see
     for (const auto outer : {DiffMode::Reverse, DiffMode::Forward}) {
-      INFO("outer forward " << (outer == DiffMode::Forward) << ", inner forward " << (inner == DiffMode::Forward));
+      INFO("outer forward " << (outer == DiffMode::Forward) << ", inner forward "
+                            << (inner == DiffMode::Forward));
       CHECK(values(gradient_in_mode(outer, f, w))[0] == Approx(numerical).epsilon(1e-5));
     }
   }
 }
 
-TEST_CASE("gradbench det: expansion by minors equals the LU determinant, gradient is the cofactor matrix") {
+TEST_CASE(
+    "gradbench det: expansion by minors equals the LU determinant, gradient is the cofactor "
+    "matrix") {
   for (std::size_t ell : {1u, 2u, 3u, 5u}) {
     INFO("ell = " << ell);
     const Tensor a = random_tensor({ell, ell}, static_cast<unsigned>(40 + ell));
     const DeterminantPlan plan(ell);
-    CHECK(det_by_minors(a, plan).item<double>() == Approx(matrix_determinant(a).item<double>()).epsilon(1e-12));
-    require_gradient_matches([&plan](const std::vector<Tensor>& args) { return det_by_minors(args[0], plan); }, {a});
+    CHECK(det_by_minors(a, plan).item<double>() ==
+          Approx(matrix_determinant(a).item<double>()).epsilon(1e-12));
+    require_gradient_matches(
+        [&plan](const std::vector<Tensor>& args) { return det_by_minors(args[0], plan); }, {a});
   }
   // d det / dA = det(A) A^{-T}.
   const Tensor a = random_tensor({4, 4}, 45);
-  const json gradient = run("det", "gradient", {{"A", values(a)}, {"ell", 4}, {"min_runs", 1}, {"min_seconds", 0}});
+  const json gradient =
+      run("det", "gradient", {{"A", values(a)}, {"ell", 4}, {"min_runs", 1}, {"min_seconds", 0}});
   const auto cofactors = values(matrix_determinant(a) * transpose(matrix_inverse(a)));
-  for (std::size_t i = 0; i < 16; ++i) CHECK(gradient[i].get<double>() == Approx(cofactors[i]).epsilon(1e-9));
+  for (std::size_t i = 0; i < 16; ++i)
+    CHECK(gradient[i].get<double>() == Approx(cofactors[i]).epsilon(1e-9));
 }
 
 namespace {
 // A ba input of 2 cameras, 3 points and p observations (one camera, point and feature).
 json small_ba_input(int p) {
-  return {{"n", 2}, {"m", 3}, {"p", p},
+  return {{"n", 2},
+          {"m", 3},
+          {"p", p},
           {"cam", {0.3, -0.2, 0.1, 0.5, -0.4, -5.0, 1.2, 0.01, -0.02, 0.05, -0.01}},
-          {"x", {0.4, 0.3, 2.0}}, {"w", 0.8}, {"feat", {0.1, -0.2}},
-          {"min_runs", 1}, {"min_seconds", 0}};
+          {"x", {0.4, 0.3, 2.0}},
+          {"w", 0.8},
+          {"feat", {0.1, -0.2}},
+          {"min_runs", 1},
+          {"min_seconds", 0}};
 }
 }  // namespace
 
-TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian blocks against central differences") {
+TEST_CASE(
+    "gradbench ba: residuals against a loop, per-observation Jacobian blocks against central "
+    "differences") {
   // p = 20: the CSR row pointers (3p + 1) outnumber the 31 entries GradBench compares.
   const json input = small_ba_input(20);
   const BaProblem problem(input);
@@ -453,26 +521,31 @@ TEST_CASE("gradbench ba: residuals against a loop, per-observation Jacobian bloc
     double xo[3] = {X[0] - cam[3], X[1] - cam[4], X[2] - cam[5]};
     const double theta = std::sqrt(cam[0] * cam[0] + cam[1] * cam[1] + cam[2] * cam[2]);
     const double k[3] = {cam[0] / theta, cam[1] / theta, cam[2] / theta};
-    const double kx[3] = {k[1] * xo[2] - k[2] * xo[1], k[2] * xo[0] - k[0] * xo[2], k[0] * xo[1] - k[1] * xo[0]};
+    const double kx[3] = {k[1] * xo[2] - k[2] * xo[1], k[2] * xo[0] - k[0] * xo[2],
+                          k[0] * xo[1] - k[1] * xo[0]};
     const double dot = (k[0] * xo[0] + k[1] * xo[1] + k[2] * xo[2]) * (1 - std::cos(theta));
     double xc[3];
-    for (int j = 0; j < 3; ++j) xc[j] = xo[j] * std::cos(theta) + kx[j] * std::sin(theta) + k[j] * dot;
+    for (int j = 0; j < 3; ++j)
+      xc[j] = xo[j] * std::cos(theta) + kx[j] * std::sin(theta) + k[j] * dot;
     double proj[2] = {xc[0] / xc[2], xc[1] / xc[2]};
     const double rsq = proj[0] * proj[0] + proj[1] * proj[1];
     const double distortion = 1 + cam[9] * rsq + cam[10] * rsq * rsq;
     CHECK(r[2 * i] == Approx(w * (proj[0] * distortion * cam[6] + cam[7] - 0.1)).epsilon(1e-12));
-    CHECK(r[2 * i + 1] == Approx(w * (proj[1] * distortion * cam[6] + cam[8] + 0.2)).epsilon(1e-12));
+    CHECK(r[2 * i + 1] ==
+          Approx(w * (proj[1] * distortion * cam[6] + cam[8] + 0.2)).epsilon(1e-12));
   }
   // The batch Jacobian's blocks are the Jacobian of each observation's two residuals.
   const Tensor one = slice(inputs, {3, 0}, {1, 15});
   const Tensor features = slice(problem.features, {3, 0}, {1, 2});
-  require_gradient_matches([&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); }, {one});
+  require_gradient_matches(
+      [&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); }, {one});
   GradientTape tape;
   tape.watch(inputs);
   const Tensor blocks = tape.batch_jacobian(ba_residuals(inputs, problem.features), inputs);
   const GradientCheck check = check_gradient(
       [&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); }, {one});
-  const auto expected = values(check.theoretical), got = values(slice(blocks, {3, 0, 0}, {1, 2, 15}));
+  const auto expected = values(check.theoretical),
+             got = values(slice(blocks, {3, 0, 0}, {1, 2, 15}));
   for (std::size_t i = 0; i < 30; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-12));
   // The tool's CSR head: rows 0, 15, ..., cols of observation 0, values of its block, −2w last.
   const json jacobian = run("ba", "jacobian", input);
@@ -515,10 +588,13 @@ TEST_CASE("gradbench ba: a zero angle-axis takes X + r x X, in one batch with no
     INFO("observation " << row);
     const Tensor one = slice(mixed, {row, 0}, {1, 15});
     const Tensor features = slice(problem.features, {row, 0}, {1, 2});
-    const auto residuals_of = [&features](const std::vector<Tensor>& a) { return ba_residuals(a[0], features); };
+    const auto residuals_of = [&features](const std::vector<Tensor>& a) {
+      return ba_residuals(a[0], features);
+    };
     require_gradient_matches(residuals_of, {one});
     const GradientCheck check = check_gradient(residuals_of, {one});
-    const auto expected = values(check.theoretical), got = values(slice(blocks, {row, 0, 0}, {1, 2, 15}));
+    const auto expected = values(check.theoretical),
+               got = values(slice(blocks, {row, 0, 0}, {1, 2, 15}));
     for (std::size_t i = 0; i < 30; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-12));
   }
 }
@@ -532,12 +608,14 @@ json synthetic_hand(bool complicated) {
     json m = json::array();
     for (int r = 0; r < 4; ++r) {
       json row = json::array();
-      for (int c = 0; c < 4; ++c) row.push_back(r == 3 ? (c == 3 ? 1.0 : 0.0) : (r == c ? 1.0 : 0.0) + small(gen));
+      for (int c = 0; c < 4; ++c)
+        row.push_back(r == 3 ? (c == 3 ? 1.0 : 0.0) : (r == c ? 1.0 : 0.0) + small(gen));
       m.push_back(row);
     }
     return m;
   };
-  json relatives = json::array(), inverses = json::array(), parents = json::array(), names = json::array();
+  json relatives = json::array(), inverses = json::array(), parents = json::array(),
+       names = json::array();
   for (int b = 0; b < 22; ++b) {
     relatives.push_back(near_identity());
     inverses.push_back(near_identity());
@@ -568,13 +646,21 @@ json synthetic_hand(bool complicated) {
            {{"correspondences", correspondences},
             {"points", points},
             {"model",
-             {{"bone_count", 22}, {"bone_names", names}, {"parents", parents}, {"base_relatives", relatives},
-              {"inverse_base_absolutes", inverses}, {"base_positions", positions}, {"weights", weights},
-              {"triangles", triangles}, {"is_mirrored", true}}}}}};
+             {{"bone_count", 22},
+              {"bone_names", names},
+              {"parents", parents},
+              {"base_relatives", relatives},
+              {"inverse_base_absolutes", inverses},
+              {"base_positions", positions},
+              {"weights", weights},
+              {"triangles", triangles},
+              {"is_mirrored", true}}}}}};
 }
 }  // namespace
 
-TEST_CASE("gradbench ht: the tall Jacobian (forward mode, jacobian_forward) against central differences") {
+TEST_CASE(
+    "gradbench ht: the tall Jacobian (forward mode, jacobian_forward) against central "
+    "differences") {
   for (bool complicated : {false, true}) {
     INFO("complicated: " << complicated);
     const json input = synthetic_hand(complicated);
@@ -586,7 +672,10 @@ TEST_CASE("gradbench ht: the tall Jacobian (forward mode, jacobian_forward) agai
     const auto got = values(jacobian);
     // θ columns against central differences of the residuals.
     const GradientCheck by_theta = check_gradient(
-        [&model](const std::vector<Tensor>& a) { return reshape(model.residuals(a[0], model.us), {-1}); }, {theta});
+        [&model](const std::vector<Tensor>& a) {
+          return reshape(model.residuals(a[0], model.us), {-1});
+        },
+        {theta});
     const auto numerical = values(by_theta.numerical);  // [15, 26]
     const std::size_t offset = complicated ? 2 : 0;
     for (std::size_t row = 0; row < 15; ++row)
@@ -594,7 +683,9 @@ TEST_CASE("gradbench ht: the tall Jacobian (forward mode, jacobian_forward) agai
         CHECK(got[row * columns + offset + c] == Approx(numerical[row * 26 + c]).margin(1e-6));
     if (complicated) {
       const GradientCheck by_u = check_gradient(
-          [&model, &theta](const std::vector<Tensor>& a) { return reshape(model.residuals(theta, a[0]), {-1}); },
+          [&model, &theta](const std::vector<Tensor>& a) {
+            return reshape(model.residuals(theta, a[0]), {-1});
+          },
           {model.us});
       const auto du = values(by_u.numerical);  // [15, 10]: residual row, (point, u)
       for (std::size_t row = 0; row < 15; ++row)

@@ -202,47 +202,48 @@ TEST_CASE("a hook's captures die with its handle, and with its tape", "[hooks]")
 }
 
 TEST_CASE("register_hook misuse", "[hooks][misuse]") {
-  expect_misuse<InvalidArgument>(
-      "a hook returning the wrong shape",
-      [] {
-        Tensor x = from_values({1.0, 2.0}, {2}, DType::Float64);
-        GradientTape tape;
-        tape.watch(x);
-        HookHandle h = tape.register_hook(x, [](const Tensor&) { return constant(1.0); });
-        tape.gradient(reduce_sum(multiply(x, x)), x);
-      },
-      {"register_hook", "[]", "[2]", "float64"});
-  expect_misuse<InvalidArgument>(
-      "a hook returning the wrong dtype",
-      [] {
-        Tensor x = constant(1.0);
-        GradientTape tape;
-        tape.watch(x);
-        HookHandle h = tape.register_hook(x, [](const Tensor& g) { return cast(g, DType::Float32); });
-        tape.gradient(multiply(x, x), x);
-      },
-      {"register_hook", "float32", "float64"});
-  expect_misuse<InvalidArgument>(
-      "a hook on an undefined tensor",
-      [] {
-        GradientTape tape;
-        HookHandle h = tape.register_hook(Tensor(), [](const Tensor& g) { return g; });
-      },
-      {"register_hook", "undefined"});
-  expect_misuse<TapeError>(
-      "a hook on a used non-persistent tape",
-      [] {
-        Tensor x = constant(1.0);
-        GradientTape tape;
-        tape.watch(x);
-        tape.gradient(multiply(x, x), x);
-        HookHandle h = tape.register_hook(x, [](const Tensor& g) { return g; });
-      },
-      {"register_hook", "non-persistent"});
+  expect_misuse<InvalidArgument>("a hook returning the wrong shape",
+                                 [] {
+                                   Tensor x = from_values({1.0, 2.0}, {2}, DType::Float64);
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   HookHandle h = tape.register_hook(
+                                       x, [](const Tensor&) { return constant(1.0); });
+                                   tape.gradient(reduce_sum(multiply(x, x)), x);
+                                 },
+                                 {"register_hook", "[]", "[2]", "float64"});
+  expect_misuse<InvalidArgument>("a hook returning the wrong dtype",
+                                 [] {
+                                   Tensor x = constant(1.0);
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   HookHandle h = tape.register_hook(
+                                       x, [](const Tensor& g) { return cast(g, DType::Float32); });
+                                   tape.gradient(multiply(x, x), x);
+                                 },
+                                 {"register_hook", "float32", "float64"});
+  expect_misuse<InvalidArgument>("a hook on an undefined tensor",
+                                 [] {
+                                   GradientTape tape;
+                                   HookHandle h = tape.register_hook(
+                                       Tensor(), [](const Tensor& g) { return g; });
+                                 },
+                                 {"register_hook", "undefined"});
+  expect_misuse<TapeError>("a hook on a used non-persistent tape",
+                           [] {
+                             Tensor x = constant(1.0);
+                             GradientTape tape;
+                             tape.watch(x);
+                             tape.gradient(multiply(x, x), x);
+                             HookHandle h =
+                                 tape.register_hook(x, [](const Tensor& g) { return g; });
+                           },
+                           {"register_hook", "non-persistent"});
 }
 
 TEST_CASE("a row-sparse gradient reaches a hook densified", "[hooks]") {
-  Variable table(from_values({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {3, 2}, DType::Float64), true, "table");
+  Variable table(from_values({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {3, 2}, DType::Float64), true,
+                 "table");
   GradientTape tape;
   Tensor seen;
   HookHandle h = tape.register_hook(table, [&](const Tensor& g) {

@@ -127,15 +127,16 @@ TEST_CASE("a gradient computed inside an outer tape records its backward ops on 
   Tensor g_squared = reduce_sum(g * g);
   auto stop = outer.stop_recording();  // (a recording persistent tape would record, and warn)
   require_close(outer.gradient(g, x), {2}, {6 * 0.5, 6 * 1.5});
-  require_close(outer.gradient(g_squared, x), {2},
-                {36 * 0.5 * 0.5 * 0.5, 36 * 1.5 * 1.5 * 1.5});
+  require_close(outer.gradient(g_squared, x), {2}, {36 * 0.5 * 0.5 * 0.5, 36 * 1.5 * 1.5 * 1.5});
 }
 
 TEST_CASE("second-order checks of composite functions against central differences") {
   const Tensor a = random_tensor({3, 2}, 21);
   const Tensor w = random_tensor({2, 4}, 22);
   require_second_order_matches(
-      [](const std::vector<Tensor>& v) { return reduce_sum(tanh(v[0]) * exp(v[0]) / (v[0] * v[0] + 1.0)); },
+      [](const std::vector<Tensor>& v) {
+        return reduce_sum(tanh(v[0]) * exp(v[0]) / (v[0] * v[0] + 1.0));
+      },
       {a});
   require_second_order_matches(
       [](const std::vector<Tensor>& v) { return reduce_mean(tanh(matmul(v[0], v[1])), {0}); },

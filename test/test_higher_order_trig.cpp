@@ -60,12 +60,14 @@ TEST_CASE("third derivative of sin elementwise on a vector is -cos") {
 TEST_CASE("hessian of sin(x0) cos(x1) matches the analytic second derivatives") {
   Tensor x = constant({0.3, -0.7});
   const double a = 0.3, b = -0.7;
-  Tensor h = hessian([](const Tensor& v) {
-    Tensor first = reduce_sum(v * constant({1.0, 0.0}));
-    Tensor second = reduce_sum(v * constant({0.0, 1.0}));
-    return sin(first) * cos(second);
-  }, x);
+  Tensor h = hessian(
+      [](const Tensor& v) {
+        Tensor first = reduce_sum(v * constant({1.0, 0.0}));
+        Tensor second = reduce_sum(v * constant({0.0, 1.0}));
+        return sin(first) * cos(second);
+      },
+      x);
   require_close(h, {2, 2},
-                {-std::sin(a) * std::cos(b), -std::cos(a) * std::sin(b),
-                 -std::cos(a) * std::sin(b), -std::sin(a) * std::cos(b)});
+                {-std::sin(a) * std::cos(b), -std::cos(a) * std::sin(b), -std::cos(a) * std::sin(b),
+                 -std::sin(a) * std::cos(b)});
 }

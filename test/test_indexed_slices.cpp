@@ -110,7 +110,8 @@ TEST_CASE("gathering from a Variable: gradient() is dense", "[indexed_slices]") 
   require_close(g, {3, 2}, {1, 1, 0, 0, 2, 2});
 }
 
-TEST_CASE("gather's sparse gradient is differentiable to second order", "[indexed_slices][gradient]") {
+TEST_CASE("gather's sparse gradient is differentiable to second order",
+          "[indexed_slices][gradient]") {
   const Tensor x = random_tensor({4, 2}, 60);
   Fn f = [](const std::vector<Tensor>& a) { return reduce_sum(tf_product(a[0])); };
   require_gradient_matches(f, {x});
@@ -131,21 +132,30 @@ TEST_CASE("gather's sparse gradient is differentiable to second order", "[indexe
 }
 
 TEST_CASE("to_dense sums rows and is differentiable", "[indexed_slices]") {
-  const IndexedSlices s{constant({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}), ints({2, 0, 2}), Shape{3, 2}};
+  const IndexedSlices s{constant({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}), ints({2, 0, 2}),
+                        Shape{3, 2}};
   require_close(to_dense(s), {3, 2}, {3, 4, 0, 0, 6, 8});
-  require_close(to_dense(IndexedSlices{constant({1.0}), ints({1}, DType::Int64), Shape{2}}), {2}, {0, 1});
+  require_close(to_dense(IndexedSlices{constant({1.0}), ints({1}, DType::Int64), Shape{2}}), {2},
+                {0, 1});
   const Tensor ids = ints({1, 1, 0});
-  Fn f = [ids](const std::vector<Tensor>& a) { return to_dense(IndexedSlices{a[0], ids, Shape{2, 3}}); };
+  Fn f = [ids](const std::vector<Tensor>& a) {
+    return to_dense(IndexedSlices{a[0], ids, Shape{2, 3}});
+  };
   require_gradient_matches(f, {random_tensor({3, 3}, 61)});
-  require_second_order_matches([f](const std::vector<Tensor>& a) {
-    const Tensor d = f(a);
-    return d * d;
-  }, {random_tensor({3, 3}, 62)});
+  require_second_order_matches(
+      [f](const std::vector<Tensor>& a) {
+        const Tensor d = f(a);
+        return d * d;
+      },
+      {random_tensor({3, 3}, 62)});
 
-  const std::string mismatch = message_of<InvalidArgument>(
-      [] { to_dense(IndexedSlices{zeros({2, 3}), ints({0, 1}), Shape{4, 2}}); });
-  CHECK_THAT(mismatch, Catch::Contains("to_dense") && Catch::Contains("[2, 3]") && Catch::Contains("[4, 2]"));
-  const std::string range = message_of<InvalidArgument>(
-      [] { to_dense(IndexedSlices{zeros({1, 2}), ints({5}), Shape{4, 2}}); });
+  const std::string mismatch = message_of<InvalidArgument>([] {
+    to_dense(IndexedSlices{zeros({2, 3}), ints({0, 1}), Shape{4, 2}});
+  });
+  CHECK_THAT(mismatch,
+             Catch::Contains("to_dense") && Catch::Contains("[2, 3]") && Catch::Contains("[4, 2]"));
+  const std::string range = message_of<InvalidArgument>([] {
+    to_dense(IndexedSlices{zeros({1, 2}), ints({5}), Shape{4, 2}});
+  });
   CHECK_THAT(range, Catch::Contains("5") && Catch::Contains("[0, 4)"));
 }

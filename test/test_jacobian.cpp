@@ -36,12 +36,12 @@ TEST_CASE("jacobian with several sources gives one Jacobian per source") {
   Tensor y = tanh(reduce_sum(w * x, {1}));  // [3]
   std::vector<Tensor> js = tape.jacobian(y, {x, w});
   REQUIRE(js.size() == 2);
-  require_close(js[0], {3, 2},
-                numerical_jacobian([&](const Tensor& v) { return tanh(reduce_sum(w * v, {1})); }, x),
-                1e-7);
-  require_close(js[1], {3, 3, 2},
-                numerical_jacobian([&](const Tensor& v) { return tanh(reduce_sum(v * x, {1})); }, w),
-                1e-7);
+  require_close(
+      js[0], {3, 2},
+      numerical_jacobian([&](const Tensor& v) { return tanh(reduce_sum(w * v, {1})); }, x), 1e-7);
+  require_close(
+      js[1], {3, 3, 2},
+      numerical_jacobian([&](const Tensor& v) { return tanh(reduce_sum(v * x, {1})); }, w), 1e-7);
 }
 
 TEST_CASE("jacobian of a scalar target and of a scalar source") {
@@ -51,7 +51,7 @@ TEST_CASE("jacobian of a scalar target and of a scalar source") {
   tape.watch(x);
   tape.watch(v);
   Tensor s = reduce_sum(v * v) * x;  // scalar target
-  Tensor vec = v * x;                 // vector target, scalar source
+  Tensor vec = v * x;                // vector target, scalar source
   require_close(tape.jacobian(s, v), {3}, {6, 12, 18});
   require_close(tape.jacobian(vec, x), {3}, {1, 2, 3});
   require_close(tape.jacobian(s, x), {}, {14});
@@ -66,7 +66,8 @@ TEST_CASE("jacobian on a non-persistent tape is one call that consumes it") {
   CHECK_FALSE(tape.recording());
   const std::string second = message_of<TapeError>([&] { tape.jacobian(y, x); });
   CHECK_THAT(second, Catch::Contains("non-persistent"));
-  CHECK_THAT(message_of<TapeError>([&] { tape.gradient(y, x); }), Catch::Contains("non-persistent"));
+  CHECK_THAT(message_of<TapeError>([&] { tape.gradient(y, x); }),
+             Catch::Contains("non-persistent"));
   CHECK_THAT(message_of<TapeError>([&] { tape.batch_jacobian(y, x); }),
              Catch::Contains("non-persistent"));
 }
@@ -91,7 +92,8 @@ TEST_CASE("jacobian of an unconnected source: undefined (None) or zeros (Zero)")
   tape.watch(z);
   Tensor y = x * 2.0;
   CHECK_FALSE(tape.jacobian(y, z).defined());
-  require_close(tape.jacobian(y, z, UnconnectedGradients::Zero), {2, 1, 3}, std::vector<double>(6, 0));
+  require_close(tape.jacobian(y, z, UnconnectedGradients::Zero), {2, 1, 3},
+                std::vector<double>(6, 0));
   std::vector<Tensor> both = tape.jacobian(y, {x, z});
   require_close(both[0], {2, 2}, {2, 0, 0, 2});
   CHECK_FALSE(both[1].defined());
@@ -135,7 +137,7 @@ TEST_CASE("a jacobian computed under an outer tape is differentiable: a Hessian 
       Tensor f = reduce_sum(x * x * x);
       g = inner.gradient(f, x);  // 3 x^2
     }
-    h = middle.jacobian(g, x);   // diag(6 x)
+    h = middle.jacobian(g, x);  // diag(6 x)
   }
   require_close(h, {2, 2}, {6, 0, 0, 12});
   // d/dx of sum(H) = d/dx sum(6 x) = [6, 6].

@@ -72,8 +72,9 @@ TEST_CASE("vectorized jacobian equals the loop on every function, in any number 
   }
 }
 
-TEST_CASE("vectorized jacobian of a matrix times a column or a row, every transpose, equals the loop",
-          "[jacobian][vectorize]") {
+TEST_CASE(
+    "vectorized jacobian of a matrix times a column or a row, every transpose, equals the loop",
+    "[jacobian][vectorize]") {
   // The identity seed stays diagonal through the tanh gradient, and the matrix product with a
   // diagonal batch is a scaled copy of the matrix: checked against the loop in every layout.
   const Tensor w = random_tensor({4, 4}, 21);
@@ -88,15 +89,18 @@ TEST_CASE("vectorized jacobian of a matrix times a column or a row, every transp
       const UnaryFn left = [&](const Tensor& x) {
         return sigmoid(matmul(ta ? transpose(x) : x, w, ta, tb)) * x;
       };
-      require_same(jacobian_of(right, column, JacobianOptions{}), jacobian_of(right, column, loop_options()));
-      require_same(jacobian_of(left, row, JacobianOptions{}), jacobian_of(left, row, loop_options()));
+      require_same(jacobian_of(right, column, JacobianOptions{}),
+                   jacobian_of(right, column, loop_options()));
+      require_same(jacobian_of(left, row, JacobianOptions{}),
+                   jacobian_of(left, row, loop_options()));
     }
   }
   // The analytic Jacobian of tanh(W x): (1 - y^2) W.
   const Tensor y = tanh(matmul(w, column));
   const Tensor analytic = multiply(subtract(scalar(1.0, DType::Float64), y * y), w);
-  require_same(jacobian_of([&](const Tensor& x) { return tanh(matmul(w, x)); }, column, JacobianOptions{}),
-               reshape(analytic, {4, 1, 4, 1}));
+  require_same(
+      jacobian_of([&](const Tensor& x) { return tanh(matmul(w, x)); }, column, JacobianOptions{}),
+      reshape(analytic, {4, 1, 4, 1}));
 }
 
 TEST_CASE("vectorized jacobian: several sources, unconnected ones, scalars, empty targets",
@@ -132,8 +136,7 @@ TEST_CASE("vectorized jacobian: several sources, unconnected ones, scalars, empt
   require_same(tape.jacobian(scalar_target, s, JacobianOptions{}),
                tape.jacobian(scalar_target, s, loop_options()));
   require_same(tape.jacobian(x * s, s, JacobianOptions{}), tape.jacobian(x * s, s, loop_options()));
-  require_close(tape.jacobian(scalar_target, x, JacobianOptions{}), {3},
-                values(x * 6.0));
+  require_close(tape.jacobian(scalar_target, x, JacobianOptions{}), {3}, values(x * 6.0));
   // An empty target: an empty Jacobian either way.
   const Tensor empty = slice(x, {0}, {0});
   const Tensor j = tape.jacobian(empty * s, x, JacobianOptions{});
@@ -194,22 +197,25 @@ TEST_CASE("a vectorized jacobian under an outer tape is differentiable like the 
   require_same(d_vectorized, d_loop);
 }
 
-TEST_CASE("a jacobian through a user op whose gradient has no batching rule loops, with the "
-          "loop's result", "[jacobian][vectorize]") {
+TEST_CASE(
+    "a jacobian through a user op whose gradient has no batching rule loops, with the "
+    "loop's result",
+    "[jacobian][vectorize]") {
   // The gradient of TestJacobianUserSquare is itself computed outside tapegrad and recorded:
   // the walk runs an op without a batching rule.
   register_gradient("TestJacobianUserSquareGrad", [](const OpContext&, const std::vector<Tensor>&) {
     return std::vector<Tensor>{Tensor(), Tensor()};
   });
-  register_gradient("TestJacobianUserSquare", [](const OpContext& op, const std::vector<Tensor>& g) {
-    const Tensor& x = op.inputs()[0];
-    std::vector<double> v = values(g[0]);
-    const std::vector<double> xs = values(x);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] *= 2 * xs[i];
-    const Tensor out = from_values(v, x.shape());
-    record_operation("TestJacobianUserSquareGrad", {x, g[0]}, {out});
-    return std::vector<Tensor>{out};
-  });
+  register_gradient("TestJacobianUserSquare",
+                    [](const OpContext& op, const std::vector<Tensor>& g) {
+                      const Tensor& x = op.inputs()[0];
+                      std::vector<double> v = values(g[0]);
+                      const std::vector<double> xs = values(x);
+                      for (std::size_t i = 0; i < v.size(); ++i) v[i] *= 2 * xs[i];
+                      const Tensor out = from_values(v, x.shape());
+                      record_operation("TestJacobianUserSquareGrad", {x, g[0]}, {out});
+                      return std::vector<Tensor>{out};
+                    });
   const Tensor x = constant({1.0, 2.0, 3.0});
   auto run = [&](const JacobianOptions& options) {
     GradientTape tape;
@@ -270,8 +276,10 @@ TEST_CASE("vectorized jacobian of an elementwise chain (kept diagonal) equals th
                 {1 - t[0] * t[0], 0, 0, 0, 1 - t[1] * t[1], 0, 0, 0, 1 - t[2] * t[2]}, 1e-15);
 }
 
-TEST_CASE("vectorized jacobian: a diagonal meeting an op it does not cover becomes dense, "
-          "with the loop's result", "[jacobian][vectorize]") {
+TEST_CASE(
+    "vectorized jacobian: a diagonal meeting an op it does not cover becomes dense, "
+    "with the loop's result",
+    "[jacobian][vectorize]") {
   const Tensor x = random_tensor({2, 3}, 32);
   const std::vector<UnaryFn> fns{
       // Add of the diagonal and a dense batch (the gradient of the broadcast scalar).
@@ -283,7 +291,8 @@ TEST_CASE("vectorized jacobian: a diagonal meeting an op it does not cover becom
   };
   for (std::size_t k = 0; k < fns.size(); ++k) {
     INFO("function " << k);
-    require_same(jacobian_of(fns[k], x, JacobianOptions{}), jacobian_of(fns[k], x, loop_options()), 0);
+    require_same(jacobian_of(fns[k], x, JacobianOptions{}), jacobian_of(fns[k], x, loop_options()),
+                 0);
   }
 }
 

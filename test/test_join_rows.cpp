@@ -22,7 +22,8 @@ Tensor numbered(std::size_t d0, std::size_t d1, std::size_t d2, double start,
 }
 
 // The element (i, j, k) of `parts` joined along axis 1, read from the parts one by one.
-double joined_along_1(const std::vector<Tensor>& parts, std::size_t i, std::size_t j, std::size_t k) {
+double joined_along_1(const std::vector<Tensor>& parts, std::size_t i, std::size_t j,
+                      std::size_t k) {
   for (const Tensor& p : parts) {
     if (j < p.shape()[1]) return values(p)[(i * p.shape()[1] + j) * p.shape()[2] + k];
     j -= p.shape()[1];
@@ -49,8 +50,10 @@ TEST_CASE("concat along a middle axis of narrow and wide parts, then split back"
   }
   const std::vector<Tensor> halves = split(numbered(3, 24, 2, 0.5), 2, 1);
   REQUIRE(halves.size() == 2);
-  require_close(halves[0], {3, 12, 2}, values(slice(numbered(3, 24, 2, 0.5), {0, 0, 0}, {3, 12, 2})), 0.0);
-  require_close(halves[1], {3, 12, 2}, values(slice(numbered(3, 24, 2, 0.5), {0, 12, 0}, {3, 12, 2})), 0.0);
+  require_close(halves[0], {3, 12, 2},
+                values(slice(numbered(3, 24, 2, 0.5), {0, 0, 0}, {3, 12, 2})), 0.0);
+  require_close(halves[1], {3, 12, 2},
+                values(slice(numbered(3, 24, 2, 0.5), {0, 12, 0}, {3, 12, 2})), 0.0);
 }
 
 TEST_CASE("split of 15 columns and its gradient, the concat of 15 columns", "[array][join]") {
@@ -83,14 +86,15 @@ TEST_CASE("concat and split on the first and last axes, integer and bool dtypes,
           "[array][join]") {
   const Tensor a = numbered(2, 2, 3, 1.0, DType::Int64);
   const Tensor b = numbered(1, 2, 3, 50000.0, DType::Int64);
-  require_close(cast(concat({a, b}, 0), DType::Float64), {3, 2, 3},
-                [&] {
-                  std::vector<double> v = values(a);
-                  const std::vector<double> w = values(b);
-                  v.insert(v.end(), w.begin(), w.end());
-                  return v;
-                }(),
-                0.0);
+  require_close(
+      cast(concat({a, b}, 0), DType::Float64), {3, 2, 3},
+      [&] {
+        std::vector<double> v = values(a);
+        const std::vector<double> w = values(b);
+        v.insert(v.end(), w.begin(), w.end());
+        return v;
+      }(),
+      0.0);
   const Tensor flags = from_values({1, 0, 0, 1, 1, 0}, {2, 3}, DType::Bool);
   const std::vector<Tensor> parts = split(flags, 3, 1);
   REQUIRE(parts.size() == 3);

@@ -50,8 +50,8 @@ TEST_CASE("a Module names its variables by path, in the order they were added", 
   Generator generator(7);
   Outer outer(generator);
   CHECK(names_of(outer) == std::vector<std::string>{"body/first/kernel", "body/first/bias",
-                                                     "body/second/kernel", "body/scale",
-                                                     "body/steps"});
+                                                    "body/second/kernel", "body/scale",
+                                                    "body/steps"});
   CHECK(names_of(outer.body.first) == std::vector<std::string>{"kernel", "bias"});
 
   // trainable_variables leaves out the non-trainable counter; variables() keeps it.
@@ -120,8 +120,8 @@ TEST_CASE("glorot_uniform draws uniform values within Keras's limit", "[initiali
   Generator a(11), b(11);
   const Tensor w = glorot_uniform({5, 3}, a);
   CHECK(w.dtype() == DType::Float32);
-  require_identical(w, random_uniform({5, 3}, b, -std::sqrt(6.0 / 8.0), std::sqrt(6.0 / 8.0),
-                                      DType::Float32));
+  require_identical(
+      w, random_uniform({5, 3}, b, -std::sqrt(6.0 / 8.0), std::sqrt(6.0 / 8.0), DType::Float32));
   CHECK(a.counter() == b.counter());
 
   // Conv kernel [3, 3, 2, 4] (HWIO): fans 9*2 and 9*4, limit sqrt(6 / 54).
@@ -166,9 +166,12 @@ TEST_CASE("he_normal draws normal values of variance 2 / fan_in", "[initializers
   CHECK(sum_of_squares / static_cast<double>(drawn.size()) == Approx(2.0 / 400.0).epsilon(0.05));
 }
 
-TEST_CASE("the initialisers refuse non-floating dtypes, naming themselves", "[initializers][errors]") {
+TEST_CASE("the initialisers refuse non-floating dtypes, naming themselves",
+          "[initializers][errors]") {
   Generator generator(1);
-  CHECK_THAT(message_of<InvalidArgument>([&] { glorot_uniform({2, 3}, generator, DType::Int32); }),
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               glorot_uniform({2, 3}, generator, DType::Int32);
+             }),
              Catch::Contains("glorot_uniform: shape [2, 3], dtype int32"));
   CHECK_THAT(message_of<InvalidArgument>([&] { he_normal({4}, generator, DType::Bool); }),
              Catch::Contains("he_normal: shape [4], dtype bool"));
@@ -208,16 +211,22 @@ TEST_CASE("layers::Dense refuses bad sizes and inputs, naming the layer", "[laye
   Generator generator(1);
   CHECK_THAT(message_of<InvalidArgument>([&] { layers::Dense(0, 2, generator); }),
              Catch::Contains("layers::Dense(0 -> 2, float32): in and out must be positive"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { layers::Dense(2, 2, generator, true, DType::Int32); }),
-             Catch::Contains("the dtype must be float32 or float64"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] { layers::Dense(2, 2, generator, true, DType::Int32); }),
+      Catch::Contains("the dtype must be float32 or float64"));
   CHECK(generator.counter() == 0);  // nothing drawn by a refused layer
 
   const layers::Dense dense(4, 3, generator);
-  const std::string wrong_dtype = message_of<InvalidArgument>([&] { dense(zeros({2, 4}, DType::Float64)); });
-  CHECK_THAT(wrong_dtype, Catch::Contains(
-                              "layers::Dense(4 -> 3, float32): input of shape [2, 4] and dtype float64; "
-                              "the layer takes [..., 4] float32"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { dense(zeros({2, 5}, DType::Float32)); }),
+  const std::string wrong_dtype = message_of<InvalidArgument>([&] {
+    dense(zeros({2, 4}, DType::Float64));
+  });
+  CHECK_THAT(
+      wrong_dtype,
+      Catch::Contains("layers::Dense(4 -> 3, float32): input of shape [2, 4] and dtype float64; "
+                      "the layer takes [..., 4] float32"));
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               dense(zeros({2, 5}, DType::Float32));
+             }),
              Catch::Contains("input of shape [2, 5] and dtype float32"));
   CHECK_THAT(message_of<InvalidArgument>([&] { dense(zeros({4}, DType::Float32)); }),
              Catch::Contains("input of shape [4]"));
@@ -231,13 +240,13 @@ TEST_CASE("layers::Conv2D is conv2d + bias in both layouts", "[layers]") {
   CHECK(conv.kernel().shape() == Shape{3, 3, 2, 3});
   CHECK(names_of(conv) == std::vector<std::string>{"kernel", "bias"});
   const Tensor x = random_tensor({2, 5, 5, 2}, 3);
-  require_identical(conv(x), conv2d(x, conv.kernel().peek(), {1, 1}, Padding::Same) +
-                                 constant({0.1, 0.2, 0.3}));
+  require_identical(
+      conv(x), conv2d(x, conv.kernel().peek(), {1, 1}, Padding::Same) + constant({0.1, 0.2, 0.3}));
 
   // The same kernel in NCHW gives the NHWC result transposed, gradients included.
   Generator same_seed(8);
-  const layers::Conv2D conv_nchw(2, 3, {3, 3}, same_seed, Padding::Valid, {2, 2},
-                                 DataFormat::NCHW, DType::Float64);
+  const layers::Conv2D conv_nchw(2, 3, {3, 3}, same_seed, Padding::Valid, {2, 2}, DataFormat::NCHW,
+                                 DType::Float64);
   conv_nchw.bias().assign(constant({0.1, 0.2, 0.3}));
   Generator same_seed_again(8);
   const layers::Conv2D conv_nhwc(2, 3, {3, 3}, same_seed_again, Padding::Valid, {2, 2},
@@ -260,16 +269,24 @@ TEST_CASE("layers::Conv2D is conv2d + bias in both layouts", "[layers]") {
 TEST_CASE("layers::Conv2D refuses bad sizes and inputs, naming the layer", "[layers][errors]") {
   Generator generator(1);
   CHECK_THAT(message_of<InvalidArgument>([&] { layers::Conv2D(1, 4, {3}, generator); }),
-             Catch::Contains("layers::Conv2D(1 -> 4, kernel [3], NHWC, float32): the kernel must be two positive sizes"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { layers::Conv2D(0, 4, {3, 3}, generator); }),
+             Catch::Contains("layers::Conv2D(1 -> 4, kernel [3], NHWC, float32): the kernel must "
+                             "be two positive sizes"));
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               layers::Conv2D(0, 4, {3, 3}, generator);
+             }),
              Catch::Contains("in_channels and filters must be positive"));
   CHECK(generator.counter() == 0);
 
   const layers::Conv2D conv(1, 4, {3, 3}, generator, Padding::Valid, {1, 1}, DataFormat::NCHW);
-  CHECK_THAT(message_of<InvalidArgument>([&] { conv(zeros({2, 8, 8, 1}, DType::Float32)); }),
-             Catch::Contains(
-                 "layers::Conv2D(1 -> 4, kernel [3, 3], NCHW, float32): input of shape [2, 8, 8, 1] "
-                 "and dtype float32; the layer takes [batch, 1, height, width] float32"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { conv(zeros({2, 1, 8, 8}, DType::Float64)); }),
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] {
+        conv(zeros({2, 8, 8, 1}, DType::Float32));
+      }),
+      Catch::Contains(
+          "layers::Conv2D(1 -> 4, kernel [3, 3], NCHW, float32): input of shape [2, 8, 8, 1] "
+          "and dtype float32; the layer takes [batch, 1, height, width] float32"));
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               conv(zeros({2, 1, 8, 8}, DType::Float64));
+             }),
              Catch::Contains("dtype float64"));
 }

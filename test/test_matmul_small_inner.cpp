@@ -17,7 +17,8 @@ namespace {
 
 // op(a) op(b) for one [rows, cols] matrix each, summed in the order p = 0..k-1.
 std::vector<double> reference_product(const std::vector<double>& a, const std::vector<double>& b,
-                                      std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb) {
+                                      std::size_t m, std::size_t n, std::size_t k, bool ta,
+                                      bool tb) {
   std::vector<double> c(m * n, 0.0);
   for (std::size_t i = 0; i < m; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
@@ -45,14 +46,15 @@ TEST_CASE("matmul with a small inner dimension equals the term-by-term product",
           "[linalg][matmul]") {
   unsigned seed = 900;
   for (const std::size_t k : {1u, 2u, 3u, 4u, 5u}) {
-    for (const auto& mn : std::vector<std::pair<std::size_t, std::size_t>>{{2, 3}, {7, 5}, {33, 2}, {3, 19}}) {
+    for (const auto& mn :
+         std::vector<std::pair<std::size_t, std::size_t>>{{2, 3}, {7, 5}, {33, 2}, {3, 19}}) {
       for (const bool ta : {false, true}) {
         for (const bool tb : {false, true}) {
           for (const std::size_t batch : {0u, 3u}) {
             for (const DType dtype : {DType::Float64, DType::Float32}) {
               const auto [m, n] = mn;
-              INFO("k " << k << " m " << m << " n " << n << " ta " << ta << " tb " << tb << " batch "
-                        << batch << " " << dtype_name(dtype));
+              INFO("k " << k << " m " << m << " n " << n << " ta " << ta << " tb " << tb
+                        << " batch " << batch << " " << dtype_name(dtype));
               const Tensor a64 = random_tensor(operand_shape(batch, m, k, ta), ++seed);
               const Tensor b64 = random_tensor(operand_shape(batch == 0 ? 0 : 1, k, n, tb), ++seed);
               // b is one matrix for single products and [1, k, n] (broadcast) for batches.
@@ -63,9 +65,11 @@ TEST_CASE("matmul with a small inner dimension equals the term-by-term product",
               const std::vector<double> vb = values(cast(b, DType::Float64));
               std::vector<double> expected;
               for (std::size_t t = 0; t < std::max<std::size_t>(batch, 1); ++t) {
-                const std::vector<double> block(va.begin() + static_cast<std::ptrdiff_t>(t * m * k),
-                                                va.begin() + static_cast<std::ptrdiff_t>((t + 1) * m * k));
-                for (double v : reference_product(block, vb, m, n, k, ta, tb)) expected.push_back(v);
+                const std::vector<double> block(
+                    va.begin() + static_cast<std::ptrdiff_t>(t * m * k),
+                    va.begin() + static_cast<std::ptrdiff_t>((t + 1) * m * k));
+                for (double v : reference_product(block, vb, m, n, k, ta, tb))
+                  expected.push_back(v);
               }
               Shape out{m, n};
               if (batch > 0) out.insert(out.begin(), batch);
@@ -79,7 +83,8 @@ TEST_CASE("matmul with a small inner dimension equals the term-by-term product",
   }
 }
 
-TEST_CASE("matmul with a small inner dimension: exact values and its gradients", "[linalg][matmul]") {
+TEST_CASE("matmul with a small inner dimension: exact values and its gradients",
+          "[linalg][matmul]") {
   // [[1, 2, 3], [4, 5, 6]] · [[1, 0], [0, 1], [1, 1]] = [[4, 5], [10, 11]]
   const Tensor a = constant({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
   const Tensor b = constant({{1.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}});

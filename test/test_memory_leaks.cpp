@@ -17,7 +17,6 @@
 
 #include "support.hpp"
 
-
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
 // From the sanitizer runtime (sanitizer/allocator_interface.h, not installed with every
 // compiler): the bytes its allocator has handed out and not taken back.

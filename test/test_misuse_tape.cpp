@@ -56,14 +56,14 @@ void register_bad_gradients() {
     register_gradient("MisuseThrowsInvalid", [](const OpContext&, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0] * constant({1.0, 2.0, 3.0})};  // [2] * [3]: broadcast error
     });
-    register_gradient("MisuseThrowsLookup", [](const OpContext&, const std::vector<Tensor>&)
-                                                -> std::vector<Tensor> {
-      throw LookupError("user lookup failed for key 7");
-    });
-    register_gradient("MisuseThrowsStd", [](const OpContext&, const std::vector<Tensor>&)
-                                             -> std::vector<Tensor> {
-      throw std::out_of_range("user index 9 out of range");
-    });
+    register_gradient("MisuseThrowsLookup",
+                      [](const OpContext&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+                        throw LookupError("user lookup failed for key 7");
+                      });
+    register_gradient("MisuseThrowsStd",
+                      [](const OpContext&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+                        throw std::out_of_range("user index 9 out of range");
+                      });
     return true;
   }();
   (void)registered;
@@ -82,8 +82,7 @@ void differentiate_user_op(const std::string& op_type) {
 // A custom_gradient op on [3] whose backward returns `g(dy)`.
 template <class G>
 Tensor custom_op(const Tensor& x, G g, const std::string& name = "MisuseCustom") {
-  auto f = custom_gradient(
-      [g](const Tensor& in) { return std::make_pair(in * 2.0, g); }, name);
+  auto f = custom_gradient([g](const Tensor& in) { return std::make_pair(in * 2.0, g); }, name);
   return f(x);
 }
 
@@ -117,24 +116,30 @@ TEST_CASE("misuse: GradientTape::watch", "[misuse][tape]") {
     CHECK(g.dtype() == DType::Bool);
     CHECK(g.shape() == Shape{2});
   });
-  expect_misuse<InvalidArgument>("watch of an undefined tensor", [] {
-    GradientTape tape;
-    tape.watch(Tensor());
-  }, {"GradientTape::watch", "undefined"});
-  expect_misuse<TapeError>("watch on a used non-persistent tape", [] {
-    Tensor x = constant(1.0);
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(x * x, x);
-    tape.watch(x);
-  }, {"GradientTape::watch", "non-persistent"});
-  expect_misuse<TapeError>("watch of a variable on a used non-persistent tape", [] {
-    Variable v(constant(1.0), true, "w");
-    GradientTape tape;
-    Tensor y = v.value() * 2.0;
-    tape.gradient(y, v);
-    tape.watch(v);
-  }, {"GradientTape::watch", "non-persistent"});
+  expect_misuse<InvalidArgument>("watch of an undefined tensor",
+                                 [] {
+                                   GradientTape tape;
+                                   tape.watch(Tensor());
+                                 },
+                                 {"GradientTape::watch", "undefined"});
+  expect_misuse<TapeError>("watch on a used non-persistent tape",
+                           [] {
+                             Tensor x = constant(1.0);
+                             GradientTape tape;
+                             tape.watch(x);
+                             tape.gradient(x * x, x);
+                             tape.watch(x);
+                           },
+                           {"GradientTape::watch", "non-persistent"});
+  expect_misuse<TapeError>("watch of a variable on a used non-persistent tape",
+                           [] {
+                             Variable v(constant(1.0), true, "w");
+                             GradientTape tape;
+                             Tensor y = v.value() * 2.0;
+                             tape.gradient(y, v);
+                             tape.watch(v);
+                           },
+                           {"GradientTape::watch", "non-persistent"});
 }
 
 TEST_CASE("misuse: a used non-persistent tape", "[misuse][tape]") {
@@ -146,30 +151,43 @@ TEST_CASE("misuse: a used non-persistent tape", "[misuse][tape]") {
     tape.gradient(y, x);
     again(tape, y, x);
   };
-  expect_misuse<TapeError>("gradient twice", [&] {
-    used([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient(y, x); });
-  }, {"GradientTape::gradient", "non-persistent GradientTape can only be used to compute one"});
-  expect_misuse<TapeError>("gradient_values after gradient", [&] {
-    used([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient_values({y}, {x}); });
-  }, {"GradientTape::gradient", "non-persistent"});
-  expect_misuse<TapeError>("jacobian after gradient", [&] {
-    used([](GradientTape& t, const Tensor& y, const Tensor& x) { t.jacobian(y, x); });
-  }, {"GradientTape::jacobian", "non-persistent"});
-  expect_misuse<TapeError>("batch_jacobian after gradient", [&] {
-    used([](GradientTape& t, const Tensor&, const Tensor&) {
-      Tensor m = constant({{1.0, 2.0}, {3.0, 4.0}});
-      t.batch_jacobian(m, m);
-    });
-  }, {"GradientTape::batch_jacobian", "non-persistent"});
-  expect_misuse<TapeError>("record after gradient", [&] {
-    used([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.record(); });
-  }, {"GradientTape::record", "non-persistent"});
-  expect_misuse<TapeError>("reset after gradient", [&] {
-    used([](GradientTape& t, const Tensor&, const Tensor&) { t.reset(); });
-  }, {"GradientTape::reset", "non-persistent"});
-  expect_misuse<TapeError>("stop_recording after gradient", [&] {
-    used([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.stop_recording(); });
-  }, {"GradientTape::stop_recording", "not recording"});
+  expect_misuse<TapeError>(
+      "gradient twice",
+      [&] { used([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient(y, x); }); },
+      {"GradientTape::gradient", "non-persistent GradientTape can only be used to compute one"});
+  expect_misuse<TapeError>("gradient_values after gradient",
+                           [&] {
+                             used([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                               t.gradient_values({y}, {x});
+                             });
+                           },
+                           {"GradientTape::gradient", "non-persistent"});
+  expect_misuse<TapeError>(
+      "jacobian after gradient",
+      [&] { used([](GradientTape& t, const Tensor& y, const Tensor& x) { t.jacobian(y, x); }); },
+      {"GradientTape::jacobian", "non-persistent"});
+  expect_misuse<TapeError>("batch_jacobian after gradient",
+                           [&] {
+                             used([](GradientTape& t, const Tensor&, const Tensor&) {
+                               Tensor m = constant({{1.0, 2.0}, {3.0, 4.0}});
+                               t.batch_jacobian(m, m);
+                             });
+                           },
+                           {"GradientTape::batch_jacobian", "non-persistent"});
+  expect_misuse<TapeError>(
+      "record after gradient",
+      [&] { used([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.record(); }); },
+      {"GradientTape::record", "non-persistent"});
+  expect_misuse<TapeError>(
+      "reset after gradient",
+      [&] { used([](GradientTape& t, const Tensor&, const Tensor&) { t.reset(); }); },
+      {"GradientTape::reset", "non-persistent"});
+  expect_misuse<TapeError>(
+      "stop_recording after gradient",
+      [&] {
+        used([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.stop_recording(); });
+      },
+      {"GradientTape::stop_recording", "not recording"});
   expect_defined("watched_variables and bytes_held after use", [] {
     Variable v(constant(2.0), true, "kept");
     GradientTape tape;
@@ -190,47 +208,71 @@ TEST_CASE("misuse: gradient arguments", "[misuse][tape]") {
     auto paused = tape.stop_recording();
     f(tape, y, x);
   };
-  expect_misuse<InvalidArgument>("output_gradients: two for one target", [&] {
-    with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
-      t.gradient({y}, {x}, {ones({3}), ones({3})});
-    });
-  }, {"GradientTape::gradient", "2 output_gradients for 1 targets"});
-  expect_misuse<InvalidArgument>("output_gradients: wrong shape", [&] {
-    with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
-      t.gradient({y}, {x}, {ones({2})});
-    });
-  }, {"GradientTape::gradient", "output_gradients[0]", "[2]", "[3]"});
-  expect_misuse<InvalidArgument>("output_gradients: wrong dtype", [&] {
-    with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
-      t.gradient({y}, {x}, {ones({3}, DType::Float32)});
-    });
-  }, {"GradientTape::gradient", "output_gradients[0]", "float32", "float64"});
-  expect_misuse<InvalidArgument>("undefined target", [&] {
-    with_tape([](GradientTape& t, const Tensor&, const Tensor& x) { t.gradient(Tensor(), x); });
-  }, {"GradientTape::gradient", "target is undefined"});
-  expect_misuse<InvalidArgument>("undefined source", [&] {
-    with_tape([](GradientTape& t, const Tensor& y, const Tensor&) { t.gradient(y, Tensor()); });
-  }, {"GradientTape::gradient", "source is undefined"});
-  expect_misuse<InvalidArgument>("jacobian of an undefined target", [&] {
-    with_tape([](GradientTape& t, const Tensor&, const Tensor& x) { t.jacobian(Tensor(), x); });
-  }, {"GradientTape::jacobian", "undefined"});
-  expect_misuse<InvalidArgument>("batch_jacobian: rank-1 target", [&] {
-    with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) { t.batch_jacobian(y, x); });
-  }, {"GradientTape::batch_jacobian", "[3]", "rank 2"});
-  expect_misuse<InvalidArgument>("batch_jacobian: batch sizes differ", [] {
-    Tensor x = random_tensor({2, 3}, 1);
-    GradientTape tape;
-    tape.watch(x);
-    Tensor y = reshape(x, {3, 2});
-    tape.batch_jacobian(y, x);
-  }, {"GradientTape::batch_jacobian", "[3, 2]", "[2, 3]", "batch"});
-  expect_misuse<InvalidArgument>("batch_jacobian: rank-1 source", [] {
-    Tensor x = constant({1.0, 2.0});
-    GradientTape tape;
-    tape.watch(x);
-    Tensor y = reshape(x * x, {2, 1});
-    tape.batch_jacobian(y, x);
-  }, {"GradientTape::batch_jacobian", "[2, 1]", "[2]"});
+  expect_misuse<InvalidArgument>("output_gradients: two for one target",
+                                 [&] {
+                                   with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                                     t.gradient({y}, {x}, {ones({3}), ones({3})});
+                                   });
+                                 },
+                                 {"GradientTape::gradient", "2 output_gradients for 1 targets"});
+  expect_misuse<InvalidArgument>("output_gradients: wrong shape",
+                                 [&] {
+                                   with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                                     t.gradient({y}, {x}, {ones({2})});
+                                   });
+                                 },
+                                 {"GradientTape::gradient", "output_gradients[0]", "[2]", "[3]"});
+  expect_misuse<InvalidArgument>(
+      "output_gradients: wrong dtype",
+      [&] {
+        with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
+          t.gradient({y}, {x}, {ones({3}, DType::Float32)});
+        });
+      },
+      {"GradientTape::gradient", "output_gradients[0]", "float32", "float64"});
+  expect_misuse<InvalidArgument>(
+      "undefined target",
+      [&] {
+        with_tape([](GradientTape& t, const Tensor&, const Tensor& x) { t.gradient(Tensor(), x); });
+      },
+      {"GradientTape::gradient", "target is undefined"});
+  expect_misuse<InvalidArgument>(
+      "undefined source",
+      [&] {
+        with_tape([](GradientTape& t, const Tensor& y, const Tensor&) { t.gradient(y, Tensor()); });
+      },
+      {"GradientTape::gradient", "source is undefined"});
+  expect_misuse<InvalidArgument>(
+      "jacobian of an undefined target",
+      [&] {
+        with_tape([](GradientTape& t, const Tensor&, const Tensor& x) { t.jacobian(Tensor(), x); });
+      },
+      {"GradientTape::jacobian", "undefined"});
+  expect_misuse<InvalidArgument>("batch_jacobian: rank-1 target",
+                                 [&] {
+                                   with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                                     t.batch_jacobian(y, x);
+                                   });
+                                 },
+                                 {"GradientTape::batch_jacobian", "[3]", "rank 2"});
+  expect_misuse<InvalidArgument>("batch_jacobian: batch sizes differ",
+                                 [] {
+                                   Tensor x = random_tensor({2, 3}, 1);
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   Tensor y = reshape(x, {3, 2});
+                                   tape.batch_jacobian(y, x);
+                                 },
+                                 {"GradientTape::batch_jacobian", "[3, 2]", "[2, 3]", "batch"});
+  expect_misuse<InvalidArgument>("batch_jacobian: rank-1 source",
+                                 [] {
+                                   Tensor x = constant({1.0, 2.0});
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   Tensor y = reshape(x * x, {2, 1});
+                                   tape.batch_jacobian(y, x);
+                                 },
+                                 {"GradientTape::batch_jacobian", "[2, 1]", "[2]"});
   expect_defined("gradient of a target that is a source is ones", [] {
     Tensor x = constant({1.0, 2.0});
     GradientTape tape;
@@ -240,21 +282,28 @@ TEST_CASE("misuse: gradient arguments", "[misuse][tape]") {
 }
 
 TEST_CASE("misuse: stop_recording and record", "[misuse][tape]") {
-  expect_misuse<TapeError>("stop_recording when not recording", [] {
-    GradientTape tape;
-    auto paused = tape.stop_recording();
-    auto again = tape.stop_recording();
-  }, {"GradientTape::stop_recording", "Trying to stop recording a tape which is not recording"});
-  expect_misuse<TapeError>("record when recording", [] {
-    GradientTape tape;
-    auto again = tape.record();
-  }, {"GradientTape::record", "Tape is still recording"});
-  expect_misuse<TapeError>("record inside record", [] {
-    GradientTape tape;
-    auto paused = tape.stop_recording();
-    auto resumed = tape.record();
-    auto again = tape.record();
-  }, {"GradientTape::record", "still recording"});
+  expect_misuse<TapeError>(
+      "stop_recording when not recording",
+      [] {
+        GradientTape tape;
+        auto paused = tape.stop_recording();
+        auto again = tape.stop_recording();
+      },
+      {"GradientTape::stop_recording", "Trying to stop recording a tape which is not recording"});
+  expect_misuse<TapeError>("record when recording",
+                           [] {
+                             GradientTape tape;
+                             auto again = tape.record();
+                           },
+                           {"GradientTape::record", "Tape is still recording"});
+  expect_misuse<TapeError>("record inside record",
+                           [] {
+                             GradientTape tape;
+                             auto paused = tape.stop_recording();
+                             auto resumed = tape.record();
+                             auto again = tape.record();
+                           },
+                           {"GradientTape::record", "still recording"});
   expect_defined("guards restore out of order", [] {
     Tensor x = constant(2.0);
     GradientTape tape(/*persistent=*/true);
@@ -264,7 +313,7 @@ TEST_CASE("misuse: stop_recording and record", "[misuse][tape]") {
     Tensor y = x * x;  // recorded
     paused.reset();    // restores "recording": already so
     CHECK(tape.recording());
-    resumed.reset();   // restores "not recording"
+    resumed.reset();  // restores "not recording"
     CHECK_FALSE(tape.recording());
     Tensor z = x * x * x;  // not recorded
     CHECK(tape.gradient(y, x).item<double>() == 4.0);
@@ -327,26 +376,29 @@ TEST_CASE("misuse: reset inside the tape's own gradient computation", "[misuse][
   // The same misuse through gradient() and through jacobian().
   for (const bool through_jacobian : {false, true}) {
     const std::string name = through_jacobian ? "ResetsItsTapeInJacobian" : "ResetsItsTape";
-    expect_misuse<TapeError>(
-        through_jacobian ? "reset from a jacobian's custom backward" : "reset from a custom_gradient backward",
-        [&] {
-          Tensor x = constant({1.0, 2.0, 3.0});
-          GradientTape tape(/*persistent=*/true);
-          tape.watch(x);
-          GradientTape* self = &tape;
-          Tensor y = custom_op(x, [self](const Tensor& dy) {
-            self->reset();
-            return dy * 2.0;
-          }, name);
-          auto paused = tape.stop_recording();
-          if (through_jacobian) {
-            tape.jacobian(y, x);
-          } else {
-            tape.gradient(y, x);
-          }
-        },
-        {"gradient of " + name, "GradientTape::reset",
-         "reset() inside this tape's own gradient computation"});
+    expect_misuse<TapeError>(through_jacobian ? "reset from a jacobian's custom backward"
+                                              : "reset from a custom_gradient backward",
+                             [&] {
+                               Tensor x = constant({1.0, 2.0, 3.0});
+                               GradientTape tape(/*persistent=*/true);
+                               tape.watch(x);
+                               GradientTape* self = &tape;
+                               Tensor y = custom_op(
+                                   x,
+                                   [self](const Tensor& dy) {
+                                     self->reset();
+                                     return dy * 2.0;
+                                   },
+                                   name);
+                               auto paused = tape.stop_recording();
+                               if (through_jacobian) {
+                                 tape.jacobian(y, x);
+                               } else {
+                                 tape.gradient(y, x);
+                               }
+                             },
+                             {"gradient of " + name, "GradientTape::reset",
+                              "reset() inside this tape's own gradient computation"});
   }
   expect_defined("reset of another tape from a backward is fine", [] {
     Tensor x = constant({1.0, 2.0, 3.0});
@@ -354,10 +406,13 @@ TEST_CASE("misuse: reset inside the tape's own gradient computation", "[misuse][
     GradientTape tape;
     tape.watch(x);
     GradientTape* other_tape = &other;
-    Tensor y = custom_op(x, [other_tape](const Tensor& dy) {
-      other_tape->reset();
-      return dy * 2.0;
-    }, "ResetsAnotherTape");
+    Tensor y = custom_op(
+        x,
+        [other_tape](const Tensor& dy) {
+          other_tape->reset();
+          return dy * 2.0;
+        },
+        "ResetsAnotherTape");
     require_close(tape.gradient(y, x), {3}, {2.0, 2.0, 2.0});
   });
   expect_defined("reset after the gradient call returned", [] {
@@ -381,63 +436,89 @@ TEST_CASE("misuse: a tape used on another thread", "[misuse][tape][threads]") {
     Tensor y = reshape(x * x, {2, 1});
     on_other_thread([&] { f(tape, y, x); });
   };
-  expect_misuse<TapeError>("watch on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor& x) { t.watch(x); });
-  }, {"GradientTape::watch", kOtherThread});
-  expect_misuse<TapeError>("watch of a variable on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { t.watch(Variable(constant(1.0))); });
-  }, {"GradientTape::watch", kOtherThread});
-  expect_misuse<TapeError>("gradient on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient(y, x); });
-  }, {"GradientTape::gradient", kOtherThread});
-  expect_misuse<TapeError>("gradient_values on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient_values({y}, {x}); });
-  }, {"GradientTape::gradient", kOtherThread});
-  expect_misuse<TapeError>("jacobian on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor& y, const Tensor& x) { t.jacobian(y, x); });
-  }, {"GradientTape::jacobian", kOtherThread});
-  expect_misuse<TapeError>("batch_jacobian on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor& y, const Tensor& x) {
-      t.batch_jacobian(y, reshape(x, {2, 1}));
-    });
-  }, {"GradientTape::batch_jacobian", kOtherThread});
-  expect_misuse<TapeError>("stop_recording on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.stop_recording(); });
-  }, {"GradientTape::stop_recording", kOtherThread});
-  expect_misuse<TapeError>("record on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.record(); });
-  }, {"GradientTape::record", kOtherThread});
-  expect_misuse<TapeError>("reset on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { t.reset(); });
-  }, {"GradientTape::reset", kOtherThread});
-  expect_misuse<TapeError>("watched_variables on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { (void)t.watched_variables(); });
-  }, {"GradientTape::watched_variables", kOtherThread});
-  expect_misuse<TapeError>("bytes_held on another thread", [&] {
-    foreign([](GradientTape& t, const Tensor&, const Tensor&) { (void)t.bytes_held(); });
-  }, {"GradientTape::bytes_held", kOtherThread});
+  expect_misuse<TapeError>(
+      "watch on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor&, const Tensor& x) { t.watch(x); }); },
+      {"GradientTape::watch", kOtherThread});
+  expect_misuse<TapeError>("watch of a variable on another thread",
+                           [&] {
+                             foreign([](GradientTape& t, const Tensor&, const Tensor&) {
+                               t.watch(Variable(constant(1.0)));
+                             });
+                           },
+                           {"GradientTape::watch", kOtherThread});
+  expect_misuse<TapeError>(
+      "gradient on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor& y, const Tensor& x) { t.gradient(y, x); }); },
+      {"GradientTape::gradient", kOtherThread});
+  expect_misuse<TapeError>("gradient_values on another thread",
+                           [&] {
+                             foreign([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                               t.gradient_values({y}, {x});
+                             });
+                           },
+                           {"GradientTape::gradient", kOtherThread});
+  expect_misuse<TapeError>(
+      "jacobian on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor& y, const Tensor& x) { t.jacobian(y, x); }); },
+      {"GradientTape::jacobian", kOtherThread});
+  expect_misuse<TapeError>("batch_jacobian on another thread",
+                           [&] {
+                             foreign([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                               t.batch_jacobian(y, reshape(x, {2, 1}));
+                             });
+                           },
+                           {"GradientTape::batch_jacobian", kOtherThread});
+  expect_misuse<TapeError>(
+      "stop_recording on another thread",
+      [&] {
+        foreign([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.stop_recording(); });
+      },
+      {"GradientTape::stop_recording", kOtherThread});
+  expect_misuse<TapeError>(
+      "record on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor&, const Tensor&) { auto g = t.record(); }); },
+      {"GradientTape::record", kOtherThread});
+  expect_misuse<TapeError>(
+      "reset on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor&, const Tensor&) { t.reset(); }); },
+      {"GradientTape::reset", kOtherThread});
+  expect_misuse<TapeError>(
+      "watched_variables on another thread",
+      [&] {
+        foreign([](GradientTape& t, const Tensor&, const Tensor&) { (void)t.watched_variables(); });
+      },
+      {"GradientTape::watched_variables", kOtherThread});
+  expect_misuse<TapeError>(
+      "bytes_held on another thread",
+      [&] { foreign([](GradientTape& t, const Tensor&, const Tensor&) { (void)t.bytes_held(); }); },
+      {"GradientTape::bytes_held", kOtherThread});
   expect_defined("persistent() and recording() may be asked from any thread", [&] {
     foreign([](GradientTape& t, const Tensor&, const Tensor&) {
       CHECK(t.persistent());
       CHECK(t.recording());
     });
   });
-  expect_misuse<TapeError>("a tape made on another thread records nothing here: watch throws", [] {
-    std::unique_ptr<GradientTape> tape;
-    on_other_thread([&] { tape = std::make_unique<GradientTape>(); });
-    CHECK(tapes_on_this_thread() == 0);
-    tape->watch(constant(1.0));
-  }, {"GradientTape::watch", kOtherThread});
-  expect_misuse<TapeError>("a tape made on another thread: gradient throws", [] {
-    std::unique_ptr<GradientTape> tape;
-    Tensor x = constant(1.0);
-    on_other_thread([&] {
-      tape = std::make_unique<GradientTape>();
-      tape->watch(x);
-    });
-    Tensor y = x * x;  // run here: not recorded on the other thread's tape
-    tape->gradient(y, x);
-  }, {"GradientTape::gradient", kOtherThread});
+  expect_misuse<TapeError>("a tape made on another thread records nothing here: watch throws",
+                           [] {
+                             std::unique_ptr<GradientTape> tape;
+                             on_other_thread([&] { tape = std::make_unique<GradientTape>(); });
+                             CHECK(tapes_on_this_thread() == 0);
+                             tape->watch(constant(1.0));
+                           },
+                           {"GradientTape::watch", kOtherThread});
+  expect_misuse<TapeError>("a tape made on another thread: gradient throws",
+                           [] {
+                             std::unique_ptr<GradientTape> tape;
+                             Tensor x = constant(1.0);
+                             on_other_thread([&] {
+                               tape = std::make_unique<GradientTape>();
+                               tape->watch(x);
+                             });
+                             Tensor y = x * x;  // run here: not recorded on the other thread's tape
+                             tape->gradient(y, x);
+                           },
+                           {"GradientTape::gradient", kOtherThread});
 }
 
 TEST_CASE("misuse: a tape destroyed on another thread", "[misuse][tape][threads]") {
@@ -518,29 +599,39 @@ TEST_CASE("misuse: a tape destroyed on another thread", "[misuse][tape][threads]
 // ---------------------------------------------------------------- Variable
 
 TEST_CASE("misuse: Variable", "[misuse][variable]") {
-  expect_misuse<InvalidArgument>("assign with the wrong shape", [] {
-    Variable v(constant({1.0, 2.0}), true, "weights");
-    v.assign(constant({1.0, 2.0, 3.0}));
-  }, {"Variable::assign", "'weights'", "[2]", "[3]"});
-  expect_misuse<InvalidArgument>("assign with the wrong dtype", [] {
-    Variable v(constant({1.0, 2.0}), true, "weights");
-    v.assign(from_values({1, 2}, {2}, DType::Float32));
-  }, {"Variable::assign", "'weights'", "float64", "float32"});
-  expect_misuse<InvalidArgument>("assign_sub with the wrong shape", [] {
-    Variable v(constant({1.0, 2.0}), true, "bias");
-    v.assign_sub(constant(1.0));
-  }, {"Variable::assign_sub", "'bias'", "[2]", "[]"});
-  expect_misuse<InvalidArgument>("assign_add with the wrong dtype", [] {
-    Variable v(constant(1.0), true, "step");
-    v.assign_add(from_values({1}, {}, DType::Int32));
-  }, {"Variable::assign_add", "'step'", "int32"});
-  expect_misuse<InvalidArgument>("assign of an undefined tensor", [] {
-    Variable v(constant(1.0));
-    v.assign(Tensor());
-  }, {"Variable::assign", "undefined"});
-  expect_misuse<InvalidArgument>("a variable from an undefined tensor", [] {
-    Variable v{Tensor()};
-  }, {"Variable", "initial value is undefined"});
+  expect_misuse<InvalidArgument>("assign with the wrong shape",
+                                 [] {
+                                   Variable v(constant({1.0, 2.0}), true, "weights");
+                                   v.assign(constant({1.0, 2.0, 3.0}));
+                                 },
+                                 {"Variable::assign", "'weights'", "[2]", "[3]"});
+  expect_misuse<InvalidArgument>("assign with the wrong dtype",
+                                 [] {
+                                   Variable v(constant({1.0, 2.0}), true, "weights");
+                                   v.assign(from_values({1, 2}, {2}, DType::Float32));
+                                 },
+                                 {"Variable::assign", "'weights'", "float64", "float32"});
+  expect_misuse<InvalidArgument>("assign_sub with the wrong shape",
+                                 [] {
+                                   Variable v(constant({1.0, 2.0}), true, "bias");
+                                   v.assign_sub(constant(1.0));
+                                 },
+                                 {"Variable::assign_sub", "'bias'", "[2]", "[]"});
+  expect_misuse<InvalidArgument>("assign_add with the wrong dtype",
+                                 [] {
+                                   Variable v(constant(1.0), true, "step");
+                                   v.assign_add(from_values({1}, {}, DType::Int32));
+                                 },
+                                 {"Variable::assign_add", "'step'", "int32"});
+  expect_misuse<InvalidArgument>("assign of an undefined tensor",
+                                 [] {
+                                   Variable v(constant(1.0));
+                                   v.assign(Tensor());
+                                 },
+                                 {"Variable::assign", "undefined"});
+  expect_misuse<InvalidArgument>("a variable from an undefined tensor",
+                                 [] { Variable v{Tensor()}; },
+                                 {"Variable", "initial value is undefined"});
   expect_defined("a failed assign leaves the value and the gradient as they were", [] {
     Variable v(constant({1.0, 2.0}), true, "kept");
     CHECK_THROWS_AS(v.assign(constant(5.0)), InvalidArgument);
@@ -553,28 +644,48 @@ TEST_CASE("misuse: Variable", "[misuse][variable]") {
 // ---------------------------------------------------------------- custom_gradient
 
 TEST_CASE("misuse: custom_gradient's gradient function", "[misuse][custom_gradient]") {
-  expect_misuse<InvalidArgument>("two gradients for one input", [] {
-    auto f = custom_gradient([](const std::vector<Tensor>& in) {
-      auto g = [](const std::vector<Tensor>& dys) { return std::vector<Tensor>{dys[0], dys[0]}; };
-      return std::make_pair(std::vector<Tensor>{in[0] * 2.0}, g);
-    }, "ArityOp");
-    Tensor x = constant({1.0, 2.0, 3.0});
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f({x})[0], x);
-  }, {"gradient of ArityOp", "custom_gradient('ArityOp')", "returned 2 gradients", "expected 1"});
-  expect_misuse<InvalidArgument>("a gradient of the wrong shape", [] {
-    differentiate_custom([](const Tensor&) { return constant({1.0, 2.0}); }, "ShapeOp");
-  }, {"'ShapeOp'", "input 0", "[2]", "[3]"});
-  expect_misuse<InvalidArgument>("a gradient of the wrong dtype", [] {
-    differentiate_custom([](const Tensor& dy) { return cast(dy, DType::Float32); }, "DtypeOp");
-  }, {"'DtypeOp'", "input 0", "float32", "float64"});
-  expect_misuse<InvalidArgument>("a tapegrad error inside the backward names the op first", [] {
-    differentiate_custom([](const Tensor& dy) { return dy * constant({1.0, 2.0}); }, "BadMul");
-  }, {"gradient of BadMul: ", "[3]", "[2]"});
-  expect_misuse<std::runtime_error>("a user exception from the backward keeps its type", [] {
-    differentiate_custom([](const Tensor&) -> Tensor { throw std::runtime_error("user says 42"); });
-  }, {"user says 42"});
+  expect_misuse<InvalidArgument>(
+      "two gradients for one input",
+      [] {
+        auto f = custom_gradient(
+            [](const std::vector<Tensor>& in) {
+              auto g = [](const std::vector<Tensor>& dys) {
+                return std::vector<Tensor>{dys[0], dys[0]};
+              };
+              return std::make_pair(std::vector<Tensor>{in[0] * 2.0}, g);
+            },
+            "ArityOp");
+        Tensor x = constant({1.0, 2.0, 3.0});
+        GradientTape tape;
+        tape.watch(x);
+        tape.gradient(f({x})[0], x);
+      },
+      {"gradient of ArityOp", "custom_gradient('ArityOp')", "returned 2 gradients", "expected 1"});
+  expect_misuse<InvalidArgument>(
+      "a gradient of the wrong shape",
+      [] {
+        differentiate_custom([](const Tensor&) { return constant({1.0, 2.0}); }, "ShapeOp");
+      },
+      {"'ShapeOp'", "input 0", "[2]", "[3]"});
+  expect_misuse<InvalidArgument>(
+      "a gradient of the wrong dtype",
+      [] {
+        differentiate_custom([](const Tensor& dy) { return cast(dy, DType::Float32); }, "DtypeOp");
+      },
+      {"'DtypeOp'", "input 0", "float32", "float64"});
+  expect_misuse<InvalidArgument>(
+      "a tapegrad error inside the backward names the op first",
+      [] {
+        differentiate_custom([](const Tensor& dy) { return dy * constant({1.0, 2.0}); }, "BadMul");
+      },
+      {"gradient of BadMul: ", "[3]", "[2]"});
+  expect_misuse<std::runtime_error>("a user exception from the backward keeps its type",
+                                    [] {
+                                      differentiate_custom([](const Tensor&) -> Tensor {
+                                        throw std::runtime_error("user says 42");
+                                      });
+                                    },
+                                    {"user says 42"});
   expect_defined("a user exception from the backward is not rewrapped", [] {
     try {
       differentiate_custom([](const Tensor&) -> Tensor { throw std::logic_error("exact text"); });
@@ -594,62 +705,87 @@ TEST_CASE("misuse: custom_gradient's gradient function", "[misuse][custom_gradie
   });
   expect_misuse<InvalidArgument>("the function reads a variable, the gradient does not take them",
                                  [] {
-    Variable w(constant(2.0), true, "scale");
-    auto f = custom_gradient([&w](const Tensor& x) {
-      return std::make_pair(x * w.value(), [](const Tensor& dy) { return dy; });
-    }, "ReadsW");
-    f(constant(1.0));
-  }, {"custom_gradient('ReadsW')", "'scale'"});
-  expect_misuse<InvalidArgument>("wrong number of variable gradients", [] {
-    Variable w(constant(2.0), true, "scale");
-    auto f = custom_gradient([&w](const Tensor& x) {
-      auto g = [](const Tensor& dy, const std::vector<Variable>&) {
-        return std::make_pair(dy, std::vector<Tensor>{});
-      };
-      return std::make_pair(x * w.value(), g);
-    }, "ForgetsW");
-    Tensor x = constant(1.0);
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f(x), x);
-  }, {"custom_gradient('ForgetsW')", "0 gradients for the variables", "expected 1", "'scale'"});
-  expect_misuse<InvalidArgument>("an undefined input", [] {
-    custom_op(Tensor(), [](const Tensor& dy) { return dy; }, "NoInput");
-  }, {"custom_gradient('NoInput')", "input 0 is undefined"});
-  expect_misuse<InvalidArgument>("an undefined output", [] {
-    auto f = custom_gradient([](const Tensor&) {
-      return std::make_pair(Tensor(), [](const Tensor& dy) { return dy; });
-    }, "NoOutput");
-    f(constant(1.0));
-  }, {"custom_gradient('NoOutput')", "output 0 is undefined"});
+                                   Variable w(constant(2.0), true, "scale");
+                                   auto f = custom_gradient(
+                                       [&w](const Tensor& x) {
+                                         return std::make_pair(x * w.value(),
+                                                               [](const Tensor& dy) { return dy; });
+                                       },
+                                       "ReadsW");
+                                   f(constant(1.0));
+                                 },
+                                 {"custom_gradient('ReadsW')", "'scale'"});
+  expect_misuse<InvalidArgument>(
+      "wrong number of variable gradients",
+      [] {
+        Variable w(constant(2.0), true, "scale");
+        auto f = custom_gradient(
+            [&w](const Tensor& x) {
+              auto g = [](const Tensor& dy, const std::vector<Variable>&) {
+                return std::make_pair(dy, std::vector<Tensor>{});
+              };
+              return std::make_pair(x * w.value(), g);
+            },
+            "ForgetsW");
+        Tensor x = constant(1.0);
+        GradientTape tape;
+        tape.watch(x);
+        tape.gradient(f(x), x);
+      },
+      {"custom_gradient('ForgetsW')", "0 gradients for the variables", "expected 1", "'scale'"});
+  expect_misuse<InvalidArgument>("an undefined input",
+                                 [] {
+                                   custom_op(
+                                       Tensor(), [](const Tensor& dy) { return dy; }, "NoInput");
+                                 },
+                                 {"custom_gradient('NoInput')", "input 0 is undefined"});
+  expect_misuse<InvalidArgument>("an undefined output",
+                                 [] {
+                                   auto f = custom_gradient(
+                                       [](const Tensor&) {
+                                         return std::make_pair(Tensor(),
+                                                               [](const Tensor& dy) { return dy; });
+                                       },
+                                       "NoOutput");
+                                   f(constant(1.0));
+                                 },
+                                 {"custom_gradient('NoOutput')", "output 0 is undefined"});
 }
 
 TEST_CASE("misuse: custom_gradient's forward", "[misuse][custom_gradient]") {
-  expect_misuse<InvalidArgument>("a tapegrad error in the forward propagates as is", [] {
-    Tensor x = constant({1.0, 2.0});
-    GradientTape tape;
-    tape.watch(x);
-    auto f = custom_gradient([](const Tensor& in) {
-      return std::make_pair(in + constant({1.0, 2.0, 3.0}), [](const Tensor& dy) { return dy; });
-    });
-    f(x);
-  }, {"add", "[2]", "[3]"});
-  expect_misuse<std::runtime_error>("a user exception in the forward keeps its type", [] {
-    Tensor x = constant(1.0);
-    GradientTape outer;
-    outer.watch(x);
-    auto f = custom_gradient([](const Tensor&) -> std::pair<Tensor, std::function<Tensor(const Tensor&)>> {
-      throw std::runtime_error("forward failed at step 3");
-    });
-    f(x);
-  }, {"forward failed at step 3"});
+  expect_misuse<InvalidArgument>("a tapegrad error in the forward propagates as is",
+                                 [] {
+                                   Tensor x = constant({1.0, 2.0});
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   auto f = custom_gradient([](const Tensor& in) {
+                                     return std::make_pair(in + constant({1.0, 2.0, 3.0}),
+                                                           [](const Tensor& dy) { return dy; });
+                                   });
+                                   f(x);
+                                 },
+                                 {"add", "[2]", "[3]"});
+  expect_misuse<std::runtime_error>(
+      "a user exception in the forward keeps its type",
+      [] {
+        Tensor x = constant(1.0);
+        GradientTape outer;
+        outer.watch(x);
+        auto f = custom_gradient(
+            [](const Tensor&) -> std::pair<Tensor, std::function<Tensor(const Tensor&)>> {
+              throw std::runtime_error("forward failed at step 3");
+            });
+        f(x);
+      },
+      {"forward failed at step 3"});
   expect_defined("after a forward threw, the tapes record again", [] {
     Tensor x = constant(2.0);
     GradientTape tape;
     tape.watch(x);
-    auto f = custom_gradient([](const Tensor&) -> std::pair<Tensor, std::function<Tensor(const Tensor&)>> {
-      throw std::runtime_error("no");
-    });
+    auto f = custom_gradient(
+        [](const Tensor&) -> std::pair<Tensor, std::function<Tensor(const Tensor&)>> {
+          throw std::runtime_error("no");
+        });
     CHECK_THROWS_AS(f(x), std::runtime_error);
     CHECK(should_record({x}));
     CHECK(tape.gradient(x * x, x).item<double>() == 4.0);
@@ -712,16 +848,18 @@ TEST_CASE("misuse: custom_gradient's forward", "[misuse][custom_gradient]") {
     CHECK_FALSE(tape.gradient(inner, x).defined());
     CHECK_FALSE(tape.gradient(y, x).defined());
   });
-  expect_misuse<TapeError>("record() of a recording outer tape inside the forward", [] {
-    Tensor x = constant(2.0);
-    GradientTape tape;
-    tape.watch(x);
-    auto f = custom_gradient([&](const Tensor& in) {
-      auto again = tape.record();
-      return std::make_pair(in, [](const Tensor& dy) { return dy; });
-    });
-    f(x);
-  }, {"GradientTape::record", "still recording"});
+  expect_misuse<TapeError>("record() of a recording outer tape inside the forward",
+                           [] {
+                             Tensor x = constant(2.0);
+                             GradientTape tape;
+                             tape.watch(x);
+                             auto f = custom_gradient([&](const Tensor& in) {
+                               auto again = tape.record();
+                               return std::make_pair(in, [](const Tensor& dy) { return dy; });
+                             });
+                             f(x);
+                           },
+                           {"GradientTape::record", "still recording"});
   expect_defined("gradient() of an outer non-persistent tape inside the forward", [] {
     Tensor x = constant(2.0);
     GradientTape tape;
@@ -827,34 +965,42 @@ TEST_CASE("misuse: tape operations inside a custom backward", "[misuse][custom_g
 // ---------------------------------------------------------------- recompute_grad
 
 TEST_CASE("misuse: recompute_grad", "[misuse][recompute_grad]") {
-  expect_misuse<InvalidArgument>("g fails in the forward", [] {
-    auto f = recompute_grad([](const Tensor& x) { return matmul(x, x); });
-    Tensor x = constant({1.0, 2.0, 3.0});
-    GradientTape tape;
-    tape.watch(x);
-    f(x);
-  }, {"matmul", "[3]"});
-  expect_misuse<InvalidArgument>("g fails only when rerun for the gradient", [] {
-    auto calls = std::make_shared<int>(0);
-    auto f = recompute_grad([calls](const Tensor& x) {
-      return ++*calls == 1 ? x * 2.0 : x * constant({1.0, 2.0});
-    });
-    Tensor x = constant({1.0, 2.0, 3.0});
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f(x), x);
-  }, {"gradient of RecomputeGrad: ", "multiply", "[3]", "[2]"});
-  expect_misuse<std::runtime_error>("a user exception while rerunning keeps its type", [] {
-    auto calls = std::make_shared<int>(0);
-    auto f = recompute_grad([calls](const Tensor& x) {
-      if (++*calls == 2) throw std::runtime_error("rerun refused");
-      return x * 2.0;
-    });
-    Tensor x = constant(1.0);
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f(x), x);
-  }, {"rerun refused"});
+  expect_misuse<InvalidArgument>("g fails in the forward",
+                                 [] {
+                                   auto f =
+                                       recompute_grad([](const Tensor& x) { return matmul(x, x); });
+                                   Tensor x = constant({1.0, 2.0, 3.0});
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   f(x);
+                                 },
+                                 {"matmul", "[3]"});
+  expect_misuse<InvalidArgument>("g fails only when rerun for the gradient",
+                                 [] {
+                                   auto calls = std::make_shared<int>(0);
+                                   auto f = recompute_grad([calls](const Tensor& x) {
+                                     return ++*calls == 1 ? x * 2.0 : x * constant({1.0, 2.0});
+                                   });
+                                   Tensor x = constant({1.0, 2.0, 3.0});
+                                   GradientTape tape;
+                                   tape.watch(x);
+                                   tape.gradient(f(x), x);
+                                 },
+                                 {"gradient of RecomputeGrad: ", "multiply", "[3]", "[2]"});
+  expect_misuse<std::runtime_error>("a user exception while rerunning keeps its type",
+                                    [] {
+                                      auto calls = std::make_shared<int>(0);
+                                      auto f = recompute_grad([calls](const Tensor& x) {
+                                        if (++*calls == 2)
+                                          throw std::runtime_error("rerun refused");
+                                        return x * 2.0;
+                                      });
+                                      Tensor x = constant(1.0);
+                                      GradientTape tape;
+                                      tape.watch(x);
+                                      tape.gradient(f(x), x);
+                                    },
+                                    {"rerun refused"});
   expect_defined("g stops the outer tape in the forward and in the rerun", [] {
     Tensor x = constant(3.0);
     GradientTape tape(/*persistent=*/true);
@@ -884,26 +1030,27 @@ TEST_CASE("misuse: recompute_grad", "[misuse][recompute_grad]") {
     Tensor y = f(x);
     CHECK(tape.gradient(y, x).item<double>() == 27.0);
   });
-  expect_defined("g asks an outer persistent tape for a gradient, in the forward and the rerun", [] {
-    Tensor x = constant(2.0);
-    GradientTape tape(/*persistent=*/true);
-    tape.watch(x);
-    Tensor before = x * x;
-    auto paused = tape.stop_recording();
-    GradientTape* self = &tape;
-    std::vector<double> seen;
-    auto f = recompute_grad([self, before, x, &seen](const Tensor& in) {
-      seen.push_back(self->gradient(before, x).item<double>());
-      return in * 3.0;
-    });
-    auto resumed = tape.record();
-    Tensor y = f(x);
-    auto stopped = tape.stop_recording();
-    CHECK(tape.gradient(y, x).item<double>() == 3.0);
-    REQUIRE(seen.size() == 2);
-    CHECK(seen[0] == 4.0);
-    CHECK(seen[1] == 4.0);
-  });
+  expect_defined("g asks an outer persistent tape for a gradient, in the forward and the rerun",
+                 [] {
+                   Tensor x = constant(2.0);
+                   GradientTape tape(/*persistent=*/true);
+                   tape.watch(x);
+                   Tensor before = x * x;
+                   auto paused = tape.stop_recording();
+                   GradientTape* self = &tape;
+                   std::vector<double> seen;
+                   auto f = recompute_grad([self, before, x, &seen](const Tensor& in) {
+                     seen.push_back(self->gradient(before, x).item<double>());
+                     return in * 3.0;
+                   });
+                   auto resumed = tape.record();
+                   Tensor y = f(x);
+                   auto stopped = tape.stop_recording();
+                   CHECK(tape.gradient(y, x).item<double>() == 3.0);
+                   REQUIRE(seen.size() == 2);
+                   CHECK(seen[0] == 4.0);
+                   CHECK(seen[1] == 4.0);
+                 });
   expect_defined("g creates and uses its own tape", [] {
     Tensor x = constant(2.0);
     GradientTape tape;
@@ -916,28 +1063,35 @@ TEST_CASE("misuse: recompute_grad", "[misuse][recompute_grad]") {
     });
     CHECK(tape.gradient(f(x), x).item<double>() == 12.0);  // 6x
   });
-  expect_misuse<InvalidArgument>("recompute_grad of an undefined input", [] {
-    auto f = recompute_grad([](const Tensor& x) { return x; });
-    f(Tensor());
-  }, {"RecomputeGrad", "input 0 is undefined"});
+  expect_misuse<InvalidArgument>("recompute_grad of an undefined input",
+                                 [] {
+                                   auto f = recompute_grad([](const Tensor& x) { return x; });
+                                   f(Tensor());
+                                 },
+                                 {"RecomputeGrad", "input 0 is undefined"});
 }
 
 // ---------------------------------------------------------------- grad_pass_through
 
 TEST_CASE("misuse: grad_pass_through", "[misuse][custom_gradient]") {
-  expect_misuse<InvalidArgument>("fewer outputs than inputs", [] {
-    auto f = grad_pass_through([](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{in[0] + in[1]};
-    });
-    f({constant(1.0), constant(2.0)});
-  }, {"grad_pass_through", "1 outputs for 2 inputs"});
-  expect_misuse<InvalidArgument>("an output of another shape than its input", [] {
-    auto f = grad_pass_through([](const Tensor& x) { return reduce_sum(x); });
-    Tensor x = constant({1.0, 2.0});
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f(x), x);
-  }, {"GradPassThrough", "[]", "[2]"});
+  expect_misuse<InvalidArgument>("fewer outputs than inputs",
+                                 [] {
+                                   auto f = grad_pass_through([](const std::vector<Tensor>& in) {
+                                     return std::vector<Tensor>{in[0] + in[1]};
+                                   });
+                                   f({constant(1.0), constant(2.0)});
+                                 },
+                                 {"grad_pass_through", "1 outputs for 2 inputs"});
+  expect_misuse<InvalidArgument>(
+      "an output of another shape than its input",
+      [] {
+        auto f = grad_pass_through([](const Tensor& x) { return reduce_sum(x); });
+        Tensor x = constant({1.0, 2.0});
+        GradientTape tape;
+        tape.watch(x);
+        tape.gradient(f(x), x);
+      },
+      {"GradPassThrough", "[]", "[2]"});
 }
 
 // ---------------------------------------------------------------- register_gradient
@@ -961,75 +1115,108 @@ TEST_CASE("misuse: registered gradient functions", "[misuse][registry]") {
   expect_misuse<std::out_of_range>("a standard exception inside keeps its type and message",
                                    [] { differentiate_user_op("MisuseThrowsStd"); },
                                    {"user index 9 out of range"});
-  expect_misuse<LookupError>("an op with no gradient", [] {
-    differentiate_user_op("MisuseNobodyRegisteredThis");
-  }, {"No gradient defined for operation 'MisuseNobodyRegisteredThis'", "register_gradient"});
-  expect_misuse<InvalidArgument>("registering a gradient twice", [] {
-    register_bad_gradients();
-    register_gradient("MisuseTwoGradients",
-                      [](const OpContext&, const std::vector<Tensor>& g) { return g; });
-  }, {"MisuseTwoGradients"});
-  expect_misuse<InvalidArgument>("a built-in gradient failing inside: determinant of a singular "
-                                 "matrix", [] {
-    Tensor a = constant({{1.0, 2.0}, {2.0, 4.0}});
-    GradientTape tape;
-    tape.watch(a);
-    tape.gradient(matrix_determinant(a), a);
-  }, {"gradient of MatrixDeterminant: ", "singular"});
-  expect_misuse<InvalidArgument>("the prefixes nest: a failing gradient inside a rerun", [] {
-    register_bad_gradients();
-    auto f = recompute_grad([](const Tensor& x) { return user_double("MisuseThrowsInvalid", x); });
-    Tensor x = constant({1.0, 2.0});
-    GradientTape tape;
-    tape.watch(x);
-    tape.gradient(f(x), x);
-  }, {"gradient of RecomputeGrad: gradient of MisuseThrowsInvalid: multiply", "[2]", "[3]"});
+  expect_misuse<LookupError>(
+      "an op with no gradient", [] { differentiate_user_op("MisuseNobodyRegisteredThis"); },
+      {"No gradient defined for operation 'MisuseNobodyRegisteredThis'", "register_gradient"});
+  expect_misuse<InvalidArgument>(
+      "registering a gradient twice",
+      [] {
+        register_bad_gradients();
+        register_gradient("MisuseTwoGradients",
+                          [](const OpContext&, const std::vector<Tensor>& g) { return g; });
+      },
+      {"MisuseTwoGradients"});
+  expect_misuse<InvalidArgument>(
+      "a built-in gradient failing inside: determinant of a singular "
+      "matrix",
+      [] {
+        Tensor a = constant({{1.0, 2.0}, {2.0, 4.0}});
+        GradientTape tape;
+        tape.watch(a);
+        tape.gradient(matrix_determinant(a), a);
+      },
+      {"gradient of MatrixDeterminant: ", "singular"});
+  expect_misuse<InvalidArgument>(
+      "the prefixes nest: a failing gradient inside a rerun",
+      [] {
+        register_bad_gradients();
+        auto f =
+            recompute_grad([](const Tensor& x) { return user_double("MisuseThrowsInvalid", x); });
+        Tensor x = constant({1.0, 2.0});
+        GradientTape tape;
+        tape.watch(x);
+        tape.gradient(f(x), x);
+      },
+      {"gradient of RecomputeGrad: gradient of MisuseThrowsInvalid: multiply", "[2]", "[3]"});
 }
 
 // ---------------------------------------------------------------- check_gradient, functional
 
 TEST_CASE("misuse: check_gradient and the functional forms", "[misuse][functional]") {
   Fn square = [](const std::vector<Tensor>& a) { return a[0] * a[0]; };
-  expect_misuse<InvalidArgument>("check_gradient: arg_index out of range", [&] {
-    check_gradient(square, {constant(1.0)}, 3);
-  }, {"check_gradient", "arg_index 3", "1"});
-  expect_misuse<InvalidArgument>("check_gradient: an integer argument", [&] {
-    check_gradient(square, {from_values({2}, {1}, DType::Int32)}, 0);
-  }, {"check_gradient", "argument 0", "int32"});
-  expect_misuse<InvalidArgument>("check_gradient: f returns nothing", [] {
-    check_gradient([](const std::vector<Tensor>&) { return Tensor(); }, {constant(1.0)}, 0);
-  }, {"check_gradient", "undefined"});
-  expect_misuse<InvalidArgument>("value_and_gradients: an undefined argument", [&] {
-    value_and_gradients(square, {Tensor()});
-  }, {"value_and_gradients", "argument 0 is undefined"});
-  expect_misuse<InvalidArgument>("gradients: f returns nothing", [] {
-    gradients([](const std::vector<Tensor>&) { return Tensor(); }, {constant(1.0)});
-  }, {"value_and_gradients", "cannot differentiate a function that returns None"});
-  expect_misuse<InvalidArgument>("make_vjp: dy of the wrong shape", [&] {
-    auto [y, vjp] = make_vjp(square, {constant({1.0, 2.0})});
-    vjp(constant({1.0, 2.0, 3.0}));
-  }, {"VJP", "[3]", "[2]"});
-  expect_misuse<InvalidArgument>("make_vjp: dy of the wrong dtype", [&] {
-    auto [y, vjp] = make_vjp(square, {constant({1.0, 2.0})});
-    vjp(from_values({1, 2}, {2}, DType::Float32));
-  }, {"VJP", "float32", "float64"});
-  expect_misuse<InvalidArgument>("functional jacobian of an integer point", [] {
-    jacobian([](const Tensor& x) { return x; }, from_values({1, 2}, {2}, DType::Int32));
-  }, {"jacobian", "int32"});
-  expect_misuse<InvalidArgument>("hessian_vector_product: v of the wrong shape", [] {
-    hessian_vector_product([](const Tensor& x) { return reduce_sum(x * x); },
-                           constant({1.0, 2.0}), constant({1.0, 2.0, 3.0}));
-  }, {"hessian_vector_product", "[3]", "[2]"});
-  expect_misuse<InvalidArgument>("a functional form inside a tape, f failing", [] {
-    Tensor x = constant(1.0);
-    GradientTape outer;
-    outer.watch(x);
-    gradients([](const std::vector<Tensor>& a) { return a[0] + constant({1.0, 2.0}) * a[0] +
-                                                        constant({1.0, 2.0, 3.0}); },
-              {x});
-  }, {"add", "[2]", "[3]"});
+  expect_misuse<InvalidArgument>("check_gradient: arg_index out of range",
+                                 [&] { check_gradient(square, {constant(1.0)}, 3); },
+                                 {"check_gradient", "arg_index 3", "1"});
+  expect_misuse<InvalidArgument>(
+      "check_gradient: an integer argument",
+      [&] { check_gradient(square, {from_values({2}, {1}, DType::Int32)}, 0); },
+      {"check_gradient", "argument 0", "int32"});
+  expect_misuse<InvalidArgument>(
+      "check_gradient: f returns nothing",
+      [] {
+        check_gradient([](const std::vector<Tensor>&) { return Tensor(); }, {constant(1.0)}, 0);
+      },
+      {"check_gradient", "undefined"});
+  expect_misuse<InvalidArgument>("value_and_gradients: an undefined argument",
+                                 [&] { value_and_gradients(square, {Tensor()}); },
+                                 {"value_and_gradients", "argument 0 is undefined"});
+  expect_misuse<InvalidArgument>(
+      "gradients: f returns nothing",
+      [] { gradients([](const std::vector<Tensor>&) { return Tensor(); }, {constant(1.0)}); },
+      {"value_and_gradients", "cannot differentiate a function that returns None"});
+  expect_misuse<InvalidArgument>("make_vjp: dy of the wrong shape",
+                                 [&] {
+                                   auto [y, vjp] = make_vjp(square, {constant({1.0, 2.0})});
+                                   vjp(constant({1.0, 2.0, 3.0}));
+                                 },
+                                 {"VJP", "[3]", "[2]"});
+  expect_misuse<InvalidArgument>("make_vjp: dy of the wrong dtype",
+                                 [&] {
+                                   auto [y, vjp] = make_vjp(square, {constant({1.0, 2.0})});
+                                   vjp(from_values({1, 2}, {2}, DType::Float32));
+                                 },
+                                 {"VJP", "float32", "float64"});
+  expect_misuse<InvalidArgument>(
+      "functional jacobian of an integer point",
+      [] {
+        jacobian([](const Tensor& x) { return x; }, from_values({1, 2}, {2}, DType::Int32));
+      },
+      {"jacobian", "int32"});
+  expect_misuse<InvalidArgument>("hessian_vector_product: v of the wrong shape",
+                                 [] {
+                                   hessian_vector_product(
+                                       [](const Tensor& x) { return reduce_sum(x * x); },
+                                       constant({1.0, 2.0}), constant({1.0, 2.0, 3.0}));
+                                 },
+                                 {"hessian_vector_product", "[3]", "[2]"});
+  expect_misuse<InvalidArgument>(
+      "a functional form inside a tape, f failing",
+      [] {
+        Tensor x = constant(1.0);
+        GradientTape outer;
+        outer.watch(x);
+        gradients(
+            [](const std::vector<Tensor>& a) {
+              return a[0] + constant({1.0, 2.0}) * a[0] + constant({1.0, 2.0, 3.0});
+            },
+            {x});
+      },
+      {"add", "[2]", "[3]"});
   expect_defined("make_vjp's recording ends with f, even when f throws", [] {
-    Fn bad = [](const std::vector<Tensor>& a) -> Tensor { throw std::runtime_error("f broke"); (void)a; };
+    Fn bad = [](const std::vector<Tensor>& a) -> Tensor {
+      throw std::runtime_error("f broke");
+      (void)a;
+    };
     CHECK_THROWS_AS(make_vjp(bad, {constant(1.0)}), std::runtime_error);
     CHECK_FALSE(should_record({constant(1.0)}));
   });

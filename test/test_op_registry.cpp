@@ -134,9 +134,10 @@ TEST_CASE("every built-in op has a replay rule, or makes a Function run eagerly 
 // linear ops of a backward walk, and MatMul of a constant matrix with a diagonal column or row.
 // test_structure_rules checks each rule against the op's forward, row by row.
 const std::set<std::string> kStructured = {
-    "Identity", "Reshape", "Neg", "Add", "Sub", "Mul", "RealDiv", "TanhGrad", "SigmoidGrad",
-    "ReluGrad", "SoftplusGrad", "EluGrad", "GeluGrad", "GeluTanhGrad", "ReciprocalGrad",
-    "SqrtGrad", "RsqrtGrad", "MatMul"};
+    "Identity",     "Reshape",   "Neg",      "Add",          "Sub",
+    "Mul",          "RealDiv",   "TanhGrad", "SigmoidGrad",  "ReluGrad",
+    "SoftplusGrad", "EluGrad",   "GeluGrad", "GeluTanhGrad", "ReciprocalGrad",
+    "SqrtGrad",     "RsqrtGrad", "MatMul"};
 
 TEST_CASE("exactly the linear ops the vectorized Jacobian keeps diagonal have a structure rule",
           "[registry][vectorize]") {
@@ -160,15 +161,14 @@ TEST_CASE("exactly the linear ops the vectorized Jacobian keeps diagonal have a 
 
 TEST_CASE("a built-in op's gradient cannot be replaced or removed", "[registry]") {
   const auto identity_gradient = [](const OpContext&, const std::vector<Tensor>& g) { return g; };
-  const std::string message = message_of<InvalidArgument>([&] {
-    register_gradient("Mul", identity_gradient);
-  });
+  const std::string message =
+      message_of<InvalidArgument>([&] { register_gradient("Mul", identity_gradient); });
   CHECK(message == "register_gradient: 'Mul' is a built-in op; its gradient cannot be replaced");
   CHECK_THROWS_AS(not_differentiable("MatMul"), InvalidArgument);
-  CHECK_THROWS_AS(register_sparse_gradient(
-                      "GatherV2", [](const OpContext&, const std::vector<Tensor>& g) {
-                        return std::vector<GradientValue>(g.begin(), g.end());
-                      }),
+  CHECK_THROWS_AS(register_sparse_gradient("GatherV2",
+                                           [](const OpContext&, const std::vector<Tensor>& g) {
+                                             return std::vector<GradientValue>(g.begin(), g.end());
+                                           }),
                   InvalidArgument);
 
   // Mul still differentiates as Mul: d(x*y)/dx = y.

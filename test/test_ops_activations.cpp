@@ -41,7 +41,8 @@ const std::vector<Activation>& activations() {
        [](double v) {
          return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
        }},
-      {"silu", [](const Tensor& x) { return silu(x); }, [](double v) { return v * sigmoid_ref(v); }},
+      {"silu", [](const Tensor& x) { return silu(x); },
+       [](double v) { return v * sigmoid_ref(v); }},
       {"log_sigmoid", [](const Tensor& x) { return log_sigmoid(x); },
        [](double v) { return std::log(sigmoid_ref(v)); }},
       {"softsign", [](const Tensor& x) { return softsign(x); },
@@ -123,8 +124,10 @@ TEST_CASE("activations: analytic first and second derivatives", "[activations][g
   CHECK(derivative(elu_f, -1.0, 2) == Approx(std::exp(-1.0)).epsilon(1e-15));
   CHECK(derivative(elu_f, 2.0) == 1.0);
   CHECK(derivative(elu_f, 2.0, 2) == 0.0);
-  CHECK(derivative(selu_f, -0.5) == Approx(kSeluScale * kSeluAlpha * std::exp(-0.5)).epsilon(1e-15));
-  CHECK(derivative(selu_f, -0.5, 2) == Approx(kSeluScale * kSeluAlpha * std::exp(-0.5)).epsilon(1e-15));
+  CHECK(derivative(selu_f, -0.5) ==
+        Approx(kSeluScale * kSeluAlpha * std::exp(-0.5)).epsilon(1e-15));
+  CHECK(derivative(selu_f, -0.5, 2) ==
+        Approx(kSeluScale * kSeluAlpha * std::exp(-0.5)).epsilon(1e-15));
   CHECK(derivative(selu_f, 0.5) == Approx(kSeluScale).epsilon(1e-15));
   // gelu: Phi(0) = 1/2; second derivative 2 phi(x) - x^2 phi(x), 2 phi(0) = sqrt(2 / pi) at 0.
   CHECK(derivative(gelu_f, 0.0) == 0.5);
@@ -244,38 +247,51 @@ TEST_CASE("nn_activations misuse cases", "[activations][errors]") {
   expect_misuse<InvalidArgument>("leaky_relu with alpha NaN",
                                  [] { leaky_relu(constant({1.0}), std::nan("")); },
                                  {"leaky_relu", "alpha = nan", "[1]"});
-  expect_misuse<InvalidArgument>(
-      "leaky_relu of int64 (alpha 2)",
-      [&] { leaky_relu(from_values({1}, {1}, DType::Int64), 2.0); }, {"leaky_relu", "int64"});
+  expect_misuse<InvalidArgument>("leaky_relu of int64 (alpha 2)",
+                                 [&] { leaky_relu(from_values({1}, {1}, DType::Int64), 2.0); },
+                                 {"leaky_relu", "int64"});
   const char* op = "sparse_softmax_cross_entropy_with_logits";
   const Tensor logits = zeros({2, 3});
   expect_misuse<InvalidArgument>(
       "sparse xent: a label past the classes",
-      [&] { sparse_softmax_cross_entropy_with_logits(from_values({0, 3}, {2}, DType::Int64), logits); },
+      [&] {
+        sparse_softmax_cross_entropy_with_logits(from_values({0, 3}, {2}, DType::Int64), logits);
+      },
       {op, "row 1", "label 3", "[0, 3)", "[2, 3]"});
   expect_misuse<InvalidArgument>(
       "sparse xent: a negative label",
-      [&] { sparse_softmax_cross_entropy_with_logits(from_values({-1, 0}, {2}, DType::Int32), logits); },
+      [&] {
+        sparse_softmax_cross_entropy_with_logits(from_values({-1, 0}, {2}, DType::Int32), logits);
+      },
       {op, "row 0", "label -1"});
   expect_misuse<InvalidArgument>(
       "sparse xent: float labels",
-      [&] { sparse_softmax_cross_entropy_with_logits(constant({0.0, 1.0}), logits); },
+      [&] {
+        sparse_softmax_cross_entropy_with_logits(constant({0.0, 1.0}), logits);
+      },
       {op, "labels has shape [2] and dtype float64", "int32 or int64"});
   expect_misuse<InvalidArgument>(
       "sparse xent: integer logits",
-      [&] { sparse_softmax_cross_entropy_with_logits(ints, from_values({1, 2, 3, 4}, {2, 2}, DType::Int32)); },
+      [&] {
+        sparse_softmax_cross_entropy_with_logits(ints,
+                                                 from_values({1, 2, 3, 4}, {2, 2}, DType::Int32));
+      },
       {op, "logits has shape [2, 2] and dtype int32", "float32 or float64"});
   expect_misuse<InvalidArgument>(
       "sparse xent: labels of the wrong shape",
-      [&] { sparse_softmax_cross_entropy_with_logits(from_values({0, 1, 2}, {3}, DType::Int32), logits); },
+      [&] {
+        sparse_softmax_cross_entropy_with_logits(from_values({0, 1, 2}, {3}, DType::Int32), logits);
+      },
       {op, "[3]", "[2, 3]", "labels' shape plus one axis"});
-  expect_misuse<InvalidArgument>(
-      "sparse xent: rank-0 logits",
-      [&] { sparse_softmax_cross_entropy_with_logits(from_values({0}, {}, DType::Int32), constant(1.0)); },
-      {op, "[]", "labels' shape plus one axis"});
-  expect_misuse<InvalidArgument>(
-      "sparse xent: undefined logits",
-      [&] { sparse_softmax_cross_entropy_with_logits(ints, Tensor()); }, {op, "undefined"});
+  expect_misuse<InvalidArgument>("sparse xent: rank-0 logits",
+                                 [&] {
+                                   sparse_softmax_cross_entropy_with_logits(
+                                       from_values({0}, {}, DType::Int32), constant(1.0));
+                                 },
+                                 {op, "[]", "labels' shape plus one axis"});
+  expect_misuse<InvalidArgument>("sparse xent: undefined logits",
+                                 [&] { sparse_softmax_cross_entropy_with_logits(ints, Tensor()); },
+                                 {op, "undefined"});
   const int run = misuse_cases_run() - before;
   std::cout << "nn_activations misuse cases: " << run << " run\n";
   REQUIRE(run == 18);

@@ -53,7 +53,8 @@ TEST_CASE("identity, stop_gradient, reshape, transpose, broadcast_to", "[array]"
   require_close(tape.gradient(y, x), {3, 3}, values(x));  // stop_gradient's side is a constant
 }
 
-TEST_CASE("transpose of the last two axes, tiled, matches the index formula across tile edges", "[array]") {
+TEST_CASE("transpose of the last two axes, tiled, matches the index formula across tile edges",
+          "[array]") {
   // 37 x 21 and 40 x 19 are not multiples of the kernel's tile, so partial tiles are covered.
   for (const Shape& shape : {Shape{40, 19}, Shape{2, 37, 21}}) {
     const std::size_t batch = shape.size() == 3 ? shape[0] : 1;
@@ -72,16 +73,33 @@ TEST_CASE("transpose of the last two axes, tiled, matches the index formula acro
   }
 }
 
-TEST_CASE("reshape, transpose, broadcast_to gradients, first and second order", "[array][gradient]") {
+TEST_CASE("reshape, transpose, broadcast_to gradients, first and second order",
+          "[array][gradient]") {
   const Tensor x = random_tensor({2, 3}, 10);
-  require_gradient_matches([](const std::vector<Tensor>& a) { return reshape(a[0], {3, -1}); }, {x});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return reshape(a[0], {6}); }), {x});
+  require_gradient_matches(
+      [](const std::vector<Tensor>& a) {
+        return reshape(a[0], {3, -1});
+      },
+      {x});
+  require_second_order_matches(
+      squared([](const std::vector<Tensor>& a) { return reshape(a[0], {6}); }), {x});
   require_gradient_matches([](const std::vector<Tensor>& a) { return transpose(a[0]); }, {x});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return transpose(a[0], {1, 0}); }), {x});
+  require_second_order_matches(squared([](const std::vector<Tensor>& a) {
+                                 return transpose(a[0], {1, 0});
+                               }),
+                               {x});
   const Tensor row = random_tensor({1, 3}, 11);
-  require_gradient_matches([](const std::vector<Tensor>& a) { return broadcast_to(a[0], {2, 4, 3}); }, {row});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return broadcast_to(a[0], {4, 3}); }), {row});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return identity(a[0]); }), {x});
+  require_gradient_matches(
+      [](const std::vector<Tensor>& a) {
+        return broadcast_to(a[0], {2, 4, 3});
+      },
+      {row});
+  require_second_order_matches(squared([](const std::vector<Tensor>& a) {
+                                 return broadcast_to(a[0], {4, 3});
+                               }),
+                               {row});
+  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return identity(a[0]); }),
+                               {x});
 }
 
 TEST_CASE("reshape and transpose reject bad shapes", "[array][errors]") {
@@ -92,7 +110,9 @@ TEST_CASE("reshape and transpose reject bad shapes", "[array][errors]") {
   CHECK_THAT(two_unknown, Catch::Contains("reshape") && Catch::Contains("[3, 3]"));
   const std::string bad_perm = message_of<InvalidArgument>([] { transpose(grid(), {0, 0}); });
   CHECK_THAT(bad_perm, Catch::Contains("transpose") && Catch::Contains("[3, 3]"));
-  const std::string bad_broadcast = message_of<InvalidArgument>([] { broadcast_to(grid(), {3, 2}); });
+  const std::string bad_broadcast = message_of<InvalidArgument>([] {
+    broadcast_to(grid(), {3, 2});
+  });
   CHECK_THAT(bad_broadcast, Catch::Contains("broadcast_to") && Catch::Contains("[3, 3]") &&
                                 Catch::Contains("[3, 2]"));
 }
@@ -154,7 +174,8 @@ TEST_CASE("cast is differentiable between float dtypes only", "[array][cast][gra
     tape.watch(inputs[0]);
     return tape.gradient(cube(inputs), inputs[0]);
   };
-  const GradientCheck second = check_gradient(gradient_of_cube, {constant({0.5, -1.25, 2.0})}, 0, 1e-3);
+  const GradientCheck second =
+      check_gradient(gradient_of_cube, {constant({0.5, -1.25, 2.0})}, 0, 1e-3);
   CHECK(second.max_error < 1e-2);
   require_close(second.theoretical, {3, 3}, {3, 0, 0, 0, -7.5, 0, 0, 0, 12}, 1e-5);
 }
@@ -192,23 +213,27 @@ TEST_CASE("expand_dims and squeeze", "[array]") {
 TEST_CASE("expand_dims and squeeze gradients, first and second order", "[array][gradient]") {
   const Tensor x = random_tensor({2, 3}, 12);
   require_gradient_matches([](const std::vector<Tensor>& a) { return expand_dims(a[0], 1); }, {x});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return expand_dims(a[0], -1); }), {x});
+  require_second_order_matches(
+      squared([](const std::vector<Tensor>& a) { return expand_dims(a[0], -1); }), {x});
   const Tensor y = random_tensor({1, 3, 1}, 13);
   require_gradient_matches([](const std::vector<Tensor>& a) { return squeeze(a[0]); }, {y});
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return squeeze(a[0], {2}); }), {y});
+  require_second_order_matches(
+      squared([](const std::vector<Tensor>& a) { return squeeze(a[0], {2}); }), {y});
 }
 
 TEST_CASE("expand_dims and squeeze reject bad axes", "[array][errors]") {
   const Tensor x = zeros({2, 3});
   const std::string expand = message_of<InvalidArgument>([&] { expand_dims(x, 3); });
-  CHECK_THAT(expand, Catch::Contains("expand_dims") && Catch::Contains("axis 3") && Catch::Contains("[2, 3]"));
+  CHECK_THAT(expand, Catch::Contains("expand_dims") && Catch::Contains("axis 3") &&
+                         Catch::Contains("[2, 3]"));
   const std::string expand_negative = message_of<InvalidArgument>([&] { expand_dims(x, -4); });
   CHECK_THAT(expand_negative, Catch::Contains("expand_dims") && Catch::Contains("axis -4"));
   const std::string not_one = message_of<InvalidArgument>([] { squeeze(zeros({1, 2, 1}), {1}); });
   CHECK_THAT(not_one, Catch::Contains("squeeze") && Catch::Contains("[1, 2, 1]") &&
                           Catch::Contains("size is 2") && Catch::Contains("float64"));
   const std::string out_of_range = message_of<InvalidArgument>([] { squeeze(zeros({1, 2}), {2}); });
-  CHECK_THAT(out_of_range, Catch::Contains("squeeze") && Catch::Contains("axis 2") && Catch::Contains("[1, 2]"));
+  CHECK_THAT(out_of_range,
+             Catch::Contains("squeeze") && Catch::Contains("axis 2") && Catch::Contains("[1, 2]"));
 }
 
 // ---- concat, stack, split ---------------------------------------------------------------
@@ -224,9 +249,12 @@ TEST_CASE("concat along every axis and dtype", "[array][concat]") {
   const Tensor joined = concat({ints({1, 2}), ints({3})}, 0);
   CHECK(joined.dtype() == DType::Int32);
   require_close(joined, {3}, {1, 2, 3});
-  const Tensor flags = concat({from_values({1}, {1}, DType::Bool), from_values({0}, {1}, DType::Bool)}, 0);
+  const Tensor flags =
+      concat({from_values({1}, {1}, DType::Bool), from_values({0}, {1}, DType::Bool)}, 0);
   require_close(flags, {2}, {1, 0});
-  const Tensor f32 = concat({from_values({1, 2}, {1, 2}, DType::Float32), from_values({3, 4}, {1, 2}, DType::Float32)}, 0);
+  const Tensor f32 = concat(
+      {from_values({1, 2}, {1, 2}, DType::Float32), from_values({3, 4}, {1, 2}, DType::Float32)},
+      0);
   CHECK(f32.dtype() == DType::Float32);
   require_close(f32, {2, 2}, {1, 2, 3, 4});
   // Rank 3, middle axis.
@@ -250,15 +278,15 @@ TEST_CASE("concat gradients are slices of the incoming gradient", "[array][conca
   require_close(tape.gradient(reduce_sum(concat({a, a}, 0)), a), {2, 3}, {2, 2, 2, 2, 2, 2});
 }
 
-TEST_CASE("concat of equal parts gets its gradient from one split, others from slices", "[array][concat][gradient]") {
+TEST_CASE("concat of equal parts gets its gradient from one split, others from slices",
+          "[array][concat][gradient]") {
   // Rank 3 along the middle axis: outer and inner blocks both larger than one element.
   const Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 1, 3});
   const Tensor b = from_values({7, 8, 9, 10, 11, 12}, {2, 1, 3});
   const Tensor c = from_values({13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, {2, 2, 3});
   require_close(concat({a, b}, 1), {2, 2, 3}, {1, 2, 3, 7, 8, 9, 4, 5, 6, 10, 11, 12});
-  require_close(concat({a, c, b}, 1), {2, 4, 3},
-                {1, 2, 3, 13, 14, 15, 16, 17, 18, 7, 8, 9,
-                 4, 5, 6, 19, 20, 21, 22, 23, 24, 10, 11, 12});
+  require_close(concat({a, c, b}, 1), {2, 4, 3}, {1, 2, 3, 13, 14, 15, 16, 17, 18, 7,  8,  9,
+                                                  4, 5, 6, 19, 20, 21, 22, 23, 24, 10, 11, 12});
   {
     // Weights 1..12 tell each element's gradient apart.
     const Tensor w = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
@@ -295,18 +323,29 @@ TEST_CASE("concat of equal parts gets its gradient from one split, others from s
 }
 
 TEST_CASE("concat rejects mismatched inputs naming shapes and dtypes", "[array][concat][errors]") {
-  const std::string dims = message_of<InvalidArgument>([] { concat({zeros({2, 3}), zeros({2, 4})}, 0); });
-  CHECK_THAT(dims, Catch::Contains("concat") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 4]"));
-  const std::string dtypes = message_of<InvalidArgument>(
-      [] { concat({zeros({2}), zeros({2}, DType::Float32)}, 0); });
-  CHECK_THAT(dtypes, Catch::Contains("concat") && Catch::Contains("float64") && Catch::Contains("float32"));
-  const std::string ranks = message_of<InvalidArgument>([] { concat({zeros({2}), zeros({2, 1})}, 0); });
-  CHECK_THAT(ranks, Catch::Contains("concat") && Catch::Contains("[2]") && Catch::Contains("[2, 1]"));
+  const std::string dims = message_of<InvalidArgument>([] {
+    concat({zeros({2, 3}), zeros({2, 4})}, 0);
+  });
+  CHECK_THAT(dims,
+             Catch::Contains("concat") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 4]"));
+  const std::string dtypes = message_of<InvalidArgument>([] {
+    concat({zeros({2}), zeros({2}, DType::Float32)}, 0);
+  });
+  CHECK_THAT(dtypes,
+             Catch::Contains("concat") && Catch::Contains("float64") && Catch::Contains("float32"));
+  const std::string ranks = message_of<InvalidArgument>([] {
+    concat({zeros({2}), zeros({2, 1})}, 0);
+  });
+  CHECK_THAT(ranks,
+             Catch::Contains("concat") && Catch::Contains("[2]") && Catch::Contains("[2, 1]"));
   const std::string axis = message_of<InvalidArgument>([] { concat({zeros({2}), zeros({2})}, 1); });
-  CHECK_THAT(axis, Catch::Contains("concat") && Catch::Contains("axis 1") && Catch::Contains("[2]"));
+  CHECK_THAT(axis,
+             Catch::Contains("concat") && Catch::Contains("axis 1") && Catch::Contains("[2]"));
   const std::string empty = message_of<InvalidArgument>([] { concat({}, 0); });
   CHECK_THAT(empty, Catch::Contains("concat") && Catch::Contains("empty"));
-  const std::string scalars = message_of<InvalidArgument>([] { concat({constant(1.0), constant(2.0)}, 0); });
+  const std::string scalars = message_of<InvalidArgument>([] {
+    concat({constant(1.0), constant(2.0)}, 0);
+  });
   CHECK_THAT(scalars, Catch::Contains("concat") && Catch::Contains("scalar"));
 }
 
@@ -330,8 +369,11 @@ TEST_CASE("stack along every axis", "[array][stack]") {
 
   const std::string shapes = message_of<InvalidArgument>([] { stack({zeros({2}), zeros({3})}); });
   CHECK_THAT(shapes, Catch::Contains("stack") && Catch::Contains("[2]") && Catch::Contains("[3]"));
-  const std::string dtypes = message_of<InvalidArgument>([] { stack({zeros({2}), zeros({2}, DType::Int32)}); });
-  CHECK_THAT(dtypes, Catch::Contains("stack") && Catch::Contains("int32") && Catch::Contains("float64"));
+  const std::string dtypes = message_of<InvalidArgument>([] {
+    stack({zeros({2}), zeros({2}, DType::Int32)});
+  });
+  CHECK_THAT(dtypes,
+             Catch::Contains("stack") && Catch::Contains("int32") && Catch::Contains("float64"));
   const std::string axis = message_of<InvalidArgument>([] { stack({zeros({2}), zeros({2})}, 2); });
   CHECK_THAT(axis, Catch::Contains("stack") && Catch::Contains("axis 2") && Catch::Contains("[2]"));
 }
@@ -426,7 +468,8 @@ TEST_CASE("slice with explicit sizes and -1", "[array][slice]") {
   require_close(slice(cube, {0, 1, 0}, {2, 1, 2}), {2, 1, 2}, {2, 3, 6, 7});
 }
 
-TEST_CASE("slice gradient pads into zeros, and its gradient slices again", "[array][slice][gradient]") {
+TEST_CASE("slice gradient pads into zeros, and its gradient slices again",
+          "[array][slice][gradient]") {
   const Tensor x = grid();
   GradientTape tape;
   tape.watch(x);
@@ -459,13 +502,14 @@ TEST_CASE("slice rejects windows that do not fit", "[array][slice][errors]") {
   const std::string negative = message_of<InvalidArgument>([&] { slice(x, {-1, 0}, {1, 1}); });
   CHECK_THAT(negative, Catch::Contains("slice") && Catch::Contains("[-1, 0]"));
   const std::string rank = message_of<InvalidArgument>([&] { slice(x, {0}, {1}); });
-  CHECK_THAT(rank, Catch::Contains("slice") && Catch::Contains("[3, 3]") && Catch::Contains("float64"));
+  CHECK_THAT(rank,
+             Catch::Contains("slice") && Catch::Contains("[3, 3]") && Catch::Contains("float64"));
 }
 
 TEST_CASE("tile repeats along every axis", "[array][tile]") {
   const Tensor x = constant({{1.0, 2.0}, {3.0, 4.0}});
-  require_close(tile(x, {2, 3}), {4, 6}, {1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4,
-                                          1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4});
+  require_close(tile(x, {2, 3}), {4, 6},
+                {1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4});
   require_close(tile(x, {1, 1}), {2, 2}, {1, 2, 3, 4});
   require_close(tile(constant({1.0, 2.0}), {3}), {6}, {1, 2, 1, 2, 1, 2});
   require_close(tile(x, {0, 2}), {0, 4}, {});
@@ -497,7 +541,10 @@ TEST_CASE("tile gradient sums the copies, first and second order", "[array][tile
   require_gradient_matches(f, {r});
   require_second_order_matches(squared(f), {r});
   const Tensor r3 = random_tensor({2, 1, 2}, 32);
-  require_second_order_matches(squared([](const std::vector<Tensor>& a) { return tile(a[0], {1, 3, 2}); }), {r3});
+  require_second_order_matches(squared([](const std::vector<Tensor>& a) {
+                                 return tile(a[0], {1, 3, 2});
+                               }),
+                               {r3});
 }
 
 // ---- gather, unsorted_segment_sum -------------------------------------------------------
@@ -550,19 +597,25 @@ TEST_CASE("gather rejects bad indices naming the index and the shape", "[array][
   CHECK_THAT(high, Catch::Contains("gather") && Catch::Contains("index 4") &&
                        Catch::Contains("[4, 2]") && Catch::Contains("[0, 4)"));
   const std::string negative = message_of<InvalidArgument>([&] { gather(x, ints({-1}), 1); });
-  CHECK_THAT(negative, Catch::Contains("gather") && Catch::Contains("index -1") && Catch::Contains("[4, 2]"));
-  const std::string float_indices = message_of<InvalidArgument>([&] { gather(x, constant({1.0})); });
-  CHECK_THAT(float_indices, Catch::Contains("gather") && Catch::Contains("float64") && Catch::Contains("int32"));
+  CHECK_THAT(negative,
+             Catch::Contains("gather") && Catch::Contains("index -1") && Catch::Contains("[4, 2]"));
+  const std::string float_indices =
+      message_of<InvalidArgument>([&] { gather(x, constant({1.0})); });
+  CHECK_THAT(float_indices,
+             Catch::Contains("gather") && Catch::Contains("float64") && Catch::Contains("int32"));
   const std::string axis = message_of<InvalidArgument>([&] { gather(x, ints({0}), 2); });
-  CHECK_THAT(axis, Catch::Contains("gather") && Catch::Contains("axis 2") && Catch::Contains("[4, 2]"));
-  const std::string scalar_params = message_of<InvalidArgument>([&] { gather(constant(1.0), ints({0})); });
+  CHECK_THAT(axis,
+             Catch::Contains("gather") && Catch::Contains("axis 2") && Catch::Contains("[4, 2]"));
+  const std::string scalar_params =
+      message_of<InvalidArgument>([&] { gather(constant(1.0), ints({0})); });
   CHECK_THAT(scalar_params, Catch::Contains("gather") && Catch::Contains("rank"));
 }
 
 TEST_CASE("unsorted_segment_sum sums rows by id", "[array][segment]") {
   const Tensor data = constant({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}});
   require_close(unsorted_segment_sum(data, ints({0, 2, 0}), 3), {3, 2}, {6, 8, 0, 0, 3, 4});
-  require_close(unsorted_segment_sum(data, ints({1, 1, 1}, DType::Int64), 2), {2, 2}, {0, 0, 9, 12});
+  require_close(unsorted_segment_sum(data, ints({1, 1, 1}, DType::Int64), 2), {2, 2},
+                {0, 0, 9, 12});
   require_close(unsorted_segment_sum(constant({1.0, 2.0, 3.0}), ints({1, 0, 1}), 2), {2}, {2, 4});
   require_close(unsorted_segment_sum(from_values({1, 2, 3}, {3}, DType::Int32), ints({0, 0, 0}), 1),
                 {1}, {6});
@@ -574,9 +627,14 @@ TEST_CASE("unsorted_segment_sum sums rows by id", "[array][segment]") {
   require_gradient_matches(f, {r});
   require_second_order_matches(squared(f), {r});
 
-  const std::string range = message_of<InvalidArgument>([&] { unsorted_segment_sum(data, ints({0, 3, 1}), 3); });
+  const std::string range = message_of<InvalidArgument>([&] {
+    unsorted_segment_sum(data, ints({0, 3, 1}), 3);
+  });
   CHECK_THAT(range, Catch::Contains("unsorted_segment_sum") && Catch::Contains("segment id 3") &&
                         Catch::Contains("[3, 2]"));
-  const std::string shape = message_of<InvalidArgument>([&] { unsorted_segment_sum(data, ints({0, 1}), 3); });
-  CHECK_THAT(shape, Catch::Contains("unsorted_segment_sum") && Catch::Contains("[3, 2]") && Catch::Contains("[2]"));
+  const std::string shape = message_of<InvalidArgument>([&] {
+    unsorted_segment_sum(data, ints({0, 1}), 3);
+  });
+  CHECK_THAT(shape, Catch::Contains("unsorted_segment_sum") && Catch::Contains("[3, 2]") &&
+                        Catch::Contains("[2]"));
 }

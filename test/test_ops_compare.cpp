@@ -17,14 +17,16 @@ struct ComparisonCase {
 
 const std::vector<ComparisonCase>& comparison_cases() {
   static const std::vector<ComparisonCase> cases = {
-      {"equal", equal, {0, 1, 0}},          {"not_equal", not_equal, {1, 0, 1}},
-      {"less", less, {1, 0, 0}},            {"less_equal", less_equal, {1, 1, 0}},
-      {"greater", greater, {0, 0, 1}},      {"greater_equal", greater_equal, {0, 1, 1}},
+      {"equal", equal, {0, 1, 0}},     {"not_equal", not_equal, {1, 0, 1}},
+      {"less", less, {1, 0, 0}},       {"less_equal", less_equal, {1, 1, 0}},
+      {"greater", greater, {0, 0, 1}}, {"greater_equal", greater_equal, {0, 1, 1}},
   };
   return cases;
 }
 
-Tensor bools(const std::vector<double>& v, const Shape& s) { return from_values(v, s, DType::Bool); }
+Tensor bools(const std::vector<double>& v, const Shape& s) {
+  return from_values(v, s, DType::Bool);
+}
 
 }  // namespace
 
@@ -79,14 +81,14 @@ TEST_CASE("comparisons are never recorded: a tape sees no path through them", "[
 TEST_CASE("comparisons reject mixed dtypes and shapes that do not broadcast", "[compare][errors]") {
   for (const auto& c : comparison_cases()) {
     INFO(c.name);
-    const std::string dt = message_of<InvalidArgument>(
-        [&] { c.op(ones({2, 3}), ones({3}, DType::Int32)); });
-    CHECK_THAT(dt, Catch::Contains(c.name) && Catch::Contains("[2, 3]") &&
-                       Catch::Contains("[3]") && Catch::Contains("float64") &&
-                       Catch::Contains("int32"));
+    const std::string dt = message_of<InvalidArgument>([&] {
+      c.op(ones({2, 3}), ones({3}, DType::Int32));
+    });
+    CHECK_THAT(dt, Catch::Contains(c.name) && Catch::Contains("[2, 3]") && Catch::Contains("[3]") &&
+                       Catch::Contains("float64") && Catch::Contains("int32"));
     const std::string sh = message_of<InvalidArgument>([&] { c.op(ones({2, 3}), ones({2})); });
-    CHECK_THAT(sh, Catch::Contains(c.name) && Catch::Contains("[2, 3]") &&
-                       Catch::Contains("[2]") && Catch::Contains("broadcast"));
+    CHECK_THAT(sh, Catch::Contains(c.name) && Catch::Contains("[2, 3]") && Catch::Contains("[2]") &&
+                       Catch::Contains("broadcast"));
   }
 }
 
@@ -99,7 +101,8 @@ TEST_CASE("where selects elementwise and broadcasts all three operands", "[where
                             from_values({7}, {1, 1}, DType::Int32));
   CHECK(ints.dtype() == DType::Int32);
   require_close(ints, {1, 3}, {7, 2, 3});
-  const Tensor f32 = where(bools({1, 0}, {2}), ones({2}, DType::Float32), zeros({2}, DType::Float32));
+  const Tensor f32 =
+      where(bools({1, 0}, {2}), ones({2}, DType::Float32), zeros({2}, DType::Float32));
   CHECK(f32.dtype() == DType::Float32);
   require_close(f32, {2}, {1, 0});
   const Tensor picked = where(bools({1, 0}, {2}), bools({0, 0}, {2}), bools({1, 1}, {2}));
@@ -110,7 +113,7 @@ TEST_CASE("where selects elementwise and broadcasts all three operands", "[where
 
 TEST_CASE("where sends g to a where cond and to b elsewhere, unbroadcast", "[where][grad]") {
   const Tensor cond = bools({1, 0, 1, 0, 0, 1}, {2, 3});
-  const Tensor a = constant({10, 20, 30});   // [3]
+  const Tensor a = constant({10, 20, 30});    // [3]
   const Tensor b = from_values({5}, {1, 1});  // [1, 1]
   GradientTape tape;
   tape.watch(a);
@@ -151,16 +154,18 @@ TEST_CASE("where second derivatives: its gradient is itself differentiable", "[w
 
 TEST_CASE("where rejects a non-Bool cond, mixed dtypes and shapes that do not broadcast",
           "[where][errors]") {
-  const std::string c = message_of<InvalidArgument>(
-      [] { where(ones({2}), ones({2}), ones({2})); });
-  CHECK_THAT(c, Catch::Contains("where") && Catch::Contains("cond has shape [2] and dtype float64") &&
+  const std::string c = message_of<InvalidArgument>([] { where(ones({2}), ones({2}), ones({2})); });
+  CHECK_THAT(c, Catch::Contains("where") &&
+                    Catch::Contains("cond has shape [2] and dtype float64") &&
                     Catch::Contains("bool"));
-  const std::string d = message_of<InvalidArgument>(
-      [] { where(bools({1, 0}, {2}), ones({2}), ones({2, 2}, DType::Float32)); });
+  const std::string d = message_of<InvalidArgument>([] {
+    where(bools({1, 0}, {2}), ones({2}), ones({2, 2}, DType::Float32));
+  });
   CHECK_THAT(d, Catch::Contains("where") && Catch::Contains("a has shape [2] and dtype float64") &&
                     Catch::Contains("b has shape [2, 2] and dtype float32"));
-  const std::string s = message_of<InvalidArgument>(
-      [] { where(bools({1, 0, 1}, {3}), ones({2, 1}), ones({4})); });
+  const std::string s = message_of<InvalidArgument>([] {
+    where(bools({1, 0, 1}, {3}), ones({2, 1}), ones({4}));
+  });
   CHECK_THAT(s, Catch::Contains("where") && Catch::Contains("[3]") && Catch::Contains("[2, 1]") &&
                     Catch::Contains("[4]") && Catch::Contains("broadcast"));
 }

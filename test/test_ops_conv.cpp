@@ -45,7 +45,8 @@ Tensor reference_conv2d(const Tensor& x, const Tensor& f, const Case& c) {
   const auto xv = values(x), fv = values(f);
   const std::size_t n = c.x[0], h = c.x[1], w = c.x[2], ci = c.x[3];
   const std::size_t kh = c.f[0], kw = c.f[1], co = c.f[3];
-  const auto sh = static_cast<std::size_t>(c.strides[0]), sw = static_cast<std::size_t>(c.strides[1]);
+  const auto sh = static_cast<std::size_t>(c.strides[0]),
+             sw = static_cast<std::size_t>(c.strides[1]);
   const auto dh = static_cast<std::size_t>(c.dilations[0]),
              dw = static_cast<std::size_t>(c.dilations[1]);
   const auto [oh, pt] = axis_out(h, kh, sh, dh, c.padding);
@@ -61,9 +62,13 @@ Tensor reference_conv2d(const Tensor& x, const Tensor& f, const Case& c) {
               for (std::size_t ch = 0; ch < ci; ++ch) {
                 const long r = static_cast<long>(i * sh + p * dh) - static_cast<long>(pt);
                 const long s = static_cast<long>(j * sw + q * dw) - static_cast<long>(pl);
-                if (r < 0 || s < 0 || r >= static_cast<long>(h) || s >= static_cast<long>(w)) continue;
-                sum += xv[((b * h + static_cast<std::size_t>(r)) * w + static_cast<std::size_t>(s)) * ci + ch] *
-                       fv[((p * kw + q) * ci + ch) * co + o];
+                if (r < 0 || s < 0 || r >= static_cast<long>(h) || s >= static_cast<long>(w))
+                  continue;
+                sum +=
+                    xv[((b * h + static_cast<std::size_t>(r)) * w + static_cast<std::size_t>(s)) *
+                           ci +
+                       ch] *
+                    fv[((p * kw + q) * ci + ch) * co + o];
               }
           out[((b * oh + i) * ow + j) * co + o] = sum;
         }
@@ -81,7 +86,7 @@ const std::vector<Case>& cases() {
       {{1, 9, 8, 2}, {3, 2, 2, 2}, {1, 1}, Padding::Same, {2, 1}},
       {{2, 8, 7, 2}, {2, 3, 2, 3}, {2, 3}, Padding::Same, {2, 2}},
       {{2, 4, 3, 5}, {1, 1, 5, 3}, {1, 1}, Padding::Valid, {1, 1}},  // pointwise: no im2col
-      {{1, 2, 3, 2}, {4, 5, 2, 1}, {1, 1}, Padding::Same, {1, 1}},    // filter larger than x
+      {{1, 2, 3, 2}, {4, 5, 2, 1}, {1, 1}, Padding::Same, {1, 1}},   // filter larger than x
   };
   return all;
 }
@@ -124,8 +129,7 @@ TEST_CASE("conv2d equals the explicit reference loop (strides, paddings, dilatio
       const Tensor x = random_tensor(c.x, seed++);
       const Tensor f = random_tensor(c.f, seed++);
       const Tensor expected = reference_conv2d(x, f, c);
-      const Tensor got =
-          conv2d(cast(x, dtype), cast(f, dtype), c.strides, c.padding, c.dilations);
+      const Tensor got = conv2d(cast(x, dtype), cast(f, dtype), c.strides, c.padding, c.dilations);
       require_close(got, expected.shape(), values(expected),
                     dtype == DType::Float32 ? 1e-5 : 1e-12);
     }
@@ -163,7 +167,8 @@ TEST_CASE("conv2d and its transposes on inputs that take several im2col blocks",
       const Tensor dx_e = conv2d_transpose(e, f, c.x, c.strides, c.padding, c.dilations);
       // <x, convT(e)> is the output element `hot` of conv2d(x, f).
       CHECK(sum_of_product(x, dx_e).item<double>() == Approx(values(y)[hot]).epsilon(1e-12));
-      const Tensor dw_e = detail::conv2d_backprop_filter(x, c.f, e, c.strides, c.padding, c.dilations);
+      const Tensor dw_e =
+          detail::conv2d_backprop_filter(x, c.f, e, c.strides, c.padding, c.dilations);
       CHECK(sum_of_product(f, dw_e).item<double>() == Approx(values(y)[hot]).epsilon(1e-12));
     }
   }
@@ -193,9 +198,10 @@ TEST_CASE("conv2d with an empty batch or no output channels gives empty results"
 
 // ---- the transposes as gradients --------------------------------------------------------
 
-TEST_CASE("conv2d_transpose is conv2d's gradient wrt x; the filter backprop is the one wrt "
-          "filters",
-          "[conv][gradient]") {
+TEST_CASE(
+    "conv2d_transpose is conv2d's gradient wrt x; the filter backprop is the one wrt "
+    "filters",
+    "[conv][gradient]") {
   unsigned seed = 100;
   for (const Case& c : cases()) {
     INFO(describe_case(c));
@@ -208,8 +214,7 @@ TEST_CASE("conv2d_transpose is conv2d's gradient wrt x; the filter backprop is t
     tape.watch(f);
     const Tensor loss = sum_of_product(conv2d(x, f, c.strides, c.padding, c.dilations), g);
     const auto grads = tape.gradient(loss, std::vector<Tensor>{x, f});
-    const Tensor by_transpose =
-        conv2d_transpose(g, f, c.x, c.strides, c.padding, c.dilations);
+    const Tensor by_transpose = conv2d_transpose(g, f, c.x, c.strides, c.padding, c.dilations);
     require_close(grads[0], c.x, values(by_transpose));
     const Tensor by_filter_backprop =
         detail::conv2d_backprop_filter(x, c.f, g, c.strides, c.padding, c.dilations);
@@ -221,8 +226,7 @@ TEST_CASE("conv2d_transpose is conv2d's gradient wrt x; the filter backprop is t
   }
 }
 
-TEST_CASE("conv2d_transpose of a single 1 places the filter (upsampling by the stride)",
-          "[conv]") {
+TEST_CASE("conv2d_transpose of a single 1 places the filter (upsampling by the stride)", "[conv]") {
   // x is 1 at output position (0, 1) of a stride-2 VALID conv of a 5x5 image with a 3x3
   // filter: the transpose writes the filter at rows 0..2, columns 2..4.
   std::vector<double> xv(4, 0.0);
@@ -247,15 +251,17 @@ TEST_CASE("conv1d equals conv2d on a unit height, and its gradients too", "[conv
         tape.watch(x);
         tape.watch(f);
         const Tensor y = conv1d(x, f, stride, padding, dilation);
-        const Tensor y2 = conv2d(reshape(x, {2, 1, 9, 3}), reshape(f, {1, 3, 3, 2}),
-                                 {1, stride}, padding, {1, dilation});
+        const Tensor y2 = conv2d(reshape(x, {2, 1, 9, 3}), reshape(f, {1, 3, 3, 2}), {1, stride},
+                                 padding, {1, dilation});
         const auto& s = y2.shape();
         REQUIRE(y.shape() == Shape{s[0], s[2], s[3]});
         require_close(y, y.shape(), values(y2));
         const Tensor g = random_tensor(y.shape(), 9);
         const auto grads = tape.gradient(sum_of_product(y, g), std::vector<Tensor>{x, f});
-        const Tensor gx = conv2d_transpose(reshape(g, {static_cast<std::int64_t>(s[0]), 1, static_cast<std::int64_t>(s[2]), static_cast<std::int64_t>(s[3])}), reshape(f, {1, 3, 3, 2}),
-                                           {2, 1, 9, 3}, {1, stride}, padding, {1, dilation});
+        const Tensor gx = conv2d_transpose(
+            reshape(g, {static_cast<std::int64_t>(s[0]), 1, static_cast<std::int64_t>(s[2]),
+                        static_cast<std::int64_t>(s[3])}),
+            reshape(f, {1, 3, 3, 2}), {2, 1, 9, 3}, {1, stride}, padding, {1, dilation});
         require_close(grads[0], x.shape(), values(gx));
         CHECK(grads[1].shape() == f.shape());
       }
@@ -323,13 +329,16 @@ TEST_CASE("Conv2DBackpropFilter: first and second derivatives match central diff
 TEST_CASE("conv1d: first and second derivatives match central differences", "[conv][gradient]") {
   const Fn f = [](const std::vector<Tensor>& a) { return conv1d(a[0], a[1], 2, Padding::Same, 1); };
   verify_gradients(f, {random_tensor({2, 7, 2}, 500), random_tensor({3, 2, 2}, 501)});
-  const Fn g = [](const std::vector<Tensor>& a) { return conv1d(a[0], a[1], 1, Padding::Valid, 2); };
+  const Fn g = [](const std::vector<Tensor>& a) {
+    return conv1d(a[0], a[1], 1, Padding::Valid, 2);
+  };
   verify_gradients(g, {random_tensor({1, 8, 1}, 502), random_tensor({2, 1, 3}, 503)});
 }
 
-TEST_CASE("conv2d of a nonlinear function: the Hessian-vector product through conv2d's "
-          "gradient matches central differences",
-          "[conv][gradient]") {
+TEST_CASE(
+    "conv2d of a nonlinear function: the Hessian-vector product through conv2d's "
+    "gradient matches central differences",
+    "[conv][gradient]") {
   // sum(tanh(conv2d(x, f))^2) is not bilinear, so the second order check exercises the
   // gradients of the transposed ops with non-constant incoming gradients.
   const Fn f = [](const std::vector<Tensor>& a) {
@@ -350,74 +359,126 @@ TEST_CASE("convolution misuse: each case throws InvalidArgument naming the op, s
                             const std::vector<std::string>& mentions) {
     expect_misuse<InvalidArgument>(name, body, mentions);
   };
-  conv_case("conv2d: x of rank 3", [&] { conv2d(random_tensor({5, 5, 2}, 3), f, {1, 1}, Padding::Valid); },
+  conv_case("conv2d: x of rank 3",
+            [&] {
+              conv2d(random_tensor({5, 5, 2}, 3), f, {1, 1}, Padding::Valid);
+            },
             {"conv2d", "x has shape [5, 5, 2]", "[3, 3, 2, 4]", "x must have rank 4"});
-  conv_case("conv2d: filters of rank 2", [&] { conv2d(x, random_tensor({3, 3}, 3), {1, 1}, Padding::Valid); },
+  conv_case("conv2d: filters of rank 2",
+            [&] {
+              conv2d(x, random_tensor({3, 3}, 3), {1, 1}, Padding::Valid);
+            },
             {"conv2d", "[1, 5, 5, 2]", "filters has shape [3, 3]", "filters must have rank 4"});
   conv_case("conv2d: channel mismatch",
-            [&] { conv2d(random_tensor({1, 5, 5, 3}, 3), f, {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d(random_tensor({1, 5, 5, 3}, 3), f, {1, 1}, Padding::Valid);
+            },
             {"conv2d", "[1, 5, 5, 3]", "[3, 3, 2, 4]", "x has 3 channels", "expects 2"});
-  conv_case("conv2d: dtypes differ", [&] { conv2d(cast(x, DType::Float32), f, {1, 1}, Padding::Valid); },
+  conv_case("conv2d: dtypes differ",
+            [&] {
+              conv2d(cast(x, DType::Float32), f, {1, 1}, Padding::Valid);
+            },
             {"conv2d", "float32", "float64", "dtypes differ"});
   conv_case("conv2d: integer operands",
-            [&] { conv2d(cast(x, DType::Int32), cast(f, DType::Int32), {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d(cast(x, DType::Int32), cast(f, DType::Int32), {1, 1}, Padding::Valid);
+            },
             {"conv2d", "int32", "only float32 and float64"});
-  conv_case("conv2d: stride 0", [&] { conv2d(x, f, {0, 1}, Padding::Same); },
+  conv_case("conv2d: stride 0",
+            [&] {
+              conv2d(x, f, {0, 1}, Padding::Same);
+            },
             {"conv2d", "[1, 5, 5, 2]", "strides [0, 1]", "must be >= 1 (got 0)"});
-  conv_case("conv2d: negative stride", [&] { conv2d(x, f, {1, -2}, Padding::Same); },
+  conv_case("conv2d: negative stride",
+            [&] {
+              conv2d(x, f, {1, -2}, Padding::Same);
+            },
             {"conv2d", "strides [1, -2]", "(got -2)"});
-  conv_case("conv2d: three strides", [&] { conv2d(x, f, {1, 1, 1}, Padding::Same); },
+  conv_case("conv2d: three strides",
+            [&] {
+              conv2d(x, f, {1, 1, 1}, Padding::Same);
+            },
             {"conv2d", "strides [1, 1, 1]", "1, 2 or 4 values"});
-  conv_case("conv2d: a batch stride", [&] { conv2d(x, f, {2, 1, 1, 1}, Padding::Same); },
+  conv_case("conv2d: a batch stride",
+            [&] {
+              conv2d(x, f, {2, 1, 1, 1}, Padding::Same);
+            },
             {"conv2d", "strides [2, 1, 1, 1]", "batch and channel"});
-  conv_case("conv2d: dilation 0", [&] { conv2d(x, f, {1, 1}, Padding::Same, {1, 0}); },
+  conv_case("conv2d: dilation 0",
+            [&] {
+              conv2d(x, f, {1, 1}, Padding::Same, {1, 0});
+            },
             {"conv2d", "dilations [1, 0]", "(got 0)"});
   conv_case("conv2d: VALID window larger than x",
-            [&] { conv2d(random_tensor({1, 2, 6, 2}, 3), f, {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d(random_tensor({1, 2, 6, 2}, 3), f, {1, 1}, Padding::Valid);
+            },
             {"conv2d", "[1, 2, 6, 2]", "[3, 3, 2, 4]", "VALID", "height 2", "window's 3"});
   conv_case("conv2d: VALID dilated window larger than x",
-            [&] { conv2d(x, f, {1, 1}, Padding::Valid, {1, 3}); },
+            [&] {
+              conv2d(x, f, {1, 1}, Padding::Valid, {1, 3});
+            },
             {"conv2d", "VALID", "width 5", "window's 7", "dilation 3"});
   conv_case("conv2d: zero-size filter window",
-            [&] { conv2d(x, zeros({0, 3, 2, 4}), {1, 1}, Padding::Same); },
+            [&] {
+              conv2d(x, zeros({0, 3, 2, 4}), {1, 1}, Padding::Same);
+            },
             {"conv2d", "[0, 3, 2, 4]", "height and width must be >= 1", "0 x 3"});
-  conv_case("conv2d: undefined x", [&] { conv2d(Tensor(), f, {1, 1}, Padding::Same); },
+  conv_case("conv2d: undefined x",
+            [&] {
+              conv2d(Tensor(), f, {1, 1}, Padding::Same);
+            },
             {"conv2d", "undefined"});
   const Tensor y = random_tensor({1, 3, 3, 4}, 4);
   conv_case("conv2d_transpose: output_shape does not give x's shape",
-            [&] { conv2d_transpose(y, f, {1, 6, 6, 2}, {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d_transpose(y, f, {1, 6, 6, 2}, {1, 1}, Padding::Valid);
+            },
             {"conv2d_transpose", "x has shape [1, 3, 3, 4]", "output_shape [1, 6, 6, 2]",
              "[1, 4, 4, 4], not x's"});
   conv_case("conv2d_transpose: output_shape of rank 3",
-            [&] { conv2d_transpose(y, f, {5, 5, 2}, {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d_transpose(y, f, {5, 5, 2}, {1, 1}, Padding::Valid);
+            },
             {"conv2d_transpose", "output_shape [5, 5, 2]", "4 dimensions"});
-  conv_case("conv2d_transpose: x channels differ from the filter's output channels",
-            [&] { conv2d_transpose(random_tensor({1, 3, 3, 3}, 5), f, {1, 5, 5, 2}, {1, 1}, Padding::Valid); },
-            {"conv2d_transpose", "[1, 3, 3, 3]", "[3, 3, 2, 4]", "x has 3 channels",
-             "4 output channels"});
+  conv_case(
+      "conv2d_transpose: x channels differ from the filter's output channels",
+      [&] {
+        conv2d_transpose(random_tensor({1, 3, 3, 3}, 5), f, {1, 5, 5, 2}, {1, 1}, Padding::Valid);
+      },
+      {"conv2d_transpose", "[1, 3, 3, 3]", "[3, 3, 2, 4]", "x has 3 channels",
+       "4 output channels"});
   conv_case("conv2d_transpose: output_shape channels differ from the filter's input channels",
-            [&] { conv2d_transpose(y, f, {1, 5, 5, 3}, {1, 1}, Padding::Valid); },
+            [&] {
+              conv2d_transpose(y, f, {1, 5, 5, 3}, {1, 1}, Padding::Valid);
+            },
             {"conv2d_transpose", "output_shape [1, 5, 5, 3]", "output_shape has 3 channels",
              "expects 2"});
   conv_case("conv2d_transpose: stride 0",
-            [&] { conv2d_transpose(y, f, {1, 5, 5, 2}, {0, 0}, Padding::Valid); },
+            [&] {
+              conv2d_transpose(y, f, {1, 5, 5, 2}, {0, 0}, Padding::Valid);
+            },
             {"conv2d_transpose", "strides [0, 0]"});
   conv_case("Conv2DBackpropFilter: g of the wrong shape",
-            [&] { detail::conv2d_backprop_filter(x, f.shape(), y, {1, 1}, Padding::Same); },
+            [&] {
+              detail::conv2d_backprop_filter(x, f.shape(), y, {1, 1}, Padding::Same);
+            },
             {"conv2d_backprop_filter", "g has shape [1, 3, 3, 4]", "filter_shape [3, 3, 2, 4]",
              "[1, 5, 5, 4]"});
   const Tensor x1 = random_tensor({2, 6, 3}, 6);
   const Tensor f1 = random_tensor({3, 3, 2}, 7);
   conv_case("conv1d: x of rank 4", [&] { conv1d(x, f1, 1, Padding::Valid); },
             {"conv1d", "[1, 5, 5, 2]", "x must have rank 3"});
-  conv_case("conv1d: channel mismatch", [&] { conv1d(random_tensor({2, 6, 2}, 8), f1, 1, Padding::Valid); },
+  conv_case("conv1d: channel mismatch",
+            [&] {
+              conv1d(random_tensor({2, 6, 2}, 8), f1, 1, Padding::Valid);
+            },
             {"conv1d", "[2, 6, 2]", "[3, 3, 2]", "x has 2 channels", "expects 3"});
   conv_case("conv1d: stride 0", [&] { conv1d(x1, f1, 0, Padding::Valid); },
             {"conv1d", "[2, 6, 3]", "stride [1, 0]", "(got 0)"});
   conv_case("conv1d: dilation -1", [&] { conv1d(x1, f1, 1, Padding::Valid, -1); },
             {"conv1d", "dilation [1, -1]", "(got -1)"});
-  conv_case("conv1d: VALID window larger than x",
-            [&] { conv1d(x1, f1, 1, Padding::Valid, 3); },
+  conv_case("conv1d: VALID window larger than x", [&] { conv1d(x1, f1, 1, Padding::Valid, 3); },
             {"conv1d", "[2, 6, 3]", "VALID", "width 6", "window's 7"});
   expect_defined("conv2d: an empty batch", [&] {
     CHECK(conv2d(zeros({0, 5, 5, 2}), f, {2, 2}, Padding::Same).shape() == Shape{0, 3, 3, 4});
@@ -448,16 +509,16 @@ void require_layouts_agree(const ImageOp& first, const ImageOp& last, const Tens
   tape_first.watch(std::vector<Tensor>{image_first, filters});
   const Tensor y_first = first(image_first, filters);
   const Tensor g_first = random_tensor(y_first.shape(), seed);
-  const auto grads_first = tape_first.gradient(std::vector<Tensor>{y_first},
-                                               std::vector<Tensor>{image_first, filters},
-                                               std::vector<Tensor>{g_first});
+  const auto grads_first =
+      tape_first.gradient(std::vector<Tensor>{y_first}, std::vector<Tensor>{image_first, filters},
+                          std::vector<Tensor>{g_first});
 
   GradientTape tape_last;
   tape_last.watch(std::vector<Tensor>{image_last, filters});
   const Tensor y_last = last(image_last, filters);
-  const auto grads_last = tape_last.gradient(std::vector<Tensor>{y_last},
-                                             std::vector<Tensor>{image_last, filters},
-                                             std::vector<Tensor>{to_channels_last(g_first)});
+  const auto grads_last =
+      tape_last.gradient(std::vector<Tensor>{y_last}, std::vector<Tensor>{image_last, filters},
+                         std::vector<Tensor>{to_channels_last(g_first)});
 
   require_identical(y_first, to_channels_first(y_last));
   require_identical(grads_first[0], to_channels_first(grads_last[0]));
@@ -466,9 +527,10 @@ void require_layouts_agree(const ImageOp& first, const ImageOp& last, const Tens
 
 }  // namespace
 
-TEST_CASE("conv2d NCHW equals the NHWC conv2d on the transposed image, values and gradients "
-          "bit for bit",
-          "[conv][nchw]") {
+TEST_CASE(
+    "conv2d NCHW equals the NHWC conv2d on the transposed image, values and gradients "
+    "bit for bit",
+    "[conv][nchw]") {
   unsigned seed = 700;
   for (const Case& c : cases()) {
     INFO(describe_case(c));
@@ -484,17 +546,17 @@ TEST_CASE("conv2d NCHW equals the NHWC conv2d on the transposed image, values an
   }
 }
 
-TEST_CASE("conv2d_transpose NCHW (output_shape in NCHW) equals the NHWC op on the transposed "
-          "input, values and gradients bit for bit",
-          "[conv][nchw]") {
+TEST_CASE(
+    "conv2d_transpose NCHW (output_shape in NCHW) equals the NHWC op on the transposed "
+    "input, values and gradients bit for bit",
+    "[conv][nchw]") {
   unsigned seed = 730;
   for (const Case& c : cases()) {
     INFO(describe_case(c));
-    const Shape y_shape =
-        conv2d(zeros(c.x), zeros(c.f), c.strides, c.padding, c.dilations).shape();
+    const Shape y_shape = conv2d(zeros(c.x), zeros(c.f), c.strides, c.padding, c.dilations).shape();
     const ImageOp first = [&](const Tensor& y, const Tensor& f) {
-      return conv2d_transpose(y, f, channels_first_shape(c.x), c.strides, c.padding,
-                              c.dilations, DataFormat::NCHW);
+      return conv2d_transpose(y, f, channels_first_shape(c.x), c.strides, c.padding, c.dilations,
+                              DataFormat::NCHW);
     };
     const ImageOp last = [&](const Tensor& y, const Tensor& f) {
       return conv2d_transpose(y, f, c.x, c.strides, c.padding, c.dilations);
@@ -505,9 +567,10 @@ TEST_CASE("conv2d_transpose NCHW (output_shape in NCHW) equals the NHWC op on th
   }
 }
 
-TEST_CASE("conv1d NCW equals the NWC conv1d on the transposed signal, values and gradients "
-          "bit for bit",
-          "[conv][nchw]") {
+TEST_CASE(
+    "conv1d NCW equals the NWC conv1d on the transposed signal, values and gradients "
+    "bit for bit",
+    "[conv][nchw]") {
   unsigned seed = 760;
   for (Padding padding : {Padding::Valid, Padding::Same}) {
     for (int stride : {1, 2}) {
@@ -527,23 +590,23 @@ TEST_CASE("conv1d NCW equals the NWC conv1d on the transposed signal, values and
   }
 }
 
-TEST_CASE("NCHW reads a 4-value strides or dilations list as TF's [1, 1, h, w]",
-          "[conv][nchw]") {
+TEST_CASE("NCHW reads a 4-value strides or dilations list as TF's [1, 1, h, w]", "[conv][nchw]") {
   const Tensor x = random_tensor({2, 3, 9, 8}, 790);
   const Tensor f = random_tensor({3, 3, 3, 2}, 791);
   const Tensor expected = conv2d(x, f, {2, 1}, Padding::Same, {1, 2}, DataFormat::NCHW);
   require_identical(conv2d(x, f, {1, 1, 2, 1}, Padding::Same, {1, 1, 1, 2}, DataFormat::NCHW),
                     expected);
   const Tensor y = random_tensor(expected.shape(), 792);
-  require_identical(conv2d_transpose(y, f, x.shape(), {1, 1, 2, 1}, Padding::Same, {1, 1, 1, 2},
-                                     DataFormat::NCHW),
-                    conv2d_transpose(y, f, x.shape(), {2, 1}, Padding::Same, {1, 2},
-                                     DataFormat::NCHW));
+  require_identical(
+      conv2d_transpose(y, f, x.shape(), {1, 1, 2, 1}, Padding::Same, {1, 1, 1, 2},
+                       DataFormat::NCHW),
+      conv2d_transpose(y, f, x.shape(), {2, 1}, Padding::Same, {1, 2}, DataFormat::NCHW));
 }
 
-TEST_CASE("the convolutions' overloads: with and without dilations, with and without a data "
-          "format, all compile unambiguously and agree",
-          "[conv][nchw]") {
+TEST_CASE(
+    "the convolutions' overloads: with and without dilations, with and without a data "
+    "format, all compile unambiguously and agree",
+    "[conv][nchw]") {
   // Each call below must resolve to one overload: a change that makes one ambiguous fails to
   // compile here.
   const Tensor x = random_tensor({1, 6, 7, 2}, 793);
@@ -574,13 +637,13 @@ TEST_CASE("the convolutions' overloads: with and without dilations, with and wit
 
   const Tensor y = conv2d(x, f, {2, 2}, Padding::Same);
   const Tensor y_first = to_channels_first(y);
-  require_identical(conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same),
-                    conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same, {1, 1},
-                                     DataFormat::NHWC));
-  require_identical(conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same,
-                                     DataFormat::NCHW),
-                    conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same,
-                                     {1, 1}, DataFormat::NCHW));
+  require_identical(
+      conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same),
+      conv2d_transpose(y, f, x.shape(), {2, 2}, Padding::Same, {1, 1}, DataFormat::NHWC));
+  require_identical(
+      conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same, DataFormat::NCHW),
+      conv2d_transpose(y_first, f, x_first.shape(), {2, 2}, Padding::Same, {1, 1},
+                       DataFormat::NCHW));
 }
 
 TEST_CASE("NCHW convolutions: forward mode equals the NHWC tangent transposed, bit for bit",
@@ -622,9 +685,10 @@ TEST_CASE("NCHW convolutions: first and second derivatives match central differe
   verify_gradients(conv_1d, {random_tensor({2, 2, 7}, 814), random_tensor({3, 2, 2}, 815)});
 }
 
-TEST_CASE("per-example gradients of an NCHW conv2d + max_pool2d model through vectorized_map "
-          "equal a loop",
-          "[conv][nchw][vectorized_map]") {
+TEST_CASE(
+    "per-example gradients of an NCHW conv2d + max_pool2d model through vectorized_map "
+    "equal a loop",
+    "[conv][nchw][vectorized_map]") {
   const Tensor conv1 = random_tensor({3, 3, 2, 4}, 820, -0.5, 0.5);
   const Tensor bias1 = random_tensor({4, 1, 1}, 821, -0.1, 0.1);  // NCHW: per channel
   const Tensor conv2 = random_tensor({2, 2, 4, 3}, 822, -0.5, 0.5);
@@ -635,9 +699,9 @@ TEST_CASE("per-example gradients of an NCHW conv2d + max_pool2d model through ve
   const MapFn per_example = [&](const std::vector<Tensor>& in) {
     GradientTape tape;
     tape.watch(parameters);
-    Tensor h = relu(conv2d(reshape(in[0], {1, 2, 7, 6}), conv1, {1, 1}, Padding::Same,
-                           DataFormat::NCHW) +
-                    bias1);
+    Tensor h =
+        relu(conv2d(reshape(in[0], {1, 2, 7, 6}), conv1, {1, 1}, Padding::Same, DataFormat::NCHW) +
+             bias1);
     h = max_pool2d(h, {2, 2}, {2, 2}, Padding::Same, DataFormat::NCHW);  // [1, 4, 4, 3]
     h = conv2d(h, conv2, {1, 1}, Padding::Valid, DataFormat::NCHW);      // [1, 3, 3, 2]
     const Tensor loss = reduce_sum(multiply(tapegrad::tanh(h), h));
@@ -649,8 +713,8 @@ TEST_CASE("per-example gradients of an NCHW conv2d + max_pool2d model through ve
     std::vector<Tensor> rows;
     for (std::size_t b = 0; b < batch; ++b) {
       const auto i = static_cast<std::int64_t>(b);
-      rows.push_back(per_example({reshape(slice(images, {i, 0, 0, 0}, {1, 2, 7, 6}),
-                                          {2, 7, 6})})[k]);
+      rows.push_back(
+          per_example({reshape(slice(images, {i, 0, 0, 0}, {1, 2, 7, 6}), {2, 7, 6})})[k]);
     }
     INFO("parameter " << k);
     const Tensor looped = stack(rows, 0);
@@ -668,50 +732,77 @@ TEST_CASE("NCHW convolution misuse: errors name the op, the shapes as passed and
     expect_misuse<InvalidArgument>(name, body, mentions);
   };
   conv_case("conv2d NCHW: x of rank 3",
-            [&] { conv2d(random_tensor({2, 5, 5}, 831), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv2d(random_tensor({2, 5, 5}, 831), f, {1, 1}, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv2d", "x has shape [2, 5, 5]", "data_format NCHW", "x must have rank 4 (NCHW)"});
-  conv_case("conv2d NCHW: channel mismatch",
-            [&] { conv2d(random_tensor({1, 3, 5, 6}, 832), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
-            {"conv2d", "x has shape [1, 3, 5, 6]", "data_format NCHW", "x has 3 channels",
-             "expects 2"});
+  conv_case(
+      "conv2d NCHW: channel mismatch",
+      [&] {
+        conv2d(random_tensor({1, 3, 5, 6}, 832), f, {1, 1}, Padding::Valid, DataFormat::NCHW);
+      },
+      {"conv2d", "x has shape [1, 3, 5, 6]", "data_format NCHW", "x has 3 channels", "expects 2"});
   conv_case("conv2d NCHW: VALID window taller than x",
-            [&] { conv2d(random_tensor({1, 2, 2, 6}, 833), f, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv2d(random_tensor({1, 2, 2, 6}, 833), f, {1, 1}, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv2d", "x has shape [1, 2, 2, 6]", "VALID", "height 2", "window's 3"});
-  conv_case("conv2d NCHW: strides in NHWC's 4-value order",
-            [&] { conv2d(random_tensor({1, 2, 5, 5}, 834), f, {1, 2, 2, 1}, Padding::Same, DataFormat::NCHW); },
-            {"conv2d", "strides [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
+  conv_case(
+      "conv2d NCHW: strides in NHWC's 4-value order",
+      [&] {
+        conv2d(random_tensor({1, 2, 5, 5}, 834), f, {1, 2, 2, 1}, Padding::Same, DataFormat::NCHW);
+      },
+      {"conv2d", "strides [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
   conv_case("conv2d NCHW: integer x",
-            [&] { conv2d(cast(random_tensor({1, 2, 5, 5}, 835), DType::Int32), cast(f, DType::Int32),
-                         {1, 1}, Padding::Same, DataFormat::NCHW); },
+            [&] {
+              conv2d(cast(random_tensor({1, 2, 5, 5}, 835), DType::Int32), cast(f, DType::Int32),
+                     {1, 1}, Padding::Same, DataFormat::NCHW);
+            },
             {"conv2d", "x has shape [1, 2, 5, 5] and dtype int32", "only float32 and float64"});
   conv_case("conv2d: a DataFormat that is neither enumerator",
-            [&] { conv2d(random_tensor({1, 5, 5, 2}, 836), f, {1, 1}, Padding::Same, bad); },
+            [&] {
+              conv2d(random_tensor({1, 5, 5, 2}, 836), f, {1, 1}, Padding::Same, bad);
+            },
             {"conv2d", "x has shape [1, 5, 5, 2]", "data_format", "NHWC or DataFormat::NCHW",
              "got the value 7"});
   const Tensor y = random_tensor({1, 4, 3, 3}, 837);
   conv_case("conv2d_transpose NCHW: output_shape does not give x's shape",
-            [&] { conv2d_transpose(y, f, {1, 2, 6, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv2d_transpose(y, f, {1, 2, 6, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv2d_transpose", "x has shape [1, 4, 3, 3]", "output_shape [1, 2, 6, 7]",
              "data_format NCHW", "has shape [1, 4, 4, 5], not x's"});
   conv_case("conv2d_transpose NCHW: output_shape of rank 3",
-            [&] { conv2d_transpose(y, f, {2, 5, 5}, {1, 1}, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv2d_transpose(y, f, {2, 5, 5}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv2d_transpose", "output_shape [2, 5, 5]", "4 dimensions (NCHW)"});
   conv_case("conv2d_transpose NCHW: x of rank 5",
-            [&] { conv2d_transpose(random_tensor({1, 4, 3, 3, 1}, 838), f, {1, 2, 5, 5}, {1, 1},
-                                   Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv2d_transpose(random_tensor({1, 4, 3, 3, 1}, 838), f, {1, 2, 5, 5}, {1, 1},
+                               Padding::Valid, DataFormat::NCHW);
+            },
             {"conv2d_transpose", "x has shape [1, 4, 3, 3, 1]", "x must have rank 4 (NCHW)"});
   conv_case("conv2d_transpose: a DataFormat that is neither enumerator",
-            [&] { conv2d_transpose(y, f, {1, 2, 5, 5}, {1, 1}, Padding::Valid, {1, 1}, bad); },
+            [&] {
+              conv2d_transpose(y, f, {1, 2, 5, 5}, {1, 1}, Padding::Valid, {1, 1}, bad);
+            },
             {"conv2d_transpose", "data_format", "got the value 7"});
   const Tensor f1 = random_tensor({3, 3, 2}, 839);
   conv_case("conv1d NCW: x of rank 4",
-            [&] { conv1d(random_tensor({1, 3, 5, 5}, 840), f1, 1, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv1d(random_tensor({1, 3, 5, 5}, 840), f1, 1, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv1d", "x has shape [1, 3, 5, 5]", "data_format NCW", "x must have rank 3 (NCW)"});
   conv_case("conv1d NCW: channel mismatch",
-            [&] { conv1d(random_tensor({2, 2, 6}, 841), f1, 1, Padding::Valid, DataFormat::NCHW); },
+            [&] {
+              conv1d(random_tensor({2, 2, 6}, 841), f1, 1, Padding::Valid, DataFormat::NCHW);
+            },
             {"conv1d", "x has shape [2, 2, 6]", "x has 2 channels", "expects 3"});
   conv_case("conv1d: a DataFormat that is neither enumerator",
-            [&] { conv1d(random_tensor({2, 6, 3}, 842), f1, 1, Padding::Valid, 1, bad); },
+            [&] {
+              conv1d(random_tensor({2, 6, 3}, 842), f1, 1, Padding::Valid, 1, bad);
+            },
             {"conv1d", "data_format", "got the value 7"});
   expect_defined("conv2d NCHW: an empty batch", [&] {
     CHECK(conv2d(zeros({0, 2, 5, 5}), f, {2, 2}, Padding::Same, DataFormat::NCHW).shape() ==
@@ -720,16 +811,22 @@ TEST_CASE("NCHW convolution misuse: errors name the op, the shapes as passed and
   // A Padding cast from another integer would otherwise act as Valid.
   const Padding bad_padding = static_cast<Padding>(5);
   conv_case("conv2d: a Padding that is neither enumerator",
-            [&] { conv2d(random_tensor({1, 5, 5, 2}, 837), f, {1, 1}, bad_padding); },
+            [&] {
+              conv2d(random_tensor({1, 5, 5, 2}, 837), f, {1, 1}, bad_padding);
+            },
             {"conv2d", "padding must be Padding::Valid or Padding::Same", "got the value 5"});
   conv_case("conv1d: a Padding that is neither enumerator",
-            [&] { conv1d(random_tensor({1, 5, 2}, 838), random_tensor({3, 2, 4}, 839), 1, bad_padding); },
+            [&] {
+              conv1d(random_tensor({1, 5, 2}, 838), random_tensor({3, 2, 4}, 839), 1, bad_padding);
+            },
             {"conv1d", "padding must be Padding::Valid or Padding::Same", "got the value 5"});
-  conv_case("conv2d_transpose: a Padding that is neither enumerator",
-            [&] { conv2d_transpose(random_tensor({1, 3, 3, 4}, 840), f, Shape{1, 5, 5, 2}, {1, 1},
-                                   bad_padding); },
-            {"conv2d_transpose", "padding must be Padding::Valid or Padding::Same",
-             "got the value 5"});
+  conv_case(
+      "conv2d_transpose: a Padding that is neither enumerator",
+      [&] {
+        conv2d_transpose(random_tensor({1, 3, 3, 4}, 840), f, Shape{1, 5, 5, 2}, {1, 1},
+                         bad_padding);
+      },
+      {"conv2d_transpose", "padding must be Padding::Valid or Padding::Same", "got the value 5"});
   const int run = misuse_cases_run() - before;
   std::cout << "NCHW convolution misuse cases: " << run << " run\n";
   REQUIRE(run == 17);

@@ -154,9 +154,9 @@ TEST_CASE("eigh: a v = v diag(l), orthonormal v, ascending, lower triangle only"
     }
     // What is above the diagonal is not read.
     const Tensor junk = band_part(random_tensor({3, 5, 5}, 8), 0, -1);
-    const Tensor lower_only = cast(add(band_part(cast(a, DType::Float64), -1, 0),
-                                       subtract(junk, band_part(junk, 0, 0))),
-                                   dtype);
+    const Tensor lower_only =
+        cast(add(band_part(cast(a, DType::Float64), -1, 0), subtract(junk, band_part(junk, 0, 0))),
+             dtype);
     CHECK(max_abs(subtract(eigh(lower_only).eigenvalues, l)) == 0.0);
   }
 }
@@ -297,8 +297,8 @@ TEST_CASE("svd at repeated and zero singular values: finite gradients (TF's safe
   const Tensor q = qr(random_tensor({3, 3}, 18)).q;
   const Tensor a = multiply(q, scalar(2.0, DType::Float64));
   require_close(svd(a).s, {3}, {2, 2, 2}, 1e-12);
-  CHECK(max_abs(subtract(gradient_at(a, [](const Tensor& x) { return reduce_sum(svd(x).s); }),
-                         q)) < 1e-12);
+  CHECK(max_abs(subtract(gradient_at(a, [](const Tensor& x) { return reduce_sum(svd(x).s); }), q)) <
+        1e-12);
   CHECK(all_finite(gradient_at(a, [](const Tensor& x) {
     const Tensor u = svd(x).u;
     return reduce_sum(multiply(u, slice(u, {0, 0}, {-1, 1})));
@@ -399,57 +399,64 @@ TEST_CASE("decompositions reject bad input, naming op and shapes", "[decompositi
   for (const char* op : {"slogdet", "logdet", "eigh"}) {
     const std::string name = op;
     const auto call = [name](const Tensor& x) {
-      if (name == "slogdet") slogdet(x);
-      else if (name == "logdet") logdet(x);
-      else eigh(x);
+      if (name == "slogdet")
+        slogdet(x);
+      else if (name == "logdet")
+        logdet(x);
+      else
+        eigh(x);
     };
     expect_misuse<InvalidArgument>(name + " of a non-square matrix", [&] { call(m23); },
                                    {name, "[2, 3]", "square"});
     expect_misuse<InvalidArgument>(name + " of a vector", [&] { call(v3); }, {name, "[3]"});
     expect_misuse<InvalidArgument>(name + " of int32",
-                                   [&] { call(from_values({1, 0, 0, 1}, {2, 2}, DType::Int32)); },
+                                   [&] {
+                                     call(from_values({1, 0, 0, 1}, {2, 2}, DType::Int32));
+                                   },
                                    {name, "int32"});
   }
   expect_misuse<InvalidArgument>("svd of a vector", [&] { svd(v3); }, {"svd", "[3]", "rank >= 2"});
   expect_misuse<InvalidArgument>("qr of a vector", [&] { qr(v3); }, {"qr", "[3]", "rank >= 2"});
   expect_misuse<InvalidArgument>("logdet of an indefinite matrix",
-                                 [] { logdet(from_values({1, 2, 2, 1}, {2, 2})); },
+                                 [] {
+                                   logdet(from_values({1, 2, 2, 1}, {2, 2}));
+                                 },
                                  {"logdet", "[2, 2]", "not symmetric positive definite"});
-  expect_misuse<InvalidArgument>(
-      "eigh of a matrix with NaN",
-      [] { eigh(from_values({1, 0, std::nan(""), 1}, {2, 2})); },
-      {"eigh", "[2, 2]", "NaN or infinite"});
-  expect_misuse<InvalidArgument>(
-      "svd of a matrix with inf",
-      [] { svd(from_values({1, 0, INFINITY, 1}, {2, 2})); }, {"svd", "[2, 2]", "NaN or infinite"});
-  expect_misuse<InvalidArgument>(
-      "svd gradient with full_matrices and |m - n| > 1",
-      [] {
-        const Tensor a = random_tensor({5, 2}, 32);
-        GradientTape tape;
-        tape.watch(a);
-        const Tensor y = reduce_sum(svd(a, true).s);
-        tape.gradient(y, a);
-      },
-      {"svd", "[5, 2]", "full_matrices=true", "gradient"});
-  expect_misuse<InvalidArgument>(
-      "svd forward-mode derivative with full_matrices and m != n",
-      [] {
-        const Tensor a = random_tensor({4, 3}, 33);
-        ForwardAccumulator accumulator(a, random_tensor({4, 3}, 34));
-        svd(a, true);
-      },
-      {"svd", "[4, 3]", "full_matrices=true", "forward-mode"});
-  expect_misuse<InvalidArgument>(
-      "slogdet gradient of a singular matrix",
-      [] {
-        const Tensor a = from_values({1, 2, 2, 4}, {2, 2});
-        GradientTape tape;
-        tape.watch(a);
-        const Tensor y = slogdet(a).log_abs_det;
-        tape.gradient(y, a);
-      },
-      {"matrix_inverse", "[2, 2]", "singular"});
+  expect_misuse<InvalidArgument>("eigh of a matrix with NaN",
+                                 [] {
+                                   eigh(from_values({1, 0, std::nan(""), 1}, {2, 2}));
+                                 },
+                                 {"eigh", "[2, 2]", "NaN or infinite"});
+  expect_misuse<InvalidArgument>("svd of a matrix with inf",
+                                 [] {
+                                   svd(from_values({1, 0, INFINITY, 1}, {2, 2}));
+                                 },
+                                 {"svd", "[2, 2]", "NaN or infinite"});
+  expect_misuse<InvalidArgument>("svd gradient with full_matrices and |m - n| > 1",
+                                 [] {
+                                   const Tensor a = random_tensor({5, 2}, 32);
+                                   GradientTape tape;
+                                   tape.watch(a);
+                                   const Tensor y = reduce_sum(svd(a, true).s);
+                                   tape.gradient(y, a);
+                                 },
+                                 {"svd", "[5, 2]", "full_matrices=true", "gradient"});
+  expect_misuse<InvalidArgument>("svd forward-mode derivative with full_matrices and m != n",
+                                 [] {
+                                   const Tensor a = random_tensor({4, 3}, 33);
+                                   ForwardAccumulator accumulator(a, random_tensor({4, 3}, 34));
+                                   svd(a, true);
+                                 },
+                                 {"svd", "[4, 3]", "full_matrices=true", "forward-mode"});
+  expect_misuse<InvalidArgument>("slogdet gradient of a singular matrix",
+                                 [] {
+                                   const Tensor a = from_values({1, 2, 2, 4}, {2, 2});
+                                   GradientTape tape;
+                                   tape.watch(a);
+                                   const Tensor y = slogdet(a).log_abs_det;
+                                   tape.gradient(y, a);
+                                 },
+                                 {"matrix_inverse", "[2, 2]", "singular"});
 }
 
 TEST_CASE("float32 gradients of the decompositions (first order, loose tolerance)",
@@ -501,9 +508,9 @@ TEST_CASE("every op that factorises, inverts or solves with a matrix rejects NaN
           const Call c = call;
           const std::string what = name + " of a " + dtype_name(dtype) + " batch holding " +
                                    std::to_string(bad) + " at flat " + std::to_string(where);
-          expect_misuse<InvalidArgument>(what, [&] { c(a); },
-                                         {name + ": ", "[2, 3, 3]", dtype_name(dtype),
-                                          "has a NaN or infinite entry"});
+          expect_misuse<InvalidArgument>(
+              what, [&] { c(a); },
+              {name + ": ", "[2, 3, 3]", dtype_name(dtype), "has a NaN or infinite entry"});
         }
       }
     }
@@ -516,7 +523,8 @@ TEST_CASE("every op that factorises, inverts or solves with a matrix rejects NaN
   }
   std::vector<double> bad_rhs(6, 1.0);
   bad_rhs[0] = nan;
-  const Tensor x = solve(from_values({2, 0, 0, 0, 4, 0, 0, 0, 8}, {3, 3}), from_values(bad_rhs, {3, 2}));
+  const Tensor x =
+      solve(from_values({2, 0, 0, 0, 4, 0, 0, 0, 8}, {3, 3}), from_values(bad_rhs, {3, 2}));
   const auto xv = values(x);
   CHECK(std::isnan(xv[0]));
   CHECK(xv[1] == 0.5);

@@ -27,7 +27,7 @@ TEST_CASE("einsum of two operands equals the matmul composition", "[einsum][iden
   const Tensor b = random_tensor({4, 5}, 2);
   const Tensor c = random_tensor({3, 4}, 3);
   require_same(einsum("ij,jk->ik", {a, b}), matmul(a, b));
-  require_same(einsum("ij,jk", {a, b}), matmul(a, b));             // implicit output
+  require_same(einsum("ij,jk", {a, b}), matmul(a, b));  // implicit output
   require_same(einsum("ij, jk -> ki", {a, b}), transpose(matmul(a, b)));
   const Tensor d = random_tensor({3, 5}, 4);
   require_same(einsum("ji,jk->ik", {c, d}), matmul(c, d, true, false));  // c^T d: a transpose flag
@@ -90,9 +90,10 @@ TEST_CASE("einsum of three operands contracts left to right", "[einsum][identity
   // i survives the first contraction because the third operand still needs it.
   require_same(einsum("ij,jk,i->k", {a, b, random_tensor({2}, 18)}),
                reshape(matmul(matmul(reshape(random_tensor({2}, 18), {1, 2}), a), b), {4}), 1e-12);
-  require_same(einsum("j,jk,k->", {v, b, random_tensor({4}, 19)}),
-               reshape(matmul(matmul(reshape(v, {1, 3}), b), reshape(random_tensor({4}, 19), {4, 1})), {}),
-               1e-12);
+  require_same(
+      einsum("j,jk,k->", {v, b, random_tensor({4}, 19)}),
+      reshape(matmul(matmul(reshape(v, {1, 3}), b), reshape(random_tensor({4}, 19), {4, 1})), {}),
+      1e-12);
 }
 
 TEST_CASE("einsum float32 and empty dimensions", "[einsum]") {
@@ -128,7 +129,8 @@ TEST_CASE("tensordot contracts the last axes of a with the first of b", "[tensor
   require_same(tensordot(a, b, 2), einsum("ijk,jkl->il", {a, b}));
   require_same(tensordot(random_tensor({2, 3}, 27), random_tensor({3, 4}, 28), 1),
                matmul(random_tensor({2, 3}, 27), random_tensor({3, 4}, 28)));
-  require_same(tensordot(constant({1, 2}), constant({3, 4, 5}), 0), einsum("i,j->ij", {constant({1, 2}), constant({3, 4, 5})}));
+  require_same(tensordot(constant({1, 2}), constant({3, 4, 5}), 0),
+               einsum("i,j->ij", {constant({1, 2}), constant({3, 4, 5})}));
   require_close(tensordot(a, a, 3), {}, {values(reduce_sum(square(a)))[0]});
   verify_gradients([](const std::vector<Tensor>& x) { return square(tensordot(x[0], x[1], 2)); },
                    {a, b});
@@ -153,7 +155,8 @@ TEST_CASE("norm: vector and matrix norms match their definitions", "[norm]") {
   require_close(norm(batch, "1", {1, 2}), {2}, {6, 12});
 }
 
-TEST_CASE("norm: gradient 0 at a zero vector, exact elsewhere to second order", "[norm][gradient]") {
+TEST_CASE("norm: gradient 0 at a zero vector, exact elsewhere to second order",
+          "[norm][gradient]") {
   const Tensor zero = zeros({3});
   for (const std::string ord : {"euclidean", "1", "inf", "3"}) {
     INFO("ord " << ord);
@@ -174,54 +177,79 @@ TEST_CASE("norm: gradient 0 at a zero vector, exact elsewhere to second order", 
     verify_gradients(unary([=](const Tensor& t) { return norm(t, ord, {1}); }), {x});
     verify_gradients(unary([=](const Tensor& t) { return norm(t, ord); }), {x});
   }
-  verify_gradients(unary([](const Tensor& t) { return norm(t, "1", {0, 1}); }), {x}, VerifyOptions{1});
+  verify_gradients(unary([](const Tensor& t) {
+                     return norm(t, "1", {0, 1});
+                   }),
+                   {x}, VerifyOptions{1});
   verify_gradients(unary([](const Tensor& t) { return norm(t, "fro", {0, 1}); }), {x});
 }
 
 TEST_CASE("einsum, tensordot, norm misuse", "[einsum][norm][misuse]") {
   const Tensor a = random_tensor({2, 3}, 30);
   const Tensor b = random_tensor({4, 5}, 31);
-  expect_misuse<InvalidArgument>("einsum: contracted sizes differ", [&] { einsum("ij,jk->ik", {a, b}); },
-                                 {"einsum", "ij,jk->ik", "[2, 3]", "[4, 5]", "label 'j'", "3", "4"});
+  expect_misuse<InvalidArgument>(
+      "einsum: contracted sizes differ",
+      [&] {
+        einsum("ij,jk->ik", {a, b});
+      },
+      {"einsum", "ij,jk->ik", "[2, 3]", "[4, 5]", "label 'j'", "3", "4"});
   expect_misuse<InvalidArgument>("einsum: an empty dimension against a size-3 one",
-                                 [&] { einsum("ij,jk->ik", {zeros({2, 0}), zeros({3, 2})}); },
+                                 [&] {
+                                   einsum("ij,jk->ik", {zeros({2, 0}), zeros({3, 2})});
+                                 },
                                  {"einsum", "label 'j' has sizes 0 and 3"});
   expect_misuse<InvalidArgument>("einsum: too few operands", [&] { einsum("ij,jk->ik", {a}); },
                                  {"einsum", "names 2 operands, 1 given"});
   expect_misuse<InvalidArgument>("einsum: labels and rank differ", [&] { einsum("ijk->i", {a}); },
                                  {"einsum", "operand 0 has rank 2 but 3 labels"});
-  expect_misuse<InvalidArgument>("einsum: a character that is no label", [&] { einsum("i1->i", {a}); },
-                                 {"einsum", "unexpected '1'"});
-  expect_misuse<InvalidArgument>("einsum: output label in no operand", [&] { einsum("ij->k", {a}); },
+  expect_misuse<InvalidArgument>("einsum: a character that is no label",
+                                 [&] { einsum("i1->i", {a}); }, {"einsum", "unexpected '1'"});
+  expect_misuse<InvalidArgument>("einsum: output label in no operand",
+                                 [&] { einsum("ij->k", {a}); },
                                  {"einsum", "output label 'k' is in no operand"});
   expect_misuse<InvalidArgument>("einsum: output label twice", [&] { einsum("ij->ii", {a}); },
                                  {"einsum", "'i' appears twice"});
-  expect_misuse<InvalidArgument>("einsum: a repeated label with two sizes",
-                                 [&] { einsum("ii->i", {random_tensor({1, 3}, 3)}); },
-                                 {"einsum", "[1, 3]", "label 'i' repeats in operand 0", "sizes 1 and 3"});
+  expect_misuse<InvalidArgument>(
+      "einsum: a repeated label with two sizes",
+      [&] {
+        einsum("ii->i", {random_tensor({1, 3}, 3)});
+      },
+      {"einsum", "[1, 3]", "label 'i' repeats in operand 0", "sizes 1 and 3"});
   expect_misuse<InvalidArgument>("einsum: integer operands",
-                                 [&] { einsum("i->i", {from_values({1, 2}, {2}, DType::Int32)}); },
+                                 [&] {
+                                   einsum("i->i", {from_values({1, 2}, {2}, DType::Int32)});
+                                 },
                                  {"einsum", "floating", "int32"});
   expect_misuse<InvalidArgument>("einsum: no operands", [&] { einsum("->", {}); },
                                  {"einsum", "at least one operand"});
-  expect_misuse<InvalidArgument>("einsum: \"...\" that do not broadcast",
-                                 [&] { einsum("...i,...i->...", {random_tensor({2, 3}, 1), random_tensor({4, 3}, 2)}); },
-                                 {"einsum", "do not broadcast", "[2, 3]", "[4, 3]"});
-  expect_misuse<InvalidArgument>("tensordot: contracted dimensions differ", [&] { tensordot(a, b, 1); },
-                                 {"tensordot", "a has shape [2, 3]", "b has shape [4, 5]", "axes 1"});
+  expect_misuse<InvalidArgument>(
+      "einsum: \"...\" that do not broadcast",
+      [&] {
+        einsum("...i,...i->...", {random_tensor({2, 3}, 1), random_tensor({4, 3}, 2)});
+      },
+      {"einsum", "do not broadcast", "[2, 3]", "[4, 3]"});
+  expect_misuse<InvalidArgument>(
+      "tensordot: contracted dimensions differ", [&] { tensordot(a, b, 1); },
+      {"tensordot", "a has shape [2, 3]", "b has shape [4, 5]", "axes 1"});
   expect_misuse<InvalidArgument>("tensordot: too many axes", [&] { tensordot(a, b, 3); },
                                  {"tensordot", "axes 3"});
   expect_misuse<InvalidArgument>("norm: unknown ord", [&] { norm(a, "max"); },
                                  {"norm", "[2, 3]", "ord \"max\""});
-  expect_misuse<InvalidArgument>("norm: ord 0", [&] { norm(a, "0"); }, {"norm", "ord \"0\"", "> 0"});
-  expect_misuse<InvalidArgument>("norm: matrix 2-norm", [&] { norm(a, "2", {0, 1}); },
+  expect_misuse<InvalidArgument>("norm: ord 0", [&] { norm(a, "0"); },
+                                 {"norm", "ord \"0\"", "> 0"});
+  expect_misuse<InvalidArgument>("norm: matrix 2-norm",
+                                 [&] {
+                                   norm(a, "2", {0, 1});
+                                 },
                                  {"norm", "ord \"2\"", "[0, 1]", "matrix norms support"});
   expect_misuse<InvalidArgument>("norm: fro over one axis", [&] { norm(a, "fro", {1}); },
                                  {"norm", "fro", "two axes"});
   expect_misuse<InvalidArgument>("norm: axis out of range", [&] { norm(a, "euclidean", {2}); },
                                  {"norm", "[2, 3]", "2"});
   expect_misuse<InvalidArgument>("norm of integers",
-                                 [&] { norm(from_values({1, 2}, {2}, DType::Int64)); },
+                                 [&] {
+                                   norm(from_values({1, 2}, {2}, DType::Int64));
+                                 },
                                  {"norm", "int64", "float32 or float64"});
 }
 

@@ -41,12 +41,14 @@ TEST_CASE("one_hot, range, eye, linspace: values and dtypes", "[create]") {
 
 TEST_CASE("pad: constant, reflect and symmetric match TF's examples", "[pad]") {
   const Tensor x = constant({{1, 2, 3}, {4, 5, 6}});
-  require_close(pad(x, {{1, 1}, {2, 2}}), {4, 7},
-                {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0});
-  require_close(pad(x, {{1, 1}, {2, 2}}, PadMode::Reflect), {4, 7},
-                {6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1, 6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1});
-  require_close(pad(x, {{1, 1}, {2, 2}}, PadMode::Symmetric), {4, 7},
-                {2, 1, 1, 2, 3, 3, 2, 2, 1, 1, 2, 3, 3, 2, 5, 4, 4, 5, 6, 6, 5, 5, 4, 4, 5, 6, 6, 5});
+  require_close(pad(x, {{1, 1}, {2, 2}}), {4, 7}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 0, 0,
+                                                   0, 0, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  require_close(
+      pad(x, {{1, 1}, {2, 2}}, PadMode::Reflect), {4, 7},
+      {6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1, 6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1});
+  require_close(
+      pad(x, {{1, 1}, {2, 2}}, PadMode::Symmetric), {4, 7},
+      {2, 1, 1, 2, 3, 3, 2, 2, 1, 1, 2, 3, 3, 2, 5, 4, 4, 5, 6, 6, 5, 5, 4, 4, 5, 6, 6, 5});
   require_close(pad(constant({1, 2, 3}), {{2, 0}}, PadMode::Constant, 9), {5}, {9, 9, 1, 2, 3});
   const Tensor i = pad(ints({1, 2}, {2}, DType::Int32), {{1, 2}}, PadMode::Symmetric);
   CHECK(i.dtype() == DType::Int32);
@@ -60,18 +62,24 @@ TEST_CASE("pad of bool: constant mode only, as documented", "[pad][bool]") {
   CHECK(padded.dtype() == DType::Bool);
   require_close(padded, {6}, {1, 1, 0, 1, 1, 1});
   require_close(pad(b, {{2, 0}}), {5}, {0, 0, 1, 0, 1});
-  CHECK(message_of<InvalidArgument>([&] { pad(b, {{1, 1}}, PadMode::Reflect); }) ==
+  CHECK(message_of<InvalidArgument>([&] {
+          pad(b, {{1, 1}}, PadMode::Reflect);
+        }) ==
         "pad: x has shape [3] and dtype bool: paddings [[1, 1]] (mode reflect) need a numeric "
         "dtype: bool is padded only in constant mode");
-  CHECK(message_of<InvalidArgument>([&] { pad(b, {{0, 2}}, PadMode::Symmetric); }) ==
+  CHECK(message_of<InvalidArgument>([&] {
+          pad(b, {{0, 2}}, PadMode::Symmetric);
+        }) ==
         "pad: x has shape [3] and dtype bool: paddings [[0, 2]] (mode symmetric) need a numeric "
         "dtype: bool is padded only in constant mode");
 }
 
 TEST_CASE("pad gradients: the window back, mirrored copies added", "[pad][gradient]") {
   const Tensor x = constant({1, 2, 3});
-  for (auto [mode, expected] : std::vector<std::pair<PadMode, std::vector<double>>>{
-           {PadMode::Constant, {1, 1, 1}}, {PadMode::Reflect, {2, 3, 1}}, {PadMode::Symmetric, {2, 2, 2}}}) {
+  for (auto [mode, expected] :
+       std::vector<std::pair<PadMode, std::vector<double>>>{{PadMode::Constant, {1, 1, 1}},
+                                                            {PadMode::Reflect, {2, 3, 1}},
+                                                            {PadMode::Symmetric, {2, 2, 2}}}) {
     GradientTape tape;
     tape.watch(x);
     // (1, 2): reflect reads [2 1 2 3 2 1], symmetric [1 1 2 3 3 2]
@@ -81,7 +89,10 @@ TEST_CASE("pad gradients: the window back, mirrored copies added", "[pad][gradie
   const Tensor r = random_tensor({3, 4}, 1);
   for (PadMode mode : {PadMode::Constant, PadMode::Reflect, PadMode::Symmetric}) {
     INFO("mode " << static_cast<int>(mode));
-    verify_gradients(unary([=](const Tensor& v) { return square(pad(v, {{1, 2}, {2, 0}}, mode, 0.5)); }), {r});
+    verify_gradients(unary([=](const Tensor& v) {
+                       return square(pad(v, {{1, 2}, {2, 0}}, mode, 0.5));
+                     }),
+                     {r});
   }
 }
 
@@ -96,8 +107,8 @@ TEST_CASE("gather_nd and scatter_nd: TF's examples, duplicates add", "[gather_nd
   const Tensor s = scatter_nd(ints({4, 3, 1, 7}, {4, 1}), constant({9, 10, 11, 12}), {8});
   require_close(s, {8}, {0, 11, 0, 10, 9, 0, 0, 12});
   require_close(scatter_nd(ints({1, 1}, {2, 1}), constant({1, 2}), {3}), {3}, {0, 3, 0});
-  const Tensor rows = scatter_nd(ints({0, 2}, {2, 1}, DType::Int32),
-                                 constant({{5, 5}, {6, 7}}), {3, 2});
+  const Tensor rows =
+      scatter_nd(ints({0, 2}, {2, 1}, DType::Int32), constant({{5, 5}, {6, 7}}), {3, 2});
   require_close(rows, {3, 2}, {5, 5, 0, 0, 6, 7});
 }
 
@@ -112,7 +123,8 @@ TEST_CASE("tensor_scatter_nd_add and _update: TF's examples", "[scatter]") {
                 {4, 2, 3, 4, 5, 6, 7, 8});
   require_close(tensor_scatter_nd_update(t, ints({0, 0}, {2, 1}), constant({1, 2})), {8},
                 {2, 2, 3, 4, 5, 6, 7, 8});
-  const Tensor ti = tensor_scatter_nd_update(ints({1, 2, 3}, {3}), ints({1}, {1, 1}), ints({9}, {1}));
+  const Tensor ti =
+      tensor_scatter_nd_update(ints({1, 2, 3}, {3}), ints({1}, {1, 1}), ints({9}, {1}));
   require_close(ti, {3}, {1, 9, 3});
 }
 
@@ -133,12 +145,15 @@ TEST_CASE("scatter gradients: by hand, update zeroes the replaced slots", "[scat
   require_close(tape.gradient(added, upd), {2}, {4, 1});
 }
 
-TEST_CASE("gather_nd, scatter_nd, tensor scatters: first and second derivatives", "[scatter][gradient]") {
+TEST_CASE("gather_nd, scatter_nd, tensor scatters: first and second derivatives",
+          "[scatter][gradient]") {
   const Tensor p = random_tensor({3, 2, 2}, 3);
   const Tensor idx = ints({2, 1, 0, 0, 2, 1}, {3, 2});  // (2, 0) twice: gathered twice
   const Tensor idx2 = ints({2, 0, 0, 0, 1, 1}, {3, 2});
   verify_gradients(unary([=](const Tensor& v) { return square(gather_nd(v, idx)); }), {p});
-  verify_gradients(unary([=](const Tensor& u) { return square(scatter_nd(idx, u, {3, 2, 2})); }),
+  verify_gradients(unary([=](const Tensor& u) {
+                     return square(scatter_nd(idx, u, {3, 2, 2}));
+                   }),
                    {random_tensor({3, 2}, 4)});
   const Fn update = [=](const std::vector<Tensor>& a) {
     return square(tensor_scatter_nd_update(a[0], idx2, a[1]));
@@ -159,7 +174,8 @@ TEST_CASE("boolean_mask: rows where the mask is true, gradient scattered back", 
   CHECK(boolean_mask(x, from_values({0, 0, 0}, {3}, DType::Bool)).shape() == Shape{0, 2});
   GradientTape tape;
   tape.watch(x);
-  const Tensor g = tape.gradient(reduce_sum(multiply(boolean_mask(x, cells), constant({7, 8, 9}))), x);
+  const Tensor g =
+      tape.gradient(reduce_sum(multiply(boolean_mask(x, cells), constant({7, 8, 9}))), x);
   require_close(g, {3, 2}, {0, 7, 8, 0, 0, 9});
   verify_gradients(unary([=](const Tensor& v) { return square(boolean_mask(v, rows)); }),
                    {random_tensor({3, 2}, 7)});
@@ -188,48 +204,83 @@ TEST_CASE("indexing misuse", "[indexing][misuse]") {
                                  {"linspace", "num 0"});
   expect_misuse<InvalidArgument>("linspace on int32", [&] { linspace(0, 1, 3, DType::Int32); },
                                  {"linspace", "int32"});
-  expect_misuse<InvalidArgument>("pad: one pair per dimension", [&] { pad(p, {{1, 1}}); },
+  expect_misuse<InvalidArgument>("pad: one pair per dimension",
+                                 [&] {
+                                   pad(p, {{1, 1}});
+                                 },
                                  {"pad", "[2, 2]", "[[1, 1]]", "one (before, after) pair"});
-  expect_misuse<InvalidArgument>("pad: negative padding", [&] { pad(p, {{0, 0}, {-1, 0}}); },
+  expect_misuse<InvalidArgument>("pad: negative padding",
+                                 [&] {
+                                   pad(p, {{0, 0}, {-1, 0}});
+                                 },
                                  {"pad", "[[0, 0], [-1, 0]]", ">= 0"});
   expect_misuse<InvalidArgument>("pad: reflect wider than size - 1",
-                                 [&] { pad(p, {{0, 0}, {2, 0}}, PadMode::Reflect); },
+                                 [&] {
+                                   pad(p, {{0, 0}, {2, 0}}, PadMode::Reflect);
+                                 },
                                  {"pad", "reflect", "[[0, 0], [2, 0]]", "size 2"});
   expect_misuse<InvalidArgument>("pad: symmetric wider than size",
-                                 [&] { pad(p, {{3, 0}, {0, 0}}, PadMode::Symmetric); },
+                                 [&] {
+                                   pad(p, {{3, 0}, {0, 0}}, PadMode::Symmetric);
+                                 },
                                  {"pad", "symmetric", "size 2"});
-  expect_misuse<InvalidArgument>("pad: a fill an int32 cannot hold",
-                                 [&] { pad(ints({1}, {1}, DType::Int32), {{1, 1}}, PadMode::Constant, 0.5); },
-                                 {"pad", "0.5", "int32"});
-  expect_misuse<InvalidArgument>("gather_nd index out of range",
-                                 [&] { gather_nd(p, ints({0, 1, 2, 0}, {2, 2})); },
-                                 {"gather_nd", "params has shape [2, 2]", "index [2, 0]", "row 1",
-                                  "out of range"});
+  expect_misuse<InvalidArgument>(
+      "pad: a fill an int32 cannot hold",
+      [&] {
+        pad(ints({1}, {1}, DType::Int32), {{1, 1}}, PadMode::Constant, 0.5);
+      },
+      {"pad", "0.5", "int32"});
+  expect_misuse<InvalidArgument>(
+      "gather_nd index out of range",
+      [&] {
+        gather_nd(p, ints({0, 1, 2, 0}, {2, 2}));
+      },
+      {"gather_nd", "params has shape [2, 2]", "index [2, 0]", "row 1", "out of range"});
   expect_misuse<InvalidArgument>("gather_nd negative index",
-                                 [&] { gather_nd(p, ints({-1}, {1, 1}, DType::Int32)); },
+                                 [&] {
+                                   gather_nd(p, ints({-1}, {1, 1}, DType::Int32));
+                                 },
                                  {"gather_nd", "index [-1]", "[2, 2]"});
   expect_misuse<InvalidArgument>("gather_nd index depth above the rank",
-                                 [&] { gather_nd(p, ints({0, 0, 0}, {1, 3})); },
+                                 [&] {
+                                   gather_nd(p, ints({0, 0, 0}, {1, 3}));
+                                 },
                                  {"gather_nd", "indices has shape [1, 3]", "at most 2"});
   expect_misuse<InvalidArgument>("gather_nd float indices",
-                                 [&] { gather_nd(p, constant({0.0, 1.0})); },
+                                 [&] {
+                                   gather_nd(p, constant({0.0, 1.0}));
+                                 },
                                  {"gather_nd", "int32 or int64"});
   expect_misuse<InvalidArgument>("scatter_nd updates of the wrong shape",
-                                 [&] { scatter_nd(ints({0, 1}, {2, 1}), constant({1, 2, 3}), {4}); },
+                                 [&] {
+                                   scatter_nd(ints({0, 1}, {2, 1}), constant({1, 2, 3}), {4});
+                                 },
                                  {"scatter_nd", "updates has shape [3]", "[2]", "shape [4]"});
   expect_misuse<InvalidArgument>("scatter_nd index out of range",
-                                 [&] { scatter_nd(ints({4}, {1, 1}), constant({1}), {4}); },
+                                 [&] {
+                                   scatter_nd(ints({4}, {1, 1}), constant({1}), {4});
+                                 },
                                  {"scatter_nd", "index [4]", "shape [4]"});
-  expect_misuse<InvalidArgument>("tensor_scatter_nd_update dtype mismatch",
-                                 [&] { tensor_scatter_nd_update(constant({1, 2}), ints({0}, {1, 1}), ints({1}, {1})); },
-                                 {"tensor_scatter_nd_update", "float64", "int64", "same dtype"});
-  expect_misuse<InvalidArgument>("tensor_scatter_nd_add index out of range",
-                                 [&] { tensor_scatter_nd_add(constant({1, 2}), ints({-3}, {1, 1}), constant({1})); },
-                                 {"tensor_scatter_nd_add", "index [-3]", "[2]"});
+  expect_misuse<InvalidArgument>(
+      "tensor_scatter_nd_update dtype mismatch",
+      [&] {
+        tensor_scatter_nd_update(constant({1, 2}), ints({0}, {1, 1}), ints({1}, {1}));
+      },
+      {"tensor_scatter_nd_update", "float64", "int64", "same dtype"});
+  expect_misuse<InvalidArgument>(
+      "tensor_scatter_nd_add index out of range",
+      [&] {
+        tensor_scatter_nd_add(constant({1, 2}), ints({-3}, {1, 1}), constant({1}));
+      },
+      {"tensor_scatter_nd_add", "index [-3]", "[2]"});
   expect_misuse<InvalidArgument>("boolean_mask of the wrong shape",
-                                 [&] { boolean_mask(p, from_values({1, 0, 1}, {3}, DType::Bool)); },
+                                 [&] {
+                                   boolean_mask(p, from_values({1, 0, 1}, {3}, DType::Bool));
+                                 },
                                  {"boolean_mask", "x has shape [2, 2]", "mask has shape [3]"});
   expect_misuse<InvalidArgument>("boolean_mask with a float mask",
-                                 [&] { boolean_mask(p, constant({1, 0})); },
+                                 [&] {
+                                   boolean_mask(p, constant({1, 0}));
+                                 },
                                  {"boolean_mask", "mask", "float64", "bool"});
 }

@@ -25,8 +25,10 @@ Tensor triangular(const Shape& shape, unsigned seed, bool lower) {
     for (std::size_t r = 0; r < n; ++r) {
       for (std::size_t c = 0; c < n; ++c) {
         double& x = v[start + r * n + c];
-        if (r == c) x = 1.5 + 0.5 * x;
-        else if ((c > r) == lower) x = 0.0;
+        if (r == c)
+          x = 1.5 + 0.5 * x;
+        else if ((c > r) == lower)
+          x = 0.0;
       }
     }
   }
@@ -42,14 +44,12 @@ TEST_CASE("diag builds diagonal matrices from a batch of vectors", "[linalg2][di
     const Tensor v = from_values({1, 2, 3, 4, 5, 6}, {2, 3}, dtype);
     const Tensor d = diag(v);
     REQUIRE(d.dtype() == dtype);
-    require_close(d, {2, 3, 3},
-                  {1, 0, 0, 0, 2, 0, 0, 0, 3, 4, 0, 0, 0, 5, 0, 0, 0, 6});
+    require_close(d, {2, 3, 3}, {1, 0, 0, 0, 2, 0, 0, 0, 3, 4, 0, 0, 0, 5, 0, 0, 0, 6});
   }
   require_close(diag(from_values({}, {0})), {0, 0}, {});
 }
 
-TEST_CASE("diag_part takes the main diagonal of square, tall and wide batches",
-          "[linalg2][diag]") {
+TEST_CASE("diag_part takes the main diagonal of square, tall and wide batches", "[linalg2][diag]") {
   const Tensor square = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
   require_close(diag_part(square), {3}, {1, 5, 9});
   const Tensor tall = from_values({1, 2, 3, 4, 5, 6}, {3, 2});
@@ -133,9 +133,8 @@ TEST_CASE("cross of unit vectors and a batch", "[linalg2][cross]") {
 TEST_CASE("cross gradients: first and second order", "[linalg2][cross][grad]") {
   verify_gradients([](const std::vector<Tensor>& x) { return cross(x[0], x[1]); },
                    {random_tensor({2, 3}, 8), random_tensor({2, 3}, 9)});
-  verify_gradients(
-      [](const std::vector<Tensor>& x) { return square(cross(x[0], x[1])); },
-      {random_tensor({2, 2, 3}, 10), random_tensor({2, 2, 3}, 11)});
+  verify_gradients([](const std::vector<Tensor>& x) { return square(cross(x[0], x[1])); },
+                   {random_tensor({2, 2, 3}, 10), random_tensor({2, 2, 3}, 11)});
 }
 
 // ---- triangular_solve -----------------------------------------------------------------------
@@ -227,7 +226,8 @@ TEST_CASE("lstsq: exact for square systems, normal equations for tall, minimum n
     // With l2: (a^T a + l2 I) x = a^T b.
     const double l2 = 0.5;
     const Tensor xr = lstsq(tall, b6, l2);
-    const Tensor lhs = add(matmul(tall, matmul(tall, xr), true, false), multiply(xr, scalar(l2, dtype)));
+    const Tensor lhs =
+        add(matmul(tall, matmul(tall, xr), true, false), multiply(xr, scalar(l2, dtype)));
     CHECK(max_abs(subtract(lhs, matmul(tall, b6, true, false))) < tol);
     // Wide: a x = b exactly, and x is in a's row space (x = a^T y).
     const Tensor wide = cast(random_tensor({3, 5}, 25), dtype);
@@ -263,7 +263,10 @@ TEST_CASE("linalg structure and solve ops reject bad input, naming op and shapes
                                  {"diag_part", "[3]", "rank >= 2"});
   expect_misuse<InvalidArgument>("trace of a vector", [&] { trace(v3); },
                                  {"trace", "[3]", "rank >= 2"});
-  expect_misuse<InvalidArgument>("diag of bool", [] { diag(from_values({1, 0}, {2}, DType::Bool)); },
+  expect_misuse<InvalidArgument>("diag of bool",
+                                 [] {
+                                   diag(from_values({1, 0}, {2}, DType::Bool));
+                                 },
                                  {"diag", "bool"});
   expect_misuse<InvalidArgument>("band_part lower too large", [&] { band_part(m23, 3, 0); },
                                  {"band_part", "[2, 3]", "lower = 3", "rows (2)"});
@@ -275,7 +278,9 @@ TEST_CASE("linalg structure and solve ops reject bad input, naming op and shapes
                                  [] { cross(random_tensor({2}, 1), random_tensor({2}, 2)); },
                                  {"cross", "[2]", "size 3"});
   expect_misuse<InvalidArgument>("cross with different shapes",
-                                 [&] { cross(v3, random_tensor({2, 3}, 3)); },
+                                 [&] {
+                                   cross(v3, random_tensor({2, 3}, 3));
+                                 },
                                  {"cross", "[3]", "[2, 3]", "shapes differ"});
   expect_misuse<InvalidArgument>("cross with different dtypes",
                                  [&] { cross(v3, cast(v3, DType::Float32)); },
@@ -284,32 +289,48 @@ TEST_CASE("linalg structure and solve ops reject bad input, naming op and shapes
                                  [&] { triangular_solve(m23, m23); },
                                  {"triangular_solve", "[2, 3]", "square"});
   expect_misuse<InvalidArgument>("triangular_solve with a mismatched b",
-                                 [&] { triangular_solve(sq, random_tensor({2, 1}, 4)); },
+                                 [&] {
+                                   triangular_solve(sq, random_tensor({2, 1}, 4));
+                                 },
                                  {"triangular_solve", "[3, 3]", "[2, 1]", "lower=true"});
   expect_misuse<InvalidArgument>(
       "triangular_solve with mismatched batches",
-      [] { triangular_solve(triangular({2, 3, 3}, 5, true), random_tensor({3, 3, 1}, 6)); },
+      [] {
+        triangular_solve(triangular({2, 3, 3}, 5, true), random_tensor({3, 3, 1}, 6));
+      },
       {"triangular_solve", "[2, 3, 3]", "[3, 3, 1]", "batch"});
   expect_misuse<InvalidArgument>(
       "triangular_solve with a zero on the diagonal",
-      [] { triangular_solve(from_values({1, 0, 5, 0}, {2, 2}), from_values({1, 1}, {2, 1})); },
+      [] {
+        triangular_solve(from_values({1, 0, 5, 0}, {2, 2}), from_values({1, 1}, {2, 1}));
+      },
       {"triangular_solve", "[2, 2]", "singular", "diagonal entry 1"});
   expect_misuse<InvalidArgument>("triangular_solve with an integer a",
-                                 [] { triangular_solve(from_values({1}, {1, 1}, DType::Int32),
-                                                       from_values({1}, {1, 1}, DType::Int32)); },
+                                 [] {
+                                   triangular_solve(from_values({1}, {1, 1}, DType::Int32),
+                                                    from_values({1}, {1, 1}, DType::Int32));
+                                 },
                                  {"triangular_solve", "int32"});
   expect_misuse<InvalidArgument>("cholesky_solve with a mismatched b",
-                                 [&] { cholesky_solve(sq, random_tensor({4, 1}, 7)); },
+                                 [&] {
+                                   cholesky_solve(sq, random_tensor({4, 1}, 7));
+                                 },
                                  {"cholesky_solve", "chol", "[3, 3]", "[4, 1]"});
   expect_misuse<InvalidArgument>("lstsq with a mismatched b",
-                                 [&] { lstsq(m23, random_tensor({3, 1}, 8)); },
+                                 [&] {
+                                   lstsq(m23, random_tensor({3, 1}, 8));
+                                 },
                                  {"lstsq", "[2, 3]", "[3, 1]"});
   expect_misuse<InvalidArgument>("lstsq with a negative l2",
-                                 [&] { lstsq(m23, random_tensor({2, 1}, 9), -1.0); },
+                                 [&] {
+                                   lstsq(m23, random_tensor({2, 1}, 9), -1.0);
+                                 },
                                  {"lstsq", "[2, 3]", "l2", "-1"});
   expect_misuse<InvalidArgument>(
       "lstsq with a rank-deficient a and no l2",
-      [] { lstsq(from_values({1, 0, 2, 0, 3, 0}, {3, 2}), random_tensor({3, 1}, 10)); },
+      [] {
+        lstsq(from_values({1, 0, 2, 0, 3, 0}, {3, 2}), random_tensor({3, 1}, 10));
+      },
       {"lstsq", "[3, 2]", "not positive definite", "l2 > 0"});
   expect_misuse<InvalidArgument>("lstsq of a vector", [&] { lstsq(v3, v3); },
                                  {"lstsq", "[3]", "rank >= 2"});

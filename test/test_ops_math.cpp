@@ -20,8 +20,8 @@ Fn binary_fn(BinaryOp op) {
 // stretched, rank-0.
 const std::vector<std::pair<Shape, Shape>>& broadcast_cases() {
   static const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}},       {{3}, {2, 3}},       {{1, 1, 3}, {2, 1}},
-      {{2, 1}, {1, 3}}, {{}, {2, 3}},        {{2, 3}, {}},        {{1, 2, 1}, {3, 1, 2}},
+      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{1, 1, 3}, {2, 1}},
+      {{2, 1}, {1, 3}}, {{}, {2, 3}},  {{2, 3}, {}},  {{1, 2, 1}, {3, 1, 2}},
   };
   return cases;
 }
@@ -46,8 +46,12 @@ void check_binary_second_order(BinaryOp op, double x_lo, double x_hi, double y_l
   require_second_order_matches(binary_fn(op), args, 1);
 }
 
-Tensor int32s(const std::vector<double>& v, const Shape& s) { return from_values(v, s, DType::Int32); }
-Tensor int64s(const std::vector<double>& v, const Shape& s) { return from_values(v, s, DType::Int64); }
+Tensor int32s(const std::vector<double>& v, const Shape& s) {
+  return from_values(v, s, DType::Int32);
+}
+Tensor int64s(const std::vector<double>& v, const Shape& s) {
+  return from_values(v, s, DType::Int64);
+}
 Tensor float32s(const std::vector<double>& v, const Shape& s) {
   return from_values(v, s, DType::Float32);
 }
@@ -113,8 +117,7 @@ TEST_CASE("small and large broadcasts give the same elements, up to rank 6", "[m
   }
 }
 
-TEST_CASE("the operators and scalar() match the named ops and take the tensor's dtype",
-          "[math]") {
+TEST_CASE("the operators and scalar() match the named ops and take the tensor's dtype", "[math]") {
   const Tensor x = constant({1, 2});
   const Tensor y = constant({4, 8});
   require_close(x + y, {2}, {5, 10});
@@ -174,14 +177,15 @@ TEST_CASE("pow with whole exponents keeps std::pow's accuracy", "[math]") {
   }
   CHECK(differing == 0);
 
-  const Tensor z32 = pow(from_values(bases, shape, DType::Float32),
-                         from_values(exponents, shape, DType::Float32));
+  const Tensor z32 =
+      pow(from_values(bases, shape, DType::Float32), from_values(exponents, shape, DType::Float32));
   std::vector<float> bases32;
   for (double b : bases) bases32.push_back(static_cast<float>(b));
   const std::vector<double>& exponents32 = exponents;
   std::size_t beyond_one_ulp = 0;
   for (std::size_t k = 0; k < bases32.size(); ++k) {
-    const double exact = std::pow(static_cast<double>(bases32[k]), static_cast<double>(exponents32[k]));
+    const double exact =
+        std::pow(static_cast<double>(bases32[k]), static_cast<double>(exponents32[k]));
     const float rounded = static_cast<float>(exact);
     const float got = z32.array<float>()(k);
     if (std::isinf(rounded) || rounded == 0.0f) {
@@ -216,11 +220,13 @@ TEST_CASE("binary ops on int32 and int64 compute integer results", "[math]") {
 }
 
 TEST_CASE("integer division by zero and negative integer powers throw", "[math]") {
-  const std::string div = message_of<InvalidArgument>(
-      [] { divide(int32s({1, 2}, {2}), int32s({1, 0}, {2})); });
+  const std::string div = message_of<InvalidArgument>([] {
+    divide(int32s({1, 2}, {2}), int32s({1, 0}, {2}));
+  });
   CHECK_THAT(div, Catch::Contains("divide") && Catch::Contains("division by zero"));
-  const std::string neg = message_of<InvalidArgument>(
-      [] { pow(int64s({2, 3}, {2}), int64s({1, -1}, {2})); });
+  const std::string neg = message_of<InvalidArgument>([] {
+    pow(int64s({2, 3}, {2}), int64s({1, -1}, {2}));
+  });
   CHECK_THAT(neg, Catch::Contains("pow") && Catch::Contains("negative integer powers") &&
                       Catch::Contains("int64") && Catch::Contains("[2]"));
   const std::string frac = message_of<InvalidArgument>([] { pow(int32s({2}, {1}), 0.5); });
@@ -304,7 +310,7 @@ TEST_CASE("maximum and minimum send tied gradients to the first argument", "[mat
 
 TEST_CASE("broadcast gradients are summed back to each operand's shape", "[math][grad]") {
   const Tensor x = constant({{1, 2, 3}, {4, 5, 6}});  // [2, 3]
-  const Tensor y = from_values({10}, {1, 1});          // [1, 1]
+  const Tensor y = from_values({10}, {1, 1});         // [1, 1]
   GradientTape tape;
   tape.watch(x);
   tape.watch(y);
@@ -313,8 +319,7 @@ TEST_CASE("broadcast gradients are summed back to each operand's shape", "[math]
   require_close(g[1], {1, 1}, {21});
 }
 
-TEST_CASE("gradients through a size-0 broadcast are zeros of the operand's shape",
-          "[math][grad]") {
+TEST_CASE("gradients through a size-0 broadcast are zeros of the operand's shape", "[math][grad]") {
   const Tensor x = zeros({0, 3});
   const Tensor y = constant({1, 2, 3});
   GradientTape tape;
@@ -334,8 +339,8 @@ TEST_CASE("binary ops reject mixed dtypes naming the op, shapes and dtypes", "[m
                         Catch::Contains("[3]") && Catch::Contains("float64") &&
                         Catch::Contains("float32"));
   }
-  const std::string ints = message_of<InvalidArgument>(
-      [] { add(ones({2}, DType::Int32), ones({2}, DType::Int64)); });
+  const std::string ints =
+      message_of<InvalidArgument>([] { add(ones({2}, DType::Int32), ones({2}, DType::Int64)); });
   CHECK_THAT(ints, Catch::Contains("add") && Catch::Contains("int32") && Catch::Contains("int64"));
 }
 

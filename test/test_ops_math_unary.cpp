@@ -135,8 +135,7 @@ TEST_CASE("floor, ceil and round have a zero gradient, not none (TF)", "[math_un
   }
 }
 
-TEST_CASE("unary ops match the C library on random float64 and float32 inputs",
-          "[math_unary]") {
+TEST_CASE("unary ops match the C library on random float64 and float32 inputs", "[math_unary]") {
   for (const auto& c : unary_cases()) {
     INFO(c.name);
     const Tensor x = random_tensor({3, 4}, 21, c.lo, c.hi);
@@ -178,8 +177,8 @@ TEST_CASE("square, abs and sign accept integers; the rest are floating only", "[
       CHECK_THAT(msg, Catch::Contains(c.name) && Catch::Contains(dtype_name(dtype)));
     }
   }
-  const std::string b = message_of<InvalidArgument>(
-      [] { abs(from_values({1}, {1}, DType::Bool)); });
+  const std::string b =
+      message_of<InvalidArgument>([] { abs(from_values({1}, {1}, DType::Bool)); });
   CHECK_THAT(b, Catch::Contains("abs") && Catch::Contains("bool"));
 }
 
@@ -209,8 +208,7 @@ TEST_CASE("unary op second derivatives match central differences", "[math_unary]
   // zero gradient) feed a non-zero second derivative: d2/dx2 (x |x|) = 2 sign(x).
   const Tensor x = random_tensor({5}, 51, -2, 2);
   require_second_order_matches([](const std::vector<Tensor>& a) { return a[0] * abs(a[0]); }, {x});
-  require_second_order_matches([](const std::vector<Tensor>& a) { return a[0] * sign(a[0]); },
-                               {x});
+  require_second_order_matches([](const std::vector<Tensor>& a) { return a[0] * sign(a[0]); }, {x});
 }
 
 TEST_CASE("TF's special points: abs and sign at 0, sqrt at 0", "[math_unary][grad]") {
@@ -244,6 +242,5 @@ TEST_CASE("unary gradients on float32 stay float32", "[math_unary][grad]") {
   tape.watch(x);
   const Tensor g = tape.gradient(sin(x) + log1p(x) + reciprocal(x), x);
   CHECK(g.dtype() == DType::Float32);
-  require_close(g, {2},
-                {std::cos(0.5) + 1 / 1.5 - 4, std::cos(1.0) + 0.5 - 1}, 1e-6);
+  require_close(g, {2}, {std::cos(0.5) + 1 / 1.5 - 4, std::cos(1.0) + 0.5 - 1}, 1e-6);
 }

@@ -84,7 +84,8 @@ TEST_CASE("batch_normalization: TF's formula, broadcasting, absent offset and sc
     bare.push_back(normalized);
   }
   require_close(batch_normalization(x, mean, variance, offset, scale, eps), {4, 3}, full, 1e-14);
-  require_close(batch_normalization(x, mean, variance, Tensor(), Tensor(), eps), {4, 3}, bare, 1e-14);
+  require_close(batch_normalization(x, mean, variance, Tensor(), Tensor(), eps), {4, 3}, bare,
+                1e-14);
   // The default epsilon is 1e-3 (Keras).
   require_close(batch_normalization(x, mean, variance, Tensor(), Tensor()), {4, 3}, bare, 1e-14);
   const Tensor y32 = batch_normalization(from_values(xs, {4, 3}, DType::Float32),
@@ -93,7 +94,9 @@ TEST_CASE("batch_normalization: TF's formula, broadcasting, absent offset and sc
   CHECK(y32.dtype() == DType::Float32);
   require_close(y32, {4, 3}, bare, 1e-5);
   verify_gradients(
-      [](const std::vector<Tensor>& a) { return batch_normalization(a[0], a[1], a[2], a[3], a[4], 1e-3); },
+      [](const std::vector<Tensor>& a) {
+        return batch_normalization(a[0], a[1], a[2], a[3], a[4], 1e-3);
+      },
       {x, mean, variance, offset, scale});
 }
 
@@ -109,7 +112,8 @@ TEST_CASE("layer_normalization: each row has mean 0 and variance 1, then gamma a
   }
   // With the default epsilon 1e-3 the variance is var / (var + eps).
   const auto [d_mean, d_var] = row_moments(values(layer_normalization(x)), 3, 6);
-  for (std::size_t r = 0; r < 3; ++r) CHECK(d_var[r] == Approx(var[r] / (var[r] + 1e-3)).epsilon(1e-13));
+  for (std::size_t r = 0; r < 3; ++r)
+    CHECK(d_var[r] == Approx(var[r] / (var[r] + 1e-3)).epsilon(1e-13));
   const Tensor gamma = constant({1, 2, 3, 4, 5, 6});
   const Tensor beta = constant({0.5, 0.5, 0.5, -1, -1, -1});
   const auto plain = values(y);
@@ -133,7 +137,8 @@ TEST_CASE("l2_normalize: unit norm along the axes, TF's epsilon floor", "[normal
   const Tensor x = constant({{3, 4}, {0, -2}});
   require_close(l2_normalize(x, {1}), {2, 2}, {0.6, 0.8, 0, -1});
   require_close(l2_normalize(x, {0}), {2, 2}, {1, 4 / std::sqrt(20.0), 0, -2 / std::sqrt(20.0)});
-  require_close(l2_normalize(x), {2, 2}, {3 / std::sqrt(29.0), 4 / std::sqrt(29.0), 0, -2 / std::sqrt(29.0)});
+  require_close(l2_normalize(x), {2, 2},
+                {3 / std::sqrt(29.0), 4 / std::sqrt(29.0), 0, -2 / std::sqrt(29.0)});
   const Tensor r = random_tensor({4, 5}, 17, -3, 3);
   const auto n = values(l2_normalize(r, {-1}));
   for (std::size_t row = 0; row < 4; ++row) {
@@ -162,7 +167,10 @@ TEST_CASE("nn_normalization misuse cases", "[normalization][errors]") {
                                  {"moments", "int32", "[2]"});
   expect_misuse<InvalidArgument>("moments: axis out of range", [&] { moments(x, {2}); },
                                  {"moments", "[2, 3]", "2"});
-  expect_misuse<InvalidArgument>("moments: a repeated axis", [&] { moments(x, {1, -1}); },
+  expect_misuse<InvalidArgument>("moments: a repeated axis",
+                                 [&] {
+                                   moments(x, {1, -1});
+                                 },
                                  {"moments", "[2, 3]"});
   expect_misuse<InvalidArgument>(
       "batch_normalization: variance of another dtype",

@@ -33,9 +33,9 @@ const std::vector<Case>& cases() {
       {{2, 5, 5, 3}, {2, 2}, {2, 2}, Padding::Same},
       {{1, 7, 6, 2}, {3, 3}, {2, 2}, Padding::Valid},
       {{1, 7, 6, 2}, {3, 3}, {2, 2}, Padding::Same},
-      {{3, 5, 7, 1}, {3, 2}, {1, 1}, Padding::Same},   // overlapping windows
+      {{3, 5, 7, 1}, {3, 2}, {1, 1}, Padding::Same},  // overlapping windows
       {{1, 6, 5, 4}, {2, 3}, {3, 1}, Padding::Same},
-      {{1, 3, 3, 2}, {5, 5}, {1, 1}, Padding::Same},   // window larger than x
+      {{1, 3, 3, 2}, {5, 5}, {1, 1}, Padding::Same},  // window larger than x
   };
   return all;
 }
@@ -51,8 +51,10 @@ Tensor reference_pool(const Tensor& x, const Case& c, bool max) {
   const auto xv = values(x);
   const std::size_t n = c.x[0], h = c.x[1], w = c.x[2], ch = c.x[3];
   const auto kh = static_cast<std::size_t>(c.ksize[0]), kw = static_cast<std::size_t>(c.ksize[1]);
-  const auto sh = static_cast<std::size_t>(c.strides[0]), sw = static_cast<std::size_t>(c.strides[1]);
-  const auto axis = [&](std::size_t in, std::size_t k, std::size_t s) -> std::pair<std::size_t, long> {
+  const auto sh = static_cast<std::size_t>(c.strides[0]),
+             sw = static_cast<std::size_t>(c.strides[1]);
+  const auto axis = [&](std::size_t in, std::size_t k,
+                        std::size_t s) -> std::pair<std::size_t, long> {
     if (c.padding == Padding::Valid) return {(in - k) / s + 1, 0};
     const std::size_t out = (in + s - 1) / s;
     const long total = static_cast<long>((out - 1) * s + k) - static_cast<long>(in);
@@ -71,8 +73,12 @@ Tensor reference_pool(const Tensor& x, const Case& c, bool max) {
             for (std::size_t q = 0; q < kw; ++q) {
               const long r = static_cast<long>(i * sh + p) - pt;
               const long s = static_cast<long>(j * sw + q) - pl;
-              if (r < 0 || s < 0 || r >= static_cast<long>(h) || s >= static_cast<long>(w)) continue;
-              const double v = xv[((b * h + static_cast<std::size_t>(r)) * w + static_cast<std::size_t>(s)) * ch + k];
+              if (r < 0 || s < 0 || r >= static_cast<long>(h) || s >= static_cast<long>(w))
+                continue;
+              const double v =
+                  xv[((b * h + static_cast<std::size_t>(r)) * w + static_cast<std::size_t>(s)) *
+                         ch +
+                     k];
               best = std::max(best, v);
               sum += v;
               ++count;
@@ -88,7 +94,8 @@ Tensor sum_of_product(const Tensor& a, const Tensor& b) { return reduce_sum(mult
 
 TEST_CASE("max_pool2d and avg_pool2d on a 4x4 image: hand-computed values", "[pooling]") {
   for (DType dtype : kAllFloat) {
-    const Tensor x = from_values({1, 5, 2, 0, 3, 4, 8, 1, 0, 2, 6, 7, 9, 1, 3, 3}, {1, 4, 4, 1}, dtype);
+    const Tensor x =
+        from_values({1, 5, 2, 0, 3, 4, 8, 1, 0, 2, 6, 7, 9, 1, 3, 3}, {1, 4, 4, 1}, dtype);
     require_close(max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid), {1, 2, 2, 1}, {5, 8, 9, 7});
     require_close(avg_pool2d(x, {2, 2}, {2, 2}, Padding::Valid), {1, 2, 2, 1},
                   {3.25, 2.75, 3, 4.75});
@@ -172,7 +179,8 @@ TEST_CASE("MaxPoolGrad and MaxPoolGradGrad are each other's transpose in their s
   outer.watch(x);
   GradientTape inner;
   inner.watch(x);
-  const Tensor first = inner.gradient(reduce_sum(max_pool2d(x, {2, 2}, {1, 1}, Padding::Valid) * g), x);
+  const Tensor first =
+      inner.gradient(reduce_sum(max_pool2d(x, {2, 2}, {1, 1}, Padding::Valid) * g), x);
   require_close(first, {1, 4, 4, 1}, expected_dx, 1e-15);
   require_close(outer.gradient(reduce_sum(first * h), x, UnconnectedGradients::Zero), {1, 4, 4, 1},
                 std::vector<double>(16, 0.0), 0);
@@ -220,12 +228,13 @@ TEST_CASE("max_pool2d and avg_pool2d propagate a NaN from any position of the wi
     const Tensor y = max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
     CHECK(std::isnan(values(y)[0]));
     require_close(tape.gradient(y, x), {1, 2, 2, 1}, {0, 1, 0, 0});
-    CHECK(std::isnan(values(max_pool2d(from_values({nan}, {1, 1, 1, 1}, dtype), {3, 3}, {1, 1},
-                                       Padding::Same))[0]));
+    CHECK(std::isnan(values(
+        max_pool2d(from_values({nan}, {1, 1, 1, 1}, dtype), {3, 3}, {1, 1}, Padding::Same))[0]));
   }
 }
 
-TEST_CASE("avg_pool2d's gradient is AvgPoolGrad, the transpose of the averaging", "[pooling][gradient]") {
+TEST_CASE("avg_pool2d's gradient is AvgPoolGrad, the transpose of the averaging",
+          "[pooling][gradient]") {
   unsigned seed = 50;
   for (const Case& c : cases()) {
     INFO(describe_case(c));
@@ -242,7 +251,8 @@ TEST_CASE("avg_pool2d's gradient is AvgPoolGrad, the transpose of the averaging"
   }
 }
 
-TEST_CASE("pooling: first and second derivatives match central differences", "[pooling][gradient]") {
+TEST_CASE("pooling: first and second derivatives match central differences",
+          "[pooling][gradient]") {
   const std::vector<Case> small = {
       {{1, 5, 4, 2}, {2, 2}, {2, 2}, Padding::Same},
       {{2, 4, 5, 1}, {3, 2}, {1, 2}, Padding::Valid},
@@ -253,23 +263,31 @@ TEST_CASE("pooling: first and second derivatives match central differences", "[p
     INFO(describe_case(c));
     // Random values are distinct, so no window's maximum is a tie that a step could flip.
     const Tensor x = random_tensor(c.x, seed++);
-    verify_gradients([c](const std::vector<Tensor>& a) {
-      return max_pool2d(a[0], c.ksize, c.strides, c.padding);
-    }, {x});
-    verify_gradients([c](const std::vector<Tensor>& a) {
-      return avg_pool2d(a[0], c.ksize, c.strides, c.padding);
-    }, {x});
+    verify_gradients(
+        [c](const std::vector<Tensor>& a) {
+          return max_pool2d(a[0], c.ksize, c.strides, c.padding);
+        },
+        {x});
+    verify_gradients(
+        [c](const std::vector<Tensor>& a) {
+          return avg_pool2d(a[0], c.ksize, c.strides, c.padding);
+        },
+        {x});
     const Shape pooled = avg_pool2d(x, c.ksize, c.strides, c.padding).shape();
-    verify_gradients([c](const std::vector<Tensor>& a) {
-      return detail::avg_pool_grad(a[0], c.x, c.ksize, c.strides, c.padding);
-    }, {random_tensor(pooled, seed++)});
+    verify_gradients(
+        [c](const std::vector<Tensor>& a) {
+          return detail::avg_pool_grad(a[0], c.x, c.ksize, c.strides, c.padding);
+        },
+        {random_tensor(pooled, seed++)});
     // Nonlinear around the pooling, so second derivatives are not all zero: the max pool's
     // Hessian routes through the segment sum's gradient (a gather at the same positions).
-    verify_gradients([c](const std::vector<Tensor>& a) {
-      const Tensor m = max_pool2d(multiply(a[0], a[0]), c.ksize, c.strides, c.padding);
-      const Tensor v = avg_pool2d(tapegrad::sin(a[0]), c.ksize, c.strides, c.padding);
-      return reduce_sum(multiply(multiply(m, m), v));
-    }, {x});
+    verify_gradients(
+        [c](const std::vector<Tensor>& a) {
+          const Tensor m = max_pool2d(multiply(a[0], a[0]), c.ksize, c.strides, c.padding);
+          const Tensor v = avg_pool2d(tapegrad::sin(a[0]), c.ksize, c.strides, c.padding);
+          return reduce_sum(multiply(multiply(m, m), v));
+        },
+        {x});
   }
 }
 
@@ -285,39 +303,76 @@ TEST_CASE("pooling misuse: each case throws InvalidArgument naming the op, shape
                                  Padding padding) {
       return pool(x, std::move(ksize), std::move(strides), padding, DataFormat::NHWC);
     };
-    expect_misuse<InvalidArgument>(name + ": rank 3", [&] { p(random_tensor({5, 5, 2}, 2), {2, 2}, {2, 2}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": rank 3",
+                                   [&] {
+                                     p(random_tensor({5, 5, 2}, 2), {2, 2}, {2, 2}, Padding::Valid);
+                                   },
                                    {name, "[5, 5, 2]", "rank 4"});
-    expect_misuse<InvalidArgument>(name + ": integer x", [&] { p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": integer x",
+                                   [&] {
+                                     p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid);
+                                   },
                                    {name, "int64", "only float32 and float64"});
-    expect_misuse<InvalidArgument>(name + ": ksize 0", [&] { p(x, {0, 2}, {1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": ksize 0",
+                                   [&] {
+                                     p(x, {0, 2}, {1, 1}, Padding::Valid);
+                                   },
                                    {name, "[1, 5, 5, 2]", "ksize [0, 2]", "(got 0)"});
-    expect_misuse<InvalidArgument>(name + ": three ksize values", [&] { p(x, {2, 2, 2}, {1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": three ksize values",
+                                   [&] {
+                                     p(x, {2, 2, 2}, {1, 1}, Padding::Valid);
+                                   },
                                    {name, "ksize [2, 2, 2]", "1, 2 or 4 values"});
-    expect_misuse<InvalidArgument>(name + ": a channel window", [&] { p(x, {1, 2, 2, 2}, {1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": a channel window",
+                                   [&] {
+                                     p(x, {1, 2, 2, 2}, {1, 1}, Padding::Valid);
+                                   },
                                    {name, "ksize [1, 2, 2, 2]", "batch and channel"});
-    expect_misuse<InvalidArgument>(name + ": stride -1", [&] { p(x, {2, 2}, {-1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": stride -1",
+                                   [&] {
+                                     p(x, {2, 2}, {-1, 1}, Padding::Valid);
+                                   },
                                    {name, "strides [-1, 1]", "(got -1)"});
-    expect_misuse<InvalidArgument>(name + ": VALID window larger than x", [&] { p(x, {2, 6}, {1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": VALID window larger than x",
+                                   [&] {
+                                     p(x, {2, 6}, {1, 1}, Padding::Valid);
+                                   },
                                    {name, "[1, 5, 5, 2]", "VALID", "width 5", "window's 6"});
-    expect_misuse<InvalidArgument>(name + ": undefined x", [&] { p(Tensor(), {2, 2}, {1, 1}, Padding::Valid); },
+    expect_misuse<InvalidArgument>(name + ": undefined x",
+                                   [&] {
+                                     p(Tensor(), {2, 2}, {1, 1}, Padding::Valid);
+                                   },
                                    {name, "undefined"});
     expect_defined(name + ": an empty batch", [&] {
       CHECK(p(zeros({0, 5, 5, 2}), {2, 2}, {2, 2}, Padding::Same).shape() == Shape{0, 3, 3, 2});
     });
   }
-  expect_misuse<InvalidArgument>("AvgPoolGrad: g of the wrong shape", [&] {
-    detail::avg_pool_grad(random_tensor({1, 2, 2, 2}, 3), {1, 5, 5, 2}, {2, 2}, {1, 1}, Padding::Valid);
-  }, {"avg_pool_grad", "g has shape [1, 2, 2, 2]", "input_shape [1, 5, 5, 2]", "[1, 4, 4, 2]"});
+  expect_misuse<InvalidArgument>(
+      "AvgPoolGrad: g of the wrong shape",
+      [&] {
+        detail::avg_pool_grad(random_tensor({1, 2, 2, 2}, 3), {1, 5, 5, 2}, {2, 2}, {1, 1},
+                              Padding::Valid);
+      },
+      {"avg_pool_grad", "g has shape [1, 2, 2, 2]", "input_shape [1, 5, 5, 2]", "[1, 4, 4, 2]"});
   const Tensor pooled_g = random_tensor({1, 3, 3, 2}, 4);
-  expect_misuse<InvalidArgument>("MaxPoolGrad: g of the wrong shape", [&] {
-    detail::max_pool_grad(x, random_tensor({1, 2, 2, 2}, 5), {2, 2}, {2, 2}, Padding::Same);
-  }, {"max_pool_grad", "x has shape [1, 5, 5, 2]", "g has shape [1, 2, 2, 2]", "[1, 3, 3, 2]"});
-  expect_misuse<InvalidArgument>("MaxPoolGrad: g of another dtype", [&] {
-    detail::max_pool_grad(x, cast(pooled_g, DType::Float32), {2, 2}, {2, 2}, Padding::Same);
-  }, {"max_pool_grad", "float32", "x's dtype"});
-  expect_misuse<InvalidArgument>("MaxPoolGradGrad: h of the pooled shape instead of x's", [&] {
-    detail::max_pool_grad_grad(x, pooled_g, {2, 2}, {2, 2}, Padding::Same);
-  }, {"max_pool_grad_grad", "h has shape [1, 3, 3, 2]", "[1, 5, 5, 2]"});
+  expect_misuse<InvalidArgument>(
+      "MaxPoolGrad: g of the wrong shape",
+      [&] {
+        detail::max_pool_grad(x, random_tensor({1, 2, 2, 2}, 5), {2, 2}, {2, 2}, Padding::Same);
+      },
+      {"max_pool_grad", "x has shape [1, 5, 5, 2]", "g has shape [1, 2, 2, 2]", "[1, 3, 3, 2]"});
+  expect_misuse<InvalidArgument>(
+      "MaxPoolGrad: g of another dtype",
+      [&] {
+        detail::max_pool_grad(x, cast(pooled_g, DType::Float32), {2, 2}, {2, 2}, Padding::Same);
+      },
+      {"max_pool_grad", "float32", "x's dtype"});
+  expect_misuse<InvalidArgument>(
+      "MaxPoolGradGrad: h of the pooled shape instead of x's",
+      [&] {
+        detail::max_pool_grad_grad(x, pooled_g, {2, 2}, {2, 2}, Padding::Same);
+      },
+      {"max_pool_grad_grad", "h has shape [1, 3, 3, 2]", "[1, 5, 5, 2]"});
   const int run = misuse_cases_run() - before;
   std::cout << "pooling misuse cases: " << run << " run\n";
   REQUIRE(run == 22);
@@ -351,31 +406,39 @@ void require_layouts_agree(const Pool& pool, const Tensor& image_last, unsigned 
 
 }  // namespace
 
-TEST_CASE("max_pool2d and avg_pool2d NCHW equal the NHWC ops on the transposed image, values "
-          "and gradients bit for bit",
-          "[pooling][nchw]") {
+TEST_CASE(
+    "max_pool2d and avg_pool2d NCHW equal the NHWC ops on the transposed image, values "
+    "and gradients bit for bit",
+    "[pooling][nchw]") {
   unsigned seed = 500;
   for (const Case& c : cases()) {
     INFO(describe_case(c));
     const Tensor x = random_tensor(c.x, seed++);
-    require_layouts_agree([&](const Tensor& image, DataFormat format) {
-      return max_pool2d(image, c.ksize, c.strides, c.padding, format);
-    }, x, seed++);
-    require_layouts_agree([&](const Tensor& image, DataFormat format) {
-      return avg_pool2d(image, c.ksize, c.strides, c.padding, format);
-    }, x, seed++);
+    require_layouts_agree(
+        [&](const Tensor& image, DataFormat format) {
+          return max_pool2d(image, c.ksize, c.strides, c.padding, format);
+        },
+        x, seed++);
+    require_layouts_agree(
+        [&](const Tensor& image, DataFormat format) {
+          return avg_pool2d(image, c.ksize, c.strides, c.padding, format);
+        },
+        x, seed++);
   }
 }
 
-TEST_CASE("max_pool2d NCHW breaks ties as NHWC does: the first maximum in row-major window "
-          "order",
-          "[pooling][nchw]") {
+TEST_CASE(
+    "max_pool2d NCHW breaks ties as NHWC does: the first maximum in row-major window "
+    "order",
+    "[pooling][nchw]") {
   // Values drawn from {0, 1, 2}: most windows hold a tie for their maximum.
   const Tensor x = tapegrad::floor(random_tensor({2, 6, 7, 3}, 530, 0.0, 3.0));
   for (Padding padding : {Padding::Valid, Padding::Same}) {
-    require_layouts_agree([&](const Tensor& image, DataFormat format) {
-      return max_pool2d(image, {3, 2}, {1, 2}, padding, format);
-    }, x, 531);
+    require_layouts_agree(
+        [&](const Tensor& image, DataFormat format) {
+          return max_pool2d(image, {3, 2}, {1, 2}, padding, format);
+        },
+        x, 531);
   }
   // The hand-checked window [[2, 2], [2, 1]] of one channel: its gradient goes to the first 2.
   const Tensor single = from_values({2, 2, 2, 1}, {1, 1, 2, 2});
@@ -389,19 +452,25 @@ TEST_CASE("NCHW pooling: first and second derivatives match central differences"
           "[pooling][nchw][gradient]") {
   // Random values are distinct, so no window's maximum is a tie that a step could flip.
   const Tensor x = random_tensor({2, 3, 5, 4}, 540);
-  verify_gradients([](const std::vector<Tensor>& a) {
-    return max_pool2d(a[0], {2, 2}, {2, 1}, Padding::Same, DataFormat::NCHW);
-  }, {x});
-  verify_gradients([](const std::vector<Tensor>& a) {
-    return avg_pool2d(a[0], {3, 2}, {1, 2}, Padding::Valid, DataFormat::NCHW);
-  }, {x});
-  verify_gradients([](const std::vector<Tensor>& a) {
-    const Tensor m = max_pool2d(multiply(a[0], a[0]), {2, 2}, {2, 2}, Padding::Same,
-                                DataFormat::NCHW);
-    const Tensor v = avg_pool2d(tapegrad::sin(a[0]), {2, 2}, {2, 2}, Padding::Same,
-                                DataFormat::NCHW);
-    return reduce_sum(multiply(multiply(m, m), v));
-  }, {x});
+  verify_gradients(
+      [](const std::vector<Tensor>& a) {
+        return max_pool2d(a[0], {2, 2}, {2, 1}, Padding::Same, DataFormat::NCHW);
+      },
+      {x});
+  verify_gradients(
+      [](const std::vector<Tensor>& a) {
+        return avg_pool2d(a[0], {3, 2}, {1, 2}, Padding::Valid, DataFormat::NCHW);
+      },
+      {x});
+  verify_gradients(
+      [](const std::vector<Tensor>& a) {
+        const Tensor m =
+            max_pool2d(multiply(a[0], a[0]), {2, 2}, {2, 2}, Padding::Same, DataFormat::NCHW);
+        const Tensor v =
+            avg_pool2d(tapegrad::sin(a[0]), {2, 2}, {2, 2}, Padding::Same, DataFormat::NCHW);
+        return reduce_sum(multiply(multiply(m, m), v));
+      },
+      {x});
 }
 
 TEST_CASE("NCHW pooling misuse: errors name the op, the shape as passed and the layout",
@@ -413,25 +482,42 @@ TEST_CASE("NCHW pooling misuse: errors name the op, the shape as passed and the 
                                                            {"avg_pool2d", avg_pool2d}};
   for (const auto& [name, pool] : ops) {
     const PoolFn p = pool;
-    expect_misuse<InvalidArgument>(name + " NCHW: rank 3", [&] {
-      p(random_tensor({2, 5, 6}, 551), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
-    }, {name, "x has shape [2, 5, 6]", "data_format NCHW", "x must have rank 4 (NCHW)"});
-    expect_misuse<InvalidArgument>(name + " NCHW: VALID window wider than x", [&] {
-      p(x, {2, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW);
-    }, {name, "x has shape [1, 2, 5, 6]", "VALID", "width 6", "window's 7"});
-    expect_misuse<InvalidArgument>(name + " NCHW: ksize in NHWC's 4-value order", [&] {
-      p(x, {1, 2, 2, 1}, {1, 1}, Padding::Valid, DataFormat::NCHW);
-    }, {name, "ksize [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
-    expect_misuse<InvalidArgument>(name + " NCHW: integer x", [&] {
-      p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
-    }, {name, "x has shape [1, 2, 5, 6] and dtype int64", "only float32 and float64"});
-    expect_misuse<InvalidArgument>(name + ": a DataFormat that is neither enumerator", [&] {
-      p(x, {2, 2}, {2, 2}, Padding::Valid, static_cast<DataFormat>(-1));
-    }, {name, "x has shape [1, 2, 5, 6]", "data_format", "NHWC or DataFormat::NCHW",
-        "got the value -1"});
-    expect_misuse<InvalidArgument>(name + ": a Padding that is neither enumerator", [&] {
-      p(x, {2, 2}, {2, 2}, static_cast<Padding>(2), DataFormat::NCHW);
-    }, {name, "padding must be Padding::Valid or Padding::Same", "got the value 2"});
+    expect_misuse<InvalidArgument>(
+        name + " NCHW: rank 3",
+        [&] {
+          p(random_tensor({2, 5, 6}, 551), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
+        },
+        {name, "x has shape [2, 5, 6]", "data_format NCHW", "x must have rank 4 (NCHW)"});
+    expect_misuse<InvalidArgument>(
+        name + " NCHW: VALID window wider than x",
+        [&] {
+          p(x, {2, 7}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+        },
+        {name, "x has shape [1, 2, 5, 6]", "VALID", "width 6", "window's 7"});
+    expect_misuse<InvalidArgument>(name + " NCHW: ksize in NHWC's 4-value order",
+                                   [&] {
+                                     p(x, {1, 2, 2, 1}, {1, 1}, Padding::Valid, DataFormat::NCHW);
+                                   },
+                                   {name, "ksize [1, 2, 2, 1]", "[1, 1, h, w] for NCHW"});
+    expect_misuse<InvalidArgument>(
+        name + " NCHW: integer x",
+        [&] {
+          p(cast(x, DType::Int64), {2, 2}, {2, 2}, Padding::Valid, DataFormat::NCHW);
+        },
+        {name, "x has shape [1, 2, 5, 6] and dtype int64", "only float32 and float64"});
+    expect_misuse<InvalidArgument>(
+        name + ": a DataFormat that is neither enumerator",
+        [&] {
+          p(x, {2, 2}, {2, 2}, Padding::Valid, static_cast<DataFormat>(-1));
+        },
+        {name, "x has shape [1, 2, 5, 6]", "data_format", "NHWC or DataFormat::NCHW",
+         "got the value -1"});
+    expect_misuse<InvalidArgument>(
+        name + ": a Padding that is neither enumerator",
+        [&] {
+          p(x, {2, 2}, {2, 2}, static_cast<Padding>(2), DataFormat::NCHW);
+        },
+        {name, "padding must be Padding::Valid or Padding::Same", "got the value 2"});
     expect_defined(name + " NCHW: TF's 4-value ksize and strides", [&] {
       require_identical(p(x, {1, 1, 2, 3}, {1, 1, 2, 2}, Padding::Same, DataFormat::NCHW),
                         p(x, {2, 3}, {2, 2}, Padding::Same, DataFormat::NCHW));

@@ -64,7 +64,8 @@ TEST_CASE("Philox4x32-10 as installed gives Random123's known answers") {
   CHECK(ones[1] == 0x41c83b0eU);
   CHECK(ones[2] == 0xa20bc7c6U);
   CHECK(ones[3] == 0x6d5451fdU);
-  const auto pi = philox(0x243f6a88U, 0x85a308d3U, 0x13198a2eU, 0x03707344U, 0xa4093822U, 0x299f31d0U);
+  const auto pi =
+      philox(0x243f6a88U, 0x85a308d3U, 0x13198a2eU, 0x03707344U, 0xa4093822U, 0x299f31d0U);
   CHECK(pi[0] == 0xd16cfe09U);
   CHECK(pi[1] == 0x94fdccebU);
   CHECK(pi[2] == 0x5001e420U);
@@ -121,9 +122,10 @@ TEST_CASE("random_normal: moments of 10^6 draws within a few standard errors") {
   CHECK(std::fabs(m.variance - stddev * stddev) < 4 * se_variance);
   // The shape, not only two moments: P(|z - mean| < stddev) = erf(1/sqrt 2) = 0.682689...
   const double p = std::erf(1.0 / std::sqrt(2.0));
-  const double within = static_cast<double>(std::count_if(v.begin(), v.end(), [&](double x) {
-                          return std::fabs(x - mean) < stddev;
-                        })) / static_cast<double>(n);
+  const double within =
+      static_cast<double>(std::count_if(v.begin(), v.end(),
+                                        [&](double x) { return std::fabs(x - mean) < stddev; })) /
+      static_cast<double>(n);
   CHECK(std::fabs(within - p) < 4 * std::sqrt(p * (1 - p) / static_cast<double>(n)));
   double third = 0;  // skewness 0
   for (double x : v) third += std::pow((x - m.mean) / stddev, 3);
@@ -270,7 +272,8 @@ TEST_CASE("dropout: kept fraction, scale, exact gradient") {
     }
   }
   const double fraction = static_cast<double>(kept) / static_cast<double>(n);
-  CHECK(std::fabs(fraction - (1 - rate)) < 4 * std::sqrt(rate * (1 - rate) / static_cast<double>(n)));
+  CHECK(std::fabs(fraction - (1 - rate)) <
+        4 * std::sqrt(rate * (1 - rate) / static_cast<double>(n)));
 }
 
 TEST_CASE("dropout: float32, NaN dropped to 0, determinism") {
@@ -286,7 +289,8 @@ TEST_CASE("dropout: float32, NaN dropped to 0, determinism") {
   for (std::size_t i = 0; i < 8; ++i) {
     const bool kept = !(av.data()[i] == 0.0f);
     if (kept) {
-      CHECK((std::isnan(xv.data()[i]) ? std::isnan(av.data()[i]) : av.data()[i] == xv.data()[i] * 2.0f));
+      CHECK((std::isnan(xv.data()[i]) ? std::isnan(av.data()[i])
+                                      : av.data()[i] == xv.data()[i] * 2.0f));
     }
     CHECK((std::isnan(av.data()[i]) ? std::isnan(bv.data()[i]) : av.data()[i] == bv.data()[i]));
   }
@@ -369,14 +373,20 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
   const auto unmoved = [&g] { REQUIRE(g.counter() == 0); };
   const auto uniform_case = [&](const std::string& name, double lo, double hi, DType dtype,
                                 const std::vector<std::string>& mentions) {
-    expect_misuse<InvalidArgument>(name, [&] { random_uniform({2, 3}, g, lo, hi, dtype); },
-                                   mentions);
+    expect_misuse<InvalidArgument>(
+        name,
+        [&] {
+          random_uniform({2, 3}, g, lo, hi, dtype);
+        },
+        mentions);
     unmoved();
   };
   uniform_case("random_uniform: hi < lo", 2, 1, DType::Float64,
                {"random_uniform", "[2, 3]", "float64", "lo 2", "hi 1"});
-  uniform_case("random_uniform: hi == lo", 1, 1, DType::Float64, {"random_uniform", "lo 1", "hi 1"});
-  uniform_case("random_uniform: NaN lo", kNaN, 1, DType::Float64, {"random_uniform", "[2, 3]", "nan"});
+  uniform_case("random_uniform: hi == lo", 1, 1, DType::Float64,
+               {"random_uniform", "lo 1", "hi 1"});
+  uniform_case("random_uniform: NaN lo", kNaN, 1, DType::Float64,
+               {"random_uniform", "[2, 3]", "nan"});
   uniform_case("random_uniform: infinite hi", 0, kInf, DType::Float32,
                {"random_uniform", "float32", "inf"});
   uniform_case("random_uniform: hi - lo overflows", -1e308, 1e308, DType::Float64,
@@ -390,8 +400,8 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
 
   const auto normal_case = [&](const std::string& name, double mean, double stddev, DType dtype,
                                const std::vector<std::string>& mentions) {
-    expect_misuse<InvalidArgument>(name, [&] { random_normal({4}, g, mean, stddev, dtype); },
-                                   mentions);
+    expect_misuse<InvalidArgument>(
+        name, [&] { random_normal({4}, g, mean, stddev, dtype); }, mentions);
     unmoved();
   };
   normal_case("random_normal: stddev < 0", 0, -1, DType::Float64,
@@ -403,19 +413,24 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
               {"random_normal", "float32", "mean 1e+39"});
   normal_case("random_normal: int64", 0, 1, DType::Int64, {"random_normal", "[4]", "int64"});
 
-  expect_misuse<ResourceExhausted>("random_normal: 2^60 bytes cannot be allocated", [&] {
-    random_normal({std::size_t{1} << 30, std::size_t{1} << 27}, g);
-  }, {"random_normal", "[1073741824, 134217728]", "float64", "out of memory"});
+  expect_misuse<ResourceExhausted>(
+      "random_normal: 2^60 bytes cannot be allocated",
+      [&] {
+        random_normal({std::size_t{1} << 30, std::size_t{1} << 27}, g);
+      },
+      {"random_normal", "[1073741824, 134217728]", "float64", "out of memory"});
   unmoved();
-  expect_misuse<InvalidArgument>("random_uniform: [2^40, 2^40] overflows the element count", [&] {
-    random_uniform({std::size_t{1} << 40, std::size_t{1} << 40}, g);
-  }, {"random_uniform", "[1099511627776, 1099511627776]"});
+  expect_misuse<InvalidArgument>("random_uniform: [2^40, 2^40] overflows the element count",
+                                 [&] {
+                                   random_uniform({std::size_t{1} << 40, std::size_t{1} << 40}, g);
+                                 },
+                                 {"random_uniform", "[1099511627776, 1099511627776]"});
   unmoved();
 
   Generator nearly_spent(5, std::numeric_limits<std::uint64_t>::max() - 2);
-  expect_misuse<InvalidArgument>("random_uniform: a draw past the end of the counter", [&] {
-    random_uniform({4}, nearly_spent);
-  }, {"random_uniform", "seed 5", "18446744073709551613", "wrap"});
+  expect_misuse<InvalidArgument>("random_uniform: a draw past the end of the counter",
+                                 [&] { random_uniform({4}, nearly_spent); },
+                                 {"random_uniform", "seed 5", "18446744073709551613", "wrap"});
   CHECK(nearly_spent.counter() == std::numeric_limits<std::uint64_t>::max() - 2);
   expect_defined("random_uniform: a draw up to the last counter value", [&] {
     REQUIRE(random_uniform({2}, nearly_spent).size() == 2);
@@ -425,7 +440,8 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
   const Tensor x = from_values({1, 2, 3}, {3});
   const auto dropout_case = [&](const std::string& name, const Tensor& input, double rate,
                                 const std::vector<std::string>& mentions) {
-    expect_misuse<InvalidArgument>(name, [&] { dropout(input, rate, g); }, mentions);
+    expect_misuse<InvalidArgument>(
+        name, [&] { dropout(input, rate, g); }, mentions);
     unmoved();
   };
   dropout_case("dropout: rate 1", x, 1.0, {"dropout", "[3]", "float64", "[0, 1)", "got 1"});
@@ -438,7 +454,8 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
                {"dropout", "[2]", "bool"});
   dropout_case("dropout: undefined x", Tensor(), 0.5, {"dropout", "undefined"});
   static const Variable v(from_values({1, 2, 3}, {3}), true, "w");
-  dropout_case("dropout: a variable handle", v.handle(), 0.5, {"dropout", "variable handle", "[3]"});
+  dropout_case("dropout: a variable handle", v.handle(), 0.5,
+               {"dropout", "variable handle", "[3]"});
   expect_defined("dropout: an empty tensor", [&] {
     const Tensor empty = dropout(zeros({0, 4}), 0.5, g);
     REQUIRE(empty.shape() == Shape{0, 4});

@@ -47,8 +47,10 @@ TEST_CASE("reduce_sum and reduce_mean: axes, keepdims, int dtypes, size-0 dims",
 TEST_CASE("reduce_sum and reduce_mean gradients, first and second order", "[reduce][gradient]") {
   const Tensor x = random_tensor({3, 4}, 1);
   for (bool keep : {false, true}) {
-    require_gradient_matches([keep](const std::vector<Tensor>& a) { return reduce_sum(a[0], {1}, keep); }, {x});
-    require_gradient_matches([keep](const std::vector<Tensor>& a) { return reduce_mean(a[0], {-2}, keep); }, {x});
+    require_gradient_matches(
+        [keep](const std::vector<Tensor>& a) { return reduce_sum(a[0], {1}, keep); }, {x});
+    require_gradient_matches(
+        [keep](const std::vector<Tensor>& a) { return reduce_mean(a[0], {-2}, keep); }, {x});
     require_second_order_matches(
         [keep](const std::vector<Tensor>& a) { return reduce_sum(square(a[0]), {0}, keep); }, {x});
   }
@@ -76,14 +78,18 @@ TEST_CASE("reduce_max and reduce_min forward", "[reduce]") {
 }
 
 TEST_CASE("reduce_max and reduce_min split the gradient between ties", "[reduce][gradient]") {
-  require_close(gradient_of([](const Tensor& x) { return reduce_max(x); }, constant({1.0, 3.0, 3.0})),
-                {3}, {0, 0.5, 0.5});
-  require_close(gradient_of([](const Tensor& x) { return reduce_min(x); },
-                            constant({2.0, 1.0, 1.0, 1.0})),
-                {4}, {0, 1.0 / 3, 1.0 / 3, 1.0 / 3});
+  require_close(
+      gradient_of([](const Tensor& x) { return reduce_max(x); }, constant({1.0, 3.0, 3.0})), {3},
+      {0, 0.5, 0.5});
+  require_close(
+      gradient_of([](const Tensor& x) { return reduce_min(x); }, constant({2.0, 1.0, 1.0, 1.0})),
+      {4}, {0, 1.0 / 3, 1.0 / 3, 1.0 / 3});
   // Per row: a tie in row 0, a single maximum in row 1; the upstream gradient scales it.
-  require_close(gradient_of([](const Tensor& x) { return reduce_max(x, {1}) * constant({2.0, 10.0}); },
-                            constant({{3.0, 3.0}, {1.0, 2.0}})),
+  require_close(gradient_of(
+                    [](const Tensor& x) {
+                      return reduce_max(x, {1}) * constant({2.0, 10.0});
+                    },
+                    constant({{3.0, 3.0}, {1.0, 2.0}})),
                 {2, 2}, {1, 1, 0, 10});
   // Ties along axis 0 with keepdims.
   require_close(gradient_of([](const Tensor& x) { return reduce_min(x, {0}, true); },
@@ -96,21 +102,28 @@ TEST_CASE("reduce_max and reduce_min gradients away from ties, first and second 
   const Tensor x = distinct_random({3, 4}, 2);
   for (bool keep : {false, true}) {
     for (std::vector<int> axes : {std::vector<int>{}, {0}, {-1}, {0, 1}}) {
-      require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_max(a[0], axes, keep); }, {x});
-      require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_min(a[0], axes, keep); }, {x});
+      require_gradient_matches(
+          [=](const std::vector<Tensor>& a) { return reduce_max(a[0], axes, keep); }, {x});
+      require_gradient_matches(
+          [=](const std::vector<Tensor>& a) { return reduce_min(a[0], axes, keep); }, {x});
     }
   }
   // The extremum feeds a nonlinear function, so the incoming gradient depends on x.
-  require_second_order_matches([](const std::vector<Tensor>& a) {
-    const Tensor m = reduce_max(a[0], {1});
-    return m * m * m;
-  }, {x});
-  require_second_order_matches([](const std::vector<Tensor>& a) {
-    const Tensor m = reduce_min(a[0], {-2}, true);
-    return exp(m) * a[0];
-  }, {x});
+  require_second_order_matches(
+      [](const std::vector<Tensor>& a) {
+        const Tensor m = reduce_max(a[0], {1});
+        return m * m * m;
+      },
+      {x});
+  require_second_order_matches(
+      [](const std::vector<Tensor>& a) {
+        const Tensor m = reduce_min(a[0], {-2}, true);
+        return exp(m) * a[0];
+      },
+      {x});
   // float32 works and keeps its dtype.
-  const Tensor g = gradient_of([](const Tensor& t) { return reduce_max(t); }, from_values({1, 4, 2}, {3}, DType::Float32));
+  const Tensor g = gradient_of([](const Tensor& t) { return reduce_max(t); },
+                               from_values({1, 4, 2}, {3}, DType::Float32));
   CHECK(g.dtype() == DType::Float32);
   require_close(g, {3}, {0, 1, 0});
 }
@@ -133,9 +146,12 @@ TEST_CASE("reduce_prod gradient without zeros, first and second order", "[reduce
                 {2, 3}, {12, 8, 6, -5, 5, -1});
   const Tensor x = random_tensor({3, 4}, 3, 0.5, 1.5);
   for (bool keep : {false, true}) {
-    require_gradient_matches([keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}, keep); }, {x});
-    require_gradient_matches([keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {}, keep); }, {x});
-    require_second_order_matches([keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {0}, keep); }, {x});
+    require_gradient_matches(
+        [keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}, keep); }, {x});
+    require_gradient_matches(
+        [keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {}, keep); }, {x});
+    require_second_order_matches(
+        [keep](const std::vector<Tensor>& a) { return reduce_prod(a[0], {0}, keep); }, {x});
   }
 }
 
@@ -145,13 +161,17 @@ TEST_CASE("reduce_prod gradient with zeros divides by nothing", "[reduce][gradie
                             constant({{2.0, 0.0, 3.0}, {1.0, 4.0, 5.0}})),
                 {2, 3}, {0, 6, 0, 20, 5, 4});
   // Two zeros: every partial derivative is 0.
-  require_close(gradient_of([](const Tensor& x) { return reduce_prod(x); }, constant({0.0, 2.0, 0.0})),
-                {3}, {0, 0, 0});
+  require_close(
+      gradient_of([](const Tensor& x) { return reduce_prod(x); }, constant({0.0, 2.0, 0.0})), {3},
+      {0, 0, 0});
   // Exactness with exactly one zero in a group, first and second order.
   const Tensor x = constant({{0.0, 1.5, -2.0}, {0.7, 0.0, 1.1}});
-  require_gradient_matches([](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}); }, {x});
-  require_second_order_matches([](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}); }, {x});
-  require_second_order_matches([](const std::vector<Tensor>& a) { return reduce_prod(a[0], {-1}, true); }, {x});
+  require_gradient_matches([](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}); },
+                           {x});
+  require_second_order_matches([](const std::vector<Tensor>& a) { return reduce_prod(a[0], {1}); },
+                               {x});
+  require_second_order_matches(
+      [](const std::vector<Tensor>& a) { return reduce_prod(a[0], {-1}, true); }, {x});
 }
 
 TEST_CASE("reduce_logsumexp forward is stable", "[reduce]") {
@@ -171,9 +191,11 @@ TEST_CASE("reduce_logsumexp forward is stable", "[reduce]") {
 }
 
 TEST_CASE("reduce_logsumexp gradient is a softmax, first and second order", "[reduce][gradient]") {
-  require_close(gradient_of([](const Tensor& x) { return reduce_logsumexp(x); }, constant({1000.0, 1000.0})),
-                {2}, {0.5, 0.5});
-  require_close(gradient_of([](const Tensor& x) { return reduce_logsumexp(x); }, constant({-1000.0, -1000.0})),
+  require_close(
+      gradient_of([](const Tensor& x) { return reduce_logsumexp(x); }, constant({1000.0, 1000.0})),
+      {2}, {0.5, 0.5});
+  require_close(gradient_of([](const Tensor& x) { return reduce_logsumexp(x); },
+                            constant({-1000.0, -1000.0})),
                 {2}, {0.5, 0.5});
   const double e = std::exp(1.0);
   require_close(gradient_of([](const Tensor& x) { return reduce_logsumexp(x, {1}); },
@@ -182,8 +204,10 @@ TEST_CASE("reduce_logsumexp gradient is a softmax, first and second order", "[re
   const Tensor x = random_tensor({3, 4}, 4, -2, 2);
   for (bool keep : {false, true}) {
     for (std::vector<int> axes : {std::vector<int>{}, {0}, {-1}}) {
-      require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_logsumexp(a[0], axes, keep); }, {x});
-      require_second_order_matches([=](const std::vector<Tensor>& a) { return reduce_logsumexp(a[0], axes, keep); }, {x});
+      require_gradient_matches(
+          [=](const std::vector<Tensor>& a) { return reduce_logsumexp(a[0], axes, keep); }, {x});
+      require_second_order_matches(
+          [=](const std::vector<Tensor>& a) { return reduce_logsumexp(a[0], axes, keep); }, {x});
     }
   }
 }
@@ -191,23 +215,27 @@ TEST_CASE("reduce_logsumexp gradient is a softmax, first and second order", "[re
 TEST_CASE("reductions reject bad axes naming the op, the axis and the shape", "[reduce][errors]") {
   using Reduce = Tensor (*)(const Tensor&, std::vector<int>, bool);
   const std::pair<const char*, Reduce> ops[] = {
-      {"reduce_sum", reduce_sum},   {"reduce_mean", reduce_mean}, {"reduce_max", reduce_max},
-      {"reduce_min", reduce_min},   {"reduce_prod", reduce_prod},
-      {"reduce_logsumexp", reduce_logsumexp}};
+      {"reduce_sum", reduce_sum},   {"reduce_mean", reduce_mean},
+      {"reduce_max", reduce_max},   {"reduce_min", reduce_min},
+      {"reduce_prod", reduce_prod}, {"reduce_logsumexp", reduce_logsumexp}};
   const Tensor x = sample();
   for (const auto& [name, op] : ops) {
     INFO(name);
     const std::string out_of_range = message_of<InvalidArgument>([&] { op(x, {2}, false); });
-    CHECK_THAT(out_of_range, Catch::Contains(name) && Catch::Contains("axis 2") && Catch::Contains("[2, 3]"));
+    CHECK_THAT(out_of_range,
+               Catch::Contains(name) && Catch::Contains("axis 2") && Catch::Contains("[2, 3]"));
     const std::string negative = message_of<InvalidArgument>([&] { op(x, {-3}, false); });
-    CHECK_THAT(negative, Catch::Contains(name) && Catch::Contains("axis -3") && Catch::Contains("[2, 3]"));
+    CHECK_THAT(negative,
+               Catch::Contains(name) && Catch::Contains("axis -3") && Catch::Contains("[2, 3]"));
     const std::string repeated = message_of<InvalidArgument>([&] { op(x, {1, -1}, false); });
-    CHECK_THAT(repeated, Catch::Contains(name) && Catch::Contains("repeated") && Catch::Contains("[2, 3]"));
+    CHECK_THAT(repeated,
+               Catch::Contains(name) && Catch::Contains("repeated") && Catch::Contains("[2, 3]"));
   }
 }
 
 TEST_CASE("reductions reject unsupported dtypes and empty extrema", "[reduce][errors]") {
-  const std::string lse = message_of<InvalidArgument>([] { reduce_logsumexp(sample(DType::Int32)); });
+  const std::string lse =
+      message_of<InvalidArgument>([] { reduce_logsumexp(sample(DType::Int32)); });
   CHECK_THAT(lse, Catch::Contains("reduce_logsumexp") && Catch::Contains("int32"));
   const Tensor flags = from_values({1, 0}, {2}, DType::Bool);
   const std::string max_bool = message_of<InvalidArgument>([&] { reduce_max(flags); });
@@ -218,6 +246,8 @@ TEST_CASE("reductions reject unsupported dtypes and empty extrema", "[reduce][er
   const std::string empty_max = message_of<InvalidArgument>([] { reduce_max(zeros({0, 3}), {0}); });
   CHECK_THAT(empty_max, Catch::Contains("reduce_max") && Catch::Contains("[0, 3]") &&
                             Catch::Contains("empty") && Catch::Contains("float64"));
-  const std::string empty_min = message_of<InvalidArgument>([] { reduce_min(zeros({0}, DType::Int32)); });
-  CHECK_THAT(empty_min, Catch::Contains("reduce_min") && Catch::Contains("[0]") && Catch::Contains("int32"));
+  const std::string empty_min =
+      message_of<InvalidArgument>([] { reduce_min(zeros({0}, DType::Int32)); });
+  CHECK_THAT(empty_min,
+             Catch::Contains("reduce_min") && Catch::Contains("[0]") && Catch::Contains("int32"));
 }

@@ -71,7 +71,8 @@ TEST_CASE("cumsum, cumprod, reverse: first and second derivatives", "[scan][grad
     for (bool reverse : {false, true}) {
       INFO("exclusive " << exclusive << ", reverse " << reverse);
       // Squared, so the second derivative passes through the scan's own gradient.
-      verify_gradients(unary([=](const Tensor& v) { return square(cumsum(v, 1, exclusive, reverse)); }), {x});
+      verify_gradients(
+          unary([=](const Tensor& v) { return square(cumsum(v, 1, exclusive, reverse)); }), {x});
       verify_gradients(unary([=](const Tensor& v) { return cumprod(v, 0, exclusive, reverse); }),
                        {random_tensor({3, 4}, 3, 0.5, 1.5)});
     }
@@ -80,7 +81,8 @@ TEST_CASE("cumsum, cumprod, reverse: first and second derivatives", "[scan][grad
   verify_gradients(unary([](const Tensor& v) { return multiply(reverse(v, {1}), v); }), {x});
 }
 
-TEST_CASE("cumprod's gradient is exact where x has zeros (TF's formula gives NaN there)", "[scan][gradient]") {
+TEST_CASE("cumprod's gradient is exact where x has zeros (TF's formula gives NaN there)",
+          "[scan][gradient]") {
   // d/dx sum(cumprod([2, x1, 3])) = [1 + x1 + 3 x1, 2 + 6, 2 x1]: finite at x1 = 0, where TF's
   // cumsum(y g, reverse) / x is 0 / 0.
   const Tensor x = constant({2, 0, 3});
@@ -92,13 +94,16 @@ TEST_CASE("cumprod's gradient is exact where x has zeros (TF's formula gives NaN
   for (bool exclusive : {false, true}) {
     for (bool reverse : {false, true}) {
       INFO("exclusive " << exclusive << ", reverse " << reverse);
-      verify_gradients(unary([=](const Tensor& v) { return cumprod(v, 1, exclusive, reverse); }), {z});
-      verify_gradients(unary([=](const Tensor& v) { return cumprod(v, 0, exclusive, reverse); }), {z});
+      verify_gradients(unary([=](const Tensor& v) { return cumprod(v, 1, exclusive, reverse); }),
+                       {z});
+      verify_gradients(unary([=](const Tensor& v) { return cumprod(v, 0, exclusive, reverse); }),
+                       {z});
     }
   }
 }
 
-TEST_CASE("cumprod's forward rule matches the gradient's transpose where x has zeros", "[scan][forward]") {
+TEST_CASE("cumprod's forward rule matches the gradient's transpose where x has zeros",
+          "[scan][forward]") {
   const Tensor z = from_values({0.5, 0, 1.5, -1, 0, 2}, {2, 3});
   const Tensor dz = random_tensor({2, 3}, 9);
   ForwardAccumulator acc(z, dz);
@@ -155,9 +160,8 @@ TEST_CASE("argsort and top_k equal a stable sort on long lines full of ties", "[
       std::vector<int> order(100);
       std::iota(order.begin(), order.end(), 0);
       auto at = [&](int p) { return v[row * 100 + static_cast<std::size_t>(p)]; };
-      std::stable_sort(order.begin(), order.end(), [&](int p, int q) {
-        return descending ? at(p) > at(q) : at(p) < at(q);
-      });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int p, int q) { return descending ? at(p) > at(q) : at(p) < at(q); });
       for (std::size_t j = 0; j < 100; ++j) {
         INFO("descending " << descending << ", row " << row << ", position " << j);
         REQUIRE(got[row * 100 + j] == order[j]);
@@ -227,8 +231,8 @@ TEST_CASE("positions carry no gradient: argmax, argsort, top_k indices", "[argma
   CHECK_FALSE(gradient_through([](const Tensor& v) { return argmin(v, 0); }).defined());
   CHECK_FALSE(gradient_through([](const Tensor& v) { return argsort(v); }).defined());
   CHECK_FALSE(gradient_through([](const Tensor& v) { return top_k(v, 2).indices; }).defined());
-  const Tensor zero = gradient_through([](const Tensor& v) { return argmax(v, 1); },
-                                       UnconnectedGradients::Zero);
+  const Tensor zero =
+      gradient_through([](const Tensor& v) { return argmax(v, 1); }, UnconnectedGradients::Zero);
   require_close(zero, {2, 3}, {0, 0, 0, 0, 0, 0});
 }
 
@@ -238,27 +242,38 @@ TEST_CASE("scan and sort misuse", "[scan][sort][misuse]") {
                                  {"cumsum", "[2, 2]", "axis", "2"});
   expect_misuse<InvalidArgument>("cumsum of a scalar", [&] { cumsum(constant(1.0), 0); },
                                  {"cumsum", "rank"});
-  expect_misuse<InvalidArgument>("cumprod of bool", [&] {
-    cumprod(from_values({1, 0}, {2}, DType::Bool), 0);
-  }, {"cumprod", "bool"});
-  expect_misuse<InvalidArgument>("reverse names an axis twice", [&] { reverse(m, {1, -1}); },
+  expect_misuse<InvalidArgument>("cumprod of bool",
+                                 [&] {
+                                   cumprod(from_values({1, 0}, {2}, DType::Bool), 0);
+                                 },
+                                 {"cumprod", "bool"});
+  expect_misuse<InvalidArgument>("reverse names an axis twice",
+                                 [&] {
+                                   reverse(m, {1, -1});
+                                 },
                                  {"reverse", "[2, 2]", "[1, -1]", "twice"});
   expect_misuse<InvalidArgument>("reverse axis out of range", [&] { reverse(m, {-3}); },
                                  {"reverse", "[2, 2]", "-3"});
   expect_misuse<InvalidArgument>("sort of a scalar", [&] { sort(constant(1.0)); },
                                  {"sort", "rank"});
-  expect_misuse<InvalidArgument>("argsort of bool", [&] {
-    argsort(from_values({1, 0}, {2}, DType::Bool));
-  }, {"argsort", "bool"});
+  expect_misuse<InvalidArgument>("argsort of bool",
+                                 [&] {
+                                   argsort(from_values({1, 0}, {2}, DType::Bool));
+                                 },
+                                 {"argsort", "bool"});
   expect_misuse<InvalidArgument>("top_k with k above the last dimension", [&] { top_k(m, 3); },
                                  {"top_k", "[2, 2]", "k 3", "[0, 2]"});
-  expect_misuse<InvalidArgument>("top_k with negative k", [&] { top_k(m, -1); },
-                                 {"top_k", "k -1"});
-  expect_misuse<InvalidArgument>("argmax over an empty axis", [&] { argmax(zeros({2, 0}), 1); },
+  expect_misuse<InvalidArgument>("top_k with negative k", [&] { top_k(m, -1); }, {"top_k", "k -1"});
+  expect_misuse<InvalidArgument>("argmax over an empty axis",
+                                 [&] {
+                                   argmax(zeros({2, 0}), 1);
+                                 },
                                  {"argmax", "[2, 0]", "empty"});
-  expect_misuse<InvalidArgument>("argmin of bool", [&] {
-    argmin(from_values({1, 0}, {2}, DType::Bool), 0);
-  }, {"argmin", "bool"});
+  expect_misuse<InvalidArgument>("argmin of bool",
+                                 [&] {
+                                   argmin(from_values({1, 0}, {2}, DType::Bool), 0);
+                                 },
+                                 {"argmin", "bool"});
   expect_misuse<InvalidArgument>("argmax axis out of range", [&] { argmax(m, 5); },
                                  {"argmax", "[2, 2]", "5"});
 }

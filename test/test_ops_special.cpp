@@ -163,7 +163,8 @@ TEST_CASE("erf, erfc, lgamma, digamma: analytic derivatives", "[special][grad]")
     CHECK(derivative(tapegrad::erfc, at) == Approx(-slope).epsilon(1e-15));
   }
   CHECK(derivative(tapegrad::lgamma, 1.0) == Approx(-kEulerGamma).epsilon(1e-14));
-  CHECK(derivative(tapegrad::lgamma, -0.5) == Approx(2 - kEulerGamma - 2 * std::log(2.0)).epsilon(1e-13));
+  CHECK(derivative(tapegrad::lgamma, -0.5) ==
+        Approx(2 - kEulerGamma - 2 * std::log(2.0)).epsilon(1e-13));
   CHECK(derivative(tapegrad::digamma, 1.0) == Approx(M_PI * M_PI / 6).epsilon(1e-14));
 }
 
@@ -236,8 +237,7 @@ TEST_CASE("atan2's gradient: x / r^2 for y, -y / r^2 for x; NaN at the origin (T
 
 // ---- floormod ------------------------------------------------------------------------------
 
-TEST_CASE("floormod takes y's sign (Python, TF), integers and floats, broadcasting",
-          "[floormod]") {
+TEST_CASE("floormod takes y's sign (Python, TF), integers and floats, broadcasting", "[floormod]") {
   for (DType dtype : {DType::Int32, DType::Int64}) {
     const Tensor x = from_values({-7, 7, -7, 7, 0, 6}, {6}, dtype);
     const Tensor y = from_values({3, -3, -3, 3, 5, 3}, {6}, dtype);
@@ -247,9 +247,9 @@ TEST_CASE("floormod takes y's sign (Python, TF), integers and floats, broadcasti
   }
   // INT_MIN mod -1 is 0 (the C++ % would be undefined behaviour).
   const auto int_min = static_cast<double>(std::numeric_limits<std::int32_t>::min());
-  require_close(floormod(from_values({int_min}, {1}, DType::Int32),
-                         from_values({-1}, {1}, DType::Int32)),
-                {1}, {0});
+  require_close(
+      floormod(from_values({int_min}, {1}, DType::Int32), from_values({-1}, {1}, DType::Int32)),
+      {1}, {0});
   require_close(floormod(constant({-7.5, 7.5, -7.5, 2.25}), constant({2, -2, -2, 0.5})), {4},
                 {0.5, -0.5, -1.5, 0.25});
   require_close(floormod(f32({-1, 5.5}, {2}), f32({4}, {1})), {2}, {3, 1.5}, 1e-6);
@@ -305,7 +305,8 @@ TEST_CASE("clip_by_value's gradient passes to x at the bounds, to lo/hi beyond t
   require_close(g[2], {}, {1});
   verify_gradients(
       [](const std::vector<Tensor>& a) { return multiply(a[0], clip_by_value(a[0], a[1], a[2])); },
-      {constant({{-3, 0.5, 7}, {2, -0.2, 0.1}}), constant({-1, 0, 0}), from_values({1, 0.15}, {2, 1})});
+      {constant({{-3, 0.5, 7}, {2, -0.2, 0.1}}), constant({-1, 0, 0}),
+       from_values({1, 0.15}, {2, 1})});
 }
 
 // ---- squared_difference ----------------------------------------------------------------------
@@ -339,29 +340,36 @@ TEST_CASE("squared_difference's gradient: 2 (a - b) g, summed back to each shape
 TEST_CASE("math_special misuse cases", "[special][errors]") {
   const int before = misuse_cases_run();
   const Tensor ints = from_values({1, 2}, {2}, DType::Int32);
-  const std::vector<std::pair<const char*, Unary>> unary = {
-      {"erf", tapegrad::erf}, {"erfc", tapegrad::erfc}, {"lgamma", tapegrad::lgamma},
-      {"digamma", tapegrad::digamma}};
+  const std::vector<std::pair<const char*, Unary>> unary = {{"erf", tapegrad::erf},
+                                                            {"erfc", tapegrad::erfc},
+                                                            {"lgamma", tapegrad::lgamma},
+                                                            {"digamma", tapegrad::digamma}};
   for (const auto& [name, op] : unary) {
     expect_misuse<InvalidArgument>(std::string(name) + " of int32", [&, op = op] { op(ints); },
                                    {name, "int32", "[2]"});
-    expect_misuse<InvalidArgument>(std::string(name) + " of undefined",
-                                   [op = op] { op(Tensor()); }, {name, "undefined"});
+    expect_misuse<InvalidArgument>(std::string(name) + " of undefined", [op = op] { op(Tensor()); },
+                                   {name, "undefined"});
   }
   expect_misuse<InvalidArgument>("polygamma of order -1",
                                  [] { detail::polygamma(-1, constant({1.0})); },
                                  {"polygamma", "n = -1", "[1]"});
   expect_misuse<InvalidArgument>("atan2: float32 with float64",
-                                 [] { atan2(f32({1}, {1}), constant({1.0, 2.0})); },
+                                 [] {
+                                   atan2(f32({1}, {1}), constant({1.0, 2.0}));
+                                 },
                                  {"atan2", "float32", "float64", "[1]", "[2]"});
   expect_misuse<InvalidArgument>("atan2 of integers", [&] { atan2(ints, ints); },
                                  {"atan2", "int32", "float32 or float64"});
   expect_misuse<InvalidArgument>("atan2: shapes that do not broadcast",
-                                 [] { atan2(constant({1.0, 2.0}), constant({1.0, 2.0, 3.0})); },
+                                 [] {
+                                   atan2(constant({1.0, 2.0}), constant({1.0, 2.0, 3.0}));
+                                 },
                                  {"atan2", "[2]", "[3]"});
   expect_misuse<InvalidArgument>(
       "floormod: integer division by zero",
-      [] { floormod(from_values({4, 5}, {2}, DType::Int64), from_values({2, 0}, {2}, DType::Int64)); },
+      [] {
+        floormod(from_values({4, 5}, {2}, DType::Int64), from_values({2, 0}, {2}, DType::Int64));
+      },
       {"floormod", "division by zero", "int64", "[2]"});
   expect_misuse<InvalidArgument>("floormod of bool",
                                  [] {
@@ -377,21 +385,27 @@ TEST_CASE("math_special misuse cases", "[special][errors]") {
                                  {"clip_by_value", "lo = nan"});
   expect_misuse<InvalidArgument>(
       "clip_by_value: tensor lo > hi at one element",
-      [] { clip_by_value(constant({1.0, 2.0, 3.0}), constant({0, 5, 0}), constant(4.0)); },
+      [] {
+        clip_by_value(constant({1.0, 2.0, 3.0}), constant({0, 5, 0}), constant(4.0));
+      },
       {"clip_by_value", "element 1", "lo = 5", "hi = 4", "[3]"});
   expect_misuse<InvalidArgument>(
       "clip_by_value: bounds that would broadcast x to a larger shape",
-      [] { clip_by_value(constant({1.0, 2.0}), from_values({0, 0}, {2, 1}), constant(4.0)); },
+      [] {
+        clip_by_value(constant({1.0, 2.0}), from_values({0, 0}, {2, 1}), constant(4.0));
+      },
       {"clip_by_value", "x has shape [2]", "lo has shape [2, 1]", "broadcast to x's shape"});
-  expect_misuse<InvalidArgument>("clip_by_value: dtype mismatch",
-                                 [] { clip_by_value(constant({1.0}), f32({0}, {1}), f32({2}, {1})); },
-                                 {"clip_by_value", "float64", "float32"});
+  expect_misuse<InvalidArgument>(
+      "clip_by_value: dtype mismatch",
+      [] { clip_by_value(constant({1.0}), f32({0}, {1}), f32({2}, {1})); },
+      {"clip_by_value", "float64", "float32"});
   expect_misuse<InvalidArgument>("clip_by_value: an int32 x with a bound of 0.5",
                                  [&] { clip_by_value(ints, 0.5, 1.0); },
                                  {"clip_by_value", "int32"});
-  expect_misuse<InvalidArgument>("squared_difference: int32 with int64",
-                                 [&] { squared_difference(ints, from_values({1}, {1}, DType::Int64)); },
-                                 {"squared_difference", "int32", "int64"});
+  expect_misuse<InvalidArgument>(
+      "squared_difference: int32 with int64",
+      [&] { squared_difference(ints, from_values({1}, {1}, DType::Int64)); },
+      {"squared_difference", "int32", "int64"});
   expect_defined("squared_difference: int32 wraps", [] {
     const Tensor big = from_values({65536}, {1}, DType::Int32);
     REQUIRE(values(squared_difference(big, from_values({0}, {1}, DType::Int32)))[0] == 0);

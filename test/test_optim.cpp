@@ -47,7 +47,7 @@ TEST_CASE("SGD with Nesterov momentum, by hand on loss = w^2 / 2", "[optim][sgd]
   SGD sgd(0.1, 0.9, /*nesterov=*/true);
   // velocity = 0.9 v - 0.1 g; w += 0.9 velocity - 0.1 g.
   sgd.apply_gradients({{w.peek(), w}});
-  require_close(w.peek(), {}, {0.81}, 1e-12);   // 1 - 0.09 - 0.1
+  require_close(w.peek(), {}, {0.81}, 1e-12);  // 1 - 0.09 - 0.1
   sgd.apply_gradients({{w.peek(), w}});
   require_close(w.peek(), {}, {0.5751}, 1e-12);  // v = -0.171: 0.81 - 0.1539 - 0.081
 }
@@ -105,11 +105,11 @@ TEST_CASE("set_learning_rate changes the next steps and keeps the slots", "[opti
 
   // A bad rate is refused and the old one stays.
   auto msg = message_of<InvalidArgument>([&] { adam.set_learning_rate(-0.5); });
-  CHECK_THAT(msg, Catch::Contains("Adam") && Catch::Contains("learning_rate") &&
-                      Catch::Contains("-0.5"));
+  CHECK_THAT(
+      msg, Catch::Contains("Adam") && Catch::Contains("learning_rate") && Catch::Contains("-0.5"));
   msg = message_of<InvalidArgument>([&] { sgd.set_learning_rate(std::nan("")); });
-  CHECK_THAT(msg, Catch::Contains("SGD") && Catch::Contains("learning_rate") &&
-                      Catch::Contains("nan"));
+  CHECK_THAT(msg,
+             Catch::Contains("SGD") && Catch::Contains("learning_rate") && Catch::Contains("nan"));
   CHECK(adam.learning_rate() == 0.002);
   CHECK(sgd.learning_rate() == 0.5);
 }
@@ -119,9 +119,8 @@ TEST_CASE("Adam takes Rosenbrock from (-1.2, 1) to (1, 1)", "[optim][adam]") {
   Variable y(constant(1.0), true, "y");
   Adam adam(0.02);
   for (int step = 0; step < 5000; ++step) {
-    auto [loss, grads] = implicit_value_and_gradients([&] {
-      return square(1.0 - x.value()) + 100.0 * square(y.value() - square(x.value()));
-    });
+    auto [loss, grads] = implicit_value_and_gradients(
+        [&] { return square(1.0 - x.value()) + 100.0 * square(y.value() - square(x.value())); });
     adam.apply_gradients(grads);
   }
   CHECK(std::abs(x.peek().item<double>() - 1.0) < 1e-4);
@@ -178,13 +177,15 @@ TEST_CASE("optimizer argument errors", "[optim]") {
   CHECK_THAT(msg, Catch::Contains("SGD") && Catch::Contains("'w'") && Catch::Contains("[2]") &&
                       Catch::Contains("[]"));
   Adam adam;
-  msg = message_of<InvalidArgument>(
-      [&] { adam.apply_gradients({{zeros({2}, DType::Float32), w}}); });
-  CHECK_THAT(msg, Catch::Contains("Adam") && Catch::Contains("float32") &&
-                      Catch::Contains("float64"));
+  msg = message_of<InvalidArgument>([&] {
+    adam.apply_gradients({{zeros({2}, DType::Float32), w}});
+  });
+  CHECK_THAT(msg,
+             Catch::Contains("Adam") && Catch::Contains("float32") && Catch::Contains("float64"));
   Variable ints(zeros({2}, DType::Int32), true, "ints");
-  msg = message_of<InvalidArgument>(
-      [&] { sgd.apply_gradients({{zeros({2}, DType::Int32), ints}}); });
+  msg = message_of<InvalidArgument>([&] {
+    sgd.apply_gradients({{zeros({2}, DType::Int32), ints}});
+  });
   CHECK_THAT(msg, Catch::Contains("'ints'") && Catch::Contains("int32"));
   CHECK_THAT(message_of<InvalidArgument>([] { SGD(-1.0); }), Catch::Contains("learning_rate"));
   CHECK_THAT(message_of<InvalidArgument>([] { SGD(0.1, 1.5); }), Catch::Contains("momentum"));
@@ -235,10 +236,10 @@ void check_against_reference(Optimizer& optimizer, std::vector<ReferenceAdam> re
     INFO("step " << t);
     require_close(var.peek(), {3}, w, 1e-12);
   }
-  require_close(optimizer.slot(var, "m"), {3},
-                {reference[0].m, reference[1].m, reference[2].m}, 1e-12);
-  require_close(optimizer.slot(var, "v"), {3},
-                {reference[0].v, reference[1].v, reference[2].v}, 1e-12);
+  require_close(optimizer.slot(var, "m"), {3}, {reference[0].m, reference[1].m, reference[2].m},
+                1e-12);
+  require_close(optimizer.slot(var, "v"), {3}, {reference[0].v, reference[1].v, reference[2].v},
+                1e-12);
   CHECK(optimizer.iterations() == steps);
 }
 
@@ -289,8 +290,7 @@ TEST_CASE("Adam with pytorch_epsilon follows torch.optim.Adam's rule", "[optim][
                           7);
 }
 
-TEST_CASE("the two epsilon rules differ where epsilon matters: tiny gradients",
-          "[optim][adam]") {
+TEST_CASE("the two epsilon rules differ where epsilon matters: tiny gradients", "[optim][adam]") {
   // |g| ~ 1e-8 with epsilon 1e-8: sqrt(v_hat) ~ |g| is comparable to epsilon, while Keras's
   // sqrt(v) (not bias-corrected) is ~30x smaller at step 1, so epsilon dominates there.
   const std::vector<double> grads{1e-8, -3e-9, 2e-8, 2e-8, 5e-9, -1e-8};
@@ -325,12 +325,11 @@ TEST_CASE("AdamW follows torch.optim.AdamW's rule, decay included", "[optim][ada
   CHECK(adamw.learning_rate() == 0.05);
   CHECK(adamw.weight_decay() == 0.1);
   CHECK(adamw.slot_names() == std::vector<std::string>{"m", "v"});
-  check_against_reference(adamw,
-                          std::vector<ReferenceAdam>(3, {0.05, 0.9, 0.999, 1e-3, 0.1, true}), 8);
+  check_against_reference(adamw, std::vector<ReferenceAdam>(3, {0.05, 0.9, 0.999, 1e-3, 0.1, true}),
+                          8);
 }
 
-TEST_CASE("AdamW's defaults are PyTorch's; the decay is decoupled from m and v",
-          "[optim][adamw]") {
+TEST_CASE("AdamW's defaults are PyTorch's; the decay is decoupled from m and v", "[optim][adamw]") {
   AdamW adamw;  // lr 1e-3, weight_decay 1e-2, betas (0.9, 0.999), eps 1e-8
   ReferenceAdam reference{1e-3, 0.9, 0.999, 1e-8, 1e-2, true};
   const std::vector<double> grads{0.5, -0.25, 1e-9, 0.0, 2.0, -3.0};
@@ -373,7 +372,8 @@ TEST_CASE("AdamW without decay is Adam with pytorch_epsilon; sparse is the densi
   AdamW on_sparse(0.1, 0.2), on_dense(0.1, 0.2);
   for (int step = 0; step < 3; ++step) {
     IndexedSlices rows{constant({{0.5, -1.0}, {2.0, 0.25}, {0.5, 0.5}}),
-                       from_values({0, 2, 0}, {3}, DType::Int64), {3, 2}};
+                       from_values({0, 2, 0}, {3}, DType::Int64),
+                       {3, 2}};
     on_sparse.apply_gradients(
         std::vector<std::pair<GradientValue, Variable>>{{rows, sparse_table}});
     on_dense.apply_gradients({{constant({{1.0, -0.5}, {0.0, 0.0}, {2.0, 0.25}}), dense_table}});
@@ -398,9 +398,9 @@ TEST_CASE("AdamW keeps float32 variables float32", "[optim][adamw]") {
 TEST_CASE("AdamW argument errors and set_learning_rate", "[optim][adamw]") {
   CHECK_THAT(message_of<InvalidArgument>([] { AdamW(-1.0); }),
              Catch::Contains("AdamW") && Catch::Contains("learning_rate"));
-  CHECK_THAT(message_of<InvalidArgument>([] { AdamW(0.1, -0.5); }),
-             Catch::Contains("AdamW") && Catch::Contains("weight_decay") &&
-                 Catch::Contains("-0.5"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([] { AdamW(0.1, -0.5); }),
+      Catch::Contains("AdamW") && Catch::Contains("weight_decay") && Catch::Contains("-0.5"));
   CHECK_THAT(message_of<InvalidArgument>([] { AdamW(0.1, 0.0, 1.0); }),
              Catch::Contains("AdamW") && Catch::Contains("beta1"));
   CHECK_THAT(message_of<InvalidArgument>([] { AdamW(0.1, 0.0, 0.9, 0.999, std::nan("")); }),
@@ -414,6 +414,8 @@ TEST_CASE("AdamW argument errors and set_learning_rate", "[optim][adamw]") {
   CHECK_THAT(message_of<InvalidArgument>([&] { adamw.set_learning_rate(-1.0); }),
              Catch::Contains("AdamW") && Catch::Contains("learning_rate"));
   Variable w(constant({1.0, 2.0}), true, "w");
-  CHECK_THAT(message_of<InvalidArgument>([&] { adamw.apply_gradients({{constant(1.0), w}}); }),
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               adamw.apply_gradients({{constant(1.0), w}});
+             }),
              Catch::Contains("AdamW") && Catch::Contains("'w'") && Catch::Contains("[2]"));
 }

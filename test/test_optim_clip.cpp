@@ -11,7 +11,7 @@ using namespace tapegrad::testing;
 TEST_CASE("clip_by_norm leaves a small tensor alone and rescales a large one", "[clip]") {
   const Tensor x = constant({3.0, 4.0});  // norm 5
   require_close(clip_by_norm(x, 10.0), {2}, {3.0, 4.0}, 1e-15);
-  require_close(clip_by_norm(x, 5.0), {2}, {3.0, 4.0}, 1e-15);   // at the limit: unchanged
+  require_close(clip_by_norm(x, 5.0), {2}, {3.0, 4.0}, 1e-15);  // at the limit: unchanged
   require_close(clip_by_norm(x, 2.5), {2}, {1.5, 2.0}, 1e-15);
   // The norm of a matrix over every axis (default) is the Frobenius norm: 13 here.
   require_close(clip_by_norm(constant({{3.0, 4.0}, {12.0, 0.0}}), 6.5), {2, 2},
@@ -152,8 +152,8 @@ TEST_CASE("clip errors name the function and the value", "[clip]") {
              Catch::Contains("clip_by_global_norm") && Catch::Contains("entry 2") &&
                  Catch::Contains("float32") && Catch::Contains("entry 0") &&
                  Catch::Contains("float64"));
-  CHECK_THAT(message_of<InvalidArgument>(
-                 [] { clip_by_global_norm({fill({1}, 1.0, DType::Int64)}, 1.0); }),
-             Catch::Contains("clip_by_global_norm") && Catch::Contains("entry 0") &&
-                 Catch::Contains("int64"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([] { clip_by_global_norm({fill({1}, 1.0, DType::Int64)}, 1.0); }),
+      Catch::Contains("clip_by_global_norm") && Catch::Contains("entry 0") &&
+          Catch::Contains("int64"));
 }

@@ -155,21 +155,25 @@ TEST_CASE("minimize_lbfgs argument errors name the function, shapes and dtypes",
   CHECK_THAT(message_of<InvalidArgument>([&] { minimize_lbfgs(scalar_loss, {w}, options); }),
              Catch::Contains("minimize_lbfgs") && Catch::Contains("history_size") &&
                  Catch::Contains("-1"));
-  CHECK_THAT(message_of<InvalidArgument>(
-                 [&] { minimize_lbfgs([&] { return square(w.value()); }, {w}); }),
-             Catch::Contains("minimize_lbfgs") && Catch::Contains("shape [2]") &&
-                 Catch::Contains("float64"));
-  CHECK_THAT(message_of<InvalidArgument>(
-                 [&] { minimize_lbfgs([] { return fill({}, 1.0, DType::Int32); }, {w}); }),
-             Catch::Contains("minimize_lbfgs") && Catch::Contains("shape []") &&
-                 Catch::Contains("int32"));
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] { minimize_lbfgs([&] { return square(w.value()); }, {w}); }),
+      Catch::Contains("minimize_lbfgs") && Catch::Contains("shape [2]") &&
+          Catch::Contains("float64"));
+  CHECK_THAT(
+      message_of<InvalidArgument>(
+          [&] { minimize_lbfgs([] { return fill({}, 1.0, DType::Int32); }, {w}); }),
+      Catch::Contains("minimize_lbfgs") && Catch::Contains("shape []") && Catch::Contains("int32"));
   CHECK_THAT(message_of<InvalidArgument>([&] { minimize_lbfgs([] { return Tensor(); }, {w}); }),
              Catch::Contains("minimize_lbfgs") && Catch::Contains("undefined"));
   Variable ints(zeros({2}, DType::Int32), true, "ints");
-  CHECK_THAT(message_of<InvalidArgument>([&] { minimize_lbfgs(scalar_loss, {w, ints}); }),
-             Catch::Contains("minimize_lbfgs") && Catch::Contains("'ints'") &&
-                 Catch::Contains("int32"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { minimize_lbfgs(scalar_loss, {w, w}); }),
+  CHECK_THAT(
+      message_of<InvalidArgument>([&] {
+        minimize_lbfgs(scalar_loss, {w, ints});
+      }),
+      Catch::Contains("minimize_lbfgs") && Catch::Contains("'ints'") && Catch::Contains("int32"));
+  CHECK_THAT(message_of<InvalidArgument>([&] {
+               minimize_lbfgs(scalar_loss, {w, w});
+             }),
              Catch::Contains("minimize_lbfgs") && Catch::Contains("'w'"));
   // Nothing was assigned by the failed calls.
   require_close(w.peek(), {2}, {1.0, 2.0}, 0.0);

@@ -24,8 +24,8 @@ TEST_CASE("TF's embedding case by hand: eight slices of -1 on row 1, SGD lr 0.1"
   Tensor initial = random_tensor({1000, 512}, 41);
   Variable embedding(initial, true, "embedding");
   SGD sgd(0.1);
-  IndexedSlices grad = slices(std::vector<double>(8 * 512, -1.0),
-                              std::vector<std::int64_t>(8, 1), {1000, 512});
+  IndexedSlices grad =
+      slices(std::vector<double>(8 * 512, -1.0), std::vector<std::int64_t>(8, 1), {1000, 512});
   sgd.apply_gradients(std::vector<std::pair<GradientValue, Variable>>{{grad, embedding}});
   const auto before = values(initial);
   const auto after = values(embedding.peek());
@@ -107,12 +107,14 @@ TEST_CASE("sparse gradient errors name the optimizer and the variable", "[optim]
   Variable w(zeros({4, 2}), true, "table");
   SGD sgd;
   using Pairs = std::vector<std::pair<GradientValue, Variable>>;
-  auto msg = message_of<InvalidArgument>(
-      [&] { sgd.apply_gradients(Pairs{{slices({1, 2}, {4}, {4, 2}), w}}); });
+  auto msg = message_of<InvalidArgument>([&] {
+    sgd.apply_gradients(Pairs{{slices({1, 2}, {4}, {4, 2}), w}});
+  });
   CHECK_THAT(msg, Catch::Contains("SGD") && Catch::Contains("'table'") &&
                       Catch::Contains("index 4") && Catch::Contains("[0, 4)"));
-  msg = message_of<InvalidArgument>(
-      [&] { sgd.apply_gradients(Pairs{{slices({1, 2}, {0}, {5, 2}), w}}); });
+  msg = message_of<InvalidArgument>([&] {
+    sgd.apply_gradients(Pairs{{slices({1, 2}, {0}, {5, 2}), w}});
+  });
   CHECK_THAT(msg, Catch::Contains("dense_shape") && Catch::Contains("[5, 2]"));
   IndexedSlices bad_values{zeros({2, 3}), Tensor(xt::xarray<std::int64_t>{0, 1}), {4, 2}};
   msg = message_of<InvalidArgument>([&] { sgd.apply_gradients(Pairs{{bad_values, w}}); });

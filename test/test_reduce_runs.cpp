@@ -148,7 +148,8 @@ TEST_CASE("reduce_max and reduce_min gradients scatter g into the ties, split ev
   // One maximum, then three tied maxima and two tied minima, among 1000 elements.
   std::vector<double> v = whole_numbers(1000, 4);
   v[123] = 900;
-  const Tensor g_one = gradient_of([](const Tensor& t) { return 5.0 * reduce_max(t); }, from_values(v, {1000}));
+  const Tensor g_one =
+      gradient_of([](const Tensor& t) { return 5.0 * reduce_max(t); }, from_values(v, {1000}));
   require_close(g_one, {1000}, split_between_ties(v, 900, 5));
   v[7] = v[500] = v[999] = 901;
   v[10] = v[997] = -901;
@@ -165,9 +166,11 @@ TEST_CASE("reduce_max and reduce_min gradients scatter g into the ties, split ev
   m[0 * 50 + 3] = m[0 * 50 + 40] = 600;  // row 0: two ties
   m[2 * 50 + 9] = 600;                   // row 2: one maximum
   for (bool keep : {false, true}) {
-    const Tensor weights = keep ? from_values({1, 2, 3, 4}, {4, 1}) : constant({1.0, 2.0, 3.0, 4.0});
-    const Tensor g = gradient_of([&](const Tensor& t) { return reduce_sum(reduce_max(t, {1}, keep) * weights); },
-                                 from_values(m, {4, 50}));
+    const Tensor weights =
+        keep ? from_values({1, 2, 3, 4}, {4, 1}) : constant({1.0, 2.0, 3.0, 4.0});
+    const Tensor g =
+        gradient_of([&](const Tensor& t) { return reduce_sum(reduce_max(t, {1}, keep) * weights); },
+                    from_values(m, {4, 50}));
     std::vector<double> expected;
     for (std::size_t r = 0; r < 4; ++r) {
       const std::vector<double> row(m.begin() + static_cast<std::ptrdiff_t>(r * 50),
@@ -181,14 +184,16 @@ TEST_CASE("reduce_max and reduce_min gradients scatter g into the ties, split ev
   }
   // Over the leading axis of [50, 3]: columns are the groups.
   const Tensor columns = from_values(whole_numbers(150, 6), {50, 3});
-  const Tensor g_col = gradient_of([](const Tensor& t) { return reduce_sum(reduce_min(t, {0})); }, columns);
+  const Tensor g_col =
+      gradient_of([](const Tensor& t) { return reduce_sum(reduce_min(t, {0})); }, columns);
   const std::vector<double> cv = values(columns);
   std::vector<double> expected_col(150, 0.0);
   for (std::size_t c = 0; c < 3; ++c) {
     double low = 1e9, ties = 0;
     for (std::size_t r = 0; r < 50; ++r) low = std::min(low, cv[r * 3 + c]);
     for (std::size_t r = 0; r < 50; ++r) ties += cv[r * 3 + c] == low ? 1 : 0;
-    for (std::size_t r = 0; r < 50; ++r) expected_col[r * 3 + c] = cv[r * 3 + c] == low ? 1 / ties : 0;
+    for (std::size_t r = 0; r < 50; ++r)
+      expected_col[r * 3 + c] = cv[r * 3 + c] == low ? 1 / ties : 0;
   }
   require_close(g_col, {50, 3}, expected_col);
 }
@@ -204,8 +209,8 @@ TEST_CASE("reduce_max gradient: many ties and NaN groups keep the dense rule's v
   std::vector<double> v = whole_numbers(2 * 30, 7);
   v[4] = std::numeric_limits<double>::quiet_NaN();
   v[30 + 8] = 800;
-  const std::vector<double> g =
-      values(gradient_of([](const Tensor& t) { return reduce_sum(reduce_max(t, {1})); }, from_values(v, {2, 30})));
+  const std::vector<double> g = values(gradient_of(
+      [](const Tensor& t) { return reduce_sum(reduce_max(t, {1})); }, from_values(v, {2, 30})));
   for (std::size_t i = 0; i < 30; ++i) CHECK(std::isnan(g[i]));
   for (std::size_t i = 30; i < 60; ++i) CHECK(g[i] == (i == 38 ? 1.0 : 0.0));
 }
@@ -217,16 +222,20 @@ TEST_CASE("reduce_max and reduce_min scattered gradients, first and second order
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * static_cast<double>((i * 37) % v.size());
   const Tensor x = from_values(v, {3, 40});
   for (std::vector<int> axes : {std::vector<int>{}, {1}}) {
-    require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_max(a[0], axes); }, {x});
-    require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_min(a[0], axes); }, {x});
+    require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_max(a[0], axes); },
+                             {x});
+    require_gradient_matches([=](const std::vector<Tensor>& a) { return reduce_min(a[0], axes); },
+                             {x});
     // The incoming gradient depends on x: the scatter's rule is differentiated again.
-    require_second_order_matches([=](const std::vector<Tensor>& a) {
-      const Tensor m = reduce_max(a[0] * a[0], axes);
-      return m * m * m;
-    }, {x});
-    require_second_order_matches([=](const std::vector<Tensor>& a) {
-      return exp(reduce_min(a[0], axes, true)) * a[0];
-    }, {x});
+    require_second_order_matches(
+        [=](const std::vector<Tensor>& a) {
+          const Tensor m = reduce_max(a[0] * a[0], axes);
+          return m * m * m;
+        },
+        {x});
+    require_second_order_matches(
+        [=](const std::vector<Tensor>& a) { return exp(reduce_min(a[0], axes, true)) * a[0]; },
+        {x});
   }
 }
 
@@ -258,7 +267,8 @@ TEST_CASE("reduce_mean over long runs is reduce_sum divided by the count, bit fo
     std::vector<double> v(1003);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.1 * static_cast<double>(i)) / 3;
     const Tensor x = from_values(v, {1003}, dtype);
-    const Tensor rows = from_values(std::vector<double>(v.begin(), v.begin() + 1000), {10, 100}, dtype);
+    const Tensor rows =
+        from_values(std::vector<double>(v.begin(), v.begin() + 1000), {10, 100}, dtype);
     INFO("dtype " << dtype_name(dtype));
     CHECK(values(reduce_mean(x)) == values(reduce_sum(x) / scalar(1003.0, dtype)));
     CHECK(values(reduce_mean(rows, {1})) == values(reduce_sum(rows, {1}) / scalar(100.0, dtype)));
@@ -268,6 +278,7 @@ TEST_CASE("reduce_mean over long runs is reduce_sum divided by the count, bit fo
   }
   // Integer means: the wrapped sum divided by the count, truncated.
   std::vector<double> w(50);
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(i) - 20;  // sum 225, mean 4.5
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<double>(i) - 20;  // sum 225, mean 4.5
   CHECK(reduce_mean(from_values(w, {50}, DType::Int64)).item<std::int64_t>() == 4);
 }

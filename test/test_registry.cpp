@@ -91,9 +91,12 @@ TEST_CASE("record_operation is a no-op without a tape watching an input") {
 
 TEST_CASE("attrs reach the gradient function; wrong attr types throw") {
   static const bool registered = [] {
-    register_gradient("TestScaleOp", [](const OpContext& ctx, const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0] * ctx.attrs().get_double("factor")};
-    }, Keep::none(), Keep::none());
+    register_gradient(
+        "TestScaleOp",
+        [](const OpContext& ctx, const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{g[0] * ctx.attrs().get_double("factor")};
+        },
+        Keep::none(), Keep::none());
     return true;
   }();
   CHECK(registered);
@@ -109,7 +112,8 @@ TEST_CASE("attrs reach the gradient function; wrong attr types throw") {
   CHECK(a.get_bool("flag"));
   CHECK(a.get_ints("axes") == std::vector<std::int64_t>{0, -1});
   CHECK_THAT(message_of<InvalidArgument>([&] { a.get_double("n"); }), Catch::Contains("'n'"));
-  CHECK_THAT(message_of<InvalidArgument>([&] { a.get_int("missing"); }), Catch::Contains("'missing'"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { a.get_int("missing"); }),
+             Catch::Contains("'missing'"));
 }
 
 TEST_CASE("a gradient function returning the wrong count or shape is reported") {
@@ -130,7 +134,8 @@ TEST_CASE("a gradient function returning the wrong count or shape is reported") 
     Tensor y = identity(x);
     record_operation("TestBadCount", {x}, {y});
     const auto msg = message_of<InvalidArgument>([&] { tape.gradient(y, x); });
-    CHECK_THAT(msg, Catch::Contains("TestBadCount") && Catch::Contains("returned 2 gradients, expected 1"));
+    CHECK_THAT(msg, Catch::Contains("TestBadCount") &&
+                        Catch::Contains("returned 2 gradients, expected 1"));
   }
   {
     GradientTape tape;
@@ -138,7 +143,8 @@ TEST_CASE("a gradient function returning the wrong count or shape is reported") 
     Tensor y = identity(x);
     record_operation("TestBadShape", {x}, {y});
     const auto msg = message_of<InvalidArgument>([&] { tape.gradient(y, x); });
-    CHECK_THAT(msg, Catch::Contains("TestBadShape") && Catch::Contains("[3]") && Catch::Contains("[2]"));
+    CHECK_THAT(msg,
+               Catch::Contains("TestBadShape") && Catch::Contains("[3]") && Catch::Contains("[2]"));
   }
 }
 
@@ -169,10 +175,13 @@ TEST_CASE("a non-persistent tape releases each entry's tensors as soon as the wa
   static std::vector<std::size_t> seen;
   static GradientTape* current = nullptr;
   static const bool registered = [] {
-    register_gradient("TestProbe", [](const OpContext&, const std::vector<Tensor>& g) {
-      seen.push_back(current->bytes_held());
-      return std::vector<Tensor>{g[0]};
-    }, Keep::all(), Keep::none());
+    register_gradient(
+        "TestProbe",
+        [](const OpContext&, const std::vector<Tensor>& g) {
+          seen.push_back(current->bytes_held());
+          return std::vector<Tensor>{g[0]};
+        },
+        Keep::all(), Keep::none());
     return true;
   }();
   CHECK(registered);
@@ -187,9 +196,9 @@ TEST_CASE("a non-persistent tape releases each entry's tensors as soon as the wa
     GradientTape tape(persistent);
     current = &tape;
     tape.watch(x);
-    Tensor p1 = probe(x);   // keeps x
-    Tensor e = exp(p1);     // keeps e
-    Tensor p2 = probe(e);   // keeps e (the same tensor)
+    Tensor p1 = probe(x);  // keeps x
+    Tensor e = exp(p1);    // keeps e
+    Tensor p2 = probe(e);  // keeps e (the same tensor)
     std::optional<GradientTape::RecordingGuard> paused;
     if (persistent) paused.emplace(tape.stop_recording());
     REQUIRE(tape.gradient(p2, x).size() == 1000);

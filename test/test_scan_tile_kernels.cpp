@@ -22,7 +22,8 @@ Tensor small_values(const Shape& shape, DType dtype, unsigned seed) {
   }
   if (dtype == DType::Float32 || dtype == DType::Float64) {
     // Non-integer values too, so that the order of the float operations shows.
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] *= 1.0 + 0.1 * static_cast<double>((i + seed) % 5);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] *= 1.0 + 0.1 * static_cast<double>((i + seed) % 5);
   }
   return from_values(v, shape, dtype);
 }
@@ -57,7 +58,8 @@ std::vector<T> scan_by_loop(const Tensor& x, std::size_t axis, bool exclusive, b
         T acc = product ? T(1) : T(0);
         for (std::size_t step = 0; step < n; ++step) {
           const std::size_t k = reverse ? n - 1 - step : step;
-          const bool covered = reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
+          const bool covered =
+              reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
           if (!covered) continue;
           const T v = src[(o * n + k) * inner + i];
           acc = product ? static_cast<T>(acc * v) : static_cast<T>(acc + v);
@@ -71,7 +73,8 @@ std::vector<T> scan_by_loop(const Tensor& x, std::size_t axis, bool exclusive, b
 
 template <class T>
 void require_scan_matches_loop(const Tensor& x, int axis) {
-  const std::size_t a = static_cast<std::size_t>(axis < 0 ? axis + static_cast<int>(x.rank()) : axis);
+  const std::size_t a =
+      static_cast<std::size_t>(axis < 0 ? axis + static_cast<int>(x.rank()) : axis);
   for (bool exclusive : {false, true}) {
     for (bool reverse : {false, true}) {
       INFO("shape " << shape_to_string(x.shape()) << ", axis " << axis << ", exclusive "
@@ -99,7 +102,8 @@ void scan_layouts(DType dtype) {
   // The last axis with 1 ... 17 short lines (walked one by one).
   for (std::size_t lines : {1, 2, 7, 8, 9, 16, 17}) {
     for (std::size_t n : {1, 3, 12}) {
-      require_scan_matches_loop<T>(small_values({lines, n}, dtype, static_cast<unsigned>(lines + n)), 1);
+      require_scan_matches_loop<T>(
+          small_values({lines, n}, dtype, static_cast<unsigned>(lines + n)), 1);
     }
   }
   require_scan_matches_loop<T>(small_values({2, 3, 9, 5}, dtype, 1), -1);
@@ -140,7 +144,8 @@ std::vector<double> tile_by_loop(const Tensor& x, const Shape& out_shape) {
 
 }  // namespace
 
-TEST_CASE("cumsum and cumprod equal a plain loop on every layout, flag and dtype", "[scan][kernel]") {
+TEST_CASE("cumsum and cumprod equal a plain loop on every layout, flag and dtype",
+          "[scan][kernel]") {
   SECTION("float64") { scan_layouts<double>(DType::Float64); }
   SECTION("float32") { scan_layouts<float>(DType::Float32); }
   SECTION("int32") { scan_layouts<std::int32_t>(DType::Int32); }
@@ -202,25 +207,27 @@ TEST_CASE("cumprod on the last axis: first and second derivatives", "[scan][kern
   }
 }
 
-TEST_CASE("tile equals a plain index loop: rows of one element, short rows, long rows", "[tile][kernel]") {
+TEST_CASE("tile equals a plain index loop: rows of one element, short rows, long rows",
+          "[tile][kernel]") {
   struct Case {
     Shape shape;
     std::vector<std::size_t> multiples;
   };
   const std::vector<Case> cases = {
-      {{5, 1}, {1, 7}},   {{5, 1}, {2, 3}},  {{3, 2}, {2, 5}},   {{2, 15}, {3, 2}},
-      {{2, 16}, {1, 3}},  {{2, 40}, {2, 2}}, {{1}, {9}},         {{4}, {3}},
+      {{5, 1}, {1, 7}},       {{5, 1}, {2, 3}},       {{3, 2}, {2, 5}}, {{2, 15}, {3, 2}},
+      {{2, 16}, {1, 3}},      {{2, 40}, {2, 2}},      {{1}, {9}},       {{4}, {3}},
       {{2, 3, 1}, {2, 1, 4}}, {{2, 1, 3}, {1, 4, 2}}, {{3, 1}, {1, 1}}, {{2, 1}, {0, 3}},
-      {{0, 1}, {2, 3}},   {{3, 1}, {2, 0}}};
+      {{0, 1}, {2, 3}},       {{3, 1}, {2, 0}}};
   for (DType dtype : {DType::Float64, DType::Float32, DType::Int32, DType::Int64, DType::Bool}) {
     for (const Case& c : cases) {
       INFO("shape " << shape_to_string(c.shape) << ", dtype " << dtype_name(dtype));
-      const Tensor x = dtype == DType::Bool
-                           ? greater(small_values(c.shape, DType::Float64, 4), scalar(0.0, DType::Float64))
-                           : small_values(c.shape, dtype, 4);
+      const Tensor x = dtype == DType::Bool ? greater(small_values(c.shape, DType::Float64, 4),
+                                                      scalar(0.0, DType::Float64))
+                                            : small_values(c.shape, dtype, 4);
       const Tensor t = tile(x, c.multiples);
       Shape out_shape;
-      for (std::size_t d = 0; d < c.shape.size(); ++d) out_shape.push_back(c.shape[d] * c.multiples[d]);
+      for (std::size_t d = 0; d < c.shape.size(); ++d)
+        out_shape.push_back(c.shape[d] * c.multiples[d]);
       REQUIRE(t.shape() == out_shape);
       REQUIRE(t.dtype() == dtype);
       CHECK(values(t) == tile_by_loop(x, out_shape));
@@ -230,9 +237,7 @@ TEST_CASE("tile equals a plain index loop: rows of one element, short rows, long
 
 TEST_CASE("tile of a column: first and second derivatives", "[tile][kernel][gradient]") {
   const Tensor x = random_tensor({4, 1}, 6);
-  const Fn f = [](const std::vector<Tensor>& a) {
-    return square(tile(a[0], {2, 5}));
-  };
+  const Fn f = [](const std::vector<Tensor>& a) { return square(tile(a[0], {2, 5})); };
   require_gradient_matches(f, {x});
   require_second_order_matches(f, {x});
 }

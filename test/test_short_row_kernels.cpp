@@ -11,10 +11,10 @@
 
 using namespace tapegrad;
 using tapegrad::testing::random_tensor;
+using tapegrad::testing::ravel;
 using tapegrad::testing::require_close;
 using tapegrad::testing::require_gradient_matches;
 using tapegrad::testing::require_second_order_matches;
-using tapegrad::testing::ravel;
 using tapegrad::testing::unravel;
 using tapegrad::testing::values;
 
@@ -32,12 +32,14 @@ Tensor int64_values(const std::vector<double>& v) {
 
 }  // namespace
 
-TEST_CASE("gather of short rows (1 to 5 elements) matches index arithmetic on every axis", "[kernels][array]") {
+TEST_CASE("gather of short rows (1 to 5 elements) matches index arithmetic on every axis",
+          "[kernels][array]") {
   const std::vector<double> picks{2, 0, 2, 1, 3, 0};
   for (std::size_t inner = 1; inner <= 5; ++inner) {
     for (DType dtype : {DType::Float64, DType::Int64, DType::Bool}) {
       const Shape shape{4, 5, inner};
-      const Tensor x = dtype == DType::Bool ? cast(iota(shape, DType::Int64), DType::Bool) : iota(shape, dtype);
+      const Tensor x =
+          dtype == DType::Bool ? cast(iota(shape, DType::Int64), DType::Bool) : iota(shape, dtype);
       const auto source = values(x);
       for (int axis : {0, 1}) {
         INFO("inner " << inner << ", dtype " << dtype_name(dtype) << ", axis " << axis);
@@ -48,7 +50,8 @@ TEST_CASE("gather of short rows (1 to 5 elements) matches index arithmetic on ev
         std::vector<double> expected;
         for (std::size_t k = 0; k < num_elements(out_shape); ++k) {
           auto index = unravel(k, out_shape);
-          index[static_cast<std::size_t>(axis)] = static_cast<std::size_t>(picks[index[static_cast<std::size_t>(axis)]]);
+          index[static_cast<std::size_t>(axis)] =
+              static_cast<std::size_t>(picks[index[static_cast<std::size_t>(axis)]]);
           expected.push_back(source[ravel(index, shape)]);
         }
         CHECK(values(y) == expected);
@@ -57,13 +60,15 @@ TEST_CASE("gather of short rows (1 to 5 elements) matches index arithmetic on ev
   }
 }
 
-TEST_CASE("slice, split, concat and pad match index arithmetic for every box of a [3, 4, 5] tensor", "[kernels][array]") {
+TEST_CASE("slice, split, concat and pad match index arithmetic for every box of a [3, 4, 5] tensor",
+          "[kernels][array]") {
   const Shape shape{3, 4, 5};
   const Tensor x = iota(shape);
   // Every begin/size per axis among: the whole axis, a leading part, an inner part, one element:
   // full trailing axes fold into one run, partial ones do not; runs of 1 to 5 elements.
   const auto boxes_of = [](std::size_t n) {
-    return std::vector<std::pair<std::size_t, std::size_t>>{{0, n}, {0, n - 1}, {1, n - 2}, {n - 1, 1}};
+    return std::vector<std::pair<std::size_t, std::size_t>>{
+        {0, n}, {0, n - 1}, {1, n - 2}, {n - 1, 1}};
   };
   for (auto [b0, s0] : boxes_of(shape[0])) {
     for (auto [b1, s1] : boxes_of(shape[1])) {
@@ -71,8 +76,11 @@ TEST_CASE("slice, split, concat and pad match index arithmetic for every box of 
         const std::vector<std::size_t> begin{b0, b1, b2};
         const Shape box{s0, s1, s2};
         INFO("begin " << b0 << "," << b1 << "," << b2 << " size " << s0 << "," << s1 << "," << s2);
-        const Tensor part = slice(x, {static_cast<std::int64_t>(b0), static_cast<std::int64_t>(b1), static_cast<std::int64_t>(b2)},
-                                  {static_cast<std::int64_t>(s0), static_cast<std::int64_t>(s1), static_cast<std::int64_t>(s2)});
+        const Tensor part = slice(x,
+                                  {static_cast<std::int64_t>(b0), static_cast<std::int64_t>(b1),
+                                   static_cast<std::int64_t>(b2)},
+                                  {static_cast<std::int64_t>(s0), static_cast<std::int64_t>(s1),
+                                   static_cast<std::int64_t>(s2)});
         REQUIRE(part.shape() == box);
         std::vector<double> expected;
         for (std::size_t k = 0; k < num_elements(box); ++k) {
@@ -85,8 +93,11 @@ TEST_CASE("slice, split, concat and pad match index arithmetic for every box of 
         // Slice's gradient pads the box back into zeros of x's shape.
         GradientTape tape;
         tape.watch(x);
-        const Tensor y = slice(x, {static_cast<std::int64_t>(b0), static_cast<std::int64_t>(b1), static_cast<std::int64_t>(b2)},
-                               {static_cast<std::int64_t>(s0), static_cast<std::int64_t>(s1), static_cast<std::int64_t>(s2)});
+        const Tensor y = slice(x,
+                               {static_cast<std::int64_t>(b0), static_cast<std::int64_t>(b1),
+                                static_cast<std::int64_t>(b2)},
+                               {static_cast<std::int64_t>(s0), static_cast<std::int64_t>(s1),
+                                static_cast<std::int64_t>(s2)});
         const Tensor padded = tape.gradient({y}, {x}, {iota(box) + 1.0})[0];
         std::vector<double> want(num_elements(shape), 0.0);
         for (std::size_t k = 0; k < num_elements(box); ++k) {
@@ -126,7 +137,8 @@ TEST_CASE("slice, split, concat and pad match index arithmetic for every box of 
   std::vector<double> expected;
   for (std::size_t r = 0; r < 7; ++r) {
     for (std::size_t c = 0; c < 28; ++c) {
-      expected.push_back(c < 2 ? static_cast<double>(r * 2 + c) : 1000.0 + static_cast<double>(r * 26 + c - 2));
+      expected.push_back(c < 2 ? static_cast<double>(r * 2 + c)
+                               : 1000.0 + static_cast<double>(r * 26 + c - 2));
     }
   }
   CHECK(values(both) == expected);
@@ -135,9 +147,10 @@ TEST_CASE("slice, split, concat and pad match index arithmetic for every box of 
 TEST_CASE("broadcasting with short innermost rows matches index arithmetic", "[kernels][math]") {
   // (a shape, b shape): b broadcast along the row axis, along the innermost axis, or both.
   const std::vector<std::pair<Shape, Shape>> cases{
-      {{4, 5, 3}, {5, 1}},    {{4, 5, 3}, {1, 3}},    {{4, 5, 3}, {4, 1, 3}}, {{4, 5, 1}, {5, 1}},
-      {{5, 3}, {5, 1}},       {{5, 3}, {1, 3}},       {{2, 3, 5, 7}, {3, 1, 1}}, {{2, 3, 5, 7}, {5, 7}},
-      {{2, 3, 5, 2}, {2, 1, 5, 1}}, {{5, 8}, {5, 1}}, {{3, 1, 4}, {5, 1}}};
+      {{4, 5, 3}, {5, 1}},       {{4, 5, 3}, {1, 3}},    {{4, 5, 3}, {4, 1, 3}},
+      {{4, 5, 1}, {5, 1}},       {{5, 3}, {5, 1}},       {{5, 3}, {1, 3}},
+      {{2, 3, 5, 7}, {3, 1, 1}}, {{2, 3, 5, 7}, {5, 7}}, {{2, 3, 5, 2}, {2, 1, 5, 1}},
+      {{5, 8}, {5, 1}},          {{3, 1, 4}, {5, 1}}};
   for (const auto& [sa, sb] : cases) {
     const Tensor a = random_tensor(sa, 1);
     const Tensor b = random_tensor(sb, 2);
@@ -150,9 +163,11 @@ TEST_CASE("broadcasting with short innermost rows matches index arithmetic", "[k
       const std::size_t db = d + sb.size() >= rank ? sb[d + sb.size() - rank] : 1;
       out_shape[d] = std::max(da, db);
     }
-    const auto at = [&](const Shape& s, const std::vector<double>& v, const std::vector<std::size_t>& index) {
+    const auto at = [&](const Shape& s, const std::vector<double>& v,
+                        const std::vector<std::size_t>& index) {
       std::vector<std::size_t> own(s.size());
-      for (std::size_t d = 0; d < s.size(); ++d) own[d] = s[d] == 1 ? 0 : index[d + rank - s.size()];
+      for (std::size_t d = 0; d < s.size(); ++d)
+        own[d] = s[d] == 1 ? 0 : index[d + rank - s.size()];
       return v[ravel(own, s)];
     };
     std::vector<double> products, sums, differences;
@@ -170,7 +185,8 @@ TEST_CASE("broadcasting with short innermost rows matches index arithmetic", "[k
   }
 }
 
-TEST_CASE("a reshape that keeps the shape still differentiates to any order", "[array][gradients]") {
+TEST_CASE("a reshape that keeps the shape still differentiates to any order",
+          "[array][gradients]") {
   const Tensor x = random_tensor({4, 3}, 3);
   const Fn f = [](const std::vector<Tensor>& a) {
     return reduce_sum(pow(reshape(a[0], {4, 3}), 3.0) * reshape(a[0], {-1, 3}));
@@ -179,12 +195,18 @@ TEST_CASE("a reshape that keeps the shape still differentiates to any order", "[
   require_second_order_matches(f, {x});
   // Forward mode through it: the tangent passes through unchanged.
   const Tensor direction = random_tensor({4, 3}, 4);
-  const auto [value, tangent] = jvp([](const std::vector<Tensor>& a) { return reshape(a[0], {4, 3}) * 2.0; }, {x}, {direction});
+  const auto [value, tangent] = jvp(
+      [](const std::vector<Tensor>& a) {
+        return reshape(a[0], {4, 3}) * 2.0;
+      },
+      {x}, {direction});
   require_close(tangent, {4, 3}, values(direction * 2.0), 1e-15);
   require_close(value, {4, 3}, values(x * 2.0), 1e-15);
 }
 
-TEST_CASE("the Jacobian of a vjp through gather and short-row broadcasts: vectorized equals the loop", "[jacobian][kernels]") {
+TEST_CASE(
+    "the Jacobian of a vjp through gather and short-row broadcasts: vectorized equals the loop",
+    "[jacobian][kernels]") {
   // ht's shape in small: residuals = points - sum_k w_k * gather(vertices(theta), index_k), the
   // Jacobian taken as the Jacobian in the cotangent u of the vjp u -> J^T u.
   const Tensor theta = random_tensor({4}, 5);

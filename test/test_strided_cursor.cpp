@@ -33,7 +33,8 @@ Tensor iota(const Shape& shape, DType dtype = DType::Float64) {
 
 }  // namespace
 
-TEST_CASE("the cursor's offsets are index . strides for every operand, in row-major order", "[kernels]") {
+TEST_CASE("the cursor's offsets are index . strides for every operand, in row-major order",
+          "[kernels]") {
   const Shape shape{2, 3, 1, 4};
   const std::vector<std::size_t> a{100, 7, 50, 1};
   const std::vector<std::size_t> b{0, 4, 0, 1};  // broadcast along axes 0 and 2
@@ -91,7 +92,8 @@ TEST_CASE("the cursor walks only the leading axes it is given", "[kernels]") {
   CHECK(scalar.offset(0) == 0);
 }
 
-TEST_CASE("transpose matches index arithmetic for every permutation of a rank-4 tensor", "[kernels][array]") {
+TEST_CASE("transpose matches index arithmetic for every permutation of a rank-4 tensor",
+          "[kernels][array]") {
   const Shape shape{2, 3, 4, 5};
   const auto strides = std::vector<std::size_t>{60, 20, 5, 1};
   for (DType dtype : {DType::Float64, DType::Int64}) {
@@ -110,14 +112,17 @@ TEST_CASE("transpose matches index arithmetic for every permutation of a rank-4 
       const auto got = values(y);
       bool all_equal = true;
       for (std::size_t k = 0; k < got.size(); ++k) {
-        all_equal = all_equal && got[k] == static_cast<double>(dot(unravel(k, out_shape), in_strides));
+        all_equal =
+            all_equal && got[k] == static_cast<double>(dot(unravel(k, out_shape), in_strides));
       }
       CHECK(all_equal);
     } while (std::next_permutation(perm.begin(), perm.end()));
   }
 }
 
-TEST_CASE("reduce_sum and reduce_max match index arithmetic for every set of axes of a rank-4 tensor", "[kernels][reduce]") {
+TEST_CASE(
+    "reduce_sum and reduce_max match index arithmetic for every set of axes of a rank-4 tensor",
+    "[kernels][reduce]") {
   const Shape shape{2, 3, 4, 5};
   const Tensor x = iota(shape);
   const auto in = values(x);
@@ -133,7 +138,8 @@ TEST_CASE("reduce_sum and reduce_max match index arithmetic for every set of axe
     INFO("axes mask " << mask);
     std::vector<double> sums(count(kept), 0.0);
     std::vector<double> maxima(count(kept), -1.0);
-    const std::vector<std::size_t> kept_strides{kept[1] * kept[2] * kept[3], kept[2] * kept[3], kept[3], 1};
+    const std::vector<std::size_t> kept_strides{kept[1] * kept[2] * kept[3], kept[2] * kept[3],
+                                                kept[3], 1};
     for (std::size_t k = 0; k < in.size(); ++k) {
       auto index = unravel(k, shape);
       for (int a : axes) index[static_cast<std::size_t>(a)] = 0;

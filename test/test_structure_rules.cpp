@@ -34,13 +34,11 @@ struct StructureCase {
   std::vector<Tensor> inputs;
   std::vector<bool> diagonal;  // per input
   std::optional<Attrs> attrs;
-  Shape output;                 // the output of one example
+  Shape output;                  // the output of one example
   std::vector<double> expected;  // the dense batch [n] ++ output, row-major; empty: declines
 };
 
-Attrs transposes(bool ta, bool tb) {
-  return Attrs().set("transpose_a", ta).set("transpose_b", tb);
-}
+Attrs transposes(bool ta, bool tb) { return Attrs().set("transpose_a", ta).set("transpose_b", tb); }
 
 // d = {0.5, -2, 3} as the diagonal in most cases: the dense batches are 3 x 3 diagonals.
 std::vector<double> diagonal_matrix(const std::vector<double>& d) {
@@ -63,7 +61,11 @@ std::vector<StructureCase> cases() {
   const Tensor w_t = f64({1, 4, 2, 5, 3, 6}, {3, 2});  // its transpose, stored
   return {
       {"Identity", {d}, {true}, std::nullopt, {3}, diag({0.5, -2, 3})},
-      {"Reshape", {f64({0.5, -2, 3, 0.25}, {2, 2})}, {true}, std::nullopt, {4},
+      {"Reshape",
+       {f64({0.5, -2, 3, 0.25}, {2, 2})},
+       {true},
+       std::nullopt,
+       {4},
        diag({0.5, -2, 3, 0.25})},
       {"Neg", {d}, {true}, std::nullopt, {3}, diag({-0.5, 2, -3})},
       {"Add", {d, e}, {true, true}, std::nullopt, {3}, diag({0.75, -1, 2})},
@@ -86,23 +88,43 @@ std::vector<StructureCase> cases() {
       fused("SqrtGrad", {0.5, 2, 0.25}, {0.5, -0.5, 6}),
       fused("RsqrtGrad", {1, 2, 0.5}, {-0.25, 8, -0.1875}),
       // op(W) times a diagonal column: row b is d[b] times column b of op(W) (dense [3, 2, 1]).
-      {"MatMul", {w, f64({0.5, -2, 3}, {3, 1})}, {false, true}, transposes(false, false), {2, 1},
+      {"MatMul",
+       {w, f64({0.5, -2, 3}, {3, 1})},
+       {false, true},
+       transposes(false, false),
+       {2, 1},
        {0.5, 2, -4, -10, 9, 18}},
-      {"MatMul", {w_t, f64({0.5, -2, 3}, {1, 3})}, {false, true}, transposes(true, true), {2, 1},
+      {"MatMul",
+       {w_t, f64({0.5, -2, 3}, {1, 3})},
+       {false, true},
+       transposes(true, true),
+       {2, 1},
        {0.5, 2, -4, -10, 9, 18}},
       // A diagonal row times op(W): row b is d[b] times row b of op(W) (dense [2, 1, 3]).
-      {"MatMul", {f64({0.5, -2}, {1, 2}), w}, {true, false}, transposes(false, false), {1, 3},
+      {"MatMul",
+       {f64({0.5, -2}, {1, 2}), w},
+       {true, false},
+       transposes(false, false),
+       {1, 3},
        {0.5, 1, 1.5, -8, -10, -12}},
-      {"MatMul", {f64({0.5, -2}, {2, 1}), w_t}, {true, false}, transposes(true, true), {1, 3},
+      {"MatMul",
+       {f64({0.5, -2}, {2, 1}), w_t},
+       {true, false},
+       transposes(true, true),
+       {1, 3},
        {0.5, 1, 1.5, -8, -10, -12}},
       // Declined: the dense batch is needed.
-      {"Add", {d, c}, {true, false}, std::nullopt, {3}, {}},  // a constant addend
+      {"Add", {d, c}, {true, false}, std::nullopt, {3}, {}},               // a constant addend
       {"Add", {d, f64({0.5}, {1})}, {true, true}, std::nullopt, {3}, {}},  // broadcast diagonal
       {"Mul", {d, f64({1, 2, 3, 4, 5, 6}, {2, 3})}, {true, false}, std::nullopt, {2, 3}, {}},
-      {"RealDiv", {c, d}, {false, true}, std::nullopt, {3}, {}},  // a diagonal divisor
+      {"RealDiv", {c, d}, {false, true}, std::nullopt, {3}, {}},   // a diagonal divisor
       {"TanhGrad", {d, c}, {true, false}, std::nullopt, {3}, {}},  // y diagonal, g constant
-      {"MatMul", {w, f64({0.5, -2, 3, 1, 2, 4}, {3, 2})}, {false, true}, transposes(false, false),
-       {2, 2}, {}},  // not a column
+      {"MatMul",
+       {w, f64({0.5, -2, 3, 1, 2, 4}, {3, 2})},
+       {false, true},
+       transposes(false, false),
+       {2, 2},
+       {}},  // not a column
   };
 }
 
@@ -225,33 +247,71 @@ TEST_CASE("the vectorized jacobian through each structured op equals the loop, e
                         {3, 1});
        },
        // d/dx = -c/k + 1 - 2x: {-2 + 1 - 1, -0.25 + 1 + 4, 0.5 + 1 - 6}.
-       f64({0.5, -2, 3}, {3}), {3, 1, 3}, diag({-2, 4.75, -4.5})},
-      {"tanh at 0", [](const Tensor& x) { return tanh(x); }, f64({0, 0, 0}, {3}), {3, 3},
+       f64({0.5, -2, 3}, {3}),
+       {3, 1, 3},
+       diag({-2, 4.75, -4.5})},
+      {"tanh at 0",
+       [](const Tensor& x) { return tanh(x); },
+       f64({0, 0, 0}, {3}),
+       {3, 3},
        diag({1, 1, 1})},
-      {"sigmoid at 0", [](const Tensor& x) { return sigmoid(x); }, f64({0, 0, 0}, {3}), {3, 3},
+      {"sigmoid at 0",
+       [](const Tensor& x) { return sigmoid(x); },
+       f64({0, 0, 0}, {3}),
+       {3, 3},
        diag({0.25, 0.25, 0.25})},
-      {"relu", [](const Tensor& x) { return relu(x); }, f64({0.5, -2, 3}, {3}), {3, 3},
+      {"relu",
+       [](const Tensor& x) { return relu(x); },
+       f64({0.5, -2, 3}, {3}),
+       {3, 3},
        diag({1, 0, 1})},
-      {"softplus", [](const Tensor& x) { return softplus(x); }, f64({0, 40, -800}, {3}), {3, 3},
+      {"softplus",
+       [](const Tensor& x) { return softplus(x); },
+       f64({0, 40, -800}, {3}),
+       {3, 3},
        diag({0.5, 1, 0})},
-      {"elu", [](const Tensor& x) { return elu(x); }, f64({0.5, 2, 0}, {3}), {3, 3},
+      {"elu",
+       [](const Tensor& x) { return elu(x); },
+       f64({0.5, 2, 0}, {3}),
+       {3, 3},
        diag({1, 1, 1})},
-      {"gelu", [](const Tensor& x) { return gelu(x, false); }, f64({0, 40, -40}, {3}), {3, 3},
+      {"gelu",
+       [](const Tensor& x) { return gelu(x, false); },
+       f64({0, 40, -40}, {3}),
+       {3, 3},
        diag({0.5, 1, 0})},
-      {"gelu (tanh)", [](const Tensor& x) { return gelu(x, true); }, f64({0, 40, -40}, {3}),
-       {3, 3}, diag({0.5, 1, 0})},
-      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, f64({0.5, 2, -1}, {3}),
-       {3, 3}, diag({-4, -0.25, -1})},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }, f64({0.25, 4, 1}, {3}), {3, 3},
+      {"gelu (tanh)",
+       [](const Tensor& x) { return gelu(x, true); },
+       f64({0, 40, -40}, {3}),
+       {3, 3},
+       diag({0.5, 1, 0})},
+      {"reciprocal",
+       [](const Tensor& x) { return reciprocal(x); },
+       f64({0.5, 2, -1}, {3}),
+       {3, 3},
+       diag({-4, -0.25, -1})},
+      {"sqrt",
+       [](const Tensor& x) { return sqrt(x); },
+       f64({0.25, 4, 1}, {3}),
+       {3, 3},
        diag({1, 0.25, 0.5})},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, f64({1, 4, 0.25}, {3}), {3, 3},
+      {"rsqrt",
+       [](const Tensor& x) { return rsqrt(x); },
+       f64({1, 4, 0.25}, {3}),
+       {3, 3},
        diag({-0.5, -0.0625, -4})},
       // The walk's MatMul of the constant W^T and the diagonal column: J = W.
-      {"W x", [&](const Tensor& x) { return matmul(w, x); }, f64({0.5, -2, 3}, {3, 1}),
-       {2, 1, 3, 1}, {1, 2, 3, 4, 5, 6}},
+      {"W x",
+       [&](const Tensor& x) { return matmul(w, x); },
+       f64({0.5, -2, 3}, {3, 1}),
+       {2, 1, 3, 1},
+       {1, 2, 3, 4, 5, 6}},
       // Through tanh first: J = diag(1 - tanh(W x)^2) W, at x = 0 exactly W.
-      {"tanh(W x) at 0", [&](const Tensor& x) { return tanh(matmul(w, x)); },
-       f64({0, 0, 0}, {3, 1}), {2, 1, 3, 1}, {1, 2, 3, 4, 5, 6}},
+      {"tanh(W x) at 0",
+       [&](const Tensor& x) { return tanh(matmul(w, x)); },
+       f64({0, 0, 0}, {3, 1}),
+       {2, 1, 3, 1},
+       {1, 2, 3, 4, 5, 6}},
   };
   for (const EndToEnd& e : all) {
     INFO(e.name);

@@ -16,27 +16,44 @@ using namespace tapegrad::testing;
 
 namespace {
 
-enum class Action { StopRecording, RecordWhileStopped, GradientUsed, GradientPersistent, Destroy, NewTape };
+enum class Action {
+  StopRecording,
+  RecordWhileStopped,
+  GradientUsed,
+  GradientPersistent,
+  Destroy,
+  NewTape
+};
 enum class Place { CustomForward, CustomBackward, RecomputeForward, RecomputeRerun };
 
 const char* name_of(Action a) {
   switch (a) {
-    case Action::StopRecording: return "stop_recording";
-    case Action::RecordWhileStopped: return "record on a stopped tape";
-    case Action::GradientUsed: return "gradient on a non-persistent tape";
-    case Action::GradientPersistent: return "gradient on a persistent tape";
-    case Action::Destroy: return "destruction";
-    case Action::NewTape: return "a new tape";
+    case Action::StopRecording:
+      return "stop_recording";
+    case Action::RecordWhileStopped:
+      return "record on a stopped tape";
+    case Action::GradientUsed:
+      return "gradient on a non-persistent tape";
+    case Action::GradientPersistent:
+      return "gradient on a persistent tape";
+    case Action::Destroy:
+      return "destruction";
+    case Action::NewTape:
+      return "a new tape";
   }
   return "";
 }
 
 const char* name_of(Place p) {
   switch (p) {
-    case Place::CustomForward: return "custom_gradient forward";
-    case Place::CustomBackward: return "custom_gradient backward";
-    case Place::RecomputeForward: return "recompute_grad forward";
-    case Place::RecomputeRerun: return "recompute_grad rerun";
+    case Place::CustomForward:
+      return "custom_gradient forward";
+    case Place::CustomBackward:
+      return "custom_gradient backward";
+    case Place::RecomputeForward:
+      return "recompute_grad forward";
+    case Place::RecomputeRerun:
+      return "recompute_grad rerun";
   }
   return "";
 }
@@ -142,7 +159,7 @@ void run_scenario(Action action, Place place) {
       REQUIRE(t);
       CHECK(t->recording());
       auto paused = t->stop_recording();
-      CHECK(t->gradient(y, x).item<double>() == 12.0);   // y was recorded on T
+      CHECK(t->gradient(y, x).item<double>() == 12.0);  // y was recorded on T
       CHECK(t->gradient(before, x).item<double>() == 4.0);
       break;
     }
@@ -204,7 +221,7 @@ TEST_CASE("pauses nest: a custom_gradient inside a custom_gradient forward insid
   auto middle = custom_gradient([&](const Tensor& in) {
     GradientTape mid_tape;  // created inside the first pause: records there
     mid_tape.watch(in);
-    Tensor a = inner(in);   // the second pause stops mid_tape too; the op goes on it after
+    Tensor a = inner(in);  // the second pause stops mid_tape too; the op goes on it after
     inner_tape_gradient = mid_tape.gradient(a, in).item<double>();
     CHECK_FALSE(should_record({x}));  // the first pause still holds
     return std::make_pair(a * 5.0, [](const Tensor& dy) { return dy * 10.0; });
@@ -224,7 +241,7 @@ TEST_CASE("a tape stopped by its own flag inside a pause records again once both
   tape.watch(x);
   Tensor y;
   auto f = custom_gradient([&](const Tensor& in) {
-    auto paused = tape.stop_recording();   // the tape's own flag, inside the pause
+    auto paused = tape.stop_recording();  // the tape's own flag, inside the pause
     CHECK_FALSE(should_record({x}));
     return std::make_pair(in * 7.0, [](const Tensor& dy) { return dy * 7.0; });
   });

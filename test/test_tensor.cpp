@@ -51,8 +51,12 @@ TEST_CASE("copies of a handle are the same tensor; new tensors get new ids") {
 
 TEST_CASE("ids stay unique across threads") {
   std::vector<std::uint64_t> ids_a, ids_b;
-  std::thread ta([&] { for (int i = 0; i < 1000; ++i) ids_a.push_back(constant(1.0).id()); });
-  std::thread tb([&] { for (int i = 0; i < 1000; ++i) ids_b.push_back(constant(1.0).id()); });
+  std::thread ta([&] {
+    for (int i = 0; i < 1000; ++i) ids_a.push_back(constant(1.0).id());
+  });
+  std::thread tb([&] {
+    for (int i = 0; i < 1000; ++i) ids_b.push_back(constant(1.0).id());
+  });
   ta.join();
   tb.join();
   std::vector<std::uint64_t> all = ids_a;
@@ -79,8 +83,7 @@ TEST_CASE("a handle reads its storage's id and dtype; array<T> checks both ways"
   CHECK(wrong.find("float32") != std::string::npos);
   CHECK(wrong.find("float64") != std::string::npos);
   Variable v(constant({1.0, 2.0}));
-  const std::string handle =
-      message_of<InvalidArgument>([&] { (void)v.handle().array<double>(); });
+  const std::string handle = message_of<InvalidArgument>([&] { (void)v.handle().array<double>(); });
   CHECK(handle.find("variable handle") != std::string::npos);
   CHECK(handle.find("[2]") != std::string::npos);
   CHECK_THROWS_AS(Tensor().dtype(), InvalidArgument);
@@ -127,8 +130,8 @@ TEST_CASE("constant, zeros, ones, fill, zeros_like, ones_like") {
 TEST_CASE("printing shows shape, dtype and values") {
   std::ostringstream os;
   os << constant({1.0, 2.5});
-  CHECK_THAT(os.str(), Catch::Contains("shape=[2]") && Catch::Contains("float64") &&
-                           Catch::Contains("2.5"));
+  CHECK_THAT(os.str(),
+             Catch::Contains("shape=[2]") && Catch::Contains("float64") && Catch::Contains("2.5"));
   std::ostringstream undefined;
   undefined << Tensor();
   CHECK(undefined.str() == "Tensor(undefined)");
@@ -147,7 +150,8 @@ TEST_CASE("Variable: shared handle, assign checks shape and dtype") {
   v.assign_sub(constant({0.5, 0.5}));
   require_close(v.value(), {2}, {3.5, 4.5});
   const auto shape_msg = message_of<InvalidArgument>([&] { v.assign(constant({1.0, 2.0, 3.0})); });
-  CHECK_THAT(shape_msg, Catch::Contains("assign") && Catch::Contains("[2]") && Catch::Contains("[3]"));
+  CHECK_THAT(shape_msg,
+             Catch::Contains("assign") && Catch::Contains("[2]") && Catch::Contains("[3]"));
   const auto dtype_msg = message_of<InvalidArgument>([&] { v.assign(ones({2}, DType::Float32)); });
   CHECK_THAT(dtype_msg, Catch::Contains("float64") && Catch::Contains("float32"));
   Variable later(constant(0.0));

@@ -21,8 +21,10 @@ namespace {
 
 // Arrays of the allocators a consumer's xt::xarray<double> has under other flags.
 using StdArray = xt::xarray<double, xt::layout_type::row_major, std::allocator<double>>;
-using Avx2Array = xt::xarray<double, xt::layout_type::row_major, xsimd::aligned_allocator<double, 32>>;
-using Avx512Array = xt::xarray<double, xt::layout_type::row_major, xsimd::aligned_allocator<double, 64>>;
+using Avx2Array =
+    xt::xarray<double, xt::layout_type::row_major, xsimd::aligned_allocator<double, 32>>;
+using Avx512Array =
+    xt::xarray<double, xt::layout_type::row_major, xsimd::aligned_allocator<double, 64>>;
 using ColumnMajor = xt::xarray<double, xt::layout_type::column_major>;
 
 }  // namespace
@@ -78,13 +80,14 @@ TEST_CASE("a Tensor copies an xarray of another allocator into its storage") {
 
 TEST_CASE("every dtype converts from an xarray of another allocator") {
   using xt::layout_type;
-  CHECK(values(Tensor(xt::xarray<float, layout_type::row_major, std::allocator<float>>{1.5f, 2.0f})) ==
-        std::vector<double>{1.5, 2.0});
-  CHECK(values(Tensor(xt::xarray<std::int32_t, layout_type::row_major, std::allocator<std::int32_t>>{-3, 4})) ==
-        std::vector<double>{-3.0, 4.0});
+  CHECK(values(Tensor(xt::xarray<float, layout_type::row_major, std::allocator<float>>{
+            1.5f, 2.0f})) == std::vector<double>{1.5, 2.0});
+  CHECK(
+      values(Tensor(xt::xarray<std::int32_t, layout_type::row_major, std::allocator<std::int32_t>>{
+          -3, 4})) == std::vector<double>{-3.0, 4.0});
   CHECK(values(Tensor(xt::xarray<std::int64_t, layout_type::row_major,
-                                 xsimd::aligned_allocator<std::int64_t, 64>>{std::int64_t{1} << 40})) ==
-        std::vector<double>{1099511627776.0});
+                                 xsimd::aligned_allocator<std::int64_t, 64>>{
+            std::int64_t{1} << 40})) == std::vector<double>{1099511627776.0});
   const Tensor flags(xt::xarray<bool, layout_type::row_major, std::allocator<bool>>{true, false});
   CHECK(flags.dtype() == DType::Bool);
   CHECK(values(flags) == std::vector<double>{1.0, 0.0});
@@ -102,8 +105,10 @@ TEST_CASE("array<T>() converts to an xarray of another allocator, values intact"
   const Tensor t = constant({{1.0, 2.0}, {3.0, 4.0}});
   const StdArray& as_plain = t.array<double>();  // a converted copy, lifetime-extended
   const Avx2Array as_avx2 = t.array<double>();
-  CHECK(std::vector<double>(as_plain.begin(), as_plain.end()) == std::vector<double>{1.0, 2.0, 3.0, 4.0});
-  CHECK(std::vector<double>(as_avx2.begin(), as_avx2.end()) == std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  CHECK(std::vector<double>(as_plain.begin(), as_plain.end()) ==
+        std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  CHECK(std::vector<double>(as_avx2.begin(), as_avx2.end()) ==
+        std::vector<double>{1.0, 2.0, 3.0, 4.0});
   CHECK(as_plain.shape() == t.array<double>().shape());
 }
 

@@ -33,8 +33,7 @@ const double* buffer_start(const Tensor& t) { return t.array<double>().data(); }
 
 }  // namespace
 
-TEST_CASE("shape ops return views of their input's buffer, with the expected elements",
-          "[views]") {
+TEST_CASE("shape ops return views of their input's buffer, with the expected elements", "[views]") {
   const Tensor x = iota({2, 3, 4});
   const MemoryStats before = memory_stats();
 
@@ -119,8 +118,7 @@ TEST_CASE("array<T>() of a view is a contiguous copy, built once and kept", "[vi
   CHECK(buffer_start(x) != first.data());
 }
 
-TEST_CASE("view<T>() reads the buffer in place, strides kept, for every kind of view",
-          "[views]") {
+TEST_CASE("view<T>() reads the buffer in place, strides kept, for every kind of view", "[views]") {
   const Tensor x = iota({3, 4});
   const Tensor t = transpose(x);
   const Tensor r = reverse(x, {1});
@@ -146,8 +144,7 @@ TEST_CASE("view<T>() reads the buffer in place, strides kept, for every kind of 
   CHECK_THROWS_AS(Tensor().view<double>(), InvalidArgument);
 }
 
-TEST_CASE("gradients through views equal the analytic ones, first and second order",
-          "[views]") {
+TEST_CASE("gradients through views equal the analytic ones, first and second order", "[views]") {
   const Tensor x = random_tensor({3, 4}, 11);
   // f(x) = sum(transpose(x)[1:3, ::-1]^3 * reshape-broadcast weights): every view op on the path.
   const Fn f = [](const std::vector<Tensor>& in) {
@@ -207,8 +204,9 @@ TEST_CASE("the walk's in-place sums never write a tensor someone else holds",
   // its buffer is big's (this fails if the walk's add may write a view).
   const Tensor big = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
   auto g = custom_gradient([big](const Tensor& x) {
-    return std::make_pair(multiply(x, 2.0),
-                          [big](const Tensor&) { return slice(big, {1, 0}, {1, 3}); });
+    return std::make_pair(multiply(x, 2.0), [big](const Tensor&) {
+      return slice(big, {1, 0}, {1, 3});
+    });
   });
   const Tensor row = from_values({0.5, 0.5, 0.5}, {1, 3});
   {

@@ -194,7 +194,8 @@ TEST_CASE("8 threads: nested and persistent tapes, custom gradients, registratio
   for (const auto& r : reports) REQUIRE(r.failures.empty());
 }
 
-TEST_CASE("buffers freed on other threads than their own, and threads that exit", "[threads][memory]") {
+TEST_CASE("buffers freed on other threads than their own, and threads that exit",
+          "[threads][memory]") {
   release_cached_memory();
   const std::size_t in_use = memory_stats().bytes_in_use;
   // Thread a makes tensors, thread b drops them, while both also compute.

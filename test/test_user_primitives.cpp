@@ -160,9 +160,12 @@ TEST_CASE("an op off every differentiable path is never visited: its gradient ne
   // gradient throws) lies on no path from y to x.
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cuts = {
       {"stop_gradient", [](const Tensor& x) { return stop_gradient(x); }},
-      {"cast to int32", [](const Tensor& x) { return cast(cast(x, DType::Int32), DType::Float64); }},
+      {"cast to int32",
+       [](const Tensor& x) { return cast(cast(x, DType::Int32), DType::Float64); }},
       {"a comparison",
-       [](const Tensor& x) { return cast(greater(x, scalar(0.0, DType::Float64)), DType::Float64); }},
+       [](const Tensor& x) {
+         return cast(greater(x, scalar(0.0, DType::Float64)), DType::Float64);
+       }},
       {"argmax", [](const Tensor& x) { return cast(argmax(x, 0), DType::Float64); }},
       {"a not_differentiable user op", [](const Tensor& x) { return user_round(x); }},
   };
@@ -204,8 +207,9 @@ TEST_CASE("record_operation rejects an output that is one of its inputs, and rec
   GradientTape tape;
   tape.watch(x);
   const Tensor alias = x;  // a shallow copy: the same tensor
-  const std::string msg = message_of<InvalidArgument>(
-      [&] { record_operation("UserOpReturningItsInput", {constant(5.0), x}, {alias}); });
+  const std::string msg = message_of<InvalidArgument>([&] {
+    record_operation("UserOpReturningItsInput", {constant(5.0), x}, {alias});
+  });
   CHECK(msg ==
         "record_operation('UserOpReturningItsInput'): output 0 is input 1 (the same tensor, "
         "shape [2] and dtype float64): an op's outputs must be new tensors, not its inputs");

@@ -37,8 +37,8 @@ TEST_CASE("the variable keeps its own copy of the initial value and of assigned 
 TEST_CASE("assign, assign_add and assign_sub check shape and dtype", "[variable]") {
   Variable v(constant({1.0, 2.0}), true, "w");
   auto msg = message_of<InvalidArgument>([&] { v.assign(constant({1.0, 2.0, 3.0})); });
-  CHECK_THAT(msg, Catch::Contains("assign") && Catch::Contains("'w'") &&
-                      Catch::Contains("[2]") && Catch::Contains("[3]"));
+  CHECK_THAT(msg, Catch::Contains("assign") && Catch::Contains("'w'") && Catch::Contains("[2]") &&
+                      Catch::Contains("[3]"));
   msg = message_of<InvalidArgument>([&] { v.assign_add(zeros({2}, DType::Float32)); });
   CHECK_THAT(msg, Catch::Contains("assign_add") && Catch::Contains("float64") &&
                       Catch::Contains("float32"));
@@ -130,7 +130,8 @@ TEST_CASE("a tape keeps the value it read: a later assign changes nothing record
   require_close(grads[1], {}, {2.0});
 }
 
-TEST_CASE("a value read before an assign and the one after are separate paths", "[variable][tape]") {
+TEST_CASE("a value read before an assign and the one after are separate paths",
+          "[variable][tape]") {
   Variable v(constant(3.0), true, "v");
   GradientTape tape;
   Tensor before = v.value();
@@ -140,8 +141,7 @@ TEST_CASE("a value read before an assign and the one after are separate paths", 
   require_close(tape.gradient(y, v), {}, {8.0});
 }
 
-TEST_CASE("second derivative with respect to a variable through nested tapes",
-          "[variable][tape]") {
+TEST_CASE("second derivative with respect to a variable through nested tapes", "[variable][tape]") {
   Variable x(constant(2.0), true, "x");
   GradientTape outer;
   Tensor dy;
@@ -192,8 +192,9 @@ TEST_CASE("implicit_value_and_gradients without a trainable variable read",
 TEST_CASE("implicit_value_and_gradients nests inside an outer tape", "[variable][functional]") {
   Variable w(constant(3.0), true, "w");
   GradientTape outer;
-  auto [value, grads] = implicit_value_and_gradients([&] { return w.value() * w.value() * w.value(); });
+  auto [value, grads] =
+      implicit_value_and_gradients([&] { return w.value() * w.value() * w.value(); });
   require_close(value, {}, {27.0});
-  require_close(grads[0].first, {}, {27.0});  // 3 w^2
+  require_close(grads[0].first, {}, {27.0});                     // 3 w^2
   require_close(outer.gradient(grads[0].first, w), {}, {18.0});  // 6 w
 }

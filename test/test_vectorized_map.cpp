@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <map>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,9 +15,9 @@
 
 #include "captured_stderr.hpp"
 #include "misuse_support.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math/math_special.hpp"
-#include "ops/batching_support.hpp"
 #include "ops/nn/conv_ops.hpp"
 #include "ops/reduce/reduce_support.hpp"
 #include "runtime/batching_context.hpp"
@@ -82,7 +82,8 @@ void require_same(const Tensor& actual, const Tensor& expected, double tolerance
 }
 
 // vectorized_map without fallback (so every op must have its rule) equals the loop.
-void require_vectorizes(const MapFn& fn, const std::vector<Tensor>& elems, double tolerance = 1e-10) {
+void require_vectorizes(const MapFn& fn, const std::vector<Tensor>& elems,
+                        double tolerance = 1e-10) {
   const std::vector<Tensor> got = vectorized_map(fn, elems, /*fallback_to_loop=*/false);
   const std::vector<Tensor> expected = loop_reference(fn, elems);
   REQUIRE(got.size() == expected.size());
@@ -135,26 +136,28 @@ void add_binary_cases(std::vector<Case>& cases, const std::string& op, Binary f,
                       double hi) {
   const Tensor x_fixed = random_tensor({2, 1}, 11, lo, hi);
   const Tensor y_fixed = random_tensor({3}, 12, lo, hi);
-  cases.push_back({op + " x batched", {op},
+  cases.push_back({op + " x batched",
+                   {op},
                    [f, y_fixed](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{f(in[0], y_fixed)};
                    },
                    {batch_of({2, 1}, 13, lo, hi)}});
-  cases.push_back({op + " y batched", {op},
+  cases.push_back({op + " y batched",
+                   {op},
                    [f, x_fixed](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{f(x_fixed, in[0])};
                    },
                    {batch_of({3}, 14, lo, hi)}});
-  cases.push_back({op + " both batched", {op},
-                   [f](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{f(in[0], in[1])};
-                   },
-                   {batch_of({2, 1}, 15, lo, hi), batch_of({3}, 16, lo, hi)}});
-  cases.push_back({op + " scalar examples", {op},
-                   [f](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{f(in[0], in[1])};
-                   },
-                   {random_tensor({kBatch}, 17, lo, hi), random_tensor({kBatch}, 18, lo, hi)}});
+  cases.push_back(
+      {op + " both batched",
+       {op},
+       [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1])}; },
+       {batch_of({2, 1}, 15, lo, hi), batch_of({3}, 16, lo, hi)}});
+  cases.push_back(
+      {op + " scalar examples",
+       {op},
+       [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1])}; },
+       {random_tensor({kBatch}, 17, lo, hi), random_tensor({kBatch}, 18, lo, hi)}});
 }
 
 Tensor pow_tensors(const Tensor& x, const Tensor& y) { return pow(x, y); }
@@ -204,7 +207,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
     const bool gamma = name == "Lgamma" || name == "Digamma" || name == "Polygamma";
     const double lo = gamma ? 0.2 : -2.0;
     cases.push_back({name, {name}, unary_fn(f), {batch_of({2, 3}, 101, lo, 2.0)}});
-    cases.push_back({name + " float32", {name}, unary_fn(f), {as_f32(batch_of({4}, 102, lo, 2.0))}});
+    cases.push_back(
+        {name + " float32", {name}, unary_fn(f), {as_f32(batch_of({4}, 102, lo, 2.0))}});
   }
   add_binary_cases(cases, "Atan2", atan2, -1, 1);
   add_binary_cases(cases, "FloorMod", floormod, 0.5, 2);
@@ -218,14 +222,17 @@ void add_issue11_cases(std::vector<Case>& cases) {
                    {as_f32(batch_of({2, 3}, 103, 0.5, 2)), as_f32(batch_of({3}, 104, 0.5, 2))}});
 
   const Tensor lo_fixed = random_tensor({3}, 105, -0.5, -0.1);
-  cases.push_back({"ClipByValue x batched", {"ClipByValue"},
+  cases.push_back({"ClipByValue x batched",
+                   {"ClipByValue"},
                    [lo_fixed](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{clip_by_value(in[0], lo_fixed, scalar(0.4, DType::Float64)),
-                                                clip_by_value(in[0], -0.2, 0.3)};
+                     return std::vector<Tensor>{
+                         clip_by_value(in[0], lo_fixed, scalar(0.4, DType::Float64)),
+                         clip_by_value(in[0], -0.2, 0.3)};
                    },
                    {batch_of({2, 3}, 106)}});
   const Tensor x_fixed = random_tensor({2, 3}, 107);
-  cases.push_back({"ClipByValue bounds batched", {"ClipByValue"},
+  cases.push_back({"ClipByValue bounds batched",
+                   {"ClipByValue"},
                    [x_fixed](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{clip_by_value(x_fixed, in[0], in[1]),
                                                 clip_by_value(in[2], in[0], in[1])};
@@ -243,7 +250,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
                    },
                    {batch_of({2, 3}, 111), batch_of({2, 3, 4}, 112), as_f32(batch_of({3}, 113))}});
   const Tensor v_fixed = random_tensor({2, 3}, 114);
-  cases.push_back({"Cross", {"Cross"},
+  cases.push_back({"Cross",
+                   {"Cross"},
                    [v_fixed](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{cross(in[0], v_fixed), cross(v_fixed, in[0]),
                                                 cross(in[0], in[1])};
@@ -252,18 +260,19 @@ void add_issue11_cases(std::vector<Case>& cases) {
   for (const bool f32 : {false, true}) {
     const auto prepare = [f32](const Tensor& t) { return f32 ? as_f32(t) : t; };
     const std::string suffix = f32 ? " float32" : "";
-    cases.push_back({"LogMatrixDeterminant, SelfAdjointEigV2" + suffix,
-                     {"LogMatrixDeterminant", "SelfAdjointEigV2"},
-                     [](const std::vector<Tensor>& in) {
-                       const Tensor a = spd_of(in[0]);
-                       const SlogdetResult s =
-                           slogdet(add(in[0], multiply(eye(3, in[0].dtype()), scalar(2.0, in[0].dtype()))));
-                       const EighResult e = eigh(a);
-                       return std::vector<Tensor>{s.sign, s.log_abs_det, e.eigenvalues,
-                                                  e.eigenvectors};
-                     },
-                     {prepare(batch_of({3, 3}, 117))}});
-    cases.push_back({"Qr, Svd" + suffix, {"Qr", "Svd"},
+    cases.push_back(
+        {"LogMatrixDeterminant, SelfAdjointEigV2" + suffix,
+         {"LogMatrixDeterminant", "SelfAdjointEigV2"},
+         [](const std::vector<Tensor>& in) {
+           const Tensor a = spd_of(in[0]);
+           const SlogdetResult s =
+               slogdet(add(in[0], multiply(eye(3, in[0].dtype()), scalar(2.0, in[0].dtype()))));
+           const EighResult e = eigh(a);
+           return std::vector<Tensor>{s.sign, s.log_abs_det, e.eigenvalues, e.eigenvectors};
+         },
+         {prepare(batch_of({3, 3}, 117))}});
+    cases.push_back({"Qr, Svd" + suffix,
+                     {"Qr", "Svd"},
                      [](const std::vector<Tensor>& in) {
                        const QrResult q = qr(in[0]);
                        const SvdResult s = svd(in[0]);
@@ -277,54 +286,67 @@ void add_issue11_cases(std::vector<Case>& cases) {
   const Tensor rhs_fixed = random_tensor({3, 2}, 120);
   for (const bool lower : {false, true}) {
     for (const bool adjoint : {false, true}) {
-      const std::string flags = std::string(lower ? " lower" : " upper") + (adjoint ? " adjoint" : "");
-      cases.push_back({"MatrixTriangularSolve" + flags, {"MatrixTriangularSolve"},
+      const std::string flags =
+          std::string(lower ? " lower" : " upper") + (adjoint ? " adjoint" : "");
+      cases.push_back({"MatrixTriangularSolve" + flags,
+                       {"MatrixTriangularSolve"},
                        [=](const std::vector<Tensor>& in) {
                          const Tensor a = add(in[0], multiply(eye(3), scalar(3.0, DType::Float64)));
-                         return std::vector<Tensor>{triangular_solve(a, rhs_fixed, lower, adjoint),
-                                                    triangular_solve(tri_fixed, in[1], lower, adjoint),
-                                                    triangular_solve(a, in[1], lower, adjoint)};
+                         return std::vector<Tensor>{
+                             triangular_solve(a, rhs_fixed, lower, adjoint),
+                             triangular_solve(tri_fixed, in[1], lower, adjoint),
+                             triangular_solve(a, in[1], lower, adjoint)};
                        },
                        {batch_of({3, 3}, 121), batch_of({3, 2}, 122)}});
     }
   }
 
   // Scans, reversal, padding.
-  cases.push_back({"Cumsum, Cumprod, ReverseV2", {"Cumsum", "Cumprod", "ReverseV2"},
+  cases.push_back({"Cumsum, Cumprod, ReverseV2",
+                   {"Cumsum", "Cumprod", "ReverseV2"},
                    [](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{cumsum(in[0], 0), cumsum(in[0], -1, true, false),
+                     return std::vector<Tensor>{cumsum(in[0], 0),
+                                                cumsum(in[0], -1, true, false),
                                                 cumprod(in[0], 1, false, true),
-                                                cumprod(in[0], 0, true, true), reverse(in[0], {0}),
-                                                reverse(in[0], {-1, 0}), cumsum(in[1], 0),
+                                                cumprod(in[0], 0, true, true),
+                                                reverse(in[0], {0}),
+                                                reverse(in[0], {-1, 0}),
+                                                cumsum(in[1], 0),
                                                 reverse(in[1], {0})};
                    },
                    {batch_of({2, 3}, 123), as_f32(batch_of({4}, 124))}});
-  cases.push_back({"PadV2, MirrorPad", {"PadV2", "MirrorPad"},
+  cases.push_back({"PadV2, MirrorPad",
+                   {"PadV2", "MirrorPad"},
                    [](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{pad(in[0], {{1, 0}, {2, 1}}, PadMode::Constant, 2.5),
-                                                pad(in[0], {{1, 1}, {2, 0}}, PadMode::Reflect),
-                                                pad(in[0], {{0, 2}, {1, 3}}, PadMode::Symmetric),
-                                                pad(in[1], {{2, 1}})};
+                     return std::vector<Tensor>{
+                         pad(in[0], {{1, 0}, {2, 1}}, PadMode::Constant, 2.5),
+                         pad(in[0], {{1, 1}, {2, 0}}, PadMode::Reflect),
+                         pad(in[0], {{0, 2}, {1, 3}}, PadMode::Symmetric), pad(in[1], {{2, 1}})};
                    },
                    {batch_of({3, 4}, 125), as_f32(batch_of({3}, 126))}});
-  cases.push_back({"MirrorPadGrad, g batched", {"MirrorPadGrad"},
+  cases.push_back({"MirrorPadGrad, g batched",
+                   {"MirrorPadGrad"},
                    gradient_at(random_tensor({3, 4}, 127),
-                               [](const Tensor& x) { return pad(x, {{1, 1}, {2, 3}}, PadMode::Symmetric); }),
+                               [](const Tensor& x) {
+                                 return pad(x, {{1, 1}, {2, 3}}, PadMode::Symmetric);
+                               }),
                    {batch_of({5, 9}, 128)}});
 
   // N-d gather and scatter.
   const Tensor nd_params = random_tensor({3, 4, 2}, 129);
   const Tensor nd_index = ints({2, 1, 0, 3}, {2, 2});
-  const Tensor nd_batched_index = ints({0, 1, 2, 3, 1, 0, 2, 2, 0, 0, 1, 3}, {kBatch, 2, 2}, DType::Int32);
-  cases.push_back({"GatherNd", {"GatherNd"},
+  const Tensor nd_batched_index =
+      ints({0, 1, 2, 3, 1, 0, 2, 2, 0, 0, 1, 3}, {kBatch, 2, 2}, DType::Int32);
+  cases.push_back({"GatherNd",
+                   {"GatherNd"},
                    [nd_params, nd_index](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{gather_nd(in[0], nd_index),
-                                                gather_nd(nd_params, in[1]),
-                                                gather_nd(in[0], in[1]),
-                                                gather_nd(in[0], ints({1}, {1}))};
+                     return std::vector<Tensor>{
+                         gather_nd(in[0], nd_index), gather_nd(nd_params, in[1]),
+                         gather_nd(in[0], in[1]), gather_nd(in[0], ints({1}, {1}))};
                    },
                    {batch_of({3, 4, 2}, 130), nd_batched_index}});
-  cases.push_back({"ScatterNd, TensorScatterUpdate", {"ScatterNd", "TensorScatterUpdate"},
+  cases.push_back({"ScatterNd, TensorScatterUpdate",
+                   {"ScatterNd", "TensorScatterUpdate"},
                    [nd_index](const std::vector<Tensor>& in) {
                      const Tensor fixed_updates = from_values({1, 2, 3, 4}, {2, 2});
                      const Tensor base = from_values(std::vector<double>(24, 0.5), {3, 4, 2});
@@ -340,7 +362,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
 
   // Sorting: ArgSort's positions, then TakeAlongAxis (sort, top_k) and PutAlongAxis (their
   // gradients), with x batched (so are the positions) or only the output gradient batched.
-  cases.push_back({"ArgSort, TakeAlongAxis, PutAlongAxis", {"ArgSort", "TakeAlongAxis", "PutAlongAxis"},
+  cases.push_back({"ArgSort, TakeAlongAxis, PutAlongAxis",
+                   {"ArgSort", "TakeAlongAxis", "PutAlongAxis"},
                    [](const std::vector<Tensor>& in) {
                      GradientTape tape;
                      tape.watch(in[0]);
@@ -348,27 +371,32 @@ void add_issue11_cases(std::vector<Case>& cases) {
                      const TopK top = top_k(in[0], 2);
                      const Tensor loss = add(reduce_sum(multiply(sorted, sorted)),
                                              reduce_sum(multiply(top.values, top.values)));
-                     return std::vector<Tensor>{sorted, top.values, top.indices,
-                                                argsort(in[0], -1), sort(in[1]),
-                                                tape.gradient(loss, in[0])};
+                     return std::vector<Tensor>{sorted,      top.values,
+                                                top.indices, argsort(in[0], -1),
+                                                sort(in[1]), tape.gradient(loss, in[0])};
                    },
                    {batch_of({3, 4}, 133), as_f32(batch_of({5}, 134))}});
-  cases.push_back({"PutAlongAxis, g batched", {"PutAlongAxis"},
-                   gradient_at(random_tensor({3, 4}, 135), [](const Tensor& x) { return sort(x, 1); }),
-                   {batch_of({3, 4}, 136)}});
+  cases.push_back(
+      {"PutAlongAxis, g batched",
+       {"PutAlongAxis"},
+       gradient_at(random_tensor({3, 4}, 135), [](const Tensor& x) { return sort(x, 1); }),
+       {batch_of({3, 4}, 136)}});
 
   // Convolutions and pooling: the batch merged into the examples axis, or one call per row.
   const Tensor images = random_tensor({2, 5, 5, 2}, 137);
   const Tensor filters = random_tensor({3, 3, 2, 3}, 138);
-  cases.push_back({"Conv2D", {"Conv2D"},
+  cases.push_back({"Conv2D",
+                   {"Conv2D"},
                    [images, filters](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{conv2d(in[0], filters, {1, 1}, Padding::Same),
-                                                conv2d(images, in[1], {2, 2}, Padding::Valid),
-                                                conv2d(in[0], in[1], {1, 2}, Padding::Valid, {2, 1})};
+                     return std::vector<Tensor>{
+                         conv2d(in[0], filters, {1, 1}, Padding::Same),
+                         conv2d(images, in[1], {2, 2}, Padding::Valid),
+                         conv2d(in[0], in[1], {1, 2}, Padding::Valid, {2, 1})};
                    },
                    {batch_of({2, 5, 5, 2}, 139), batch_of({3, 3, 2, 3}, 140)}});
   const Tensor transposed_in = random_tensor({2, 3, 3, 3}, 141);
-  cases.push_back({"Conv2DBackpropInput", {"Conv2DBackpropInput"},
+  cases.push_back({"Conv2DBackpropInput",
+                   {"Conv2DBackpropInput"},
                    [transposed_in, filters](const std::vector<Tensor>& in) {
                      const Shape out{2, 5, 5, 2};
                      return std::vector<Tensor>{
@@ -377,7 +405,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
                          conv2d_transpose(in[0], in[1], out, {2, 2}, Padding::Same)};
                    },
                    {batch_of({2, 3, 3, 3}, 142), batch_of({3, 3, 2, 3}, 143)}});
-  cases.push_back({"Conv2DBackpropFilter, g batched", {"Conv2DBackpropFilter"},
+  cases.push_back({"Conv2DBackpropFilter, g batched",
+                   {"Conv2DBackpropFilter"},
                    [images](const std::vector<Tensor>& in) {
                      const Tensor w = random_tensor({3, 3, 2, 3}, 144);
                      GradientTape tape;
@@ -386,7 +415,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
                      return tape.gradient({y}, {w}, {in[0]});
                    },
                    {batch_of({2, 5, 5, 3}, 145)}});
-  cases.push_back({"Conv2DBackpropFilter, x batched, with g batched or fixed", {"Conv2DBackpropFilter"},
+  cases.push_back({"Conv2DBackpropFilter, x batched, with g batched or fixed",
+                   {"Conv2DBackpropFilter"},
                    [filters](const std::vector<Tensor>& in) {
                      const Tensor w = as_f32(filters);
                      GradientTape tape;
@@ -401,7 +431,8 @@ void add_issue11_cases(std::vector<Case>& cases) {
                      return std::vector<Tensor>{both, fixed_g.gradient({y2}, {w}, {u})[0]};
                    },
                    {as_f32(batch_of({2, 5, 5, 2}, 146))}});
-  cases.push_back({"MaxPool, AvgPool", {"MaxPool", "AvgPool"},
+  cases.push_back({"MaxPool, AvgPool",
+                   {"MaxPool", "AvgPool"},
                    [](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{max_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same),
                                                 avg_pool2d(in[0], {3, 2}, {1, 2}, Padding::Valid),
@@ -410,22 +441,24 @@ void add_issue11_cases(std::vector<Case>& cases) {
                    {batch_of({2, 5, 5, 2}, 147), as_f32(batch_of({1, 4, 4, 3}, 148))}});
   // The maxima's gradient ops with x and the gradient batched, one of them, or both.
   const Tensor pool_x = random_tensor({2, 5, 5, 2}, 158);
-  cases.push_back({"MaxPoolGrad, MaxPoolGradGrad", {"MaxPoolGrad", "MaxPoolGradGrad"},
-                   [pool_x](const std::vector<Tensor>& in) {
-                     const auto grad = [](const Tensor& x, const Tensor& g) {
-                       return detail::max_pool_grad(x, g, {2, 2}, {2, 2}, Padding::Same);
-                     };
-                     const auto grad_grad = [](const Tensor& x, const Tensor& h) {
-                       return detail::max_pool_grad_grad(x, h, {2, 2}, {2, 2}, Padding::Same);
-                     };
-                     return std::vector<Tensor>{grad(in[0], in[1]), grad(pool_x, in[1]),
-                                                grad_grad(in[0], in[2]), grad_grad(in[0], pool_x),
-                                                grad_grad(pool_x, in[2])};
-                   },
-                   {batch_of({2, 5, 5, 2}, 159), batch_of({2, 3, 3, 2}, 160),
-                    batch_of({2, 5, 5, 2}, 161)}});
+  cases.push_back(
+      {"MaxPoolGrad, MaxPoolGradGrad",
+       {"MaxPoolGrad", "MaxPoolGradGrad"},
+       [pool_x](const std::vector<Tensor>& in) {
+         const auto grad = [](const Tensor& x, const Tensor& g) {
+           return detail::max_pool_grad(x, g, {2, 2}, {2, 2}, Padding::Same);
+         };
+         const auto grad_grad = [](const Tensor& x, const Tensor& h) {
+           return detail::max_pool_grad_grad(x, h, {2, 2}, {2, 2}, Padding::Same);
+         };
+         return std::vector<Tensor>{grad(in[0], in[1]), grad(pool_x, in[1]),
+                                    grad_grad(in[0], in[2]), grad_grad(in[0], pool_x),
+                                    grad_grad(pool_x, in[2])};
+       },
+       {batch_of({2, 5, 5, 2}, 159), batch_of({2, 3, 3, 2}, 160), batch_of({2, 5, 5, 2}, 161)}});
   const Tensor extremum_x = random_tensor({2, 3, 4}, 162);
-  cases.push_back({"ExtremumGrad", {"ExtremumGrad"},
+  cases.push_back({"ExtremumGrad",
+                   {"ExtremumGrad"},
                    [extremum_x](const std::vector<Tensor>& in) {
                      const auto grad = [](const Tensor& x, const Tensor& g) {
                        return detail::extremum_grad(x, reduce_max(x, {1}), g, {1});
@@ -435,16 +468,19 @@ void add_issue11_cases(std::vector<Case>& cases) {
                          detail::extremum_grad(in[0], reduce_min(in[0]), in[2], {0, 1, 2})};
                    },
                    {batch_of({2, 3, 4}, 163), batch_of({2, 4}, 164), batch_of({}, 165)}});
-  cases.push_back({"AvgPoolGrad, g batched", {"AvgPoolGrad"},
-                   gradient_at(random_tensor({2, 5, 5, 2}, 149), [](const Tensor& x) {
-                     return avg_pool2d(x, {2, 2}, {2, 2}, Padding::Same);
-                   }),
+  cases.push_back({"AvgPoolGrad, g batched",
+                   {"AvgPoolGrad"},
+                   gradient_at(random_tensor({2, 5, 5, 2}, 149),
+                               [](const Tensor& x) {
+                                 return avg_pool2d(x, {2, 2}, {2, 2}, Padding::Same);
+                               }),
                    {batch_of({2, 3, 3, 2}, 150)}});
 
   // Sparse cross entropy; argmax, argmin, one_hot.
   const Tensor class_ids = ints({3, 0}, {2}, DType::Int32);
   const Tensor logits_fixed = random_tensor({2, 4}, 151);
-  cases.push_back({"SparseSoftmaxCrossEntropyWithLogits", {"SparseSoftmaxCrossEntropyWithLogits"},
+  cases.push_back({"SparseSoftmaxCrossEntropyWithLogits",
+                   {"SparseSoftmaxCrossEntropyWithLogits"},
                    [class_ids, logits_fixed](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{
                          sparse_softmax_cross_entropy_with_logits(class_ids, in[0]),
@@ -452,11 +488,15 @@ void add_issue11_cases(std::vector<Case>& cases) {
                          sparse_softmax_cross_entropy_with_logits(in[1], in[0])};
                    },
                    {batch_of({2, 4}, 152), ints({1, 2, 0, 3, 3, 3}, {kBatch, 2})}});
-  cases.push_back({"ArgMax, ArgMin, OneHot", {"ArgMax", "ArgMin", "OneHot"},
+  cases.push_back({"ArgMax, ArgMin, OneHot",
+                   {"ArgMax", "ArgMin", "OneHot"},
                    [](const std::vector<Tensor>& in) {
                      const Tensor best = argmax(in[0], 1);
-                     return std::vector<Tensor>{best, argmin(in[0], 0), argmax(in[1], -1),
-                                                one_hot(best, 5), one_hot(in[2], 3, DType::Float32),
+                     return std::vector<Tensor>{best,
+                                                argmin(in[0], 0),
+                                                argmax(in[1], -1),
+                                                one_hot(best, 5),
+                                                one_hot(in[2], 3, DType::Float32),
                                                 multiply(in[0], one_hot(argmin(in[0], -1), 4))};
                    },
                    {batch_of({3, 4}, 153), as_f32(batch_of({5}, 154)),
@@ -481,33 +521,35 @@ std::vector<Case> op_cases() {
   add_binary_cases(cases, "GreaterEqual", greater_equal, -1, 1);
 
   const std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unaries = {
-      {"Neg", negative}, {"Abs", abs},       {"Sign", sign},   {"Square", square},
-      {"Sqrt", sqrt},    {"Exp", exp},       {"Log", log},     {"Log1p", log1p},
-      {"Sin", sin},      {"Cos", cos},       {"Tanh", tanh},   {"Reciprocal", reciprocal},
-      {"Tan", tan},      {"Asin", asin},     {"Acos", acos},   {"Atan", atan},
-      {"Sinh", sinh},    {"Cosh", cosh},     {"Asinh", asinh}, {"Atanh", atanh},
-      {"Expm1", expm1},  {"Rsqrt", rsqrt},   {"Floor", floor}, {"Ceil", ceil},
-      {"Round", round},  {"Relu", relu},     {"Sigmoid", sigmoid}, {"Softplus", softplus},
-      {"Identity", identity}, {"StopGradient", stop_gradient}};
+      {"Neg", negative},      {"Abs", abs},           {"Sign", sign},
+      {"Square", square},     {"Sqrt", sqrt},         {"Exp", exp},
+      {"Log", log},           {"Log1p", log1p},       {"Sin", sin},
+      {"Cos", cos},           {"Tanh", tanh},         {"Reciprocal", reciprocal},
+      {"Tan", tan},           {"Asin", asin},         {"Acos", acos},
+      {"Atan", atan},         {"Sinh", sinh},         {"Cosh", cosh},
+      {"Asinh", asinh},       {"Atanh", atanh},       {"Expm1", expm1},
+      {"Rsqrt", rsqrt},       {"Floor", floor},       {"Ceil", ceil},
+      {"Round", round},       {"Relu", relu},         {"Sigmoid", sigmoid},
+      {"Softplus", softplus}, {"Identity", identity}, {"StopGradient", stop_gradient}};
   for (const auto& [name, f] : unaries) {
     cases.push_back({name, {name}, unary(f), {batch_of({2, 3}, 21, 0.1, 0.9)}});
   }
   cases.push_back({"Acosh", {"Acosh"}, unary(acosh), {batch_of({2, 3}, 22, 1.1, 3.0)}});
   cases.push_back({"Exp of scalars", {"Exp"}, unary(exp), {random_tensor({kBatch}, 23)}});
-  cases.push_back({"Exp float32", {"Exp"}, unary(exp),
-                   {cast(batch_of({4}, 24), DType::Float32)}});
+  cases.push_back({"Exp float32", {"Exp"}, unary(exp), {cast(batch_of({4}, 24), DType::Float32)}});
 
-  cases.push_back({"Cast to float32, int32, bool, back", {"Cast"},
-                   [](const std::vector<Tensor>& in) {
-                     const Tensor as_int = cast(multiply(in[0], scalar(10.0, DType::Float64)),
-                                                DType::Int32);
-                     return std::vector<Tensor>{cast(in[0], DType::Float32), as_int,
-                                                cast(as_int, DType::Float64),
-                                                cast(as_int, DType::Bool)};
-                   },
-                   {batch_of({2, 2}, 25)}});
+  cases.push_back(
+      {"Cast to float32, int32, bool, back",
+       {"Cast"},
+       [](const std::vector<Tensor>& in) {
+         const Tensor as_int = cast(multiply(in[0], scalar(10.0, DType::Float64)), DType::Int32);
+         return std::vector<Tensor>{cast(in[0], DType::Float32), as_int,
+                                    cast(as_int, DType::Float64), cast(as_int, DType::Bool)};
+       },
+       {batch_of({2, 2}, 25)}});
   const Tensor where_a = random_tensor({2, 3}, 26);
-  cases.push_back({"SelectV2 cond and b batched", {"SelectV2", "Greater"},
+  cases.push_back({"SelectV2 cond and b batched",
+                   {"SelectV2", "Greater"},
                    [where_a](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{
                          where(greater(in[0], scalar(0.0, DType::Float64)), where_a, in[1])};
@@ -516,60 +558,70 @@ std::vector<Case> op_cases() {
 
   using Reduce = Tensor (*)(const Tensor&, std::vector<int>, bool);
   const std::vector<std::pair<std::string, Reduce>> reductions = {
-      {"Sum", reduce_sum}, {"Mean", reduce_mean}, {"Prod", reduce_prod},
-      {"ReduceLogSumExp", reduce_logsumexp}, {"Max", reduce_max}, {"Min", reduce_min}};
+      {"Sum", reduce_sum},   {"Mean", reduce_mean},
+      {"Prod", reduce_prod}, {"ReduceLogSumExp", reduce_logsumexp},
+      {"Max", reduce_max},   {"Min", reduce_min}};
   for (const auto& [name, f] : reductions) {
-    cases.push_back({name + " over axes", {name},
+    cases.push_back({name + " over axes",
+                     {name},
                      [f = f](const std::vector<Tensor>& in) {
                        return std::vector<Tensor>{f(in[0], {}, false), f(in[0], {1}, true),
-                                                  f(in[0], {0, -1}, false),
-                                                  f(in[0], {2, 1}, true)};
+                                                  f(in[0], {0, -1}, false), f(in[0], {2, 1}, true)};
                      },
                      {batch_of({2, 3, 4}, 29)}});
-    cases.push_back({name + " of scalars", {name},
+    cases.push_back({name + " of scalars",
+                     {name},
                      [f = f](const std::vector<Tensor>& in) {
                        return std::vector<Tensor>{f(in[0], {}, false)};
                      },
                      {random_tensor({kBatch}, 30)}});
   }
-  cases.push_back({"Sum of int64", {"Sum", "Cast"},
+  cases.push_back({"Sum of int64",
+                   {"Sum", "Cast"},
                    [](const std::vector<Tensor>& in) {
-                     const Tensor i = cast(multiply(in[0], scalar(100.0, DType::Float64)), DType::Int64);
+                     const Tensor i =
+                         cast(multiply(in[0], scalar(100.0, DType::Float64)), DType::Int64);
                      return std::vector<Tensor>{reduce_sum(i, {0})};
                    },
                    {batch_of({3, 2}, 31)}});
 
-  cases.push_back({"Reshape, expand_dims, squeeze", {"Reshape"},
+  cases.push_back({"Reshape, expand_dims, squeeze",
+                   {"Reshape"},
                    [](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{reshape(in[0], {3, -1}), expand_dims(in[0], 1),
                                                 squeeze(expand_dims(in[0], 0))};
                    },
                    {batch_of({2, 3}, 32)}});
-  cases.push_back({"Transpose", {"Transpose"},
+  cases.push_back({"Transpose",
+                   {"Transpose"},
                    [](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{transpose(in[0]), transpose(in[0], {1, 0, 2})};
                    },
                    {batch_of({2, 3, 4}, 33)}});
-  cases.push_back({"BroadcastTo", {"BroadcastTo"},
-                   [](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{broadcast_to(in[0], {4, 2, 3}),
-                                                broadcast_to(in[1], {2, 3})};
-                   },
-                   {batch_of({3}, 34), batch_of({2, 1}, 35)}});
+  cases.push_back(
+      {"BroadcastTo",
+       {"BroadcastTo"},
+       [](const std::vector<Tensor>& in) {
+         return std::vector<Tensor>{broadcast_to(in[0], {4, 2, 3}), broadcast_to(in[1], {2, 3})};
+       },
+       {batch_of({3}, 34), batch_of({2, 1}, 35)}});
 
   const Tensor params = random_tensor({4, 5}, 36);
   const Tensor index = ints({3, 0, 3}, {3});
-  cases.push_back({"GatherV2 params batched", {"GatherV2"},
+  cases.push_back({"GatherV2 params batched",
+                   {"GatherV2"},
                    [index](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{gather(in[0], index, 0), gather(in[0], index, 1)};
                    },
                    {batch_of({4, 5}, 37)}});
-  cases.push_back({"GatherV2 indices batched", {"GatherV2"},
+  cases.push_back({"GatherV2 indices batched",
+                   {"GatherV2"},
                    [params](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{gather(params, in[0], 0), gather(params, in[0], 1)};
                    },
                    {ints({0, 1, 3, 2, 2, 0}, {kBatch, 2})}});
-  cases.push_back({"GatherV2 both batched", {"GatherV2"},
+  cases.push_back({"GatherV2 both batched",
+                   {"GatherV2"},
                    [](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{gather(in[0], in[1], 0), gather(in[0], in[1], 1),
                                                 gather(in[0], in[2], 1)};
@@ -579,24 +631,29 @@ std::vector<Case> op_cases() {
 
   const Tensor data = random_tensor({4, 2}, 39);
   const Tensor ids = ints({1, 0, 1, 2}, {4});
-  cases.push_back({"UnsortedSegmentSum data batched", {"UnsortedSegmentSum"},
+  cases.push_back({"UnsortedSegmentSum data batched",
+                   {"UnsortedSegmentSum"},
                    [ids](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{unsorted_segment_sum(in[0], ids, 3)};
                    },
                    {batch_of({4, 2}, 40)}});
-  cases.push_back({"UnsortedSegmentSum ids batched", {"UnsortedSegmentSum"},
+  cases.push_back({"UnsortedSegmentSum ids batched",
+                   {"UnsortedSegmentSum"},
                    [data](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{unsorted_segment_sum(data, in[0], 3)};
                    },
                    {ints({0, 0, 1, 2, 2, 2, 1, 0, 1, 1, 1, 1}, {kBatch, 4})}});
-  cases.push_back({"UnsortedSegmentSum both batched", {"UnsortedSegmentSum"},
-                   [](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{unsorted_segment_sum(in[0], in[1], 3)};
-                   },
-                   {batch_of({4, 2}, 41), ints({0, 0, 1, 2, 2, 2, 1, 0, 1, 1, 1, 1}, {kBatch, 4})}});
+  cases.push_back(
+      {"UnsortedSegmentSum both batched",
+       {"UnsortedSegmentSum"},
+       [](const std::vector<Tensor>& in) {
+         return std::vector<Tensor>{unsorted_segment_sum(in[0], in[1], 3)};
+       },
+       {batch_of({4, 2}, 41), ints({0, 0, 1, 2, 2, 2, 1, 0, 1, 1, 1, 1}, {kBatch, 4})}});
 
   const Tensor piece = random_tensor({2, 2}, 42);
-  cases.push_back({"ConcatV2 and Split", {"ConcatV2", "Split"},
+  cases.push_back({"ConcatV2 and Split",
+                   {"ConcatV2", "Split"},
                    [piece](const std::vector<Tensor>& in) {
                      std::vector<Tensor> out{concat({in[0], piece, in[1]}, 1),
                                              concat({piece, in[0]}, 0), stack({in[0], in[1]}, 1)};
@@ -604,20 +661,25 @@ std::vector<Case> op_cases() {
                      return out;
                    },
                    {batch_of({2, 2}, 43), batch_of({2, 2}, 44)}});
-  cases.push_back({"Slice and Tile", {"Slice", "Tile"},
+  cases.push_back({"Slice and Tile",
+                   {"Slice", "Tile"},
                    [](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{slice(in[0], {1, 0}, {2, -1}),
-                                                tile(in[0], {2, 3})};
+                     return std::vector<Tensor>{slice(in[0], {1, 0}, {2, -1}), tile(in[0], {2, 3})};
                    },
                    {batch_of({3, 4}, 45)}});
-  cases.push_back({"SliceGrad", {"SliceGrad"},
+  cases.push_back({"SliceGrad",
+                   {"SliceGrad"},
                    gradient_at(random_tensor({3, 4}, 46),
-                               [](const Tensor& x) { return slice(x, {1, 1}, {2, 2}); }),
+                               [](const Tensor& x) {
+                                 return slice(x, {1, 1}, {2, 2});
+                               }),
                    {batch_of({2, 2}, 47)}});
-  cases.push_back({"TanhGrad, g batched", {"TanhGrad"},
+  cases.push_back({"TanhGrad, g batched",
+                   {"TanhGrad"},
                    gradient_at(random_tensor({2, 3}, 48), [](const Tensor& x) { return tanh(x); }),
                    {batch_of({2, 3}, 49)}});
-  cases.push_back({"TanhGrad and SigmoidGrad, y batched", {"TanhGrad", "SigmoidGrad"},
+  cases.push_back({"TanhGrad and SigmoidGrad, y batched",
+                   {"TanhGrad", "SigmoidGrad"},
                    [](const std::vector<Tensor>& in) {
                      GradientTape tape;
                      tape.watch(in[0]);
@@ -625,9 +687,11 @@ std::vector<Case> op_cases() {
                      return std::vector<Tensor>{tape.gradient(y, in[0])};
                    },
                    {batch_of({2, 3}, 50)}});
-  cases.push_back({"SigmoidGrad, g batched", {"SigmoidGrad"},
-                   gradient_at(random_tensor({2, 3}, 51), [](const Tensor& x) { return sigmoid(x); }),
-                   {batch_of({2, 3}, 52)}});
+  cases.push_back(
+      {"SigmoidGrad, g batched",
+       {"SigmoidGrad"},
+       gradient_at(random_tensor({2, 3}, 51), [](const Tensor& x) { return sigmoid(x); }),
+       {batch_of({2, 3}, 52)}});
   // The other fused activation gradients the same two ways: g batched at a fixed x (the slope
   // once, broadcast), and x batched (what the op keeps is batched too). Positive x where the
   // activation needs it.
@@ -648,10 +712,12 @@ std::vector<Case> op_cases() {
   };
   unsigned fused_seed = 179;
   for (const Fused& f : fused) {
-    cases.push_back({f.op + ", g batched", {f.op},
+    cases.push_back({f.op + ", g batched",
+                     {f.op},
                      gradient_at(random_tensor({2, 3}, fused_seed, f.lo, 2.0), f.activation),
                      {batch_of({2, 3}, fused_seed + 1)}});
-    cases.push_back({f.op + ", x batched", {f.op},
+    cases.push_back({f.op + ", x batched",
+                     {f.op},
                      [activation = f.activation](const std::vector<Tensor>& in) {
                        GradientTape tape;
                        tape.watch(in[0]);
@@ -668,17 +734,20 @@ std::vector<Case> op_cases() {
       const std::string flags = std::string(ta ? " ta" : "") + (tb ? " tb" : "");
       const Tensor b_fixed = tb ? transpose(w) : w;
       const Tensor a_fixed = ta ? random_tensor({3, 2}, 55) : random_tensor({2, 3}, 55);
-      cases.push_back({"MatMul a batched" + flags, {"MatMul"},
+      cases.push_back({"MatMul a batched" + flags,
+                       {"MatMul"},
                        [b_fixed, ta, tb](const std::vector<Tensor>& in) {
                          return std::vector<Tensor>{matmul(in[0], b_fixed, ta, tb)};
                        },
                        {batch_of(ta ? Shape{3, 2} : Shape{2, 3}, 56)}});
-      cases.push_back({"MatMul b batched" + flags, {"MatMul"},
+      cases.push_back({"MatMul b batched" + flags,
+                       {"MatMul"},
                        [a_fixed, ta, tb](const std::vector<Tensor>& in) {
                          return std::vector<Tensor>{matmul(a_fixed, in[0], ta, tb)};
                        },
                        {batch_of(tb ? Shape{4, 3} : Shape{3, 4}, 57)}});
-      cases.push_back({"MatMul both batched" + flags, {"MatMul"},
+      cases.push_back({"MatMul both batched" + flags,
+                       {"MatMul"},
                        [ta, tb](const std::vector<Tensor>& in) {
                          return std::vector<Tensor>{matmul(in[0], in[1], ta, tb)};
                        },
@@ -686,10 +755,11 @@ std::vector<Case> op_cases() {
                         batch_of(tb ? Shape{4, 3} : Shape{3, 4}, 59)}});
     }
   }
-  cases.push_back({"BatchMatMulV2 with broadcast batch axes", {"BatchMatMulV2"},
+  cases.push_back({"BatchMatMulV2 with broadcast batch axes",
+                   {"BatchMatMulV2"},
                    [w3](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{matmul(in[0], w3), matmul(in[1], in[0], false, true),
-                                                matmul(w3, in[1])};
+                     return std::vector<Tensor>{
+                         matmul(in[0], w3), matmul(in[1], in[0], false, true), matmul(w3, in[1])};
                    },
                    {batch_of({2, 5, 3}, 60), batch_of({1, 4, 3}, 61)}});
 
@@ -703,40 +773,44 @@ std::vector<Case> op_cases() {
                                                 solve(a, rhs), cholesky(a)};
                    },
                    {batch_of({3, 3}, 63)}});
-  const Tensor fixed_a = add(matmul(random_tensor({3, 3}, 64), random_tensor({3, 3}, 64), false, true),
-                             spd_shift);
-  cases.push_back({"MatrixSolve, right-hand side batched", {"MatrixSolve"},
+  const Tensor fixed_a =
+      add(matmul(random_tensor({3, 3}, 64), random_tensor({3, 3}, 64), false, true), spd_shift);
+  cases.push_back({"MatrixSolve, right-hand side batched",
+                   {"MatrixSolve"},
                    [fixed_a](const std::vector<Tensor>& in) {
                      return std::vector<Tensor>{solve(fixed_a, in[0])};
                    },
                    {batch_of({3, 2}, 65)}});
 
   const Tensor labels = softmax(random_tensor({2, 4}, 66));
-  cases.push_back({"Softmax, LogSoftmax, cross entropies, logits batched",
-                   {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
-                    "SigmoidCrossEntropyWithLogits"},
-                   [labels](const std::vector<Tensor>& in) {
-                     return std::vector<Tensor>{softmax(in[0]), log_softmax(in[0], 0),
-                                                softmax_cross_entropy_with_logits(labels, in[0]),
-                                                sigmoid_cross_entropy_with_logits(sigmoid(labels), in[0])};
-                   },
-                   {batch_of({2, 4}, 67)}});
+  cases.push_back(
+      {"Softmax, LogSoftmax, cross entropies, logits batched",
+       {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits", "SigmoidCrossEntropyWithLogits"},
+       [labels](const std::vector<Tensor>& in) {
+         return std::vector<Tensor>{softmax(in[0]), log_softmax(in[0], 0),
+                                    softmax_cross_entropy_with_logits(labels, in[0]),
+                                    sigmoid_cross_entropy_with_logits(sigmoid(labels), in[0])};
+       },
+       {batch_of({2, 4}, 67)}});
   cases.push_back({"cross entropies, both batched",
                    {"SoftmaxCrossEntropyWithLogits", "SigmoidCrossEntropyWithLogits"},
                    [](const std::vector<Tensor>& in) {
                      const Tensor p = softmax(in[0]);
-                     return std::vector<Tensor>{softmax_cross_entropy_with_logits(p, in[1]),
-                                                sigmoid_cross_entropy_with_logits(sigmoid(in[0]), in[1])};
+                     return std::vector<Tensor>{
+                         softmax_cross_entropy_with_logits(p, in[1]),
+                         sigmoid_cross_entropy_with_logits(sigmoid(in[0]), in[1])};
                    },
                    {batch_of({2, 4}, 68), batch_of({2, 4}, 69)}});
   // A generator made inside fn draws the same mask for every slice: the trace is faithful.
-  cases.push_back({"Dropout with a mask fixed per call", {"Dropout"},
+  cases.push_back({"Dropout with a mask fixed per call",
+                   {"Dropout"},
                    [](const std::vector<Tensor>& in) {
                      Generator generator(7);
                      return std::vector<Tensor>{dropout(in[0], 0.5, generator)};
                    },
                    {batch_of({2, 5}, 70)}});
-  cases.push_back({"JacobianPack and JacobianUnpack", {"JacobianPack", "JacobianUnpack"},
+  cases.push_back({"JacobianPack and JacobianUnpack",
+                   {"JacobianPack", "JacobianUnpack"},
                    [](const std::vector<Tensor>& in) {
                      const Tensor fixed = random_tensor({2}, 71);
                      GradientTape tape;
@@ -859,12 +933,16 @@ TEST_CASE("per-example gradients through maxima, ties and zeros that differ in a
   };
   // The argmax of each 2x2 window: position 0, 3, 0.
   check("max_pool2d",
-        [](const Tensor& x) { return max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid); },
+        [](const Tensor& x) {
+          return max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+        },
         from_values({9, 1, 2, 3, 1, 2, 3, 9, 9, 1, 2, 3}, {3, 1, 2, 2, 1}),
         {1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0});
   // A tie only in the middle slice: the first maximum in window order takes it (TF).
   check("max_pool2d ties",
-        [](const Tensor& x) { return max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid); },
+        [](const Tensor& x) {
+          return max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+        },
         from_values({9, 1, 2, 3, 0, 4, 4, 0, 9, 1, 2, 3}, {3, 1, 2, 2, 1}),
         {1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0});
   check("reduce_max", [](const Tensor& x) { return reduce_max(x); },
@@ -876,17 +954,20 @@ TEST_CASE("per-example gradients through maxima, ties and zeros that differ in a
         {1, 0, 1, 0, 0.5, 0.5, 1, 0, 1, 0, 1, 0});
   check("reduce_prod", [](const Tensor& x) { return reduce_prod(x); },
         from_values({0, 1, 2, 1, 0, 2, 0, 1, 2}, {3, 3}), {2, 0, 0, 0, 2, 0, 2, 0, 0});
-  check("reduce_prod without, with one and with two zeros", [](const Tensor& x) { return reduce_prod(x); },
+  check("reduce_prod without, with one and with two zeros",
+        [](const Tensor& x) { return reduce_prod(x); },
         from_values({1, 2, 3, 0, 0, 2, 1, 2, 3}, {3, 3}), {6, 3, 2, 0, 0, 0, 6, 3, 2});
   check("relu", [](const Tensor& x) { return relu(x) * 2.0; },
         from_values({1, -1, -1, 1, 1, -1}, {3, 2}), {2, 0, 0, 2, 2, 0});
-  check("abs", [](const Tensor& x) { return abs(x); },
-        from_values({1, -1, -1, 1, 1, -1}, {3, 2}), {1, -1, -1, 1, 1, -1});
+  check("abs", [](const Tensor& x) { return abs(x); }, from_values({1, -1, -1, 1, 1, -1}, {3, 2}),
+        {1, -1, -1, 1, 1, -1});
   check("maximum", [](const Tensor& x) { return maximum(x, reverse(x, {0})); },
         from_values({1, 2, 4, 3, 1, 2}, {3, 2}), {0, 2, 2, 0, 0, 2});
-  check("sort", [](const Tensor& x) { return sort(x) * from_values({1, 10, 100}, {3}); },
-        from_values({3, 1, 2, 1, 3, 2, 3, 1, 2}, {3, 3}),
-        {100, 1, 10, 1, 100, 10, 100, 1, 10});
+  check("sort",
+        [](const Tensor& x) {
+          return sort(x) * from_values({1, 10, 100}, {3});
+        },
+        from_values({3, 1, 2, 1, 3, 2, 3, 1, 2}, {3, 3}), {100, 1, 10, 1, 100, 10, 100, 1, 10});
   check("top_k", [](const Tensor& x) { return top_k(x, 1).values; },
         from_values({3, 1, 2, 1, 3, 2, 3, 1, 2}, {3, 3}), {1, 0, 0, 0, 1, 0, 1, 0, 0});
 }
@@ -933,7 +1014,8 @@ namespace {
 
 std::size_t occurrences(const std::string& text, const std::string& needle) {
   std::size_t count = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++count;
   return count;
 }
 
@@ -1029,14 +1111,14 @@ TEST_CASE("an empty batch: fn never sees a value, so what rejects zeros does not
   std::size_t calls = 0;
   const MapFn rejects_zeros = [&calls](const std::vector<Tensor>& in) {
     ++calls;
-    return std::vector<Tensor>{matrix_inverse(in[0]), cholesky(in[0]),
-                               solve(in[0], reduce_sum(in[0], {1}, true)),
-                               divide(in[1], in[1]), floormod(in[1], in[1]), log(in[0])};
+    return std::vector<Tensor>{
+        matrix_inverse(in[0]), cholesky(in[0]),        solve(in[0], reduce_sum(in[0], {1}, true)),
+        divide(in[1], in[1]),  floormod(in[1], in[1]), log(in[0])};
   };
   {
     DetectAnomaly anomaly;
-    const std::vector<Tensor> out = vectorized_map(
-        rejects_zeros, {zeros({0, 3, 3}), zeros({0, 4}, DType::Int32)}, false);
+    const std::vector<Tensor> out =
+        vectorized_map(rejects_zeros, {zeros({0, 3, 3}), zeros({0, 4}, DType::Int32)}, false);
     REQUIRE(out.size() == 6);
     CHECK(out[0].shape() == Shape{0, 3, 3});
     CHECK(out[1].shape() == Shape{0, 3, 3});
@@ -1048,9 +1130,11 @@ TEST_CASE("an empty batch: fn never sees a value, so what rejects zeros does not
   }
   CHECK(calls == 1);  // traced once
   // The checks are back once the trace is gone.
-  tapegrad::testing::expect_misuse<InvalidArgument>(
-      "matrix_inverse of zeros after an empty batch", [] { matrix_inverse(zeros({2, 2})); },
-      {"matrix_inverse", "singular"});
+  tapegrad::testing::expect_misuse<InvalidArgument>("matrix_inverse of zeros after an empty batch",
+                                                    [] {
+                                                      matrix_inverse(zeros({2, 2}));
+                                                    },
+                                                    {"matrix_inverse", "singular"});
   tapegrad::testing::expect_misuse<InvalidArgument>(
       "integer division by zero after an empty batch",
       [] { divide(ones({2}, DType::Int32), zeros({2}, DType::Int32)); },
@@ -1062,17 +1146,16 @@ TEST_CASE("an empty batch: fn never sees a value, so what rejects zeros does not
     return std::vector<Tensor>{multiply(in[0], scalar(first, DType::Float64))};
   };
   tapegrad::testing::expect_misuse<InvalidArgument>(
-      "vectorized_map of an empty batch, fn reads its input", [&] {
-        vectorized_map(reads, {zeros({0})});
-      },
-      {"vectorized_map", "batch is empty", "placeholder", "Tensor::item()", "float64",
-       "shape []"});
+      "vectorized_map of an empty batch, fn reads its input",
+      [&] { vectorized_map(reads, {zeros({0})}); },
+      {"vectorized_map", "batch is empty", "placeholder", "Tensor::item()", "float64", "shape []"});
   // An output whose shape depends on values (boolean_mask of a batched mask) cannot be known.
   const MapFn masked = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{boolean_mask(in[0], greater(in[1], scalar(0.0, DType::Float64)))};
   };
   tapegrad::testing::expect_misuse<InvalidArgument>(
-      "vectorized_map of an empty batch, boolean_mask of a batched mask", [&] {
+      "vectorized_map of an empty batch, boolean_mask of a batched mask",
+      [&] {
         vectorized_map(masked, {zeros({0, 4}), zeros({0, 4})});
       },
       {"vectorized_map", "batch is empty", "depend on its inputs' values", "'Where'"});
@@ -1098,8 +1181,8 @@ TEST_CASE("vectorized_map of one slice, of scalars, of constants and of fn's own
   // Scalars in, scalars out: the batch is a vector.
   const Tensor s = constant({0.5, 1.0, 2.0});
   const std::vector<Tensor> squares = vectorized_map(
-      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] + 1.0}; },
-      {s}, false);
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] + 1.0}; }, {s},
+      false);
   tapegrad::testing::require_close(squares[0], {3}, {1.25, 2.0, 5.0});
 }
 
@@ -1160,8 +1243,8 @@ TEST_CASE("boolean_mask: a fixed mask vectorizes; a batched one's positions refu
   // The mask from the batched input: two true per row, at different positions in each row, so
   // both traced slices have the same shapes and only the Where rule can tell.
   const MapFn masked = [](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{
-        boolean_mask(multiply(in[0], scalar(10.0, DType::Float64)), greater(in[1], scalar(0.0, DType::Float64)))};
+    return std::vector<Tensor>{boolean_mask(multiply(in[0], scalar(10.0, DType::Float64)),
+                                            greater(in[1], scalar(0.0, DType::Float64)))};
   };
   const Tensor x = batch_of({4}, 156);
   const Tensor m = from_values({1, -1, 1, -1, -1, 1, -1, 1, 1, 1, -1, -1}, {kBatch, 4});
@@ -1177,7 +1260,9 @@ TEST_CASE("boolean_mask: a fixed mask vectorizes; a batched one's positions refu
 
   tapegrad::testing::expect_misuse<InvalidArgument>(
       "vectorized_map: boolean_mask of a batched mask, no fallback",
-      [&] { vectorized_map(masked, {x, m}, false); },
+      [&] {
+        vectorized_map(masked, {x, m}, false);
+      },
       {"vectorized_map", "'Where'", "boolean_mask", "cannot be stacked"});
 }
 
@@ -1192,8 +1277,9 @@ TEST_CASE("a value read from C++ inside fn: the trace is not replayed, the loop 
   const Tensor x = random_tensor({5, 2}, 95);
   CapturedStderr err;
   const std::vector<Tensor> out = vectorized_map(fn, {x});
-  CHECK(occurrences(err.text(), "reads Tensor::array() of a float64 value of shape [2] that "
-                                "depends on the slice, in fn") == 1);
+  CHECK(occurrences(err.text(),
+                    "reads Tensor::array() of a float64 value of shape [2] that "
+                    "depends on the slice, in fn") == 1);
   CHECK(occurrences(err.text(), "a loop") == 1);
   require_same(out[0], sin(x), 0);
 
@@ -1266,8 +1352,9 @@ TEST_CASE("vectorized_map misuse: the error names the op, the shapes or the reas
   expect_misuse<InvalidArgument>(
       "vectorized_map: no rule and no fallback",
       [] {
-        vectorized_map([](const std::vector<Tensor>& in) { return std::vector<Tensor>{user_cube(in[0])}; },
-                       {random_tensor({3, 2}, 96)}, false);
+        vectorized_map(
+            [](const std::vector<Tensor>& in) { return std::vector<Tensor>{user_cube(in[0])}; },
+            {random_tensor({3, 2}, 96)}, false);
       },
       {"vectorized_map", "'TestUserCube'", "no batching rule", "fallback_to_loop is false"});
   expect_misuse<InvalidArgument>(
@@ -1286,14 +1373,16 @@ TEST_CASE("vectorized_map misuse: the error names the op, the shapes or the reas
   expect_misuse<InvalidArgument>("vectorized_map: a scalar elem",
                                  [&] { vectorized_map(identity_fn, {constant(1.0)}); },
                                  {"vectorized_map", "elem 0", "scalar"});
-  expect_misuse<InvalidArgument>(
-      "vectorized_map: leading sizes differ",
-      [&] { vectorized_map(identity_fn, {zeros({3, 2}), zeros({4})}); },
-      {"vectorized_map", "leading sizes differ", "[3, 2]", "[4]"});
-  expect_misuse<InvalidArgument>(
-      "vectorized_map: an undefined elem",
-      [&] { vectorized_map(identity_fn, {zeros({3}), Tensor()}); },
-      {"vectorized_map", "elem 1", "undefined"});
+  expect_misuse<InvalidArgument>("vectorized_map: leading sizes differ",
+                                 [&] {
+                                   vectorized_map(identity_fn, {zeros({3, 2}), zeros({4})});
+                                 },
+                                 {"vectorized_map", "leading sizes differ", "[3, 2]", "[4]"});
+  expect_misuse<InvalidArgument>("vectorized_map: an undefined elem",
+                                 [&] {
+                                   vectorized_map(identity_fn, {zeros({3}), Tensor()});
+                                 },
+                                 {"vectorized_map", "elem 1", "undefined"});
 }
 
 // Per-example gradients of the digits MLP (examples/train_digits: 64-128-10, ReLU, softmax
@@ -1343,15 +1432,16 @@ TEST_CASE("per-example gradients of the digits CNN through vectorized_map equal 
   const Tensor hidden_bias = random_tensor({128}, 175, -0.1, 0.1);
   const Tensor out = random_tensor({128, 10}, 176, -0.1, 0.1);
   const Tensor out_bias = random_tensor({10}, 177, -0.1, 0.1);
-  const std::vector<Tensor> parameters{conv1, conv1_bias, conv2, conv2_bias,
-                                       hidden, hidden_bias, out, out_bias};
+  const std::vector<Tensor> parameters{conv1,  conv1_bias,  conv2, conv2_bias,
+                                       hidden, hidden_bias, out,   out_bias};
   const std::size_t batch = 5;
   const Tensor images = reshape(relu(random_tensor({batch, 64}, 178, -1, 1)), {5, 8, 8, 1});
   const Tensor labels = one_hot_rows(batch);
   const MapFn per_example = [&](const std::vector<Tensor>& in) {
     GradientTape tape;
     tape.watch(parameters);
-    Tensor h = relu(conv2d(reshape(in[0], {1, 8, 8, 1}), conv1, {1, 1}, Padding::Same) + conv1_bias);
+    Tensor h =
+        relu(conv2d(reshape(in[0], {1, 8, 8, 1}), conv1, {1, 1}, Padding::Same) + conv1_bias);
     h = max_pool2d(h, {2, 2}, {2, 2}, Padding::Valid);
     h = relu(conv2d(h, conv2, {1, 1}, Padding::Same) + conv2_bias);
     h = relu(matmul(reshape(h, {1, 512}), hidden) + hidden_bias);

@@ -87,7 +87,9 @@ TEST_CASE("verify_gradients rejects bad options and arguments", "[verify]") {
   const Tensor x = constant({1.0});
   CHECK(message_of<InvalidArgument>([&] { verify_gradients(f, {x}, VerifyOptions{3}); }) ==
         "verify_gradients: order must be 1 or 2, got 3");
-  CHECK(message_of<InvalidArgument>([&] { verify_gradients(f, {x}, VerifyOptions{2, 0.0}); }) ==
+  CHECK(message_of<InvalidArgument>([&] {
+          verify_gradients(f, {x}, VerifyOptions{2, 0.0});
+        }) ==
         "verify_gradients: delta must be positive and atol, rtol non-negative; got delta 0, "
         "atol 1e-06, rtol 1e-05");
   CHECK(message_of<InvalidArgument>([&] { verify_gradients(f, {Tensor()}); }) ==

@@ -16,11 +16,11 @@
 #include "tapegrad/tapegrad.hpp"
 
 using namespace tapegrad;
-using tapegrad::testing::require_close;
 using detail::KeepSet;
 using detail::OpDefinition;
 using detail::TapeImpl;
 using detail::TensorMeta;
+using tapegrad::testing::require_close;
 
 namespace {
 
@@ -32,7 +32,7 @@ Tensor scalar_tensor(double v) { return Tensor(xt::xarray<double>{v}); }
 struct WalkLog {
   TapeImpl* tape = nullptr;
   std::map<std::string, std::int64_t> op_id;  // test op name -> entry index on `tape`
-  std::vector<std::string> calls;              // rules called, in order
+  std::vector<std::string> calls;             // rules called, in order
   // Per call: the ops called before it whose entries still held kept tensors or extras.
   std::vector<std::string> unreleased_before_call;
   std::vector<std::string> calls_without_saved_input;  // a kept input that did not arrive
@@ -70,8 +70,9 @@ std::vector<GradientValue> pick_rule(const OpContext& op, const std::vector<Tens
 }
 
 // The test ops: each name is recorded once per graph, so a call names its entry.
-#define LINEAR_OP(name) \
-  constexpr OpDefinition name = detail::differentiable_op(#name, linear_rule, KeepSet::all(), KeepSet::none())
+#define LINEAR_OP(name)         \
+  constexpr OpDefinition name = \
+      detail::differentiable_op(#name, linear_rule, KeepSet::all(), KeepSet::none())
 LINEAR_OP(A);
 LINEAR_OP(B);
 LINEAR_OP(C);
@@ -82,8 +83,10 @@ LINEAR_OP(U);
 LINEAR_OP(W);
 #undef LINEAR_OP
 constexpr OpDefinition N = detail::not_differentiable_op("N");
-constexpr OpDefinition P1 = detail::differentiable_op("P1", pick_rule, KeepSet::none(), KeepSet::none());
-constexpr OpDefinition P2 = detail::differentiable_op("P2", pick_rule, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition P1 =
+    detail::differentiable_op("P1", pick_rule, KeepSet::none(), KeepSet::none());
+constexpr OpDefinition P2 =
+    detail::differentiable_op("P2", pick_rule, KeepSet::none(), KeepSet::none());
 
 // A VSpace that logs every request and computes as the real one does.
 struct FakeVSpace final : detail::VSpace {

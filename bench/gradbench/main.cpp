@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     const json input = json::parse(file);
     const RunResult result = run_function(entry->second, input);
     std::cout << result.output.dump() << "\n";
-    std::cout << json{{"name", "prepare"}, {"nanoseconds", result.prepare_nanoseconds}}.dump() << "\n";
+    std::cout << json{{"name", "prepare"}, {"nanoseconds", result.prepare_nanoseconds}}.dump()
+              << "\n";
     for (long long ns : result.evaluate_nanoseconds)
       std::cout << json{{"name", "evaluate"}, {"nanoseconds", ns}}.dump() << "\n";
   } catch (const std::exception& e) {

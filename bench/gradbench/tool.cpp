@@ -62,7 +62,8 @@ json nested(const std::vector<double>& flat, const Shape& shape, std::size_t axi
             std::size_t& position) {
   if (axis == shape.size()) return flat[position++];
   json list = json::array();
-  for (std::size_t i = 0; i < shape[axis]; ++i) list.push_back(nested(flat, shape, axis + 1, position));
+  for (std::size_t i = 0; i < shape[axis]; ++i)
+    list.push_back(nested(flat, shape, axis + 1, position));
   return list;
 }
 }  // namespace

@@ -125,7 +125,8 @@ Prepare make_function(Parse parse, Run run) {
       detail::OutputCapture capture;
       (void)run(bound);
       if (!capture.captured) {
-        throw std::logic_error("gradbench: an eval function's result was not built with finish_output");
+        throw std::logic_error(
+            "gradbench: an eval function's result was not built with finish_output");
       }
       *finish = capture.finish;
       return capture.tensors;
@@ -135,9 +136,9 @@ Prepare make_function(Parse parse, Run run) {
 }
 
 // JSON <-> tensors (float64).
-Tensor vector_from_json(const json& values);   // [n] -> shape [n]
-Tensor matrix_from_json(const json& rows);     // [[...]...] -> shape [rows, cols]
-json to_json(const Tensor& t);                 // nested lists by rank; a scalar -> a number
+Tensor vector_from_json(const json& values);  // [n] -> shape [n]
+Tensor matrix_from_json(const json& rows);    // [[...]...] -> shape [rows, cols]
+json to_json(const Tensor& t);                // nested lists by rank; a scalar -> a number
 std::vector<double> to_vector(const Tensor& t);
 
 }  // namespace tapegrad::gradbench

@@ -30,8 +30,8 @@ namespace detail {
 using TensorList = std::vector<Tensor>;
 using TensorListFunction = std::function<TensorList(const TensorList&)>;
 /// (output gradients, variables read by the forward) -> (input gradients, variable gradients).
-using CustomGradientFunction =
-    std::function<std::pair<TensorList, TensorList>(const TensorList&, const std::vector<Variable>&)>;
+using CustomGradientFunction = std::function<std::pair<TensorList, TensorList>(
+    const TensorList&, const std::vector<Variable>&)>;
 
 /// What a custom forward returns, in the one form the runtime works with.
 struct CustomForward {
@@ -62,8 +62,10 @@ CustomForward make_custom_forward(TensorList outputs, G grad) {
     forward.gradient = [grad = std::move(grad)](const TensorList& dys,
                                                 const std::vector<Variable>& variables) {
       auto result = [&] {
-        if constexpr (std::is_same_v<Dy, Tensor>) return grad(dys.at(0), variables);
-        else return grad(dys, variables);
+        if constexpr (std::is_same_v<Dy, Tensor>)
+          return grad(dys.at(0), variables);
+        else
+          return grad(dys, variables);
       }();
       return std::pair<TensorList, TensorList>(as_list(std::move(result.first)),
                                                as_list(std::move(result.second)));
@@ -112,8 +114,8 @@ auto custom_gradient(F f, std::string op_type = "CustomGradient") {
   } else {
     static_assert(std::is_invocable_v<const F&, const std::vector<Tensor>&>,
                   "custom_gradient: f must take const Tensor& or const std::vector<Tensor>&");
-    return [f = std::move(f), op_type = std::move(op_type)](
-               const std::vector<Tensor>& xs) -> std::vector<Tensor> {
+    return [f = std::move(f),
+            op_type = std::move(op_type)](const std::vector<Tensor>& xs) -> std::vector<Tensor> {
       detail::CustomFunction forward = [&f](const detail::TensorList& in) {
         auto result = f(in);
         return detail::make_custom_forward<detail::TensorList>(std::move(result.first),
@@ -158,9 +160,8 @@ auto grad_pass_through(G g) {
     detail::TensorListFunction body = [g = std::move(g)](const detail::TensorList& in) {
       return detail::as_list(g(in.at(0)));
     };
-    return [body](const Tensor& x) -> Tensor {
-      return detail::call_with_pass_through(body, {x})[0];
-    };
+    return
+        [body](const Tensor& x) -> Tensor { return detail::call_with_pass_through(body, {x})[0]; };
   } else {
     static_assert(std::is_invocable_v<const G&, const std::vector<Tensor>&>,
                   "grad_pass_through: g must take const Tensor& or const std::vector<Tensor>&");

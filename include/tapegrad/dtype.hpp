@@ -28,11 +28,27 @@ std::string shape_to_string(const Shape& shape);
 std::size_t num_elements(const Shape& shape);
 
 /// The DType of a C++ element type: dtype_of<double>::value == DType::Float64.
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
 
 }  // namespace tapegrad

@@ -11,8 +11,8 @@
 
 #include "tapegrad/check.hpp"  // Fn: (const std::vector<Tensor>&) -> Tensor
 #include "tapegrad/tensor.hpp"
-#include "tapegrad/variables_functional.hpp"
 #include "tapegrad/variable.hpp"
+#include "tapegrad/variables_functional.hpp"
 
 namespace tapegrad {
 

@@ -21,7 +21,7 @@ class GradientValue {
  public:
   GradientValue() = default;
   GradientValue(Tensor dense) : dense_(std::move(dense)) {}  // NOLINT
-  GradientValue(IndexedSlices sparse)                         // NOLINT
+  GradientValue(IndexedSlices sparse)                        // NOLINT
       : sparse_(std::make_shared<IndexedSlices>(std::move(sparse))) {}
 
   bool defined() const { return dense_.defined() || sparse_ != nullptr; }

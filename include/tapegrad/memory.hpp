@@ -12,11 +12,11 @@ namespace tapegrad {
 /// Process-wide figures, in bytes of whole buffers (a request up to 4 KiB is rounded up to its
 /// size class, at most 25 % more and at least 16 bytes; a larger one to a multiple of 64).
 struct MemoryStats {
-  std::size_t bytes_in_use = 0;         // buffers alive now, on every thread
-  std::size_t bytes_cached = 0;         // held for reuse, not in use
-  std::size_t peak_bytes_in_use = 0;    // since the start or the last reset_peak_memory()
-  std::uint64_t system_allocations = 0; // buffers obtained from the system
-  std::uint64_t cache_hits = 0;         // buffers served from the cache
+  std::size_t bytes_in_use = 0;          // buffers alive now, on every thread
+  std::size_t bytes_cached = 0;          // held for reuse, not in use
+  std::size_t peak_bytes_in_use = 0;     // since the start or the last reset_peak_memory()
+  std::uint64_t system_allocations = 0;  // buffers obtained from the system
+  std::uint64_t cache_hits = 0;          // buffers served from the cache
 };
 
 /// The figures now (torch.cuda.memory_stats; tf.config.experimental.get_memory_info).

@@ -56,7 +56,8 @@ class Module {
   /// (or the module it is moved into) lives.
   template <class M>
   M& add_module(const std::string& name, M module) {
-    static_assert(std::is_base_of<Module, M>::value, "add_module takes a class derived from Module");
+    static_assert(std::is_base_of<Module, M>::value,
+                  "add_module takes a class derived from Module");
     auto owned = std::make_unique<M>(std::move(module));
     M& added = *owned;
     register_module(name, std::move(owned));

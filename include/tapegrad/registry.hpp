@@ -54,7 +54,7 @@ struct Keep {
 namespace detail {
 struct OpEntry;
 class OpContextFactory;  // the backward walk: the only place that builds an OpContext
-}
+}  // namespace detail
 
 /// What a gradient function sees of the op it differentiates.
 class OpContext {

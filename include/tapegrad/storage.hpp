@@ -43,7 +43,8 @@ struct xarray_element<xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag
   using type = typename EC::value_type;
 };
 template <class A>
-using xarray_element_t = typename xarray_element<std::remove_cv_t<std::remove_reference_t<A>>>::type;
+using xarray_element_t =
+    typename xarray_element<std::remove_cv_t<std::remove_reference_t<A>>>::type;
 
 }  // namespace detail
 }  // namespace tapegrad

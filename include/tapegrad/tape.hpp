@@ -21,13 +21,13 @@ enum class UnconnectedGradients { None, Zero };
 namespace detail {
 class TapeImpl;
 struct TapeState;
-}
+}  // namespace detail
 
 /// The options of GradientTape::gradient (TF tf.gradients' keyword arguments).
 struct GradientOptions {
   std::vector<Tensor> output_gradients;  ///< one per target, or empty (undefined entries: ones)
   UnconnectedGradients unconnected = UnconnectedGradients::None;
-  std::vector<Tensor> stop_gradients;    ///< no gradient flows through these (TF stop_gradients)
+  std::vector<Tensor> stop_gradients;  ///< no gradient flows through these (TF stop_gradients)
 };
 
 /// The options of GradientTape::jacobian and batch_jacobian (TF: their experimental_use_pfor
@@ -121,8 +121,8 @@ class GradientTape {
   std::vector<Variable> watched_variables() const;
   bool persistent() const { return persistent_; }
   /// The tape's own recording flag: true from construction or record() until stop_recording(),
-  /// end_recording() or the gradient call of a non-persistent tape. Inside a custom_gradient or recompute_grad
-  /// forward the tape is additionally paused whatever this says. Any thread may ask.
+  /// end_recording() or the gradient call of a non-persistent tape. Inside a custom_gradient or
+  /// recompute_grad forward the tape is additionally paused whatever this says. Any thread may ask.
   bool recording() const;
   /// Bytes the tape currently owns: its entries, their descriptions (arena chunks), its id
   /// map, and, once each, the tensors it keeps alive for its gradients (elements, storage
@@ -200,8 +200,7 @@ class GradientTape {
   Tensor jacobian(const Tensor& target, const Tensor& source, const JacobianOptions& options);
   std::vector<Tensor> jacobian(const Tensor& target, const std::vector<Tensor>& sources,
                                const JacobianOptions& options);
-  Tensor batch_jacobian(const Tensor& target, const Tensor& source,
-                        const JacobianOptions& options);
+  Tensor batch_jacobian(const Tensor& target, const Tensor& source, const JacobianOptions& options);
 
  private:
   friend class RecordingGuard;
@@ -228,7 +227,7 @@ class GradientTape {
                                           const std::vector<Tensor>& stop_gradients = {});
 
   std::shared_ptr<detail::TapeState> state_;  // also held by the thread's list and the guards
-  std::vector<Variable> watched_when_used_;  // what watched_variables() says after use (TF)
+  std::vector<Variable> watched_when_used_;   // what watched_variables() says after use (TF)
   bool persistent_;
   bool watch_accessed_variables_;
 };

@@ -22,7 +22,7 @@ class Tensor;
 
 namespace detail {
 
-class TensorImpl;    // the storage (the array, its shape): internal to the library
+class TensorImpl;     // the storage (the array, its shape): internal to the library
 struct TensorAccess;  // the runtime's way in and out of a handle
 
 // The few fields of a tensor's storage that a handle reads inline, so that dtype(), id() and

@@ -12,7 +12,7 @@ namespace tapegrad {
 namespace detail {
 struct VariableImpl;
 struct VariableAccess;
-}
+}  // namespace detail
 
 /// A shared handle to mutable state: copies of a Variable are the same variable.
 /// Reading it (`value()` or the conversion to Tensor) on a thread with active tapes makes every

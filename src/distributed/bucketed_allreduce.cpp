@@ -16,8 +16,8 @@ namespace {
 
 struct Bucket {
   std::vector<std::size_t> variables;
-  std::vector<std::size_t> offsets;           // of each variable in the buffer, in elements
-  std::shared_ptr<Buffer> buffer;             // shared: survives a timeout (MPI may write later)
+  std::vector<std::size_t> offsets;  // of each variable in the buffer, in elements
+  std::shared_ptr<Buffer> buffer;    // shared: survives a timeout (MPI may write later)
   std::size_t arrived = 0;
   MPI_Request request = MPI_REQUEST_NULL;
 };
@@ -41,7 +41,8 @@ struct BucketedAllreduce::Impl {
   std::vector<BucketEvent> last_events;
   double last_wait_seconds = 0.0;
 
-  Impl(Communicator c, std::shared_ptr<detail::CommState> s, std::vector<Variable> v, BucketOptions o)
+  Impl(Communicator c, std::shared_ptr<detail::CommState> s, std::vector<Variable> v,
+       BucketOptions o)
       : comm(std::move(c)), state(std::move(s)), variables(std::move(v)), options(o) {}
 
   void log(BucketEvent::Kind kind, std::size_t index) {
@@ -94,7 +95,8 @@ struct BucketedAllreduce::Impl {
     for (std::size_t k = 0; k < next_to_start; ++k) {
       if (buckets[k].request == MPI_REQUEST_NULL) continue;
       int done = 0;
-      check_mpi(MPI_Test(&buckets[k].request, &done, MPI_STATUS_IGNORE), "BucketedAllreduce: MPI_Test");
+      check_mpi(MPI_Test(&buckets[k].request, &done, MPI_STATUS_IGNORE),
+                "BucketedAllreduce: MPI_Test");
     }
   }
 
@@ -121,7 +123,8 @@ BucketedAllreduce::BucketedAllreduce(Communicator comm, std::vector<Variable> va
   const char* what = "BucketedAllreduce";
   auto state = comm.state_;
   state->require_usable(what);
-  if (options.bucket_bytes == 0) throw InvalidArgument("BucketedAllreduce: bucket_bytes must be positive");
+  if (options.bucket_bytes == 0)
+    throw InvalidArgument("BucketedAllreduce: bucket_bytes must be positive");
   detail::Signature signature;
   for (const auto& v : variables) {
     detail::require_floating(what, v.dtype());
@@ -236,7 +239,8 @@ std::vector<Tensor> BucketedAllreduce::finish(const std::vector<Tensor>& local_g
                    "bucketed allreduce of " + std::to_string(elements) + " elements in " +
                        std::to_string(m.buckets.size()) + " bucket(s)",
                    keep_alive);
-  m.last_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.last_wait_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto& b : m.buckets) b.request = MPI_REQUEST_NULL;
 
   const int divisor = m.options.reduction == Reduction::Mean ? m.state->size : 1;

@@ -22,7 +22,8 @@ Tensor read_as(const unsigned char* bytes, const Shape& shape, int divisor) {
 
 void require_floating(const char* what, DType dtype) {
   if (dtype != DType::Float32 && dtype != DType::Float64) {
-    throw InvalidArgument(std::string(what) + ": only float32 and float64 tensors are reduced, got " +
+    throw InvalidArgument(std::string(what) +
+                          ": only float32 and float64 tensors are reduced, got " +
                           dtype_name(dtype));
   }
 }

@@ -13,7 +13,9 @@
 
 namespace tapegrad::distributed::detail {
 
-inline MPI_Datatype mpi_type(DType dtype) { return dtype == DType::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
+inline MPI_Datatype mpi_type(DType dtype) {
+  return dtype == DType::Float32 ? MPI_FLOAT : MPI_DOUBLE;
+}
 
 inline std::size_t element_size(DType dtype) { return dtype == DType::Float32 ? 4 : 8; }
 

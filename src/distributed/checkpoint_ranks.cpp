@@ -43,7 +43,8 @@ class WorldCheckpointRanks : public tapegrad::detail::CheckpointRanks {
                            &requests.back()),
                 what);
     }
-    wait_all(s, requests, what, "checkpoint of " + std::to_string(buffer->size()) + " bytes", buffer);
+    wait_all(s, requests, what, "checkpoint of " + std::to_string(buffer->size()) + " bytes",
+             buffer);
     bytes = std::move(*buffer);
   }
 

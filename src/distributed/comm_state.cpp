@@ -115,7 +115,8 @@ void CommState::require_usable(const char* what) const {
   if (broken) {
     throw CommunicationError(std::string(what) + ": " + who() +
                              ": the communicator is unusable since an earlier collective timed "
-                             "out (" + broken_by + ")");
+                             "out (" +
+                             broken_by + ")");
   }
 }
 
@@ -124,15 +125,16 @@ void check_mpi(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  throw CommunicationError(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+  throw CommunicationError(std::string(what) +
+                           " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
 bool test_all(std::vector<MPI_Request>& requests, const char* what) {
   if (requests.empty()) return true;
   int done = 0;
-  check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                        MPI_STATUSES_IGNORE),
-            what);
+  check_mpi(
+      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+      what);
   return done != 0;
 }
 
@@ -203,7 +205,8 @@ std::vector<std::string> Signature::describe(const std::int64_t* codes, std::siz
     const auto dtype = static_cast<DType>(codes[i++]);
     const auto rank = static_cast<std::size_t>(codes[i++]);
     Shape shape;
-    for (std::size_t d = 0; d < rank && i < n; ++d) shape.push_back(static_cast<std::size_t>(codes[i++]));
+    for (std::size_t d = 0; d < rank && i < n; ++d)
+      shape.push_back(static_cast<std::size_t>(codes[i++]));
     items.push_back(std::string(kind == kSparse ? "IndexedSlices " : "") + shape_to_string(shape) +
                     " " + dtype_name(dtype));
   }
@@ -213,12 +216,14 @@ std::vector<std::string> Signature::describe(const std::int64_t* codes, std::siz
 void require_same_signature(CommState& state, const Signature& signature, const char* what) {
   ++state.collectives;
   const std::uint64_t h = signature.hash();
-  auto extremes = std::make_shared<std::array<std::uint64_t, 2>>(std::array<std::uint64_t, 2>{h, ~h});
+  auto extremes =
+      std::make_shared<std::array<std::uint64_t, 2>>(std::array<std::uint64_t, 2>{h, ~h});
   std::vector<MPI_Request> requests(1);
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, extremes->data(), 2, MPI_UINT64_T, MPI_MAX, state.comm,
                            requests.data()),
             what);
-  wait_all(state, requests, what, "comparing the tensors' shapes and dtypes across ranks", extremes);
+  wait_all(state, requests, what, "comparing the tensors' shapes and dtypes across ranks",
+           extremes);
   if ((*extremes)[0] == h && ~(*extremes)[1] == h) return;  // max == min: every rank agrees
 
   // They differ: every rank takes this path (all saw max != min) and gathers all lists.
@@ -255,8 +260,8 @@ void require_same_signature(CommState& state, const Signature& signature, const 
 
   std::vector<std::vector<std::string>> per_rank;
   for (std::size_t r = 0; r < counts.size(); ++r) {
-    per_rank.push_back(Signature::describe(g->all.data() + displacements[r],
-                                           static_cast<std::size_t>(counts[r])));
+    per_rank.push_back(
+        Signature::describe(g->all.data() + displacements[r], static_cast<std::size_t>(counts[r])));
   }
   std::ostringstream message;
   message << what << ": the ranks pass different tensors: ";

@@ -21,9 +21,9 @@ struct CommState {
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout;
-  bool broken = false;              // a collective timed out: nothing more can be trusted
-  std::string broken_by;            // the message of that timeout
-  std::uint64_t collectives = 0;    // started so far, to name one in messages
+  bool broken = false;            // a collective timed out: nothing more can be trusted
+  std::string broken_by;          // the message of that timeout
+  std::uint64_t collectives = 0;  // started so far, to name one in messages
   // Buffers of collectives that timed out: MPI may still write into them, so they live as
   // long as the process.
   std::vector<std::shared_ptr<void>> abandoned;

@@ -24,7 +24,8 @@ IndexedSlices gather_slices(CommState& s, const IndexedSlices& local, Reduction 
   std::size_t row_elements = 1;
   for (std::size_t d = 1; d < dense.size(); ++d) row_elements *= dense[d];
   const DType dtype = local.values.dtype();
-  const auto rows = static_cast<std::int64_t>(local.values.shape().empty() ? 0 : local.values.shape()[0]);
+  const auto rows =
+      static_cast<std::int64_t>(local.values.shape().empty() ? 0 : local.values.shape()[0]);
 
   // Everything MPI reads or writes lives here: after a timeout it must outlive this call.
   struct Gathered {
@@ -52,7 +53,8 @@ IndexedSlices gather_slices(CommState& s, const IndexedSlices& local, Reduction 
   std::vector<int>& index_displs = g->index_displs;
   std::vector<int>& value_counts = g->value_counts;
   std::vector<int>& value_displs = g->value_displs;
-  for (auto* v : {&index_counts, &index_displs, &value_counts, &value_displs}) v->resize(g->counts.size());
+  for (auto* v : {&index_counts, &index_displs, &value_counts, &value_displs})
+    v->resize(g->counts.size());
   std::size_t total_rows = 0;
   for (std::size_t r = 0; r < g->counts.size(); ++r) {
     index_displs[r] = mpi_count(what, total_rows);
@@ -72,8 +74,8 @@ IndexedSlices gather_slices(CommState& s, const IndexedSlices& local, Reduction 
   requests.assign(2, MPI_REQUEST_NULL);
   ++s.collectives;
   check_mpi(MPI_Iallgatherv(g->my_indices.data(), index_counts[static_cast<std::size_t>(s.rank)],
-                            MPI_INT64_T, g->indices.data(), index_counts.data(), index_displs.data(),
-                            MPI_INT64_T, s.comm, &requests[0]),
+                            MPI_INT64_T, g->indices.data(), index_counts.data(),
+                            index_displs.data(), MPI_INT64_T, s.comm, &requests[0]),
             what);
   check_mpi(MPI_Iallgatherv(g->my_values.data(), value_counts[static_cast<std::size_t>(s.rank)],
                             mpi_type(dtype), g->values.data(), value_counts.data(),
@@ -103,10 +105,12 @@ Communicator::Communicator(MPI_Comm comm) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    throw InvalidArgument("Communicator(MPI_Comm): MPI is not initialised; call MPI_Init first or "
-                          "use Communicator::world()");
+    throw InvalidArgument(
+        "Communicator(MPI_Comm): MPI is not initialised; call MPI_Init first or "
+        "use Communicator::world()");
   }
-  if (comm == MPI_COMM_NULL) throw InvalidArgument("Communicator(MPI_Comm): the communicator is MPI_COMM_NULL");
+  if (comm == MPI_COMM_NULL)
+    throw InvalidArgument("Communicator(MPI_Comm): the communicator is MPI_COMM_NULL");
   state_ = std::make_shared<CommState>(comm);
 }
 
@@ -150,7 +154,8 @@ std::vector<GradientValue> Communicator::allreduce(const std::vector<GradientVal
   // Dense tensors: one fused buffer and one allreduce per dtype.
   std::map<DType, std::vector<std::size_t>> dense_by_dtype;
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].defined() && !grads[i].is_sparse()) dense_by_dtype[grads[i].dense().dtype()].push_back(i);
+    if (grads[i].defined() && !grads[i].is_sparse())
+      dense_by_dtype[grads[i].dense().dtype()].push_back(i);
   }
   std::vector<GradientValue> out(grads.size());
   if (!dense_by_dtype.empty()) {
@@ -194,7 +199,8 @@ std::vector<GradientValue> Communicator::allreduce(const std::vector<GradientVal
     }
   }
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].defined() && grads[i].is_sparse()) out[i] = gather_slices(s, grads[i].sparse(), reduction);
+    if (grads[i].defined() && grads[i].is_sparse())
+      out[i] = gather_slices(s, grads[i].sparse(), reduction);
   }
   return out;
 }
@@ -205,7 +211,8 @@ void Communicator::broadcast(const std::vector<Variable>& variables, int root) c
   s.require_usable(what);
   if (root < 0 || root >= s.size) {
     throw InvalidArgument(std::string(what) + ": root " + std::to_string(root) +
-                          " is not a rank of this communicator (size " + std::to_string(s.size) + ")");
+                          " is not a rank of this communicator (size " + std::to_string(s.size) +
+                          ")");
   }
   detail::Signature signature;
   for (const auto& v : variables) {
@@ -235,8 +242,8 @@ void Communicator::broadcast(const std::vector<Variable>& variables, int root) c
   ++s.collectives;
   for (std::size_t k = 0; k < buffers->size(); ++k) {
     Buffer& b = (*buffers)[k];
-    check_mpi(MPI_Ibcast(b.data(), mpi_count(what, b.elements()), mpi_type(b.dtype()), root,
-                         s.comm, &requests[k]),
+    check_mpi(MPI_Ibcast(b.data(), mpi_count(what, b.elements()), mpi_type(b.dtype()), root, s.comm,
+                         &requests[k]),
               what);
   }
   wait_all(s, requests, what,

@@ -141,7 +141,9 @@ struct RestorePlan {
 std::mutex ranks_mutex;
 std::shared_ptr<const detail::CheckpointRanks> installed_ranks;  // guarded by ranks_mutex
 
-std::vector<char> bytes_of(const std::string& text) { return std::vector<char>(text.begin(), text.end()); }
+std::vector<char> bytes_of(const std::string& text) {
+  return std::vector<char>(text.begin(), text.end());
+}
 
 // Rank 0's outcome (an error message, or empty) on every rank, thrown there if not empty.
 void share_outcome(const detail::CheckpointRanks& ranks, std::string outcome) {
@@ -222,19 +224,20 @@ void Checkpoint::save(const std::string& path) const {
           throw InvalidArgument(call + ": optimizer '" + item->name + "' (" +
                                 detail::OptimizerState::name_of(*item->optimizer) +
                                 ") holds slots for a variable that is not tracked (id " +
-                                std::to_string(slots.first) +
-                                "); track every variable it updates");
+                                std::to_string(slots.first) + "); track every variable it updates");
         }
       }
       // Slots in the order of the tracked variables, so that a file's layout is reproducible.
       const std::vector<std::string> slot_names = item->optimizer->slot_names();
       for (const NamedVariable& named : index.variables) {
         const auto slots = state.slots.find(named.variable.id());
-        if (slots == state.slots.end() || index.first_entry.at(named.variable.id()) != named.entry) {
+        if (slots == state.slots.end() ||
+            index.first_entry.at(named.variable.id()) != named.entry) {
           continue;
         }
         for (std::size_t k = 0; k < slot_names.size(); ++k) {
-          entries.emplace_back(slot_entry(item->name, named.entry, slot_names[k]), slots->second[k]);
+          entries.emplace_back(slot_entry(item->name, named.entry, slot_names[k]),
+                               slots->second[k]);
         }
       }
     }
@@ -282,7 +285,8 @@ void Checkpoint::restore(const std::string& path) {
       std::string outcome;
       if (ranks->rank() == 0) {
         try {
-          bytes = detail::files::read_whole_file(path, detail::files::describe_call("load_npz", path));
+          bytes =
+              detail::files::read_whole_file(path, detail::files::describe_call("load_npz", path));
         } catch (const InvalidArgument& error) {
           outcome = error.what();
         }
@@ -300,9 +304,9 @@ void Checkpoint::restore(const std::string& path) {
   RestorePlan plan;
   for (const NamedVariable& named : index.variables) {
     const Variable& variable = named.variable;
-    plan.assignments.emplace_back(
-        variable, file.take(named.entry, variable.shape(), variable.dtype(),
-                            "the tracked variable '" + variable.name() + "'"));
+    plan.assignments.emplace_back(variable,
+                                  file.take(named.entry, variable.shape(), variable.dtype(),
+                                            "the tracked variable '" + variable.name() + "'"));
   }
   for (const auto& item : tracked_) {
     if (item->optimizer != nullptr) {
@@ -337,9 +341,10 @@ void Checkpoint::restore(const std::string& path) {
         std::vector<Tensor> slots;
         for (const std::string& slot : slot_names) {
           // Throws for the first slot missing when only some are there.
-          slots.push_back(file.take(slot_entry(item->name, named.entry, slot),
-                                    named.variable.shape(), named.variable.dtype(),
-                                    "the slot '" + slot + "' of " + what + " for '" + named.entry + "'"));
+          slots.push_back(
+              file.take(slot_entry(item->name, named.entry, slot), named.variable.shape(),
+                        named.variable.dtype(),
+                        "the slot '" + slot + "' of " + what + " for '" + named.entry + "'"));
         }
         state.slots.emplace(named.variable.id(), std::move(slots));
       }
@@ -348,7 +353,8 @@ void Checkpoint::restore(const std::string& path) {
     if (item->generator != nullptr) {
       const std::string what = "generator '" + item->name + "'";
       const std::uint64_t seed = uint64_of(file.take(item->name + "/seed", {}, DType::Int64, what));
-      const std::uint64_t counter = uint64_of(file.take(item->name + "/counter", {}, DType::Int64, what));
+      const std::uint64_t counter =
+          uint64_of(file.take(item->name + "/counter", {}, DType::Int64, what));
       plan.generators.push_back({item->generator, seed, counter});
     }
   }
@@ -359,7 +365,8 @@ void Checkpoint::restore(const std::string& path) {
   for (auto& optimizer : plan.optimizers) {
     detail::OptimizerState::write(*optimizer.first, std::move(optimizer.second));
   }
-  for (const auto& generator : plan.generators) generator.generator->reset(generator.seed, generator.counter);
+  for (const auto& generator : plan.generators)
+    generator.generator->reset(generator.seed, generator.counter);
 }
 
 }  // namespace tapegrad

@@ -122,8 +122,8 @@ AtomicFile::AtomicFile(const std::string& target, std::string call)
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string candidate = target + temporary_suffix();
     // 0666 & ~umask, like numpy.save's open(): O_EXCL never reuses a file another writer made.
-    descriptor_ = FileDescriptor(
-        ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+    descriptor_ =
+        FileDescriptor(::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
     if (descriptor_.is_open()) {
       temporary_path_ = std::move(candidate);
       return;

@@ -110,7 +110,8 @@ class HeaderParser {
           throw InvalidArgument(context_ +
                                 ": the header's 'descr' is not a dtype string (a structured "
                                 "or record dtype?), which tapegrad does not read; the header "
-                                "is: " + printable(text_));
+                                "is: " +
+                                printable(text_));
         }
         header.descr = parse_string("the 'descr' value");
       } else if (key == "fortran_order") {
@@ -135,7 +136,10 @@ class HeaderParser {
     if (position_ != text_.size()) fail("text after the dict");
     if (!has_descr || !has_fortran_order || !has_shape) {
       fail(std::string("missing key '") +
-           (!has_descr ? "descr" : !has_fortran_order ? "fortran_order" : "shape") + "'");
+           (!has_descr           ? "descr"
+            : !has_fortran_order ? "fortran_order"
+                                 : "shape") +
+           "'");
     }
     return header;
   }
@@ -152,9 +156,8 @@ class HeaderParser {
   }
   void skip_space() {
     // NumPy pads with spaces and ends with '\n'; Python's own literals allow tabs and CRs.
-    while (position_ < text_.size() &&
-           (text_[position_] == ' ' || text_[position_] == '\n' || text_[position_] == '\t' ||
-            text_[position_] == '\r')) {
+    while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\n' ||
+                                        text_[position_] == '\t' || text_[position_] == '\r')) {
       ++position_;
     }
   }
@@ -168,7 +171,8 @@ class HeaderParser {
     const char quote = text_[position_++];
     const std::size_t start = position_;
     while (position_ < text_.size() && text_[position_] != quote) {
-      if (text_[position_] == '\\' || text_[position_] == '\n') fail("an escape or line break in a string");
+      if (text_[position_] == '\\' || text_[position_] == '\n')
+        fail("an escape or line break in a string");
       ++position_;
     }
     if (position_ == text_.size()) fail("an unterminated string");
@@ -256,8 +260,8 @@ std::uint64_t checked_element_count(const Shape& shape, std::size_t element_size
                                     const std::string& context) {
   std::uint64_t nonzero_product = 1;
   bool has_zero = false;
-  const auto limit = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) /
-                     element_size;
+  const auto limit =
+      static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) / element_size;
   for (std::size_t dimension : shape) {
     if (dimension == 0) {
       has_zero = true;
@@ -287,7 +291,8 @@ storage_array<T> read_elements(ByteSource& source, const Shape& shape, std::size
   }
   if constexpr (std::is_same_v<T, bool>) {
     static_assert(sizeof(bool) == 1, "a .npy bool is one byte");
-    const auto* bad = std::find_if(bytes, bytes + byte_count, [](unsigned char b) { return b > 1; });
+    const auto* bad =
+        std::find_if(bytes, bytes + byte_count, [](unsigned char b) { return b > 1; });
     if (bad != bytes + byte_count) {
       throw InvalidArgument(context + ": bool element " + std::to_string(bad - bytes) +
                             " is the byte " + std::to_string(*bad) + ", not 0 or 1");
@@ -336,8 +341,9 @@ std::string format_header(DType dtype, const Shape& shape) {
 
 ElementBytes element_bytes(const Tensor& tensor, const std::string& context) {
   if (!tensor.defined()) {
-    throw InvalidArgument(context + ": the tensor is undefined (an unconnected gradient, or a "
-                                    "default-constructed Tensor)");
+    throw InvalidArgument(context +
+                          ": the tensor is undefined (an unconnected gradient, or a "
+                          "default-constructed Tensor)");
   }
   auto view = [&](auto zero) {
     using T = decltype(zero);
@@ -354,11 +360,16 @@ ElementBytes element_bytes(const Tensor& tensor, const std::string& context) {
     }
   };
   switch (tensor.dtype()) {
-    case DType::Float32: return view(float{});
-    case DType::Float64: return view(double{});
-    case DType::Int32: return view(std::int32_t{});
-    case DType::Int64: return view(std::int64_t{});
-    case DType::Bool: return view(bool{});
+    case DType::Float32:
+      return view(float{});
+    case DType::Float64:
+      return view(double{});
+    case DType::Int32:
+      return view(std::int32_t{});
+    case DType::Int64:
+      return view(std::int64_t{});
+    case DType::Bool:
+      return view(bool{});
   }
   throw InvalidArgument(context + ": unknown dtype");
 }
@@ -373,9 +384,10 @@ Tensor read_npy(ByteSource& source, std::uint64_t total_size, const std::string&
     throw InvalidArgument(context + ": the file ends inside the .npy prefix (truncated)");
   }
   if (std::memcmp(prefix, kMagic, kMagicSize) != 0) {
-    throw InvalidArgument(context + ": not a .npy file (its first bytes are '" +
-                          printable(std::string(reinterpret_cast<const char*>(prefix), kMagicSize)) +
-                          "', not the magic '\\x93NUMPY')");
+    throw InvalidArgument(
+        context + ": not a .npy file (its first bytes are '" +
+        printable(std::string(reinterpret_cast<const char*>(prefix), kMagicSize)) +
+        "', not the magic '\\x93NUMPY')");
   }
   const unsigned major = prefix[kMagicSize], minor = prefix[kMagicSize + 1];
   if (minor != 0 || major < 1 || major > 3) {
@@ -413,21 +425,27 @@ Tensor read_npy(ByteSource& source, std::uint64_t total_size, const std::string&
   if (byte_count != available) {
     throw InvalidArgument(context + ": the header's shape " + shape_to_string(header.shape) +
                           " and dtype '" + header.descr + "' need " + std::to_string(byte_count) +
-                          " bytes of data, but " + std::to_string(available) + " follow the header" +
+                          " bytes of data, but " + std::to_string(available) +
+                          " follow the header" +
                           (byte_count > available ? " (truncated)" : " (trailing bytes)"));
   }
   try {
     switch (code.dtype) {
-      case DType::Float32: return read_tensor<float>(source, header, byte_count, context);
-      case DType::Float64: return read_tensor<double>(source, header, byte_count, context);
-      case DType::Int32: return read_tensor<std::int32_t>(source, header, byte_count, context);
-      case DType::Int64: return read_tensor<std::int64_t>(source, header, byte_count, context);
-      case DType::Bool: return read_tensor<bool>(source, header, byte_count, context);
+      case DType::Float32:
+        return read_tensor<float>(source, header, byte_count, context);
+      case DType::Float64:
+        return read_tensor<double>(source, header, byte_count, context);
+      case DType::Int32:
+        return read_tensor<std::int32_t>(source, header, byte_count, context);
+      case DType::Int64:
+        return read_tensor<std::int64_t>(source, header, byte_count, context);
+      case DType::Bool:
+        return read_tensor<bool>(source, header, byte_count, context);
     }
   } catch (const std::bad_alloc&) {
     throw ResourceExhausted(context + ": out of memory allocating a tensor of shape " +
-                            shape_to_string(header.shape) + " and dtype " +
-                            dtype_name(code.dtype) + " (" + std::to_string(byte_count) + " bytes)");
+                            shape_to_string(header.shape) + " and dtype " + dtype_name(code.dtype) +
+                            " (" + std::to_string(byte_count) + " bytes)");
   }
   throw InvalidArgument(context + ": unknown dtype");
 }

@@ -85,8 +85,7 @@ class MemberSource final : public detail::npy::ByteSource {
       const zip_int64_t got = zip_fread(member_, bytes + done, count - done);
       // libzip reports a member whose data do not match its recorded size or CRC-32 here.
       if (got < 0) {
-        throw InvalidArgument(context_ + ": cannot read the entry: " +
-                              zip_file_strerror(member_));
+        throw InvalidArgument(context_ + ": cannot read the entry: " + zip_file_strerror(member_));
       }
       if (got == 0) break;
       done += static_cast<std::size_t>(got);
@@ -125,14 +124,13 @@ Tensor read_member(zip_t* archive, zip_uint64_t index, const zip_stat_t& status,
     }
   } else if (status.comp_method == ZIP_CM_DEFLATE) {
     if (status.size / kDeflateRatio > status.comp_size) {
-      throw InvalidArgument(context + ": a deflated entry of " +
-                            std::to_string(status.comp_size) + " bytes claims " +
-                            std::to_string(status.size) + " uncompressed (corrupt)");
+      throw InvalidArgument(context + ": a deflated entry of " + std::to_string(status.comp_size) +
+                            " bytes claims " + std::to_string(status.size) +
+                            " uncompressed (corrupt)");
     }
   } else {
     // NumPy writes stored (savez) or deflated (savez_compressed) members only.
-    throw InvalidArgument(context + ": compression method " +
-                          std::to_string(status.comp_method) +
+    throw InvalidArgument(context + ": compression method " + std::to_string(status.comp_method) +
                           " (tapegrad reads stored and deflated entries, as NumPy writes them)");
   }
   Member member(zip_fopen_index(archive, index, 0));
@@ -151,8 +149,7 @@ Tensor read_member(zip_t* archive, zip_uint64_t index, const zip_stat_t& status,
 }
 
 // Every member of an open archive, in the archive's order.
-std::vector<std::pair<std::string, Tensor>> read_members(zip_t* archive,
-                                                         std::uint64_t archive_size,
+std::vector<std::pair<std::string, Tensor>> read_members(zip_t* archive, std::uint64_t archive_size,
                                                          const std::string& call) {
   const zip_int64_t count = zip_get_num_entries(archive, 0);
   if (count < 0) throw InvalidArgument(call + ": cannot count the archive's entries");
@@ -172,7 +169,8 @@ std::vector<std::pair<std::string, Tensor>> read_members(zip_t* archive,
     // A folder entry (some zip tools add them for "conv1/...") holds no array.
     if (!name.empty() && name.back() == '/') continue;
     // NumPy's own naming: array "w" is member "w.npy"; another member keeps its name.
-    if (name.size() >= kSuffixSize && name.compare(name.size() - kSuffixSize, kSuffixSize, kSuffix) == 0) {
+    if (name.size() >= kSuffixSize &&
+        name.compare(name.size() - kSuffixSize, kSuffixSize, kSuffix) == 0) {
       name.resize(name.size() - kSuffixSize);
     }
     const std::string context = entry_context(call, name);
@@ -252,9 +250,9 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   detail::files::ZipFileSink sink(file.descriptor());
   ZipError error;
   Source sink_source(sink.make_source(error.get()));
-  Archive archive(sink_source ? zip_open_from_source(sink_source.get(), ZIP_CREATE | ZIP_TRUNCATE,
-                                                     error.get())
-                              : nullptr);
+  Archive archive(
+      sink_source ? zip_open_from_source(sink_source.get(), ZIP_CREATE | ZIP_TRUNCATE, error.get())
+                  : nullptr);
   if (!archive) throw InvalidArgument(call + ": cannot create the archive: " + error.text());
   sink_source.release();  // the archive owns it now
   // Each member's bytes as two fragments, the header and the tensor's own storage, so the
@@ -270,7 +268,8 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
                        elements[i].size};
     // An empty tensor's storage may be a null pointer, which libzip refuses even for 0 bytes.
     const zip_uint64_t fragment_count = elements[i].size > 0 ? 2 : 1;
-    Source source(zip_source_buffer_fragment(archive.get(), fragments[i].data(), fragment_count, 0));
+    Source source(
+        zip_source_buffer_fragment(archive.get(), fragments[i].data(), fragment_count, 0));
     if (!source) {
       throw InvalidArgument(context + ": cannot add the entry: " + zip_strerror(archive.get()));
     }
@@ -281,7 +280,8 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
     }
     source.release();  // the archive owns it now
     // Stored, as numpy.savez writes (savez_compressed's deflate is not offered).
-    if (zip_set_file_compression(archive.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) != 0) {
+    if (zip_set_file_compression(archive.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE,
+                                 0) != 0) {
       throw InvalidArgument(context + ": cannot store the entry: " + zip_strerror(archive.get()));
     }
   }

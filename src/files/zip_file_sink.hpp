@@ -32,10 +32,10 @@ class ZipFileSink {
   zip_int64_t fail(int zip_code, int system_code);
 
   int descriptor_;
-  std::vector<char> pending_;        // bytes not yet written, for the file at pending_offset_
+  std::vector<char> pending_;  // bytes not yet written, for the file at pending_offset_
   std::uint64_t pending_offset_ = 0;
-  std::uint64_t position_ = 0;       // where the next write goes
-  std::uint64_t end_ = 0;            // the archive's size so far
+  std::uint64_t position_ = 0;  // where the next write goes
+  std::uint64_t end_ = 0;       // the archive's size so far
   zip_error_t error_;
 };
 

@@ -63,7 +63,8 @@ GradientCheck check_gradient(const Fn& f, const std::vector<Tensor>& args, std::
       Tensor g = tape.gradient({y}, {inputs[arg_index]}, {seed})[0];
       if (!g.defined()) continue;  // unconnected: a zero row
       const auto row = as_doubles(g);
-      std::copy(row.begin(), row.end(), theoretical.begin() + static_cast<std::ptrdiff_t>(i * n_in));
+      std::copy(row.begin(), row.end(),
+                theoretical.begin() + static_cast<std::ptrdiff_t>(i * n_in));
     }
   }
 
@@ -87,8 +88,8 @@ GradientCheck check_gradient(const Fn& f, const std::vector<Tensor>& args, std::
     max_error = std::isnan(e) ? e : std::max(max_error, e);
     if (std::isnan(e)) break;
   }
-  return GradientCheck{from_values(theoretical, {n_out, n_in}), from_values(numerical, {n_out, n_in}),
-                       max_error};
+  return GradientCheck{from_values(theoretical, {n_out, n_in}),
+                       from_values(numerical, {n_out, n_in}), max_error};
 }
 
 }  // namespace tapegrad

@@ -12,7 +12,6 @@ namespace tapegrad {
 
 namespace {
 
-
 // x's shape as reshape takes it, after `leading`.
 std::vector<std::int64_t> joined_dims(const Shape& leading, const Shape& trailing) {
   std::vector<std::int64_t> dims;
@@ -87,10 +86,11 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
     columns_shape.insert(columns_shape.end(), y_shape->begin(), y_shape->end());
     return std::vector<Shape>{columns_shape};
   };
-  const Tensor columns = detail::vectorize_over_identity(column, x.shape(), x.dtype(),
-                                                         detail::FinalShapes(final_shapes), options)[0];
+  const Tensor columns = detail::vectorize_over_identity(
+      column, x.shape(), x.dtype(), detail::FinalShapes(final_shapes), options)[0];
   std::vector<int> column_axis_last(columns_shape.size());
-  for (std::size_t d = 0; d + 1 < columns_shape.size(); ++d) column_axis_last[d] = static_cast<int>(d + 1);
+  for (std::size_t d = 0; d + 1 < columns_shape.size(); ++d)
+    column_axis_last[d] = static_cast<int>(d + 1);
   column_axis_last.back() = 0;
   const Tensor result = transpose(columns, column_axis_last);
   if (x.rank() == 1) return result;

@@ -27,7 +27,6 @@ struct VjpState {
 
 namespace {
 
-
 void require_floating_point(const Tensor& x, const char* function, const char* what) {
   if (!x.defined()) throw InvalidArgument(std::string(function) + ": " + what + " is undefined");
   if (!is_floating(x.dtype())) {
@@ -135,8 +134,8 @@ std::vector<Tensor> VJP::operator()(const Tensor& dy) const {
                           dtype_name(dy.dtype()) + ", but f's result has shape " +
                           shape_to_string(y.shape()) + " and dtype " + dtype_name(y.dtype()));
   }
-  std::vector<GradientValue> values = detail::imperative_grad(
-      *state_->tape, {y}, state_->sources, {dy}, UnconnectedGradients::None);
+  std::vector<GradientValue> values = detail::imperative_grad(*state_->tape, {y}, state_->sources,
+                                                              {dy}, UnconnectedGradients::None);
   std::vector<Tensor> grads;
   grads.reserve(values.size());
   for (const auto& v : values) grads.push_back(v.to_dense());

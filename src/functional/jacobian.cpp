@@ -38,9 +38,8 @@ Tensor row_seed(const Tensor& target, std::size_t r, std::size_t count, std::siz
 // For each source, the gradient rows of `n_rows` seeded backward runs (undefined rows where
 // a source got no gradient).
 std::vector<std::vector<Tensor>> gradient_rows(detail::TapeImpl& tape, const Tensor& target,
-                                               const detail::BackwardPlan& plan,
-                                               std::size_t n_rows, std::size_t seed_count,
-                                               std::size_t seed_stride) {
+                                               const detail::BackwardPlan& plan, std::size_t n_rows,
+                                               std::size_t seed_count, std::size_t seed_stride) {
   std::vector<std::vector<Tensor>> rows(plan.sources.size(), std::vector<Tensor>(n_rows));
   if (!is_floating(target.dtype())) return rows;
   const std::vector<Tensor> targets{target};
@@ -48,9 +47,8 @@ std::vector<std::vector<Tensor>> gradient_rows(detail::TapeImpl& tape, const Ten
   for (std::size_t r = 0; r < n_rows; ++r) {
     seeds[0] = row_seed(target, r, seed_count, seed_stride);
     const bool last = r + 1 == n_rows;
-    std::vector<GradientValue> grads =
-        detail::run_backward(tape, plan, targets, seeds, UnconnectedGradients::None,
-                             last && !tape.persistent());
+    std::vector<GradientValue> grads = detail::run_backward(
+        tape, plan, targets, seeds, UnconnectedGradients::None, last && !tape.persistent());
     for (std::size_t k = 0; k < grads.size(); ++k) {
       if (grads[k].defined()) rows[k][r] = grads[k].to_dense();
     }
@@ -60,7 +58,8 @@ std::vector<std::vector<Tensor>> gradient_rows(detail::TapeImpl& tape, const Ten
 
 // [rows] ++ target.shape: row r's output gradient has ones at flat positions r + k * stride,
 // k < count (the loop's row_seed for every r at once).
-Tensor all_row_seeds(const Tensor& target, std::size_t rows, std::size_t count, std::size_t stride) {
+Tensor all_row_seeds(const Tensor& target, std::size_t rows, std::size_t count,
+                     std::size_t stride) {
   Shape shape{rows};
   shape.insert(shape.end(), target.shape().begin(), target.shape().end());
   return detail::dispatch_floating("jacobian", target.dtype(), [&](auto zero) {
@@ -143,8 +142,7 @@ Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source,
   return jacobian(target, std::vector<Tensor>{source}, options)[0];
 }
 
-std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
-                                           const std::vector<Tensor>& sources,
+std::vector<Tensor> GradientTape::jacobian(const Tensor& target, const std::vector<Tensor>& sources,
                                            UnconnectedGradients unconnected) {
   JacobianOptions options;
   options.unconnected = unconnected;
@@ -156,8 +154,7 @@ Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source,
   return jacobian(target, std::vector<Tensor>{source}, options)[0];
 }
 
-std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
-                                           const std::vector<Tensor>& sources,
+std::vector<Tensor> GradientTape::jacobian(const Tensor& target, const std::vector<Tensor>& sources,
                                            const JacobianOptions& options) {
   const UnconnectedGradients unconnected = options.unconnected;
   detail::require_valid_unconnected("GradientTape::jacobian", unconnected);
@@ -178,7 +175,8 @@ std::vector<Tensor> GradientTape::jacobian(const Tensor& target,
   if (options.vectorize && n_rows > 0 && is_floating(target.dtype())) {
     // The seeds are the rows of the identity: vectorized over it without building it.
     std::vector<Shape> shapes;
-    for (const detail::TensorMeta& meta : metas) shapes.push_back(concatenated(target.shape(), meta.shape));
+    for (const detail::TensorMeta& meta : metas)
+      shapes.push_back(concatenated(target.shape(), meta.shape));
     const std::vector<Tensor> stacked = detail::vectorize_over_identity(
         backward_walk(*tape, target, plan), target.shape(), target.dtype(), shapes,
         vectorize_options(options.parallel_iterations, "jacobian"));
@@ -218,10 +216,10 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
   meta_of(target, "batch_jacobian", "the target");
   live_tape("batch_jacobian");
   if (target.rank() < 2 || source.rank() < 2 || target.shape()[0] != source.shape()[0]) {
-    throw InvalidArgument(
-        "GradientTape::batch_jacobian: the target (shape " + shape_to_string(target.shape()) +
-        ") and the source (shape " + shape_to_string(source.shape()) +
-        ") must both have rank 2 or more and the same first (batch) dimension");
+    throw InvalidArgument("GradientTape::batch_jacobian: the target (shape " +
+                          shape_to_string(target.shape()) + ") and the source (shape " +
+                          shape_to_string(source.shape()) +
+                          ") must both have rank 2 or more and the same first (batch) dimension");
   }
 
   std::shared_ptr<detail::TapeImpl> tape = begin_backward("batch_jacobian");
@@ -254,9 +252,9 @@ Tensor GradientTape::batch_jacobian(const Tensor& target, const Tensor& source,
     const Tensor swapped = transpose(rows, {1, 0, 2});
     return swapped.shape() == result_shape ? swapped : reshape(swapped, result_dims);
   }
-  std::vector<Tensor> rows =
-      batch == 0 ? std::vector<Tensor>(row_size)
-                 : gradient_rows(*tape, target, plan, row_size, batch, row_size)[0];
+  std::vector<Tensor> rows = batch == 0
+                                 ? std::vector<Tensor>(row_size)
+                                 : gradient_rows(*tape, target, plan, row_size, batch, row_size)[0];
 
   const bool any_row =
       std::any_of(rows.begin(), rows.end(), [](const Tensor& t) { return t.defined(); });

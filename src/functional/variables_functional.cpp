@@ -11,14 +11,16 @@ std::pair<Tensor, std::vector<std::pair<Tensor, Variable>>> implicit_value_and_g
   GradientTape tape;
   Tensor value = f();
   if (!value.defined()) {
-    throw InvalidArgument("implicit_value_and_gradients: Cannot differentiate a function that "
-                          "returns None (an undefined tensor); did you forget to return a value?");
+    throw InvalidArgument(
+        "implicit_value_and_gradients: Cannot differentiate a function that "
+        "returns None (an undefined tensor); did you forget to return a value?");
   }
   // Auto-watching watches exactly the trainable variables read, in creation order.
   std::vector<Variable> variables = tape.watched_variables();
   if (variables.empty()) {
-    throw InvalidArgument("implicit_value_and_gradients: No trainable variables were accessed "
-                          "while the function was being computed.");
+    throw InvalidArgument(
+        "implicit_value_and_gradients: No trainable variables were accessed "
+        "while the function was being computed.");
   }
   std::vector<Tensor> grads = tape.gradient(value, variables);
   std::vector<std::pair<Tensor, Variable>> result;

@@ -217,8 +217,8 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         inputs.push_back(is_value ? dense(values[in.value]) : in.constant);
         batched.push_back(is_value);
       }
-      const BatchingContext context{*op.op,           op.attrs.get(),    batched, batch,
-                                    op.output_shapes, op.output_dtypes};
+      const BatchingContext context{*op.op, op.attrs.get(),   batched,
+                                    batch,  op.output_shapes, op.output_dtypes};
       outputs = op.op->batching_rule(context, inputs);
     }
     const char* rule = structured_outputs ? "structure" : "batching";
@@ -241,10 +241,9 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         throw InvalidArgument(
             caller + ": the " + rule + " rule of '" + op.op->name + "' returned output " +
             std::to_string(j) + " of shape " +
-            (result.defined() ? shape_to_string(result.shape()) : "(undefined)") +
-            " and dtype " + (result.defined() ? dtype_name(result.dtype()) : "-") +
-            "; expected shape " + shape_to_string(expected) + " and dtype " +
-            dtype_name(op.output_dtypes[j]));
+            (result.defined() ? shape_to_string(result.shape()) : "(undefined)") + " and dtype " +
+            (result.defined() ? dtype_name(result.dtype()) : "-") + "; expected shape " +
+            shape_to_string(expected) + " and dtype " + dtype_name(op.output_dtypes[j]));
       }
       StructuredValue& out = values[op.outputs[j]];
       out = StructuredValue{};
@@ -286,7 +285,8 @@ std::size_t batch_size_of(const std::vector<Tensor>& elems, const std::string& c
   std::size_t batch = 0;
   for (std::size_t i = 0; i < elems.size(); ++i) {
     const Tensor& e = elems[i];
-    if (!e.defined()) throw InvalidArgument(caller + ": elem " + std::to_string(i) + " is undefined");
+    if (!e.defined())
+      throw InvalidArgument(caller + ": elem " + std::to_string(i) + " is undefined");
     if (e.rank() == 0) {
       throw InvalidArgument(caller + ": elem " + std::to_string(i) +
                             " is a scalar; each elem needs a leading axis to map over");
@@ -311,8 +311,9 @@ std::vector<Tensor> empty_batch(const BatchFunction& fn, const std::vector<Tenso
   for (const Tensor& e : elems) {
     placeholders.push_back(zeros(Shape(e.shape().begin() + 1, e.shape().end()), e.dtype()));
   }
-  const std::string why = caller + ": the batch is empty, so fn is traced once on placeholders "
-                                   "(inputs without values) to learn its output shapes";
+  const std::string why = caller +
+                          ": the batch is empty, so fn is traced once on placeholders "
+                          "(inputs without values) to learn its output shapes";
   TracedCall call;
   try {
     call = trace_call(fn, placeholders, false, true);
@@ -326,7 +327,8 @@ std::vector<Tensor> empty_batch(const BatchFunction& fn, const std::vector<Tenso
   }
 }
 
-std::vector<Tensor> stacked(const std::vector<std::vector<Tensor>>& rows, const std::string& caller) {
+std::vector<Tensor> stacked(const std::vector<std::vector<Tensor>>& rows,
+                            const std::string& caller) {
   const std::size_t n_outputs = rows.front().size();
   std::vector<Tensor> result(n_outputs);
   for (std::size_t j = 0; j < n_outputs; ++j) {
@@ -403,8 +405,8 @@ std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>
     }
   } catch (const NotBatchable& refused) {
     if (!options.fallback_to_loop) throw;
-    warn_once(caller + "-not-batchable", std::string(refused.what()) +
-                                             "; fn runs once per slice (a loop) instead");
+    warn_once(caller + "-not-batchable",
+              std::string(refused.what()) + "; fn runs once per slice (a loop) instead");
     return loop_over_batch(fn, elems, caller);
   }
   std::vector<Tensor> result(parts.front().size());
@@ -503,7 +505,8 @@ std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape
   const TracedCall last = trace_call(fn, {identity_row(example, dtype, n - 1)});
   const std::vector<bool> needed = needed_ops(first);
   if (!vectorizable(first, last, needed, options)) {
-    std::vector<Tensor> results = loop_over_batch(fn, {identity_batch(example, dtype)}, options.caller);
+    std::vector<Tensor> results =
+        loop_over_batch(fn, {identity_batch(example, dtype)}, options.caller);
     return reshaped_all(std::move(results), final_shapes_of());
   }
   const std::vector<Shape> final_shapes = final_shapes_of();

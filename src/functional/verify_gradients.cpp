@@ -43,10 +43,10 @@ void compare(const GradientCheck& check, const VerifyOptions& options, Describe 
     const double n = numeric.data()[k];
     const double bound = options.atol + options.rtol * std::abs(n);
     if (std::abs(a - n) <= bound) continue;  // false for NaN: a NaN always fails
-    throw GradientCheckError("verify_gradients: " + what(k / columns, k % columns) +
-                             ": analytic " + number(a) + ", numeric " + number(n) +
-                             " (difference " + number(std::abs(a - n)) + " > atol + rtol * |numeric| = " +
-                             number(bound) + ")");
+    throw GradientCheckError("verify_gradients: " + what(k / columns, k % columns) + ": analytic " +
+                             number(a) + ", numeric " + number(n) + " (difference " +
+                             number(std::abs(a - n)) +
+                             " > atol + rtol * |numeric| = " + number(bound) + ")");
   }
 }
 
@@ -54,7 +54,8 @@ void compare(const GradientCheck& check, const VerifyOptions& options, Describe 
 // cancellation hides an error, and never zero.
 Tensor weights_like(const Tensor& y) {
   std::vector<double> w(y.size());
-  for (std::size_t k = 0; k < w.size(); ++k) w[k] = 0.5 + std::fmod(0.6180339887 * static_cast<double>(k + 1), 1.0);
+  for (std::size_t k = 0; k < w.size(); ++k)
+    w[k] = 0.5 + std::fmod(0.6180339887 * static_cast<double>(k + 1), 1.0);
   return from_values(w, y.shape(), y.dtype());
 }
 
@@ -62,12 +63,14 @@ Tensor weights_like(const Tensor& y) {
 
 void verify_gradients(const Fn& f, const std::vector<Tensor>& args, const VerifyOptions& options) {
   if (options.order != 1 && options.order != 2) {
-    throw InvalidArgument("verify_gradients: order must be 1 or 2, got " + std::to_string(options.order));
+    throw InvalidArgument("verify_gradients: order must be 1 or 2, got " +
+                          std::to_string(options.order));
   }
   if (!(options.delta > 0) || !(options.atol >= 0) || !(options.rtol >= 0)) {
-    throw InvalidArgument("verify_gradients: delta must be positive and atol, rtol non-negative; got delta " +
-                          number(options.delta) + ", atol " + number(options.atol) + ", rtol " +
-                          number(options.rtol));
+    throw InvalidArgument(
+        "verify_gradients: delta must be positive and atol, rtol non-negative; got delta " +
+        number(options.delta) + ", atol " + number(options.atol) + ", rtol " +
+        number(options.rtol));
   }
   std::vector<std::size_t> floating;
   for (std::size_t i = 0; i < args.size(); ++i) {

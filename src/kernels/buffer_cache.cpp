@@ -92,7 +92,9 @@ bool fits_in_cache(std::size_t bytes) {
 }
 
 void* allocate_from_system(std::size_t bytes);
-void free_to_system(void* buffer) { std::free(buffer); }  // NOLINT: malloc's and posix_memalign's pair
+void free_to_system(void* buffer) {
+  std::free(buffer);
+}  // NOLINT: malloc's and posix_memalign's pair
 
 void* pop(std::vector<void*>& list) {
   if (list.empty()) return nullptr;
@@ -341,8 +343,8 @@ MemoryStats memory_stats() {
 }
 
 void reset_peak_memory() {
-  detail::buffer_counters.peak.store(
-      detail::buffer_counters.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  detail::buffer_counters.peak.store(detail::buffer_counters.in_use.load(std::memory_order_relaxed),
+                                     std::memory_order_relaxed);
 }
 
 void release_cached_memory() {

@@ -20,25 +20,34 @@ namespace tapegrad::detail {
 template <class F>
 decltype(auto) dispatch_floating(const char* op, DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    default: throw_unsupported_dtype(op, dtype, "float32 or float64");
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    default:
+      throw_unsupported_dtype(op, dtype, "float32 or float64");
   }
 }
 
 template <class F>
 decltype(auto) dispatch_numeric(const char* op, DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int32: return f(std::int32_t{});
-    case DType::Int64: return f(std::int64_t{});
-    default: throw_unsupported_dtype(op, dtype, "float32, float64, int32 or int64");
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int32:
+      return f(std::int32_t{});
+    case DType::Int64:
+      return f(std::int64_t{});
+    default:
+      throw_unsupported_dtype(op, dtype, "float32, float64, int32 or int64");
   }
 }
 
 // The same, dispatching on x's dtype: a rejection names op, x's shape and x's dtype.
-[[noreturn]] inline void throw_unsupported_dtype(const char* op, const Tensor& x, const char* allowed) {
+[[noreturn]] inline void throw_unsupported_dtype(const char* op, const Tensor& x,
+                                                 const char* allowed) {
   throw InvalidArgument(describe(op, x) + ": dtype " + dtype_name(x.dtype()) +
                         " is not supported (expected " + allowed + ")");
 }
@@ -71,11 +80,16 @@ decltype(auto) dispatch_in(const char* op, const Tensor& x, F&& f) {
 template <class F>
 decltype(auto) dispatch_any(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int32: return f(std::int32_t{});
-    case DType::Int64: return f(std::int64_t{});
-    case DType::Bool: return f(bool{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int32:
+      return f(std::int32_t{});
+    case DType::Int64:
+      return f(std::int64_t{});
+    case DType::Bool:
+      return f(bool{});
   }
   throw_unsupported_dtype("dispatch", dtype, "a known dtype");
 }

@@ -121,10 +121,10 @@ void for_each_filter_row(const ConvGeometry& g, std::size_t first_row, std::size
     const TapSpan cols = tap_span(ow, g.stride_w, g.dilation_w, g.pad_left, g.k_w, g.in_w);
     for (std::size_t kh = 0; kh < g.k_h; ++kh) {
       const bool inside = kh >= rows.first && kh < rows.last;
-      const std::size_t ih =
-          inside ? static_cast<std::size_t>(rows.origin +
-                                            static_cast<std::ptrdiff_t>(kh * g.dilation_h))
-                 : 0;
+      const std::size_t ih = inside
+                                 ? static_cast<std::size_t>(
+                                       rows.origin + static_cast<std::ptrdiff_t>(kh * g.dilation_h))
+                                 : 0;
       visit(r - first_row, kh, inside, (n * g.in_h + ih) * g.in_w, cols);
     }
     if (++ow == g.out_w) {
@@ -144,26 +144,27 @@ void im2col_rows(const ConvGeometry& g, const T* x, std::size_t first_row, std::
                  T* col) {
   const std::size_t c = g.in_c;
   const std::size_t run = g.k_w * c;
-  for_each_filter_row(g, first_row, last_row,
-                      [&](std::size_t row, std::size_t kh, bool inside, std::size_t pixel,
-                          const TapSpan& cols) {
-    T* out = col + row * g.patch() + kh * run;
-    if (!inside) {
-      zero_run(out, run);
-      return;
-    }
-    zero_run(out, cols.first * c);
-    if (g.dilation_w == 1) {
-      const T* from = x + (pixel + static_cast<std::size_t>(cols.origin) + cols.first) * c;
-      copy_run(out + cols.first * c, from, (cols.last - cols.first) * c);
-    } else {
-      for (std::size_t kw = cols.first; kw < cols.last; ++kw) {
-        const auto iw = static_cast<std::size_t>(cols.origin + static_cast<std::ptrdiff_t>(kw * g.dilation_w));
-        copy_run(out + kw * c, x + (pixel + iw) * c, c);
-      }
-    }
-    zero_run(out + cols.last * c, (g.k_w - cols.last) * c);
-  });
+  for_each_filter_row(
+      g, first_row, last_row,
+      [&](std::size_t row, std::size_t kh, bool inside, std::size_t pixel, const TapSpan& cols) {
+        T* out = col + row * g.patch() + kh * run;
+        if (!inside) {
+          zero_run(out, run);
+          return;
+        }
+        zero_run(out, cols.first * c);
+        if (g.dilation_w == 1) {
+          const T* from = x + (pixel + static_cast<std::size_t>(cols.origin) + cols.first) * c;
+          copy_run(out + cols.first * c, from, (cols.last - cols.first) * c);
+        } else {
+          for (std::size_t kw = cols.first; kw < cols.last; ++kw) {
+            const auto iw = static_cast<std::size_t>(
+                cols.origin + static_cast<std::ptrdiff_t>(kw * g.dilation_w));
+            copy_run(out + kw * c, x + (pixel + iw) * c, c);
+          }
+        }
+        zero_run(out + cols.last * c, (g.k_w - cols.last) * c);
+      });
 }
 
 // The transpose of im2col_rows: every entry of col added to the element of dx it came from.
@@ -172,21 +173,22 @@ void col2im_rows(const ConvGeometry& g, const T* col, std::size_t first_row, std
                  T* dx) {
   const std::size_t c = g.in_c;
   const std::size_t run = g.k_w * c;
-  for_each_filter_row(g, first_row, last_row,
-                      [&](std::size_t row, std::size_t kh, bool inside, std::size_t pixel,
-                          const TapSpan& cols) {
-    if (!inside) return;
-    const T* in = col + row * g.patch() + kh * run;
-    if (g.dilation_w == 1) {
-      T* to = dx + (pixel + static_cast<std::size_t>(cols.origin) + cols.first) * c;
-      add_run(to, in + cols.first * c, (cols.last - cols.first) * c);
-    } else {
-      for (std::size_t kw = cols.first; kw < cols.last; ++kw) {
-        const auto iw = static_cast<std::size_t>(cols.origin + static_cast<std::ptrdiff_t>(kw * g.dilation_w));
-        add_run(dx + (pixel + iw) * c, in + kw * c, c);
-      }
-    }
-  });
+  for_each_filter_row(
+      g, first_row, last_row,
+      [&](std::size_t row, std::size_t kh, bool inside, std::size_t pixel, const TapSpan& cols) {
+        if (!inside) return;
+        const T* in = col + row * g.patch() + kh * run;
+        if (g.dilation_w == 1) {
+          T* to = dx + (pixel + static_cast<std::size_t>(cols.origin) + cols.first) * c;
+          add_run(to, in + cols.first * c, (cols.last - cols.first) * c);
+        } else {
+          for (std::size_t kw = cols.first; kw < cols.last; ++kw) {
+            const auto iw = static_cast<std::size_t>(
+                cols.origin + static_cast<std::ptrdiff_t>(kw * g.dilation_w));
+            add_run(dx + (pixel + iw) * c, in + kw * c, c);
+          }
+        }
+      });
 }
 
 // This thread's scratch for one block of im2col rows (reused: a block is cache-sized).
@@ -247,8 +249,8 @@ void conv2d_backprop_input(const ConvGeometry& g, const T* grad, const T* filter
   }
   std::fill_n(dx, g.input_size(), T(0));
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
-    blas_gemm(false, true, last - first, g.patch(), g.out_c, grad + first * g.out_c, filters,
-              T(0), col);
+    blas_gemm(false, true, last - first, g.patch(), g.out_c, grad + first * g.out_c, filters, T(0),
+              col);
     col2im_rows(g, col, first, last, dx);
   });
 }
@@ -272,9 +274,9 @@ void conv2d_backprop_filter(const ConvGeometry& g, const T* x, const T* grad, T*
   });
 }
 
-#define TAPEGRAD_CONV_INSTANTIATE(T)                                                           \
-  template void conv2d_forward<T>(const ConvGeometry&, const T*, const T*, T*);              \
-  template void conv2d_backprop_input<T>(const ConvGeometry&, const T*, const T*, T*);       \
+#define TAPEGRAD_CONV_INSTANTIATE(T)                                                   \
+  template void conv2d_forward<T>(const ConvGeometry&, const T*, const T*, T*);        \
+  template void conv2d_backprop_input<T>(const ConvGeometry&, const T*, const T*, T*); \
   template void conv2d_backprop_filter<T>(const ConvGeometry&, const T*, const T*, T*);
 TAPEGRAD_CONV_INSTANTIATE(float)
 TAPEGRAD_CONV_INSTANTIATE(double)

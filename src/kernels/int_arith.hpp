@@ -26,11 +26,17 @@ T wrapping(T a, T b, Op op) {
 }
 
 template <class T>
-T wrapping_add(T a, T b) { return wrapping(a, b, std::plus<>()); }
+T wrapping_add(T a, T b) {
+  return wrapping(a, b, std::plus<>());
+}
 template <class T>
-T wrapping_sub(T a, T b) { return wrapping(a, b, std::minus<>()); }
+T wrapping_sub(T a, T b) {
+  return wrapping(a, b, std::minus<>());
+}
 template <class T>
-T wrapping_mul(T a, T b) { return wrapping(a, b, std::multiplies<>()); }
+T wrapping_mul(T a, T b) {
+  return wrapping(a, b, std::multiplies<>());
+}
 
 // -INT_MIN wraps to INT_MIN.
 template <class T>

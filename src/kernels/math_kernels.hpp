@@ -17,8 +17,9 @@ namespace tapegrad::detail {
 inline void require_numeric_operands(const char* op, const Tensor& x, const Tensor& y) {
   require_same_dtype(op, x, y);
   if (x.dtype() == DType::Bool) {
-    throw InvalidArgument(describe(op, x, y) +
-                          ": dtype bool is not supported (expected float32, float64, int32 or int64)");
+    throw InvalidArgument(
+        describe(op, x, y) +
+        ": dtype bool is not supported (expected float32, float64, int32 or int64)");
   }
 }
 
@@ -107,8 +108,10 @@ Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, 
     using T = decltype(zero);
     const KernelInput<T> a(y);
     const KernelInput<T> b(g);
-    if (a.shape() != b.shape()) throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
-    return binary_tensor<T>(a, b, a.shape(), [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
+    if (a.shape() != b.shape())
+      throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
+    return binary_tensor<T>(a, b, a.shape(),
+                            [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
   });
 }
 

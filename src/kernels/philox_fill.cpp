@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include <Random123/boxmuller.hpp>
 #include <Random123/philox.h>
+#include <Random123/boxmuller.hpp>
 #include <Random123/uniform.hpp>
 
 namespace tapegrad::detail {
@@ -13,10 +13,9 @@ namespace tapegrad::detail {
 std::array<std::uint32_t, 4> philox_block(std::uint64_t seed, std::uint64_t start,
                                           std::uint64_t block) {
   const r123::Philox4x32 philox;
-  const r123::Philox4x32::ctr_type counter = {{static_cast<std::uint32_t>(block),
-                                               static_cast<std::uint32_t>(block >> 32),
-                                               static_cast<std::uint32_t>(start),
-                                               static_cast<std::uint32_t>(start >> 32)}};
+  const r123::Philox4x32::ctr_type counter = {
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+       static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(start >> 32)}};
   const r123::Philox4x32::key_type key = {
       {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
   const r123::Philox4x32::ctr_type words = philox(counter, key);
@@ -44,7 +43,8 @@ static void fill_blocks(T* out, std::size_t n, std::uint64_t seed, std::uint64_t
 // The block's uniforms in (0, 1) of T's precision: Random123's u01fixedpt of each word (float)
 // or of each pair of words, low word first (double).
 template <class T>
-static std::array<T, uniform_values_per_block<T>> unit_uniforms(const std::array<std::uint32_t, 4>& w) {
+static std::array<T, uniform_values_per_block<T>> unit_uniforms(
+    const std::array<std::uint32_t, 4>& w) {
   if constexpr (uniform_values_per_block<T> == 4) {
     return {r123::u01fixedpt<float>(w[0]), r123::u01fixedpt<float>(w[1]),
             r123::u01fixedpt<float>(w[2]), r123::u01fixedpt<float>(w[3])};
@@ -61,13 +61,14 @@ void fill_uniform(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start
   const T top = static_cast<T>(hi);
   // The largest T below hi: what a value that rounds up to hi becomes, so hi is never drawn.
   const T below_top = std::nextafter(top, -std::numeric_limits<T>::infinity());
-  fill_blocks<T, uniform_values_per_block<T>>(out, n, seed, start, [&](const auto& w, auto& values) {
-    values = unit_uniforms<T>(w);
-    for (T& u : values) {
-      const T v = static_cast<T>(lo + width * static_cast<double>(u));
-      u = v < top ? v : below_top;
-    }
-  });
+  fill_blocks<T, uniform_values_per_block<T>>(
+      out, n, seed, start, [&](const auto& w, auto& values) {
+        values = unit_uniforms<T>(w);
+        for (T& u : values) {
+          const T v = static_cast<T>(lo + width * static_cast<double>(u));
+          u = v < top ? v : below_top;
+        }
+      });
 }
 
 template <class T>
@@ -81,8 +82,7 @@ void fill_normal(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start,
       const r123::float2 second = r123::boxmuller(w[2], w[3]);
       values = {scale(first.x), scale(first.y), scale(second.x), scale(second.y)};
     } else {
-      const r123::double2 pair =
-          r123::boxmuller(join_words(w[0], w[1]), join_words(w[2], w[3]));
+      const r123::double2 pair = r123::boxmuller(join_words(w[0], w[1]), join_words(w[2], w[3]));
       values = {scale(pair.x), scale(pair.y)};
     }
   });
@@ -91,17 +91,23 @@ void fill_normal(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start,
 template <class T>
 void fill_keep_mask(T* out, std::size_t n, std::uint64_t seed, std::uint64_t start, double rate,
                     T kept) {
-  fill_blocks<T, uniform_values_per_block<T>>(out, n, seed, start, [&](const auto& w, auto& values) {
-    values = unit_uniforms<T>(w);
-    for (T& u : values) u = keep_or_zero(static_cast<double>(u) >= rate, kept);
-  });
+  fill_blocks<T, uniform_values_per_block<T>>(
+      out, n, seed, start, [&](const auto& w, auto& values) {
+        values = unit_uniforms<T>(w);
+        for (T& u : values) u = keep_or_zero(static_cast<double>(u) >= rate, kept);
+      });
 }
 
-template void fill_uniform<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double, double);
-template void fill_uniform<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
+template void fill_uniform<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double,
+                                  double);
+template void fill_uniform<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double,
+                                   double);
 template void fill_normal<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double, double);
-template void fill_normal<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
-template void fill_keep_mask<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double, float);
-template void fill_keep_mask<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double, double);
+template void fill_normal<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double,
+                                  double);
+template void fill_keep_mask<float>(float*, std::size_t, std::uint64_t, std::uint64_t, double,
+                                    float);
+template void fill_keep_mask<double>(double*, std::size_t, std::uint64_t, std::uint64_t, double,
+                                     double);
 
 }  // namespace tapegrad::detail

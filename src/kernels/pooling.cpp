@@ -112,9 +112,9 @@ void avg_pool_backward(const ConvGeometry& g, const T* grad, T* dx) {
       [](std::size_t, std::size_t) {});
 }
 
-#define TAPEGRAD_POOLING_INSTANTIATE(T)                                                  \
+#define TAPEGRAD_POOLING_INSTANTIATE(T)                                                \
   template void max_pool_forward<T>(const ConvGeometry&, const T*, T*, std::int64_t*); \
-  template void avg_pool_forward<T>(const ConvGeometry&, const T*, T*);                 \
+  template void avg_pool_forward<T>(const ConvGeometry&, const T*, T*);                \
   template void avg_pool_backward<T>(const ConvGeometry&, const T*, T*);
 TAPEGRAD_POOLING_INSTANTIATE(float)
 TAPEGRAD_POOLING_INSTANTIATE(double)

@@ -11,11 +11,16 @@ namespace {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return sizeof(float);
-    case DType::Float64: return sizeof(double);
-    case DType::Int32: return sizeof(std::int32_t);
-    case DType::Int64: return sizeof(std::int64_t);
-    case DType::Bool: return sizeof(bool);
+    case DType::Float32:
+      return sizeof(float);
+    case DType::Float64:
+      return sizeof(double);
+    case DType::Int32:
+      return sizeof(std::int32_t);
+    case DType::Int64:
+      return sizeof(std::int64_t);
+    case DType::Bool:
+      return sizeof(bool);
   }
   return 8;
 }
@@ -106,7 +111,8 @@ void require_same_dtype(const char* op, const Tensor& x, const Tensor& y) {
   require_defined(op, x);
   require_defined(op, y);
   if (x.dtype() != y.dtype()) {
-    throw InvalidArgument(describe(op, x, y) + ": the dtypes differ (no implicit promotion; cast one)");
+    throw InvalidArgument(describe(op, x, y) +
+                          ": the dtypes differ (no implicit promotion; cast one)");
   }
 }
 

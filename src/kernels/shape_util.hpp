@@ -45,7 +45,8 @@ void require_defined(const char* op, const Tensor& x);
 
 // The largest element count of a tensor: TF's limit (int64), so every count, offset and
 // signed dimension fits in std::int64_t.
-constexpr std::size_t kMaxElements = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+constexpr std::size_t kMaxElements =
+    static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
 
 // The element count of `shape`, checked: InvalidArgument naming `op` and the shape when the
 // product of its non-zero dimensions exceeds kMaxElements (instead of a wrapped count). The

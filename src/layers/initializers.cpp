@@ -29,7 +29,8 @@ Fans compute_fans(const Shape& shape) {
 void check_floating(const char* initializer, const Shape& shape, DType dtype) {
   if (dtype != DType::Float32 && dtype != DType::Float64) {
     throw InvalidArgument(std::string(initializer) + ": shape " + shape_to_string(shape) +
-                          ", dtype " + dtype_name(dtype) + ": the dtype must be float32 or float64");
+                          ", dtype " + dtype_name(dtype) +
+                          ": the dtype must be float32 or float64");
   }
 }
 

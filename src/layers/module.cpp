@@ -27,9 +27,8 @@ void Module::check_new_name(const char* call, const std::string& name) const {
   }
   for (const Entry& entry : entries_) {
     if (entry.name == name) {
-      throw InvalidArgument(std::string(call) + ": the name '" + name +
-                            "' is already used by a " + (entry.module ? "submodule" : "variable") +
-                            " of this module");
+      throw InvalidArgument(std::string(call) + ": the name '" + name + "' is already used by a " +
+                            (entry.module ? "submodule" : "variable") + " of this module");
     }
   }
 }

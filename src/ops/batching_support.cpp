@@ -108,8 +108,7 @@ int recorded_axis(const ReplayContext& op, const char* name) {
 // Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
 ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
                             Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
-  return reduce(inputs[0], recorded_axes(op.attributes(), 0),
-                op.attributes().get_bool("keepdims"));
+  return reduce(inputs[0], recorded_axes(op.attributes(), 0), op.attributes().get_bool("keepdims"));
 }
 
 std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>& inputs,

@@ -49,8 +49,7 @@ inline std::size_t example_rank(const BatchingContext& op, const std::vector<Ten
 Tensor align_batched(const Tensor& x, std::size_t example_rank, std::size_t rank);
 
 // Input i with the batch axis: itself when batched, else broadcast to [B] ++ its shape.
-Tensor with_batch_axis(const BatchingContext& op, const std::vector<Tensor>& inputs,
-                       std::size_t i);
+Tensor with_batch_axis(const BatchingContext& op, const std::vector<Tensor>& inputs, std::size_t i);
 
 // x with axis `from` moved to the front (the others in order).
 Tensor move_axis_to_front(const Tensor& x, std::size_t from);
@@ -86,7 +85,7 @@ std::vector<Tensor> unary_batched(const BatchingContext&, const std::vector<Tens
 
 template <auto Forward>
 std::vector<Tensor> broadcasting_batched(const BatchingContext& op,
-                                       const std::vector<Tensor>& inputs) {
+                                         const std::vector<Tensor>& inputs) {
   return call_with_all<Forward>(aligned_for_broadcast(op, inputs));
 }
 
@@ -95,13 +94,13 @@ std::vector<Tensor> broadcasting_batched(const BatchingContext& op,
 using BinaryForward = Tensor (*)(const Tensor&, const Tensor&);
 template <BinaryForward Forward>
 std::vector<Tensor> binary_broadcasting_batched(const BatchingContext& op,
-                                              const std::vector<Tensor>& inputs) {
+                                                const std::vector<Tensor>& inputs) {
   return broadcasting_batched<Forward>(op, inputs);
 }
 
 template <auto Forward>
 std::vector<Tensor> all_inputs_batched(const BatchingContext& op,
-                                      const std::vector<Tensor>& inputs) {
+                                       const std::vector<Tensor>& inputs) {
   std::vector<Tensor> all;
   all.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) all.push_back(with_batch_axis(op, inputs, i));
@@ -114,7 +113,7 @@ std::vector<Tensor> all_inputs_batched(const BatchingContext& op,
 // B times.
 template <BinaryForward Fused, BinaryForward FixedY>
 std::vector<Tensor> fused_activation_batched(const BatchingContext& op,
-                                           const std::vector<Tensor>& inputs) {
+                                             const std::vector<Tensor>& inputs) {
   if (op.is_batched(0)) return all_inputs_batched<Fused>(op, inputs);
   return {FixedY(inputs[0], inputs[1])};
 }
@@ -134,7 +133,7 @@ std::vector<Tensor> reduce_batch(const BatchingContext& op, const std::vector<Te
 
 template <auto Forward>
 std::vector<Tensor> reduction_batched(const BatchingContext& op,
-                                    const std::vector<Tensor>& inputs) {
+                                      const std::vector<Tensor>& inputs) {
   return reduce_batch(op, inputs, Forward);
 }
 
@@ -179,8 +178,7 @@ template <BinaryForward Forward>
 inline constexpr GenericRules batch_binary_broadcasting{&binary_broadcasting_batched<Forward>,
                                                         &replay_all<Forward>};
 template <auto Forward>
-inline constexpr GenericRules batch_all_batched{&all_inputs_batched<Forward>,
-                                                &replay_all<Forward>};
+inline constexpr GenericRules batch_all_batched{&all_inputs_batched<Forward>, &replay_all<Forward>};
 template <BinaryForward Fused, BinaryForward FixedY>
 inline constexpr GenericRules batch_fused_activation{&fused_activation_batched<Fused, FixedY>,
                                                      &replay_all<Fused>};
@@ -224,9 +222,8 @@ std::vector<Tensor> batch_into_first_axis(const BatchingContext& op,
 template <auto Forward>
 std::vector<Tensor> batch_into_first_axis(const BatchingContext& op,
                                           const std::vector<Tensor>& inputs) {
-  return batch_into_first_axis(op, inputs, [](const std::vector<Tensor>& in) {
-    return call_with_all<Forward>(in);
-  });
+  return batch_into_first_axis(
+      op, inputs, [](const std::vector<Tensor>& in) { return call_with_all<Forward>(in); });
 }
 
 }  // namespace tapegrad::detail

@@ -35,8 +35,8 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
 // The forward of a one-input floating op whose `expression` (xtensor, vectorised by xsimd)
 // computes large inputs at once; `kernel` maps one element of small ones.
 template <class Kernel, class Expression>
-Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function,
-                                    const Tensor& x, Kernel kernel, Expression expression) {
+Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
+                                    Kernel kernel, Expression expression) {
   return unary_op<DTypeSet::Floating>(op, function, x, kernel, expression);
 }
 

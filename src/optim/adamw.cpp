@@ -7,8 +7,7 @@
 
 namespace tapegrad {
 
-AdamW::AdamW(double learning_rate, double weight_decay, double beta1, double beta2,
-             double epsilon)
+AdamW::AdamW(double learning_rate, double weight_decay, double beta1, double beta2, double epsilon)
     : learning_rate_(learning_rate),
       weight_decay_(weight_decay),
       beta_1_(beta1),
@@ -22,8 +21,8 @@ AdamW::AdamW(double learning_rate, double weight_decay, double beta1, double bet
     throw InvalidArgument("AdamW: weight_decay must be >= 0, got " + std::to_string(weight_decay));
   }
   if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0)) {
-    throw InvalidArgument("AdamW: beta1 and beta2 must be in [0, 1), got " +
-                          std::to_string(beta1) + " and " + std::to_string(beta2));
+    throw InvalidArgument("AdamW: beta1 and beta2 must be in [0, 1), got " + std::to_string(beta1) +
+                          " and " + std::to_string(beta2));
   }
   if (!(epsilon >= 0.0)) {
     throw InvalidArgument("AdamW: epsilon must be >= 0, got " + std::to_string(epsilon));
@@ -41,8 +40,12 @@ void AdamW::set_learning_rate(double learning_rate) {
 std::vector<std::string> AdamW::slot_names() const { return {"m", "v"}; }
 
 void AdamW::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t step) {
-  const detail::AdamRule rule{learning_rate_, beta_1_, beta_2_, epsilon_,
-                              /*epsilon_on_v_hat=*/true, weight_decay_};
+  const detail::AdamRule rule{learning_rate_,
+                              beta_1_,
+                              beta_2_,
+                              epsilon_,
+                              /*epsilon_on_v_hat=*/true,
+                              weight_decay_};
   detail::adam_update(name(), rule, variable, grad, slots, step);
 }
 

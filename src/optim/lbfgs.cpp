@@ -55,7 +55,8 @@ class Problem {
     for (const Variable& v : variables_) {
       if (!is_floating(v.dtype())) {
         throw InvalidArgument(std::string(kOp) + ": variable '" + v.name() + "' has dtype " +
-                              dtype_name(v.dtype()) + "; only float32 and float64 variables "
+                              dtype_name(v.dtype()) +
+                              "; only float32 and float64 variables "
                               "can be minimized over");
       }
       if (!seen.insert(v.id()).second) {
@@ -98,15 +99,16 @@ class Problem {
       throw InvalidArgument(std::string(kOp) + ": the loss function returned an undefined tensor");
     }
     if (p.loss.rank() != 0 || !is_floating(p.loss.dtype())) {
-      throw InvalidArgument(std::string(kOp) + ": the loss must be a float32 or float64 scalar "
-                            "(shape []), got shape " + shape_to_string(p.loss.shape()) +
-                            " and dtype " + dtype_name(p.loss.dtype()));
+      throw InvalidArgument(std::string(kOp) +
+                            ": the loss must be a float32 or float64 scalar "
+                            "(shape []), got shape " +
+                            shape_to_string(p.loss.shape()) + " and dtype " +
+                            dtype_name(p.loss.dtype()));
     }
     p.f = detail::dispatch_floating(kOp, p.loss.dtype(), [&](auto zero) {
       return static_cast<double>(p.loss.item<decltype(zero)>());
     });
-    const std::vector<Tensor> grads =
-        tape.gradient(p.loss, variables_, UnconnectedGradients::Zero);
+    const std::vector<Tensor> grads = tape.gradient(p.loss, variables_, UnconnectedGradients::Zero);
     for (const Tensor& g : grads) append(p.g, g);
     return p;
   }
@@ -234,8 +236,8 @@ LBFGSResult minimize_lbfgs(const std::function<Tensor()>& loss,
         return detail::LinePoint{t, p.f, dot(p.g, d), trials.size() - 1};
       };
       const detail::LinePoint start{0.0, point.f, slope, 0};
-      const detail::LineSearchResult search = detail::strong_wolfe_search(
-          phi, start, t0, max_abs(d), options.tolerance_change);
+      const detail::LineSearchResult search =
+          detail::strong_wolfe_search(phi, start, t0, max_abs(d), options.tolerance_change);
       if (!search.ok) break;  // no decrease along d: the variables go back to `point`
       next = std::move(trials[search.point.index]);
     } else {

@@ -45,8 +45,7 @@ LineSearchResult strong_wolfe_search(const std::function<LinePoint(double)>& phi
   // Bracketing (Algorithm 3.5): grow the step until the interval (previous, current) holds a
   // point satisfying the strong Wolfe conditions, or current satisfies them.
   for (;;) {
-    if (!sufficient_decrease(start, current) ||
-        (previous.t > 0.0 && !(current.f < previous.f))) {
+    if (!sufficient_decrease(start, current) || (previous.t > 0.0 && !(current.f < previous.f))) {
       lo = previous;
       hi = current;
       break;

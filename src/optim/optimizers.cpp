@@ -30,7 +30,8 @@ std::size_t row_size(const Shape& shape) {
 
 void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices& s) {
   const std::string at = where(optimizer, v);
-  if (v.shape().empty()) throw InvalidArgument(at + ": a sparse gradient needs a variable of rank >= 1");
+  if (v.shape().empty())
+    throw InvalidArgument(at + ": a sparse gradient needs a variable of rank >= 1");
   if (s.dense_shape != v.shape()) {
     throw InvalidArgument(at + ": the IndexedSlices has dense_shape " +
                           shape_to_string(s.dense_shape));
@@ -40,9 +41,9 @@ void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices&
   }
   if ((s.indices.dtype() != DType::Int32 && s.indices.dtype() != DType::Int64) ||
       s.indices.rank() != 1) {
-    throw InvalidArgument(at + ": the IndexedSlices indices must be int32 or int64 of rank 1, got " +
-                          dtype_name(s.indices.dtype()) + " of shape " +
-                          shape_to_string(s.indices.shape()));
+    throw InvalidArgument(
+        at + ": the IndexedSlices indices must be int32 or int64 of rank 1, got " +
+        dtype_name(s.indices.dtype()) + " of shape " + shape_to_string(s.indices.shape()));
   }
   Shape expected = v.shape();
   expected[0] = s.indices.size();
@@ -188,13 +189,17 @@ Tensor Optimizer::slot(const Variable& variable, const std::string& slot_name) c
 void Optimizer::apply_one(const GradientValue& grad, Variable& variable, std::int64_t step) {
   if (!grad.defined()) {
     detail::warn_once(std::string("optimizer-no-gradient-") + variable.name(),
-                      std::string(name()) + "::apply_gradients: Gradients do not exist for "
-                      "variables ['" + variable.name() + "'] when minimizing the loss; they "
-                      "are left unchanged.");
+                      std::string(name()) +
+                          "::apply_gradients: Gradients do not exist for "
+                          "variables ['" +
+                          variable.name() +
+                          "'] when minimizing the loss; they "
+                          "are left unchanged.");
     return;
   }
   if (!is_floating(variable.dtype())) {
-    throw InvalidArgument(where(name(), variable) + ": only float32 and float64 variables "
+    throw InvalidArgument(where(name(), variable) +
+                          ": only float32 and float64 variables "
                           "can be optimized");
   }
   if (!grad.is_sparse()) {
@@ -240,8 +245,8 @@ namespace {
 
 // One SGD step on `n` elements: w[at[i]] from g[i] (and velocity[at[i]]).
 template <class T>
-void sgd_step(T* w, T* velocity, const T* g, const std::size_t* at, std::size_t n, T lr,
-              T momentum, bool nesterov) {
+void sgd_step(T* w, T* velocity, const T* g, const std::size_t* at, std::size_t n, T lr, T momentum,
+              bool nesterov) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t k = at != nullptr ? at[i] : i;
     if (velocity == nullptr) {
@@ -275,7 +280,8 @@ void SGD::update_sparse(Variable& variable, const std::vector<std::int64_t>& uni
     std::vector<std::size_t> at;
     at.reserve(unique_indices.size() * width);
     for (std::int64_t row : unique_indices) {
-      for (std::size_t j = 0; j < width; ++j) at.push_back(static_cast<std::size_t>(row) * width + j);
+      for (std::size_t j = 0; j < width; ++j)
+        at.push_back(static_cast<std::size_t>(row) * width + j);
     }
     T* velocity = slots.empty() ? nullptr : detail::elements_to_overwrite<T>(slots[0]);
     const T* rows = detail::kernel_data<T>(summed_rows);

@@ -50,7 +50,8 @@ struct ThreadScopes {
                                 }),
                  live.end());
     }
-    current = live.empty() ? AnomalySettings{} : AnomalySettings{live.back()->nan, live.back()->inf};
+    current =
+        live.empty() ? AnomalySettings{} : AnomalySettings{live.back()->nan, live.back()->inf};
     anomaly_scope_alive = !live.empty();
     refresh_observer_count();
   }
@@ -129,8 +130,9 @@ void check_forward_outputs(const OpDefinition& op, OpInputs inputs, OpOutputs ou
     const std::vector<TapeImpl*>& tapes = tape_stack();
     const std::string where =
         tapes.empty() ? "no tape records it"
-                      : "it would be " + position_text(*tapes.back(),
-                                                       static_cast<std::int64_t>(tapes.back()->num_entries()));
+                      : "it would be " +
+                            position_text(*tapes.back(),
+                                          static_cast<std::int64_t>(tapes.back()->num_entries()));
     throw AnomalyError("DetectAnomaly: the forward of '" + std::string(op.name) + "' produced " +
                        finding_name(f) + " in output " + std::to_string(j) + " (outputs " +
                        list_text(outputs, outputs.size()) + ", inputs " + list_text(in, in.size()) +
@@ -150,18 +152,20 @@ void check_backward_gradients(const TapeImpl& tape, std::int64_t op_index,
     const Finding f = find_anomaly(dense);
     if (f == Finding::None) continue;
     bool upstream_clean = true;
-    for (const Tensor& g : output_gradients) upstream_clean = upstream_clean && find_anomaly(g) == Finding::None;
+    for (const Tensor& g : output_gradients)
+      upstream_clean = upstream_clean && find_anomaly(g) == Finding::None;
     const OpEntry& e = tape.entry(op_index);
     std::string inputs;
     for (const auto& r : e.inputs()) {
       inputs += std::string(inputs.empty() ? "" : ", ") + shape_to_string(r.full_shape()) + " " +
                 dtype_name(r.dtype());
     }
-    throw AnomalyError("DetectAnomaly: the backward of '" + std::string(e.op->name) + "' produced " +
-                       finding_name(f) + " in the gradient for input " + std::to_string(i) +
-                       " (inputs [" + inputs + "], output gradients " +
+    throw AnomalyError("DetectAnomaly: the backward of '" + std::string(e.op->name) +
+                       "' produced " + finding_name(f) + " in the gradient for input " +
+                       std::to_string(i) + " (inputs [" + inputs + "], output gradients " +
                        list_text(output_gradients, output_gradients.size()) +
-                       (upstream_clean ? ", every output gradient finite" : ", an output gradient already holds one") +
+                       (upstream_clean ? ", every output gradient finite"
+                                       : ", an output gradient already holds one") +
                        "); " + position_text(tape, op_index));
   }
 }

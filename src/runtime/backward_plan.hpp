@@ -40,8 +40,8 @@ struct BackwardPlan {
   // its last user has passed it on.
   std::vector<std::uint32_t> source_uses;
   std::size_t num_source_slots = 0;  // slots [0, num_source_slots) are the sources'
-  std::vector<Slot> target_slots;  // per target; kNoSlot for a non-floating one
-  std::vector<Slot> source_slots;  // per source; kNoSlot when unconnected
+  std::vector<Slot> target_slots;    // per target; kNoSlot for a non-floating one
+  std::vector<Slot> source_slots;    // per source; kNoSlot when unconnected
   std::vector<TensorMeta> sources;
 };
 

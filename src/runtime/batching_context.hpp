@@ -18,8 +18,8 @@ namespace tapegrad::detail {
 // example's own values, shared by every row). Lives for the rule's call only.
 struct BatchingContext {
   const OpDefinition& op;
-  const Attrs* attrs;                       // null when the op recorded none
-  const std::vector<bool>& batched;         // one per input
+  const Attrs* attrs;                // null when the op recorded none
+  const std::vector<bool>& batched;  // one per input
   std::size_t batch_size;
   const std::vector<Shape>& output_shapes;  // the outputs of one example (no batch axis)
   const std::vector<DType>& output_dtypes;

@@ -49,15 +49,18 @@ bool passes_gradient(const OpEntry& e) {
 // led to it (to print one path). With `gradient_only`, only ops that pass a gradient and
 // floating tensors are followed.
 struct Search {
-  std::unordered_map<std::int64_t, std::int64_t> next_op_towards_target;  // op -> consumer (-1: target)
+  std::unordered_map<std::int64_t, std::int64_t>
+      next_op_towards_target;                // op -> consumer (-1: target)
   std::unordered_set<std::uint64_t> leaves;  // tensors reached that no recorded op produced
   bool reached_source = false;
   std::int64_t op_using_source = -2;  // the op whose input is the source (-1: target is source)
 };
 
-Search search(const TapeImpl& tape, std::uint64_t target, std::uint64_t source, bool gradient_only) {
+Search search(const TapeImpl& tape, std::uint64_t target, std::uint64_t source,
+              bool gradient_only) {
   Search result;
-  std::deque<std::pair<std::uint64_t, std::int64_t>> pending{{target, -1}};  // (tensor, consumer op)
+  std::deque<std::pair<std::uint64_t, std::int64_t>> pending{
+      {target, -1}};  // (tensor, consumer op)
   std::unordered_set<std::uint64_t> seen{target};
   while (!pending.empty()) {
     const auto [id, consumer] = pending.front();
@@ -107,9 +110,10 @@ std::string GradientTape::explain(const Tensor& target, const Tensor& source) co
                           (target.defined() ? "source" : "target") + " is undefined");
   }
   if (!state_->impl || state_->consumed) {
-    throw TapeError("GradientTape::explain: this non-persistent tape was already used by a "
-                    "gradient call and its records are gone; explain before gradient(), or use "
-                    "a persistent tape");
+    throw TapeError(
+        "GradientTape::explain: this non-persistent tape was already used by a "
+        "gradient call and its records are gone; explain before gradient(), or use "
+        "a persistent tape");
   }
   const TapeImpl& tape = *state_->impl;
   std::string out = "explain: target (" + tensor_text(target.dtype(), target.shape()) +
@@ -125,14 +129,16 @@ std::string GradientTape::explain(const Tensor& target, const Tensor& source) co
 
   const std::int32_t* source_producer = tape.producer(source.id());
   if (source_producer == nullptr) {
-    return out + "no gradient: the source is not watched by this tape and no op the tape "
-                 "recorded produced it; call tape.watch(source) (or read it as a trainable "
-                 "Variable) before computing the target from it\n";
+    return out +
+           "no gradient: the source is not watched by this tape and no op the tape "
+           "recorded produced it; call tape.watch(source) (or read it as a trainable "
+           "Variable) before computing the target from it\n";
   }
   if (tape.producer(target.id()) == nullptr) {
-    return out + "no gradient: the tape never recorded the target; it was computed before the "
-                 "source was watched, while the tape was not recording (stop_recording, a "
-                 "custom_gradient forward), or only from tensors this tape does not watch\n";
+    return out +
+           "no gradient: the tape never recorded the target; it was computed before the "
+           "source was watched, while the tape was not recording (stop_recording, a "
+           "custom_gradient forward), or only from tensors this tape does not watch\n";
   }
 
   const Search any_path = search(tape, target.id(), source.id(), /*gradient_only=*/false);
@@ -147,14 +153,15 @@ std::string GradientTape::explain(const Tensor& target, const Tensor& source) co
       (void)consumer;
       const OpEntry& e = tape.entry(op);
       if (passes_gradient(e)) continue;
-      const bool unregistered = e.op->kind == GradientKind::Registered &&
-                                detail::registered_gradient(*e.op) == nullptr;
+      const bool unregistered =
+          e.op->kind == GradientKind::Registered && detail::registered_gradient(*e.op) == nullptr;
       cuts += "  " + op_text(e, op) +
               (unregistered ? ": no gradient is registered for it (gradient() throws LookupError)"
                             : ": not differentiable") +
               "\n";
     }
-    if (cuts.empty()) cuts = "  an integer or bool tensor between them (its gradient is never computed)\n";
+    if (cuts.empty())
+      cuts = "  an integer or bool tensor between them (its gradient is never computed)\n";
     return out + "no gradient: the target depends on the source only through\n" + cuts +
            "path: target <- " + path_text(tape, any_path) + " <- source\n";
   }
@@ -170,7 +177,8 @@ std::string GradientTape::explain(const Tensor& target, const Tensor& source) co
     }
   }
   out += "no gradient: the target does not depend on the source on this tape";
-  if (watched != 0) out += "; it depends on " + std::to_string(watched) + " other watched tensor(s)";
+  if (watched != 0)
+    out += "; it depends on " + std::to_string(watched) + " other watched tensor(s)";
   if (unknown != 0) {
     out += "; its recorded ops read " + std::to_string(unknown) +
            " tensor(s) that no recorded op produced and that are not watched: constants, or "

@@ -57,8 +57,9 @@ std::shared_ptr<AccumulatorState> register_accumulator() {
 void unregister_accumulator(AccumulatorState& state) noexcept {
   ThreadAccumulators& accs = thread_accumulators();
   state.destroyed.store(true, std::memory_order_release);
-  auto it = std::find_if(accs.live.begin(), accs.live.end(),
-                         [&](const std::shared_ptr<AccumulatorState>& a) { return a.get() == &state; });
+  auto it =
+      std::find_if(accs.live.begin(), accs.live.end(),
+                   [&](const std::shared_ptr<AccumulatorState>& a) { return a.get() == &state; });
   if (it != accs.live.end()) accs.live.erase(it);
   accs.refresh();
 }
@@ -119,8 +120,10 @@ void check_pairs(const std::vector<Tensor>& primals, const std::vector<Tensor>& 
   }
   for (std::size_t i = 0; i < primals.size(); ++i) {
     const std::string which = std::to_string(i);
-    if (!primals[i].defined()) throw InvalidArgument("ForwardAccumulator: primal " + which + " is undefined");
-    if (!tangents[i].defined()) throw InvalidArgument("ForwardAccumulator: tangent " + which + " is undefined");
+    if (!primals[i].defined())
+      throw InvalidArgument("ForwardAccumulator: primal " + which + " is undefined");
+    if (!tangents[i].defined())
+      throw InvalidArgument("ForwardAccumulator: tangent " + which + " is undefined");
     const Tensor& p = primals[i];
     const Tensor& t = tangents[i];
     if (p.shape() != t.shape() || p.dtype() != t.dtype()) {

@@ -89,8 +89,8 @@ std::vector<Tensor> transposed_gradient_tangents(const OpDefinition& op, OpInput
     return output_tangents;
   }
   // d/du of sum_k <g_k(u), t_k>: the tangents enter as the output gradients of the g_k.
-  const std::vector<GradientValue> tangents = imperative_grad(
-      u_tape, vjp, cotangent_sources, vjp_tangents, UnconnectedGradients::Zero);
+  const std::vector<GradientValue> tangents =
+      imperative_grad(u_tape, vjp, cotangent_sources, vjp_tangents, UnconnectedGradients::Zero);
   for (std::size_t k = 0; k < tangents.size(); ++k) {
     output_tangents[target_outputs[k]] = tangents[k].to_dense();
   }
@@ -147,12 +147,11 @@ void check_rule_result(const OpDefinition& op, OpOutputs outputs,
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     if (!tangents[j].defined()) continue;
     if (tangents[j].shape() != outputs[j].shape() || tangents[j].dtype() != outputs[j].dtype()) {
-      throw InvalidArgument(std::string("ForwardAccumulator: the tangent of output ") +
-                            std::to_string(j) + " of '" + op.name + "' has shape " +
-                            shape_to_string(tangents[j].shape()) + " and dtype " +
-                            dtype_name(tangents[j].dtype()) + ", but the output has shape " +
-                            shape_to_string(outputs[j].shape()) + " and dtype " +
-                            dtype_name(outputs[j].dtype()));
+      throw InvalidArgument(
+          std::string("ForwardAccumulator: the tangent of output ") + std::to_string(j) + " of '" +
+          op.name + "' has shape " + shape_to_string(tangents[j].shape()) + " and dtype " +
+          dtype_name(tangents[j].dtype()) + ", but the output has shape " +
+          shape_to_string(outputs[j].shape()) + " and dtype " + dtype_name(outputs[j].dtype()));
     }
   }
 }
@@ -162,9 +161,7 @@ void check_rule_result(const OpDefinition& op, OpOutputs outputs,
 ForceGenericForwardFallback::ForceGenericForwardFallback() : previous_(generic_fallback_forced) {
   generic_fallback_forced = true;
 }
-ForceGenericForwardFallback::~ForceGenericForwardFallback() {
-  generic_fallback_forced = previous_;
-}
+ForceGenericForwardFallback::~ForceGenericForwardFallback() { generic_fallback_forced = previous_; }
 
 void accumulate_tangents(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
                          const Attrs* attrs, const SparseGradientFunction* custom_backward) {

@@ -48,7 +48,7 @@ struct FunctionSignature {
 // What a replay runs next: one kept op, or a run of them fused into one loop.
 struct ReplayItem {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::size_t position;  // the trace index of its (first) op: steps before it run first
+  std::size_t position;       // the trace index of its (first) op: steps before it run first
   std::size_t op = kNone;     // into trace.ops
   std::size_t fused = kNone;  // into FunctionTrace::fused
 };
@@ -157,8 +157,8 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
   for (const TraceStep& step : trace.steps) for_each_read(step, need);
   for (std::size_t k = trace.ops.size(); k-- > 0;) {
     const TracedOp& op = trace.ops[k];
-    const bool any_needed = std::any_of(op.outputs.begin(), op.outputs.end(),
-                                        [&](std::size_t v) { return needed[v]; });
+    const bool any_needed =
+        std::any_of(op.outputs.begin(), op.outputs.end(), [&](std::size_t v) { return needed[v]; });
     if (!any_needed) continue;
     kept.push_back(k);
     for (const TracedInput& in : op.inputs) need(in);
@@ -227,10 +227,9 @@ void plan_lifetimes(FunctionTrace& compiled) {
   }
   for (const TraceStep& step : trace.steps) {
     const std::size_t i = static_cast<std::size_t>(
-        std::lower_bound(compiled.items.begin(), compiled.items.end(), step.position,
-                         [](const ReplayItem& item, std::size_t position) {
-                           return item.position < position;
-                         }) -
+        std::lower_bound(
+            compiled.items.begin(), compiled.items.end(), step.position,
+            [](const ReplayItem& item, std::size_t position) { return item.position < position; }) -
         compiled.items.begin());
     // A step after the last item: its values live to the end (i == item_count).
     for_each_read(step, [&](const TracedInput& in) { read_at(in, i); });
@@ -353,7 +352,8 @@ bool one_op_under_tapes(const FunctionTrace& compiled) {
     if (step.kind != TraceStep::Kind::Read) return false;
   }
   return std::all_of(compiled.results.begin(), compiled.results.end(), [&](const TracedInput& r) {
-    if (r.value == TracedInput::kConstant) return r.constant.defined() && is_floating(r.constant.dtype());
+    if (r.value == TracedInput::kConstant)
+      return r.constant.defined() && is_floating(r.constant.dtype());
     return is_floating(trace.value_dtypes[r.value]);
   });
 }
@@ -471,8 +471,7 @@ struct FunctionState {
       plan_lifetimes(*compiled);
       compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {
-      warn_once("function-eager-" + std::to_string(id) +
-                    signature_to_string(signature),
+      warn_once("function-eager-" + std::to_string(id) + signature_to_string(signature),
                 "function: the trace for arguments " + signature_to_string(signature) +
                     " cannot be replayed: " + compiled->eager_reason +
                     ". fn runs eagerly on every call with these arguments");
@@ -512,13 +511,11 @@ std::vector<Tensor> call_as_one_op(const std::shared_ptr<FunctionState>& state,
         gradient_args.push_back(output_gradients[k].defined() ? output_gradients[k]
                                                               : zeros(shapes[k], dtypes[k]));
       }
-      std::vector<Tensor> gradients =
-          state->gradient_function(variables, in.size())(gradient_args);
+      std::vector<Tensor> gradients = state->gradient_function(variables, in.size())(gradient_args);
       TensorList variable_gradients(gradients.begin() + static_cast<std::ptrdiff_t>(in.size()),
                                     gradients.end());
       gradients.resize(in.size());
-      return std::pair<TensorList, TensorList>(std::move(gradients),
-                                               std::move(variable_gradients));
+      return std::pair<TensorList, TensorList>(std::move(gradients), std::move(variable_gradients));
     };
     return result;
   };
@@ -563,8 +560,9 @@ Function function(std::function<std::vector<Tensor>(const std::vector<Tensor>&)>
                   FunctionOptions options) {
   if (!fn) throw InvalidArgument("function: fn is empty");
   if (options.max_traces == 0) {
-    throw InvalidArgument("function: FunctionOptions::max_traces is 0; at least one trace must "
-                          "be kept");
+    throw InvalidArgument(
+        "function: FunctionOptions::max_traces is 0; at least one trace must "
+        "be kept");
   }
   auto state = std::make_shared<detail::FunctionState>();
   state->fn = std::move(fn);

@@ -76,7 +76,8 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
 
   std::vector<Tensor> outputs(output_count);
   std::vector<T*> output_data(output_count);
-  for (std::size_t o = 0; o < output_count; ++o) outputs[o] = new_tensor(fused.shape, output_data[o]);
+  for (std::size_t o = 0; o < output_count; ++o)
+    outputs[o] = new_tensor(fused.shape, output_data[o]);
   std::vector<const T*> input_data(input_count);
   for (std::size_t e = 0; e < input_count; ++e) input_data[e] = kernel_data<T>(inputs[e]);
 
@@ -114,8 +115,8 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
 
 }  // namespace
 
-std::vector<std::pair<std::size_t, std::size_t>> fusable_runs(const OpTrace& trace,
-                                                              const std::vector<std::size_t>& kept) {
+std::vector<std::pair<std::size_t, std::size_t>> fusable_runs(
+    const OpTrace& trace, const std::vector<std::size_t>& kept) {
   std::vector<std::size_t> step_positions;
   step_positions.reserve(trace.steps.size());
   for (const TraceStep& step : trace.steps) step_positions.push_back(step.position);
@@ -187,8 +188,8 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
       if (added) fused.inputs.push_back(in);
       return {OperandRef::Kind::Input, slot->second};
     }
-    auto [slot, added] =
-        constant_input_of.emplace(in.constant.id(), static_cast<std::uint32_t>(fused.inputs.size()));
+    auto [slot, added] = constant_input_of.emplace(in.constant.id(),
+                                                   static_cast<std::uint32_t>(fused.inputs.size()));
     if (added) fused.inputs.push_back(in);
     return {OperandRef::Kind::Input, slot->second};
   };

@@ -121,7 +121,8 @@ void call_and_check(OpEntry& e, const Differentiation& how, const BackwardPlan::
                           " gradients, expected " + std::to_string(n_inputs) + " (one per input)");
   }
   for (std::size_t i = 0; i < n_inputs; ++i) {
-    if (b.needs[i] && b.input_gradients[i].defined()) check_input_gradient(e, i, b.input_gradients[i]);
+    if (b.needs[i] && b.input_gradients[i].defined())
+      check_input_gradient(e, i, b.input_gradients[i]);
   }
 }
 

@@ -58,14 +58,13 @@ bool GradientHooks::run(std::uint64_t tensor_id, GradientValue& grad) const {
   for (const auto& hook : hooks) {
     Tensor next = (*hook)(g);
     if (!next.defined() || next.dtype() != g.dtype() || next.shape() != g.shape()) {
-      throw InvalidArgument(
-          "GradientTape::register_hook: a hook on tensor " + std::to_string(tensor_id) +
-          " returned " +
-          (next.defined() ? "shape " + shape_to_string(next.shape()) + " and dtype " +
-                                dtype_name(next.dtype())
-                          : std::string("an undefined tensor")) +
-          ", but the gradient it was given has shape " + shape_to_string(g.shape()) +
-          " and dtype " + dtype_name(g.dtype()));
+      throw InvalidArgument("GradientTape::register_hook: a hook on tensor " +
+                            std::to_string(tensor_id) + " returned " +
+                            (next.defined() ? "shape " + shape_to_string(next.shape()) +
+                                                  " and dtype " + dtype_name(next.dtype())
+                                            : std::string("an undefined tensor")) +
+                            ", but the gradient it was given has shape " +
+                            shape_to_string(g.shape()) + " and dtype " + dtype_name(g.dtype()));
     }
     g = std::move(next);
   }

@@ -91,8 +91,9 @@ void GradientTape::watch(const std::vector<Variable>& variables) {
 GradientTape::RecordingGuard GradientTape::stop_recording() {
   check_thread("stop_recording");
   if (!state_->impl || state_->consumed || !state_->recording.load()) {
-    throw TapeError("GradientTape::stop_recording: Trying to stop recording a tape which is not "
-                    "recording.");
+    throw TapeError(
+        "GradientTape::stop_recording: Trying to stop recording a tape which is not "
+        "recording.");
   }
   detail::set_recording(*state_, false);
   return RecordingGuard(state_, /*restore_recording=*/true);
@@ -107,13 +108,15 @@ void GradientTape::end_recording() {
 GradientTape::RecordingGuard GradientTape::record() {
   live_tape("record");
   if (state_->ended) {
-    throw TapeError("GradientTape::record: the tape's recording was ended by end_recording(); "
-                    "it records nothing more (use a new tape, or stop_recording()'s guard to "
-                    "pause and resume)");
+    throw TapeError(
+        "GradientTape::record: the tape's recording was ended by end_recording(); "
+        "it records nothing more (use a new tape, or stop_recording()'s guard to "
+        "pause and resume)");
   }
   if (state_->recording.load()) {
-    throw TapeError("GradientTape::record: Tape is still recording, This can happen if you try "
-                    "to re-enter an already-active tape.");
+    throw TapeError(
+        "GradientTape::record: Tape is still recording, This can happen if you try "
+        "to re-enter an already-active tape.");
   }
   detail::set_recording(*state_, true);
   return RecordingGuard(state_, /*restore_recording=*/false);
@@ -122,18 +125,18 @@ GradientTape::RecordingGuard GradientTape::record() {
 void GradientTape::reset() {
   detail::TapeImpl& tape = live_tape("reset");
   if (state_->backward_depth > 0) {
-    throw TapeError("GradientTape::reset: reset() inside this tape's own gradient computation "
-                    "(called from a gradient function or custom_gradient backward while this "
-                    "tape's gradient/jacobian runs) would free the records the walk is using; "
-                    "reset the tape after the gradient call returns");
+    throw TapeError(
+        "GradientTape::reset: reset() inside this tape's own gradient computation "
+        "(called from a gradient function or custom_gradient backward while this "
+        "tape's gradient/jacobian runs) would free the records the walk is using; "
+        "reset the tape after the gradient call returns");
   }
   tape.clear();
 }
 
 std::vector<Variable> GradientTape::watched_variables() const {
   check_thread("watched_variables");
-  return state_->impl && !state_->consumed ? state_->impl->watched_variables()
-                                           : watched_when_used_;
+  return state_->impl && !state_->consumed ? state_->impl->watched_variables() : watched_when_used_;
 }
 
 std::size_t GradientTape::bytes_held() const {
@@ -181,8 +184,7 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
   for (const auto& t : targets) meta_of(t, "a target");
   if (!output_gradients.empty() && output_gradients.size() != targets.size()) {
     throw InvalidArgument("GradientTape::gradient: " + std::to_string(output_gradients.size()) +
-                          " output_gradients for " + std::to_string(targets.size()) +
-                          " targets");
+                          " output_gradients for " + std::to_string(targets.size()) + " targets");
   }
   for (std::size_t i = 0; i < output_gradients.size(); ++i) {
     const Tensor& g = output_gradients[i];
@@ -190,8 +192,8 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
       throw InvalidArgument("GradientTape::gradient: output_gradients[" + std::to_string(i) +
                             "] has shape " + shape_to_string(g.shape()) + " and dtype " +
                             dtype_name(g.dtype()) + ", but target " + std::to_string(i) +
-                            " has shape " + shape_to_string(targets[i].shape()) +
-                            " and dtype " + dtype_name(targets[i].dtype()));
+                            " has shape " + shape_to_string(targets[i].shape()) + " and dtype " +
+                            dtype_name(targets[i].dtype()));
     }
   }
 
@@ -280,7 +282,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target,
   std::vector<Tensor> handles;
   handles.reserve(sources.size());
   for (const auto& v : sources) handles.push_back(v.handle());
-  std::vector<Tensor> grads = gradient(std::vector<Tensor>{target}, handles, {}, UnconnectedGradients::None);
+  std::vector<Tensor> grads =
+      gradient(std::vector<Tensor>{target}, handles, {}, UnconnectedGradients::None);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined() && unconnected == UnconnectedGradients::Zero) {
       grads[i] = zeros(sources[i].shape(), sources[i].dtype());

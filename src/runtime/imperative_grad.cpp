@@ -6,8 +6,8 @@
 //                                  source; not-differentiable ops, integer and bool tensors
 //                                  and stop_gradients cut both ways, so an op off every
 //                                  differentiable path is never visited (nor its gradient
-//                                  function called). A dense slot per tensor on that path; per op, the
-//                                  number of gradients its outputs wait for (one per use of an
+//                                  function called). A dense slot per tensor on that path; per op,
+//                                  the number of gradients its outputs wait for (one per use of an
 //                                  output by a later op on the path).
 //   seed       seed()              Each target's slot receives its output gradient, or
 //                                  VSpace::ones when the caller gave none.
@@ -60,8 +60,7 @@ struct Counters {
 };
 
 void seed(const BackwardPlan& plan, const std::vector<Tensor>& targets,
-          const std::vector<Tensor>& output_gradients, const VSpace& vspace,
-          GradientSlots& grads) {
+          const std::vector<Tensor>& output_gradients, const VSpace& vspace, GradientSlots& grads) {
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const Slot s = plan.target_slots[i];
     if (s == kNoSlot) continue;
@@ -108,9 +107,8 @@ bool sum_outputs(const TapeImpl& tape, const BackwardPlan& plan, const BackwardP
 // The propagate stage of one op: its input gradients onto their tensors' lists, and the
 // producers of its inputs one gradient closer to ready.
 void propagate(const TapeImpl& tape, const BackwardPlan& plan, const BackwardPlan::Step& step,
-               const OpEntry& e, std::vector<GradientValue>& input_gradients,
-               const VSpace& vspace, GradientSlots& grads, Counters& counters,
-               std::vector<std::uint32_t>& ready) {
+               const OpEntry& e, std::vector<GradientValue>& input_gradients, const VSpace& vspace,
+               GradientSlots& grads, Counters& counters, std::vector<std::uint32_t>& ready) {
   const Slot* slots = plan.input_slots(step);
   for (std::size_t i = 0; i < e.n_inputs; ++i) {
     const Slot s = slots[i];
@@ -127,7 +125,8 @@ void propagate(const TapeImpl& tape, const BackwardPlan& plan, const BackwardPla
     } else if (--counters.source_uses[slot] == 0 && tape.has_hooks()) {
       // A leaf's gradient is complete: its hooks run now.
       GradientList* leaf = grads.find(slot);
-      if (leaf != nullptr && !leaf->empty()) hooked_sum(tape.hooks(), e.inputs()[i].id, *leaf, vspace);
+      if (leaf != nullptr && !leaf->empty())
+        hooked_sum(tape.hooks(), e.inputs()[i].id, *leaf, vspace);
     }
   }
   input_gradients.clear();
@@ -213,8 +212,7 @@ std::vector<GradientValue> run_backward(TapeImpl& tape, const BackwardPlan& plan
 std::vector<GradientValue> imperative_grad(TapeImpl& tape, const std::vector<Tensor>& targets,
                                            const std::vector<TensorMeta>& sources,
                                            const std::vector<Tensor>& output_gradients,
-                                           UnconnectedGradients unconnected,
-                                           const VSpace& vspace,
+                                           UnconnectedGradients unconnected, const VSpace& vspace,
                                            const std::vector<std::uint64_t>& stop_ids) {
   const bool last_use = !tape.persistent();
   BackwardPlan plan =

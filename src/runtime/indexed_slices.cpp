@@ -15,11 +15,10 @@ Tensor to_dense(const IndexedSlices& slices) {
   detail::require_defined("to_dense", slices.values);
   detail::require_defined("to_dense", slices.indices);
   const Shape& dense = slices.dense_shape;
-  const bool consistent = !dense.empty() && slices.indices.rank() == 1 &&
-                          slices.values.rank() == dense.size() &&
-                          slices.values.shape()[0] == slices.indices.shape()[0] &&
-                          std::equal(dense.begin() + 1, dense.end(),
-                                     slices.values.shape().begin() + 1);
+  const bool consistent =
+      !dense.empty() && slices.indices.rank() == 1 && slices.values.rank() == dense.size() &&
+      slices.values.shape()[0] == slices.indices.shape()[0] &&
+      std::equal(dense.begin() + 1, dense.end(), slices.values.shape().begin() + 1);
   if (!consistent) {
     throw InvalidArgument("to_dense: IndexedSlices with values of shape " +
                           shape_to_string(slices.values.shape()) + ", indices of shape " +
@@ -54,9 +53,9 @@ IndexedSlices concat_slices(const std::vector<IndexedSlices>& slices) {
   bool mixed_index_dtypes = false;
   for (const auto& s : slices) {
     if (s.dense_shape != slices.front().dense_shape) {
-      throw InvalidArgument("concat_slices: dense shapes differ: " +
-                            shape_to_string(slices.front().dense_shape) + " and " +
-                            shape_to_string(s.dense_shape));
+      throw InvalidArgument(
+          "concat_slices: dense shapes differ: " + shape_to_string(slices.front().dense_shape) +
+          " and " + shape_to_string(s.dense_shape));
     }
     mixed_index_dtypes = mixed_index_dtypes || s.indices.dtype() != slices.front().indices.dtype();
   }

@@ -122,7 +122,7 @@ struct OpDefinition {
   GradientRule gradient;  // set when kind == Rule
   KeepSet keep_inputs;
   KeepSet keep_outputs;
-  ForwardRule forward_rule = nullptr;  // null: the generic fallback
+  ForwardRule forward_rule = nullptr;    // null: the generic fallback
   BatchingRule batching_rule = nullptr;  // null: vectorized_map loops over the batch
   ReplayRule replay_rule = nullptr;      // null: a Function that traces the op runs eagerly
   // Set on elementwise ops: a Function computes runs of them in one loop (null: the op runs
@@ -159,22 +159,34 @@ constexpr OpDefinition differentiable_op(const char* name, GradientRule gradient
                       keep_outputs, forward_rule,       rules.batching, rules.replay};
 }
 constexpr OpDefinition not_differentiable_op(const char* name, GenericRules rules) {
-  return OpDefinition{name,           GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
-                      KeepSet::none(), nullptr, rules.batching, rules.replay};
+  return OpDefinition{name,
+                      GradientKind::NotDifferentiable,
+                      nullptr,
+                      KeepSet::none(),
+                      KeepSet::none(),
+                      nullptr,
+                      rules.batching,
+                      rules.replay};
 }
 constexpr OpDefinition identity_gradient_op(const char* name, GenericRules rules) {
-  return OpDefinition{name,           GradientKind::Identity, nullptr, KeepSet::none(),
-                      KeepSet::none(), nullptr, rules.batching, rules.replay};
+  return OpDefinition{
+      name,    GradientKind::Identity, nullptr,     KeepSet::none(), KeepSet::none(),
+      nullptr, rules.batching,         rules.replay};
 }
 constexpr OpDefinition not_differentiable_op(const char* name,
                                              BatchingRule batching_rule = nullptr) {
-  return OpDefinition{name,           GradientKind::NotDifferentiable, nullptr, KeepSet::none(),
-                      KeepSet::none(), nullptr,                        batching_rule};
+  return OpDefinition{name,
+                      GradientKind::NotDifferentiable,
+                      nullptr,
+                      KeepSet::none(),
+                      KeepSet::none(),
+                      nullptr,
+                      batching_rule};
 }
 constexpr OpDefinition identity_gradient_op(const char* name,
                                             BatchingRule batching_rule = nullptr) {
-  return OpDefinition{name,           GradientKind::Identity, nullptr, KeepSet::none(),
-                      KeepSet::none(), nullptr,               batching_rule};
+  return OpDefinition{name,    GradientKind::Identity, nullptr, KeepSet::none(), KeepSet::none(),
+                      nullptr, batching_rule};
 }
 
 // `definition` with its replay rule (an op whose batching rule is written by hand).

@@ -69,7 +69,8 @@ class Registry final : public OpRegistrar {
   void add(std::initializer_list<const OpDefinition*> definitions) override {
     for (const OpDefinition* d : definitions) {
       if (!builtins_.emplace(d->name, d).second) {
-        throw std::logic_error(std::string("tapegrad: two built-in ops are named '") + d->name + "'");
+        throw std::logic_error(std::string("tapegrad: two built-in ops are named '") + d->name +
+                               "'");
       }
       builtin_list_.push_back(d);
     }
@@ -139,7 +140,8 @@ namespace tapegrad {
 
 void register_gradient(const std::string& op_type, GradientFunction fn, Keep keep_inputs,
                        Keep keep_outputs) {
-  if (!fn) throw InvalidArgument("register_gradient: empty gradient function for '" + op_type + "'");
+  if (!fn)
+    throw InvalidArgument("register_gradient: empty gradient function for '" + op_type + "'");
   auto gradient = std::make_unique<detail::UserGradient>();
   gradient->dense = std::move(fn);
   gradient->keep_inputs = detail::KeepSet::from(keep_inputs);
@@ -149,7 +151,9 @@ void register_gradient(const std::string& op_type, GradientFunction fn, Keep kee
 
 void register_sparse_gradient(const std::string& op_type, SparseGradientFunction fn,
                               Keep keep_inputs, Keep keep_outputs) {
-  if (!fn) throw InvalidArgument("register_sparse_gradient: empty gradient function for '" + op_type + "'");
+  if (!fn)
+    throw InvalidArgument("register_sparse_gradient: empty gradient function for '" + op_type +
+                          "'");
   auto gradient = std::make_unique<detail::UserGradient>();
   gradient->sparse = std::move(fn);
   gradient->keep_inputs = detail::KeepSet::from(keep_inputs);
@@ -190,10 +194,12 @@ void record_operation(const std::string& op_type, const std::vector<Tensor>& inp
                       const std::vector<Tensor>& outputs, Attrs attrs) {
   if (!detail::any_observer()) return;
   for (const auto& t : inputs) {
-    if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an input is undefined");
+    if (!t.defined())
+      throw InvalidArgument("record_operation('" + op_type + "'): an input is undefined");
   }
   for (const auto& t : outputs) {
-    if (!t.defined()) throw InvalidArgument("record_operation('" + op_type + "'): an output is undefined");
+    if (!t.defined())
+      throw InvalidArgument("record_operation('" + op_type + "'): an output is undefined");
   }
   // An output that is one of the inputs would make the tape's producer of that tensor this
   // op, whose gradient then also reaches the input it was meant to come from: every later use

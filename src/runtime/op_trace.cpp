@@ -57,7 +57,8 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
   }
   if (op.kind == GradientKind::Registered) {
     for (OpTrace::ValueRead& read : trace.value_reads) {
-      for (const TracedInput& in : traced.inputs) read.absorbed = read.absorbed || in.value == read.value;
+      for (const TracedInput& in : traced.inputs)
+        read.absorbed = read.absorbed || in.value == read.value;
     }
   }
   for (std::size_t j = 0; j < outputs.size(); ++j) {
@@ -197,9 +198,8 @@ void note_variable_created(const Tensor& initial) {
     const std::size_t value = trace->value_of(initial);
     if (trace->for_function) {
       // A replay would not construct it: each call of fn makes a new Variable.
-      trace->value_reads.push_back(
-          {value, "a Variable constructed in " + reader_name() +
-                      " (it would be one Variable for every call)"});
+      trace->value_reads.push_back({value, "a Variable constructed in " + reader_name() +
+                                               " (it would be one Variable for every call)"});
     } else {
       note_read_in(*trace, initial, "Variable's constructor");
     }

@@ -20,7 +20,8 @@ namespace tapegrad::detail {
 // Number of tapes recording on this thread.
 extern thread_local std::size_t active_tape_count;
 // Tapes recording plus forward accumulators observing plus vectorized_map traces on this
-// thread, plus one while a DetectAnomaly scope is alive: the one word an op with nothing observing it loads.
+// thread, plus one while a DetectAnomaly scope is alive: the one word an op with nothing observing
+// it loads.
 extern thread_local std::size_t active_observer_count;
 // Recomputes active_observer_count; called by whatever changed one of its parts.
 void refresh_observer_count() noexcept;
@@ -55,7 +56,7 @@ class OpInputs {
 class OpOutputs {
  public:
   OpOutputs(const Tensor& output) : data_(&output), size_(1) {}  // NOLINT
-  OpOutputs(const std::vector<Tensor>& outputs)                   // NOLINT
+  OpOutputs(const std::vector<Tensor>& outputs)                  // NOLINT
       : data_(outputs.data()), size_(outputs.size()) {}
   std::size_t size() const { return size_; }
   const Tensor& operator[](std::size_t i) const { return data_[i]; }
@@ -69,8 +70,8 @@ class OpOutputs {
 // Records the op on every active tape that watches one of its floating inputs, then gives its
 // outputs tangents on every active forward accumulator on which an input carries one. Only
 // when any_observer(). `attrs` and `custom_backward` may be null.
-void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
-                     const Attrs* attrs, const SparseGradientFunction* custom_backward);
+void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs,
+                     const SparseGradientFunction* custom_backward);
 
 struct NoAttrs {};
 

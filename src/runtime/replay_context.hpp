@@ -42,7 +42,7 @@ class ReplayOutputs {
     size_ = outputs.size();
   }
   ReplayOutputs(Tensor output) : size_(1) { inline_[0] = std::move(output); }  // NOLINT
-  ReplayOutputs(std::vector<Tensor> outputs) : size_(outputs.size()) {  // NOLINT
+  ReplayOutputs(std::vector<Tensor> outputs) : size_(outputs.size()) {         // NOLINT
     if (size_ > kInline) {
       more_ = std::move(outputs);
     } else {

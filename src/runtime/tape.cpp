@@ -1,8 +1,8 @@
 // The tape: recording an op as a compact entry, releasing it, and accounting for its bytes.
 #include <algorithm>
-#include <new>
 #include <iostream>
 #include <mutex>
+#include <new>
 #include <type_traits>
 #include <unordered_set>
 #include <variant>
@@ -25,9 +25,8 @@ void TapeImpl::watch(const Tensor& t) {
 }
 
 void TapeImpl::watch_variable(const Variable& v) {
-  auto pos = std::lower_bound(
-      watched_variables_.begin(), watched_variables_.end(), v,
-      [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
+  auto pos = std::lower_bound(watched_variables_.begin(), watched_variables_.end(), v,
+                              [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
   if (pos == watched_variables_.end() || pos->id() != v.id()) watched_variables_.insert(pos, v);
   if (is_floating(v.dtype())) tensor_tape_.try_emplace(v.handle().id(), kWatched);
 }

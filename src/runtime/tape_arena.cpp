@@ -7,7 +7,7 @@ namespace tapegrad::detail {
 namespace {
 
 constexpr std::size_t kChunkBytes = 32 * 1024;  // well under glibc's mmap threshold
-constexpr std::size_t kCachedChunks = 64;        // 2 MiB per thread at most
+constexpr std::size_t kCachedChunks = 64;       // 2 MiB per thread at most
 
 std::byte* allocate_bytes(std::size_t bytes) {
   auto* p = static_cast<std::byte*>(std::malloc(bytes));
@@ -76,7 +76,8 @@ std::size_t TapeArena::bytes_reserved() const {
 void TapeArena::release() {
   ChunkCache* cache = chunk_cache();
   for (auto& chunk : chunks_) {
-    if (cache != nullptr && cache->free.size() < kCachedChunks) cache->free.push_back(chunk.release());
+    if (cache != nullptr && cache->free.size() < kCachedChunks)
+      cache->free.push_back(chunk.release());
   }
   chunks_.clear();
   large_.clear();

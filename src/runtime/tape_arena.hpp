@@ -37,8 +37,8 @@ class TapeArena final : public std::pmr::memory_resource {
     return this == &other;
   }
 
-  std::vector<Chunk> chunks_;         // standard-size chunks, the last one being filled
-  std::vector<Chunk> large_;          // single allocations bigger than a chunk
+  std::vector<Chunk> chunks_;  // standard-size chunks, the last one being filled
+  std::vector<Chunk> large_;   // single allocations bigger than a chunk
   std::size_t large_bytes_ = 0;
   std::byte* next_ = nullptr;
   std::size_t left_ = 0;

@@ -107,8 +107,9 @@ void push_tape(TapeImpl* tape) {
 
 void pop_tape(TapeImpl* tape) noexcept {
   ThreadTapes& tapes = thread_tapes();
-  auto it = std::find_if(tapes.live.rbegin(), tapes.live.rend(),
-                         [&](const std::shared_ptr<TapeState>& t) { return t->impl.get() == tape; });
+  auto it =
+      std::find_if(tapes.live.rbegin(), tapes.live.rend(),
+                   [&](const std::shared_ptr<TapeState>& t) { return t->impl.get() == tape; });
   if (it != tapes.live.rend()) {
     (*it)->destroyed.store(true, std::memory_order_release);
     tapes.live.erase(std::next(it).base());
@@ -134,8 +135,8 @@ void refresh_observer_count() noexcept {
                           (anomaly_scope_alive ? 1 : 0);
 }
 
-void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
-                     const Attrs* attrs, const SparseGradientFunction* custom_backward) {
+void record_on_tapes(const OpDefinition& op, OpInputs inputs, OpOutputs outputs, const Attrs* attrs,
+                     const SparseGradientFunction* custom_backward) {
   if (anomaly_checks_active()) check_forward_outputs(op, inputs, outputs);
   if (any_tracer_active()) trace_op(op, inputs, outputs, attrs);  // every op, any dtype
   bool any_floating_output = false;
@@ -167,7 +168,6 @@ bool should_record(const std::vector<Tensor>& inputs) {
   }
   return false;
 }
-
 
 std::size_t tapes_on_this_thread() {
   detail::thread_tapes().refresh();

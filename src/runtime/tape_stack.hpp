@@ -25,12 +25,12 @@ struct TapeState {
 
   std::shared_ptr<TapeImpl> impl;  // null once a non-persistent tape is used, or destroyed
   const std::thread::id owner = std::this_thread::get_id();
-  const std::uint64_t serial;             // creation order on the owner thread
-  std::atomic<bool> recording{true};      // the tape's own flag (stop_recording / record)
-  bool consumed = false;                  // a non-persistent tape's one walk has started
-  bool ended = false;                     // end_recording(): no guard or record() resumes it
-  int backward_depth = 0;                 // this tape's gradient()/jacobian() calls running
-  std::atomic<bool> destroyed{false};     // its GradientTape is gone (on whichever thread)
+  const std::uint64_t serial;                // creation order on the owner thread
+  std::atomic<bool> recording{true};         // the tape's own flag (stop_recording / record)
+  bool consumed = false;                     // a non-persistent tape's one walk has started
+  bool ended = false;                        // end_recording(): no guard or record() resumes it
+  int backward_depth = 0;                    // this tape's gradient()/jacobian() calls running
+  std::atomic<bool> destroyed{false};        // its GradientTape is gone (on whichever thread)
   std::shared_ptr<std::atomic<bool>> sweep;  // the owner thread's "drop destroyed tapes" flag
 };
 

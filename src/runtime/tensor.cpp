@@ -30,11 +30,16 @@ bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "unknown";
 }
@@ -68,7 +73,8 @@ std::shared_ptr<const TensorImpl> make_impl(storage_array<T>&& a) {
 TensorImpl::TensorImpl(std::uint64_t id, DType dtype, Storage data, Shape shape)
     : TensorHeader(id, dtype, false), data(std::move(data)) {  // NOLINT: handles are rare
   elements_ = std::visit([](const auto& a) -> const void* { return &a; }, this->data);
-  shape_.store(std::make_unique<const Shape>(std::move(shape)).release(), std::memory_order_release);
+  shape_.store(std::make_unique<const Shape>(std::move(shape)).release(),
+               std::memory_order_release);
 }
 
 namespace {
@@ -83,11 +89,16 @@ TensorImpl::Storage empty_array() {
 
 TensorImpl::Storage empty_storage(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return empty_array<float>();
-    case DType::Float64: return empty_array<double>();
-    case DType::Int32: return empty_array<std::int32_t>();
-    case DType::Int64: return empty_array<std::int64_t>();
-    case DType::Bool: return empty_array<bool>();
+    case DType::Float32:
+      return empty_array<float>();
+    case DType::Float64:
+      return empty_array<double>();
+    case DType::Int32:
+      return empty_array<std::int32_t>();
+    case DType::Int64:
+      return empty_array<std::int64_t>();
+    case DType::Bool:
+      return empty_array<bool>();
   }
   throw InvalidArgument("Tensor: unknown dtype");
 }
@@ -146,9 +157,8 @@ std::shared_ptr<const TensorImpl> TensorViewImpl::materialized() const {
         storage_array<T> copy = allocate_array<T>("Tensor::array (a copy of a view)", shape());
         copy_strided(owner.data(), view_offset, dims.data(), view_strides.data(), dims.size(),
                      copy.data());
-        return std::make_shared<const TensorImpl>(next_tensor_id(), dtype,
-                                                  std::in_place_type<storage_array<T>>,
-                                                  std::move(copy));
+        return std::make_shared<const TensorImpl>(
+            next_tensor_id(), dtype, std::in_place_type<storage_array<T>>, std::move(copy));
       },
       base->data);
   std::shared_ptr<const TensorImpl> expected;
@@ -158,7 +168,9 @@ std::shared_ptr<const TensorImpl> TensorViewImpl::materialized() const {
   return built;
 }
 
-TensorImpl::~TensorImpl() { std::unique_ptr<const Shape> owned(shape_.load(std::memory_order_acquire)); }
+TensorImpl::~TensorImpl() {
+  std::unique_ptr<const Shape> owned(shape_.load(std::memory_order_acquire));
+}
 
 const Shape& TensorImpl::build_shape() const {
   const DimsRef d = dims_ref();
@@ -196,11 +208,21 @@ std::size_t TensorImpl::size() const {
   return std::visit([](const auto& a) { return a.size(); }, data);
 }
 
-std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<float>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a) { return make_impl(std::move(a)); }
-std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) { return make_impl(std::move(a)); }
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<float>&& a) {
+  return make_impl(std::move(a));
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a) {
+  return make_impl(std::move(a));
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a) {
+  return make_impl(std::move(a));
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a) {
+  return make_impl(std::move(a));
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) {
+  return make_impl(std::move(a));
+}
 
 const void* materialize_view(const TensorHeader& header) {
   const auto& impl = static_cast<const TensorImpl&>(header);
@@ -333,20 +355,25 @@ T representable_value(const char* op, double value, const Shape& shape) {
 
 Tensor fill_op(const char* op, const Shape& shape, double value, DType dtype) {
   switch (dtype) {
-    case DType::Float32: return filled<float>(op, shape, static_cast<float>(value));
-    case DType::Float64: return filled<double>(op, shape, value);
+    case DType::Float32:
+      return filled<float>(op, shape, static_cast<float>(value));
+    case DType::Float64:
+      return filled<double>(op, shape, value);
     case DType::Int32:
       return filled<std::int32_t>(op, shape, representable_value<std::int32_t>(op, value, shape));
     case DType::Int64:
       return filled<std::int64_t>(op, shape, representable_value<std::int64_t>(op, value, shape));
-    case DType::Bool: return filled<bool>(op, shape, representable_value<bool>(op, value, shape));
+    case DType::Bool:
+      return filled<bool>(op, shape, representable_value<bool>(op, value, shape));
   }
   throw InvalidArgument(std::string(op) + ": unknown dtype for shape " + shape_to_string(shape));
 }
 
 }  // namespace
 
-Tensor fill(const Shape& shape, double value, DType dtype) { return fill_op("fill", shape, value, dtype); }
+Tensor fill(const Shape& shape, double value, DType dtype) {
+  return fill_op("fill", shape, value, dtype);
+}
 Tensor zeros(const Shape& shape, DType dtype) { return fill_op("zeros", shape, 0.0, dtype); }
 Tensor ones(const Shape& shape, DType dtype) { return fill_op("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& t) { return fill_op("zeros_like", t.shape(), 0.0, t.dtype()); }
@@ -354,7 +381,9 @@ Tensor ones_like(const Tensor& t) { return fill_op("ones_like", t.shape(), 1.0, 
 
 namespace detail {
 
-Tensor scalar_of(const char* op, double value, DType dtype) { return fill_op(op, Shape{}, value, dtype); }
+Tensor scalar_of(const char* op, double value, DType dtype) {
+  return fill_op(op, Shape{}, value, dtype);
+}
 
 }  // namespace detail
 

@@ -26,8 +26,8 @@ class IdMark {
   bool created_here(std::uint64_t id) const;
 
  private:
-  std::uint64_t first_;      // the next id of this thread's block when the mark was set
-  std::uint64_t block_end_;  // that block's end
+  std::uint64_t first_;       // the next id of this thread's block when the mark was set
+  std::uint64_t block_end_;   // that block's end
   std::size_t later_blocks_;  // where the blocks taken since the mark start in the thread's list
 };
 

@@ -27,9 +27,9 @@ class TensorViewImpl;
 
 class TensorImpl : public TensorHeader {
  public:
-  using Storage = std::variant<storage_array<float>, storage_array<double>,
-                               storage_array<std::int32_t>, storage_array<std::int64_t>,
-                               storage_array<bool>>;
+  using Storage =
+      std::variant<storage_array<float>, storage_array<double>, storage_array<std::int32_t>,
+                   storage_array<std::int64_t>, storage_array<bool>>;
   using Strides = xt::svector<std::ptrdiff_t, 4>;
 
   // Builds the array in place (moving an xt::xarray costs more than a tiny op).
@@ -134,8 +134,11 @@ inline bool TensorImpl::contiguous() const noexcept { return !is_view_ || as_vie
 inline TensorImpl::DimsRef TensorImpl::dims_ref() const {
   if (const Shape* s = shape_.load(std::memory_order_acquire)) return {s->data(), s->size()};
   if (is_view_) return {as_view().dims.data(), as_view().dims.size()};
-  return std::visit([](const auto& a) { return DimsRef{a.shape().data(), a.shape().size()}; },
-                    data);
+  return std::visit(
+      [](const auto& a) {
+        return DimsRef{a.shape().data(), a.shape().size()};
+      },
+      data);
 }
 
 // The friend of Tensor that opens a handle.

@@ -12,7 +12,8 @@ namespace tapegrad::detail {
 // A value cast from an out-of-range integer is neither None nor Zero: InvalidArgument
 // naming the entry point and the value (TF raises for an unknown unconnected_gradients).
 inline void require_valid_unconnected(const char* where, UnconnectedGradients unconnected) {
-  if (unconnected == UnconnectedGradients::None || unconnected == UnconnectedGradients::Zero) return;
+  if (unconnected == UnconnectedGradients::None || unconnected == UnconnectedGradients::Zero)
+    return;
   using Raw = std::underlying_type_t<UnconnectedGradients>;
   throw InvalidArgument(std::string(where) + ": unconnected_gradients has the value " +
                         std::to_string(static_cast<Raw>(unconnected)) +

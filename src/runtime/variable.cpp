@@ -60,7 +60,8 @@ Tensor make_handle(const Tensor& value) {
 }
 
 void check_compatible(const char* op, const Variable& v, const Tensor& t) {
-  if (!t.defined()) throw InvalidArgument(std::string("Variable::") + op + ": the tensor is undefined");
+  if (!t.defined())
+    throw InvalidArgument(std::string("Variable::") + op + ": the tensor is undefined");
   if (t.shape() != v.shape() || t.dtype() != v.dtype()) {
     throw InvalidArgument(std::string("Variable::") + op + ": variable '" + v.name() +
                           "' has shape " + shape_to_string(v.shape()) + " and dtype " +
@@ -169,8 +170,7 @@ void note_write(const Variable& v, const VariableImpl& impl, TraceStep::Kind kin
 
 void Variable::assign(const Tensor& value) {
   detail::check_compatible("assign", *this, value);
-  detail::note_write(*this, *impl_, detail::TraceStep::Kind::Assign, value,
-                     "Variable::assign");
+  detail::note_write(*this, *impl_, detail::TraceStep::Kind::Assign, value, "Variable::assign");
   Tensor copy = detail::private_copy(value);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->value = std::move(copy);

@@ -28,14 +28,18 @@ int main(int argc, char** argv) {
     tg::Adam adam(0.1);
     tg::Generator generator(99);
     tg::Checkpoint checkpoint;
-    checkpoint.track("weights", weights).track("bias", bias).track("round", round)
-        .track("adam", adam).track("generator", generator);
+    checkpoint.track("weights", weights)
+        .track("bias", bias)
+        .track("round", round)
+        .track("adam", adam)
+        .track("generator", generator);
     struct stat status;
     if (::stat(path.c_str(), &status) == 0) checkpoint.restore(path);
     std::cout << "ready" << std::endl;
 
     for (std::int64_t k = round.peek().item<std::int64_t>() + 1;; ++k) {
-      adam.apply_gradients({{tg::ones({512, 256}), weights}, {tg::ones({256}, tg::DType::Float32), bias}});
+      adam.apply_gradients(
+          {{tg::ones({512, 256}), weights}, {tg::ones({256}, tg::DType::Float32), bias}});
       weights.assign(tg::fill({512, 256}, static_cast<double>(k)));
       bias.assign(tg::fill({256}, static_cast<double>(k), tg::DType::Float32));
       round.assign(tg::fill({}, static_cast<double>(k), tg::DType::Int64));

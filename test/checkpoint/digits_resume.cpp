@@ -52,7 +52,9 @@ int run(int argc, char** argv) {
   tg::Generator dropout_generator(7);
   tg::Variable epochs_done(tg::zeros({}, tg::DType::Int64), false, "epochs_done");
   tg::Checkpoint checkpoint;
-  checkpoint.track("model", model).track("adam", adam).track("dropout", dropout_generator)
+  checkpoint.track("model", model)
+      .track("adam", adam)
+      .track("dropout", dropout_generator)
       .track("epochs_done", epochs_done);
   if (!restore_path.empty()) checkpoint.restore(restore_path);
 
@@ -67,7 +69,8 @@ int run(int argc, char** argv) {
     std::shuffle(order.begin(), order.end(), shuffle);
     for (std::size_t first = 0; first < order.size(); first += kBatch) {
       const std::size_t count = std::min(kBatch, order.size() - first);
-      const std::pair<tg::Tensor, tg::Tensor> batch = digits::make_batch(examples, order, first, count);
+      const std::pair<tg::Tensor, tg::Tensor> batch =
+          digits::make_batch(examples, order, first, count);
       tg::GradientTape tape;
       const tg::Tensor loss = tg::reduce_mean(tg::softmax_cross_entropy_with_logits(
           batch.second, model.logits(batch.first, dropout_generator)));

@@ -145,7 +145,8 @@ void check_integer_and_bool_ops(Report& r) {
                       std::vector<std::int64_t>{std::int64_t{1} << 41, -14}),
            "int64 add");
   tg::Tensor mask(xt::xarray<bool>{true, false, true});
-  tg::Tensor picked = tg::where(mask, tg::constant({1.0, 2.0, 3.0}), tg::constant({-1.0, -2.0, -3.0}));
+  tg::Tensor picked =
+      tg::where(mask, tg::constant({1.0, 2.0, 3.0}), tg::constant({-1.0, -2.0, -3.0}));
   r.expect(has_values(picked.array<double>(), Dims{3}, std::vector<double>{1.0, -2.0, 3.0}),
            "where with a consumer bool mask");
   const tg::Tensor is_positive = tg::greater(picked, tg::constant(0.0));  // outlives the reference
@@ -181,8 +182,9 @@ int run_consumer_checks(const char* unit, const tg::Tensor& from_other_unit) {
 #endif
   std::cout << "consumer [" << unit << "]: xt::xarray alignment " << alignment
             << ", tapegrad storage alignment " << TAPEGRAD_STORAGE_ALIGNMENT
-            << (std::is_same_v<xt::xarray<double>, tg::storage_array<double>> ? " (same type: moved)"
-                                                                             : " (converted)")
+            << (std::is_same_v<xt::xarray<double>, tg::storage_array<double>>
+                    ? " (same type: moved)"
+                    : " (converted)")
             << ": " << (r.failures() == 0 ? "ok" : "FAILED") << '\n';
   return r.failures();
 }

@@ -9,8 +9,7 @@
 int main() {
   namespace td = tapegrad::distributed;
   const td::Communicator comm = td::Communicator::world();
-  const double sum =
-      comm.allreduce(tapegrad::constant(1.0), td::Reduction::Sum).item<double>();
+  const double sum = comm.allreduce(tapegrad::constant(1.0), td::Reduction::Sum).item<double>();
   const bool ok = sum == comm.size();
   std::cout << "consumer_distributed: rank " << comm.rank() << " of " << comm.size()
             << ", allreduce of ones = " << sum << (ok ? " (ok)" : " (WRONG)") << '\n';

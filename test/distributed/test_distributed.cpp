@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -134,13 +134,17 @@ TEST_CASE("broadcast sets every rank's variables to the root's", "[mpi]") {
   require_close(b.peek(), {1, 1}, {-rk}, 0.0);
 }
 
-TEST_CASE("mismatched tensors across ranks: InvalidArgument naming the ranks and shapes", "[mpi][misuse]") {
+TEST_CASE("mismatched tensors across ranks: InvalidArgument naming the ranks and shapes",
+          "[mpi][misuse]") {
   const Communicator c = world();
   const int r = c.rank();
   expect_misuse<InvalidArgument>(
       "allreduce of different shapes",
-      [&] { c.allreduce(zeros({static_cast<std::size_t>(r + 1), 2}), Reduction::Sum); },
-      {"Communicator::allreduce", "tensor 0", "rank 0 has [1, 2] float64", "rank 1 has [2, 2] float64"});
+      [&] {
+        c.allreduce(zeros({static_cast<std::size_t>(r + 1), 2}), Reduction::Sum);
+      },
+      {"Communicator::allreduce", "tensor 0", "rank 0 has [1, 2] float64",
+       "rank 1 has [2, 2] float64"});
   expect_misuse<InvalidArgument>(
       "allreduce of different dtypes",
       [&] { c.allreduce(zeros({3}, r == 0 ? DType::Float32 : DType::Float64), Reduction::Sum); },
@@ -148,7 +152,8 @@ TEST_CASE("mismatched tensors across ranks: InvalidArgument naming the ranks and
   expect_misuse<InvalidArgument>(
       "allreduce of different counts",
       [&] {
-        std::vector<GradientValue> grads(static_cast<std::size_t>(r + 1), GradientValue(zeros({2})));
+        std::vector<GradientValue> grads(static_cast<std::size_t>(r + 1),
+                                         GradientValue(zeros({2})));
         c.allreduce(grads, Reduction::Mean);
       },
       {"Communicator::allreduce", "rank 0 passes 1 tensor(s)", "rank 1 passes 2 tensor(s)"});
@@ -159,10 +164,9 @@ TEST_CASE("mismatched tensors across ranks: InvalidArgument naming the ranks and
         c.broadcast({v});
       },
       {"Communicator::broadcast", "rank 0 has [2, 2] float64", "rank 1 has [2, 3] float64"});
-  expect_misuse<InvalidArgument>(
-      "an integer tensor",
-      [&] { c.allreduce(zeros({2}, DType::Int32), Reduction::Sum); },
-      {"Communicator::allreduce", "int32"});
+  expect_misuse<InvalidArgument>("an integer tensor",
+                                 [&] { c.allreduce(zeros({2}, DType::Int32), Reduction::Sum); },
+                                 {"Communicator::allreduce", "int32"});
   // The communicator is still usable after these errors.
   REQUIRE(c.allreduce(constant(1.0), Reduction::Sum).item<double>() == c.size());
 }
@@ -236,9 +240,9 @@ TEST_CASE("bucketed allreduce: shards of a batch give the whole batch's gradient
       const auto first_start = std::find_if(events.begin(), events.end(), [](const BucketEvent& e) {
         return e.kind == BucketEvent::Kind::BucketStarted;
       });
-      const auto finish_called = std::find_if(events.begin(), events.end(), [](const BucketEvent& e) {
-        return e.kind == BucketEvent::Kind::FinishCalled;
-      });
+      const auto finish_called = std::find_if(
+          events.begin(), events.end(),
+          [](const BucketEvent& e) { return e.kind == BucketEvent::Kind::FinishCalled; });
       REQUIRE(first_start != events.end());
       REQUIRE(finish_called != events.end());
       CHECK((first_start < finish_called) == overlap);
@@ -314,25 +318,23 @@ TEST_CASE("bucketed allreduce misuse", "[mpi][ddp][misuse]") {
   const Communicator c = world();
   const Mlp model;
   BucketedAllreduce reducer(c, model.vars);
-  expect_misuse<InvalidArgument>(
-      "finish with the wrong count",
-      [&] { reducer.finish({zeros({2})}); }, {"BucketedAllreduce::finish", "1 gradients for 6 variables"});
-  expect_misuse<InvalidArgument>(
-      "a gradient of the wrong shape",
-      [&] {
-        std::vector<Tensor> grads(6);
-        grads[0] = zeros({2, 2});
-        reducer.finish(grads);
-      },
-      {"BucketedAllreduce::finish", "'w0'", "[2, 2]", "[5, 4]"});
-  expect_misuse<TapeError>(
-      "attach twice",
-      [&] {
-        GradientTape tape;
-        reducer.attach(tape);
-        reducer.attach(tape);
-      },
-      {"BucketedAllreduce::attach", "already attached"});
+  expect_misuse<InvalidArgument>("finish with the wrong count",
+                                 [&] { reducer.finish({zeros({2})}); },
+                                 {"BucketedAllreduce::finish", "1 gradients for 6 variables"});
+  expect_misuse<InvalidArgument>("a gradient of the wrong shape",
+                                 [&] {
+                                   std::vector<Tensor> grads(6);
+                                   grads[0] = zeros({2, 2});
+                                   reducer.finish(grads);
+                                 },
+                                 {"BucketedAllreduce::finish", "'w0'", "[2, 2]", "[5, 4]"});
+  expect_misuse<TapeError>("attach twice",
+                           [&] {
+                             GradientTape tape;
+                             reducer.attach(tape);
+                             reducer.attach(tape);
+                           },
+                           {"BucketedAllreduce::attach", "already attached"});
   // Still usable: a step with every gradient undefined reduces zeros.
   const auto out = reducer.finish(std::vector<Tensor>(6));
   require_close(out[5], {2}, {0.0, 0.0}, 0.0);
@@ -358,18 +360,19 @@ TEST_CASE("a communicator the caller owns: MPI_COMM_SELF, one rank", "[mpi]") {
     BucketedAllreduce reducer(self, model.vars);
     GradientTape tape;
     reducer.attach(tape);
-    const std::vector<Tensor> local = tape.gradient(model.loss(random_tensor({3, 5}, 5), 1.0), model.vars);
+    const std::vector<Tensor> local =
+        tape.gradient(model.loss(random_tensor({3, 5}, 5), 1.0), model.vars);
     const std::vector<Tensor> reduced = reducer.finish(local);
     for (std::size_t i = 0; i < local.size(); ++i) {
       require_close(reduced[i], local[i].shape(), values(local[i]), 0.0);
     }
   }
-  expect_misuse<InvalidArgument>(
-      "a non-positive timeout", [&] { self.set_timeout(std::chrono::milliseconds(0)); },
-      {"Communicator::set_timeout", "0 ms"});
-  expect_misuse<InvalidArgument>(
-      "broadcast from a root outside the communicator", [&] { self.broadcast(model.vars, 1); },
-      {"Communicator::broadcast", "root 1", "size 1"});
+  expect_misuse<InvalidArgument>("a non-positive timeout",
+                                 [&] { self.set_timeout(std::chrono::milliseconds(0)); },
+                                 {"Communicator::set_timeout", "0 ms"});
+  expect_misuse<InvalidArgument>("broadcast from a root outside the communicator",
+                                 [&] { self.broadcast(model.vars, 1); },
+                                 {"Communicator::broadcast", "root 1", "size 1"});
 }
 
 TEST_CASE("every rank gets bitwise the same sums, small and large messages", "[mpi]") {
@@ -377,8 +380,9 @@ TEST_CASE("every rank gets bitwise the same sums, small and large messages", "[m
   for (const std::size_t n : {std::size_t{7}, std::size_t{1000}, std::size_t{300000}}) {
     INFO(n << " elements");
     // Values whose sums round: the order of additions matters.
-    const Tensor local = random_tensor({n}, 1000 + static_cast<unsigned>(c.rank()), -1.0, 1.0) * 1e-3 +
-                         random_tensor({n}, 2000 + static_cast<unsigned>(c.rank()), 0.0, 1e6);
+    const Tensor local =
+        random_tensor({n}, 1000 + static_cast<unsigned>(c.rank()), -1.0, 1.0) * 1e-3 +
+        random_tensor({n}, 2000 + static_cast<unsigned>(c.rank()), 0.0, 1e6);
     const Tensor sum = c.allreduce(local, Reduction::Sum);
     Variable rank0_sum(sum, false, "sum");
     c.broadcast({rank0_sum}, 0);
@@ -394,8 +398,8 @@ TEST_CASE("Checkpoint: rank 0 writes, every rank restores rank 0's values", "[mp
   const Communicator c = world();
   const int rank = c.rank();
   // One path for every rank: rank 0's process id, summed across ranks (the others add 0).
-  const Tensor pid = c.allreduce(constant(rank == 0 ? static_cast<double>(::getpid()) : 0.0),
-                                 Reduction::Sum);
+  const Tensor pid =
+      c.allreduce(constant(rank == 0 ? static_cast<double>(::getpid()) : 0.0), Reduction::Sum);
   const std::string path = "/tmp/tapegrad_mpi_checkpoint_" +
                            std::to_string(static_cast<long>(pid.item<double>())) + ".npz";
 
@@ -426,7 +430,8 @@ TEST_CASE("Checkpoint: rank 0 writes, every rank restores rank 0's values", "[mp
   const std::string nowhere = "/nonexistent_tapegrad_folder/run.npz";
   CHECK_THROWS_WITH(checkpoint.save(nowhere),
                     Catch::Contains("Checkpoint::save(\"" + nowhere + "\")"));
-  CHECK_THROWS_WITH(checkpoint.restore(path), Catch::Contains("Checkpoint::restore(\"" + path + "\")"));
+  CHECK_THROWS_WITH(checkpoint.restore(path),
+                    Catch::Contains("Checkpoint::restore(\"" + path + "\")"));
   require_close(weights.peek(), {3}, {0.5, 0.5, 0.5}, 0.0);
   c.barrier();
 }

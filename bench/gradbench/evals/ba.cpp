@@ -27,7 +27,8 @@ Columns3 cross(const Columns3& a, const Columns3& b) {
 Columns3 rotate_by_angle(const Columns3& r, const Tensor& angle, const Columns3& point) {
   const Columns3 axis{r.x / angle, r.y / angle, r.z / angle};
   const Tensor cos_angle = cos(angle), sin_angle = sin(angle);
-  const Tensor along_axis = (axis.x * point.x + axis.y * point.y + axis.z * point.z) * (1.0 - cos_angle);
+  const Tensor along_axis =
+      (axis.x * point.x + axis.y * point.y + axis.z * point.z) * (1.0 - cos_angle);
   const Columns3 axis_cross = cross(axis, point);
   const auto component = [&](const Tensor& p, const Tensor& c, const Tensor& a) {
     return p * cos_angle + c * sin_angle + a * along_axis;
@@ -49,7 +50,8 @@ Columns3 rotate(const Columns3& r, const Columns3& point) {
   // The zero-angle rows take the other branch; a safe angle keeps NaN out of their gradient.
   const Tensor angle = sqrt(where(nonzero, squared_angle, ones_like(squared_angle)));
   const Columns3 rotated = rotate_by_angle(r, angle, point), small_cross = cross(r, point);
-  return {where(nonzero, rotated.x, point.x + small_cross.x), where(nonzero, rotated.y, point.y + small_cross.y),
+  return {where(nonzero, rotated.x, point.x + small_cross.x),
+          where(nonzero, rotated.y, point.y + small_cross.y),
           where(nonzero, rotated.z, point.z + small_cross.z)};
 }
 
@@ -66,7 +68,8 @@ Tensor ba_residuals(const Tensor& inputs, const Tensor& features) {
   const Tensor x = camera_point.x / camera_point.z, y = camera_point.y / camera_point.z;
   const Tensor radius_squared = square(x) + square(y);
   const Tensor scale = (1.0 + k1 * radius_squared + k2 * square(radius_squared)) * focal;
-  return concat({weight * (x * scale + u0 - feature[0]), weight * (y * scale + v0 - feature[1])}, 1);
+  return concat({weight * (x * scale + u0 - feature[0]), weight * (y * scale + v0 - feature[1])},
+                1);
 }
 
 BaProblem::BaProblem(const json& input)
@@ -81,8 +84,10 @@ BaProblem::BaProblem(const json& input)
              p = static_cast<std::size_t>(observations);
   std::vector<double> camera_values, point_values, feature_values, weight_values(p, w);
   std::vector<double> camera_of(p), point_of(p);
-  for (std::size_t i = 0; i < n; ++i) camera_values.insert(camera_values.end(), camera.begin(), camera.end());
-  for (std::size_t i = 0; i < m; ++i) point_values.insert(point_values.end(), point.begin(), point.end());
+  for (std::size_t i = 0; i < n; ++i)
+    camera_values.insert(camera_values.end(), camera.begin(), camera.end());
+  for (std::size_t i = 0; i < m; ++i)
+    point_values.insert(point_values.end(), point.begin(), point.end());
   for (std::size_t i = 0; i < p; ++i) {
     feature_values.insert(feature_values.end(), feature.begin(), feature.end());
     camera_of[i] = static_cast<double>(i % n);
@@ -97,78 +102,98 @@ BaProblem::BaProblem(const json& input)
 }
 
 Tensor BaProblem::observation_inputs() const {
-  return concat({gather(camera_parameters, camera_index), gather(point_positions, point_index), weights}, 1);
+  return concat(
+      {gather(camera_parameters, camera_index), gather(point_positions, point_index), weights}, 1);
 }
 
 EvalFunctions ba_functions() {
   const auto parse = [](const json& input) { return BaProblem(input); };
   return {
-      {"objective", make_function(parse, [](const BaProblem& problem) -> Output {
-         const Tensor residuals = ba_residuals(problem.observation_inputs(), problem.features);
-         const Tensor weight_error = 1.0 - square(problem.weights);
-         const std::int64_t p = problem.observations;
-         return finish_output({residuals, weight_error}, [p](const std::vector<Tensor>& t) -> Output {
-           return [p, residuals = t[0], weight_error = t[1]] {
-             const auto r = to_vector(residuals);
-             return json{{"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
+      {"objective",
+       make_function(
+           parse,
+           [](const BaProblem& problem) -> Output {
+             const Tensor residuals = ba_residuals(problem.observation_inputs(), problem.features);
+             const Tensor weight_error = 1.0 - square(problem.weights);
+             const std::int64_t p = problem.observations;
+             return finish_output(
+                 {residuals, weight_error}, [p](const std::vector<Tensor>& t) -> Output {
+                   return [p, residuals = t[0], weight_error = t[1]] {
+                     const auto r = to_vector(residuals);
+                     return json{
+                         {"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
                          {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
-           };
-         });
-       })},
-      {"jacobian", make_function(parse, [](const BaProblem& problem) -> Output {
-           const Tensor inputs = problem.observation_inputs();
-           GradientTape tape;
-           tape.watch(inputs);
-           const Tensor residuals = ba_residuals(inputs, problem.features);
-           // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
-           const Tensor blocks = tape.batch_jacobian(residuals, inputs);
-           const Tensor weight_derivatives = -2.0 * problem.weights;  // [p, 1]
-           const auto p = static_cast<std::size_t>(problem.observations);
-           const auto n = static_cast<std::size_t>(problem.cameras), m = static_cast<std::size_t>(problem.points);
-           return finish_output(
-               {blocks, weight_derivatives}, [p, n, m](const std::vector<Tensor>& t) -> Output {
-             // The CSR matrix, built as a user would (timed): the values copied out of the two
-             // result arrays, then 15 column indices in each residual row and one in each
-             // weight row.
-             const Tensor& blocks = t[0];
-             const Tensor& weight_derivatives = t[1];
-             const double* block = blocks.array<double>().data();
-             const double* weight_derivative = weight_derivatives.array<double>().data();
-             std::vector<double> values;
-             values.reserve(31 * p);
-             values.insert(values.end(), block, block + 30 * p);
-             values.insert(values.end(), weight_derivative, weight_derivative + p);
-             // 32-bit indices, as GradBench's own C++ tools keep them (half the bytes to write).
-             if (11 * n + 3 * m + 31 * p > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-               throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
-             std::vector<std::int32_t> rows(3 * p + 1), columns(31 * p);
-             for (std::size_t r = 0; r <= 2 * p; ++r) rows[r] = static_cast<std::int32_t>(15 * r);
-             for (std::size_t r = 1; r <= p; ++r) rows[2 * p + r] = static_cast<std::int32_t>(30 * p + r);
-             const auto weight_column = static_cast<std::int32_t>(11 * n + 3 * m);
-             std::int32_t* column = columns.data();
-             for (std::size_t i = 0, camera = 0, point = 0; i < p; ++i, column += 30) {
-               // Observation i's two rows have the same 15 columns.
-               const auto camera_column = static_cast<std::int32_t>(11 * camera);
-               const auto point_column = static_cast<std::int32_t>(11 * n + 3 * point);
-               for (std::int32_t c = 0; c < 11; ++c) column[c] = column[15 + c] = camera_column + c;
-               for (std::int32_t c = 0; c < 3; ++c) column[11 + c] = column[26 + c] = point_column + c;
-               column[14] = column[29] = weight_column + static_cast<std::int32_t>(i);
-               if (++camera == n) camera = 0;
-               if (++point == m) point = 0;
-             }
-             for (std::size_t i = 0; i < p; ++i) column[i] = weight_column + static_cast<std::int32_t>(i);
-             return [v = std::move(values), rows = std::move(rows), columns = std::move(columns)] {
-               // GradBench compares the first 30 entries of each array and the last.
-               const auto head = [](const auto& all) {
-                 const auto count = static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
-                 std::vector<typename std::decay_t<decltype(all)>::value_type> out(all.begin(), all.begin() + count);
-                 out.push_back(all.back());
-                 return out;
-               };
-               return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
-             };
-           });
-       })},
+                   };
+                 });
+           })},
+      {"jacobian",
+       make_function(
+           parse,
+           [](const BaProblem& problem) -> Output {
+             const Tensor inputs = problem.observation_inputs();
+             GradientTape tape;
+             tape.watch(inputs);
+             const Tensor residuals = ba_residuals(inputs, problem.features);
+             // [p, 2, 15]: row-major it is already the CSR values of the 2p residual rows.
+             const Tensor blocks = tape.batch_jacobian(residuals, inputs);
+             const Tensor weight_derivatives = -2.0 * problem.weights;  // [p, 1]
+             const auto p = static_cast<std::size_t>(problem.observations);
+             const auto n = static_cast<std::size_t>(problem.cameras),
+                        m = static_cast<std::size_t>(problem.points);
+             return finish_output(
+                 {blocks, weight_derivatives}, [p, n, m](const std::vector<Tensor>& t) -> Output {
+                   // The CSR matrix, built as a user would (timed): the values copied out of the
+                   // two result arrays, then 15 column indices in each residual row and one in each
+                   // weight row.
+                   const Tensor& blocks = t[0];
+                   const Tensor& weight_derivatives = t[1];
+                   const double* block = blocks.array<double>().data();
+                   const double* weight_derivative = weight_derivatives.array<double>().data();
+                   std::vector<double> values;
+                   values.reserve(31 * p);
+                   values.insert(values.end(), block, block + 30 * p);
+                   values.insert(values.end(), weight_derivative, weight_derivative + p);
+                   // 32-bit indices, as GradBench's own C++ tools keep them (half the bytes to
+                   // write).
+                   if (11 * n + 3 * m + 31 * p >
+                       static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+                     throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
+                   std::vector<std::int32_t> rows(3 * p + 1), columns(31 * p);
+                   for (std::size_t r = 0; r <= 2 * p; ++r)
+                     rows[r] = static_cast<std::int32_t>(15 * r);
+                   for (std::size_t r = 1; r <= p; ++r)
+                     rows[2 * p + r] = static_cast<std::int32_t>(30 * p + r);
+                   const auto weight_column = static_cast<std::int32_t>(11 * n + 3 * m);
+                   std::int32_t* column = columns.data();
+                   for (std::size_t i = 0, camera = 0, point = 0; i < p; ++i, column += 30) {
+                     // Observation i's two rows have the same 15 columns.
+                     const auto camera_column = static_cast<std::int32_t>(11 * camera);
+                     const auto point_column = static_cast<std::int32_t>(11 * n + 3 * point);
+                     for (std::int32_t c = 0; c < 11; ++c)
+                       column[c] = column[15 + c] = camera_column + c;
+                     for (std::int32_t c = 0; c < 3; ++c)
+                       column[11 + c] = column[26 + c] = point_column + c;
+                     column[14] = column[29] = weight_column + static_cast<std::int32_t>(i);
+                     if (++camera == n) camera = 0;
+                     if (++point == m) point = 0;
+                   }
+                   for (std::size_t i = 0; i < p; ++i)
+                     column[i] = weight_column + static_cast<std::int32_t>(i);
+                   return [v = std::move(values), rows = std::move(rows),
+                           columns = std::move(columns)] {
+                     // GradBench compares the first 30 entries of each array and the last.
+                     const auto head = [](const auto& all) {
+                       const auto count =
+                           static_cast<std::ptrdiff_t>(std::min<std::size_t>(30, all.size()));
+                       std::vector<typename std::decay_t<decltype(all)>::value_type> out(
+                           all.begin(), all.begin() + count);
+                       out.push_back(all.back());
+                       return out;
+                     };
+                     return json{{"rows", head(rows)}, {"cols", head(columns)}, {"vals", head(v)}};
+                   };
+                 });
+           })},
   };
 }
 

@@ -40,7 +40,8 @@ Tensor det_by_minors(const Tensor& a, const DeterminantPlan& plan) {
   const Tensor flat = reshape(a, {-1});
   Tensor products = ones({1});
   for (const auto& level : plan.levels) {
-    const Tensor entries = reshape(gather(flat, level.flat_index), {level.nodes, level.free}) * level.signs;
+    const Tensor entries =
+        reshape(gather(flat, level.flat_index), {level.nodes, level.free}) * level.signs;
     products = reshape(expand_dims(products, 1) * entries, {-1});
   }
   return reduce_sum(products);
@@ -53,13 +54,17 @@ EvalFunctions det_functions() {
     return std::make_pair(from_values(values, {ell, ell}, DType::Float64), DeterminantPlan(ell));
   };
   return {
-      {"primal", make_function(parse, [](const auto& in) { return number_output(det_by_minors(in.first, in.second)); })},
-      {"gradient", make_function(parse, [](const auto& in) {
-         GradientTape tape;
-         tape.watch(in.first);
-         const Tensor value = det_by_minors(in.first, in.second);
-         return list_output(tape.gradient(value, in.first));
-       })},
+      {"primal", make_function(parse,
+                               [](const auto& in) {
+                                 return number_output(det_by_minors(in.first, in.second));
+                               })},
+      {"gradient", make_function(parse,
+                                 [](const auto& in) {
+                                   GradientTape tape;
+                                   tape.watch(in.first);
+                                   const Tensor value = det_by_minors(in.first, in.second);
+                                   return list_output(tape.gradient(value, in.first));
+                                 })},
   };
 }
 

@@ -38,7 +38,7 @@ struct GmmParameters {
   Tensor l;      // [k, d(d−1)/2]   Q's strict lower triangle, column by column
 };
 struct GmmData {
-  Tensor x;      // [n, d]
+  Tensor x;  // [n, d]
   double gamma = 1;
   int m = 0;
 };
@@ -121,11 +121,11 @@ struct HandModel {
   Tensor base_relatives, inverse_base_absolutes;  // [22, 4, 4]
   Tensor base_positions;                          // [4, V]
   Tensor weights;                                 // [22, 1, V]
-  Tensor weighted_positions;                      // [V, 22·4]: weight(v, bone) · base position (bone, row)
-  Tensor points;                                  // [N, 3]
-  Tensor vertex_a, vertex_b, vertex_c;            // Int64 [N]: simple uses vertex_a only
-  Tensor us;                                      // [N, 2], complicated only
-  Tensor angle_source;                            // Int64 [66]
+  Tensor weighted_positions;            // [V, 22·4]: weight(v, bone) · base position (bone, row)
+  Tensor points;                        // [N, 3]
+  Tensor vertex_a, vertex_b, vertex_c;  // Int64 [N]: simple uses vertex_a only
+  Tensor us;                            // [N, 2], complicated only
+  Tensor angle_source;                  // Int64 [66]
   bool mirrored = false;
   bool complicated = false;
 };
@@ -135,7 +135,8 @@ EvalFunctions ht_functions();
 // every mode pair (outer, inner) of forward and reverse.
 enum class DiffMode { Forward, Reverse };
 // The gradient of a scalar function of x [n]: one tape (Reverse) or n jvps (Forward).
-Tensor gradient_in_mode(DiffMode mode, const std::function<Tensor(const Tensor&)>& f, const Tensor& x);
+Tensor gradient_in_mode(DiffMode mode, const std::function<Tensor(const Tensor&)>& f,
+                        const Tensor& x);
 // saddle: max over q of p² − q², q found by the solver from `start` with `inner` gradients.
 Tensor saddle_max_over_q(const Tensor& p, const Tensor& start, DiffMode inner);
 // particle: the landing x² for the charge offset w [1], the acceleration by `inner` gradients.

@@ -22,7 +22,8 @@ Tensor lower_triangle_positions(std::size_t d) {
   std::vector<double> positions(d * d, 0.0);
   std::size_t next = 1;
   for (std::size_t column = 0; column < d; ++column)
-    for (std::size_t row = column + 1; row < d; ++row) positions[row * d + column] = static_cast<double>(next++);
+    for (std::size_t row = column + 1; row < d; ++row)
+      positions[row * d + column] = static_cast<double>(next++);
   return cast(from_values(positions, {d * d}, DType::Float64), DType::Int64);
 }
 
@@ -42,21 +43,21 @@ Tensor gmm_objective(const GmmParameters& p, const GmmData& data) {
   const auto d64 = static_cast<std::int64_t>(d);
 
   // Q_k = diag(exp q_k) + strict lower triangle from l_k: [k, d, d].
-  const Tensor diagonal = exp(p.q);                                            // [k, d]
-  const Tensor padded_l = concat({zeros({k, 1}), p.l}, 1);                     // [k, 1 + L]
+  const Tensor diagonal = exp(p.q);                         // [k, d]
+  const Tensor padded_l = concat({zeros({k, 1}), p.l}, 1);  // [k, 1 + L]
   const Tensor lower = reshape(gather(padded_l, lower_triangle_positions(d), 1), {k64, d64, d64});
   const Tensor q_matrices = expand_dims(diagonal, 2) * identity_matrix(d) + lower;
 
   // β_ki = α_k + Σ_j q_kj − ½ ‖Q_k (x_i − μ_k)‖².
-  const Tensor centred = expand_dims(data.x, 0) - expand_dims(p.mu, 1);       // [k, n, d]
-  const Tensor transformed = matmul(centred, q_matrices, false, true);         // [k, n, d]
-  const Tensor sum_q = reduce_sum(p.q, {1});                                   // [k]
+  const Tensor centred = expand_dims(data.x, 0) - expand_dims(p.mu, 1);  // [k, n, d]
+  const Tensor transformed = matmul(centred, q_matrices, false, true);   // [k, n, d]
+  const Tensor sum_q = reduce_sum(p.q, {1});                             // [k]
   const Tensor beta = expand_dims(p.alpha + sum_q, 1) - 0.5 * reduce_sum(square(transformed), {2});
 
   const double nd = static_cast<double>(n) * static_cast<double>(d);
   const double constant_term = -nd * 0.5 * std::log(2 * M_PI);
-  const Tensor data_term = reduce_sum(reduce_logsumexp(beta, {0})) -
-                           static_cast<double>(n) * reduce_logsumexp(p.alpha);
+  const Tensor data_term =
+      reduce_sum(reduce_logsumexp(beta, {0})) - static_cast<double>(n) * reduce_logsumexp(p.alpha);
 
   // The Wishart prior.
   const int wishart_n = static_cast<int>(d) + data.m + 1;
@@ -64,9 +65,9 @@ Tensor gmm_objective(const GmmParameters& p, const GmmData& data) {
       wishart_n * static_cast<double>(d) * (std::log(data.gamma) - 0.5 * std::log(2.0)) -
       log_multivariate_gamma(0.5 * wishart_n, static_cast<int>(d));
   const Tensor frobenius = reduce_sum(square(diagonal)) + reduce_sum(square(p.l));
-  const Tensor prior = static_cast<double>(k) * prior_constant -
-                       (0.5 * data.gamma * data.gamma * frobenius -
-                        static_cast<double>(data.m) * reduce_sum(sum_q));
+  const Tensor prior =
+      static_cast<double>(k) * prior_constant -
+      (0.5 * data.gamma * data.gamma * frobenius - static_cast<double>(data.m) * reduce_sum(sum_q));
   return constant_term + data_term + prior;
 }
 
@@ -80,20 +81,27 @@ EvalFunctions gmm_functions() {
     return std::make_pair(p, data);
   };
   return {
-      {"objective", make_function(parse, [](const auto& in) { return number_output(gmm_objective(in.first, in.second)); })},
-      {"jacobian", make_function(parse, [](const auto& in) -> Output {
-         const GmmParameters& p = in.first;
-         GradientTape tape;
-         tape.watch({p.alpha, p.mu, p.q, p.l});
-         const Tensor value = gmm_objective(p, in.second);
-         return finish_output(tape.gradient(value, {p.alpha, p.mu, p.q, p.l}),
-                              [](const std::vector<Tensor>& g) -> Output {
-                                return [g] {
-                                  return json{{"alpha", to_json(g[0])}, {"mu", to_json(g[1])},
-                                              {"q", to_json(g[2])}, {"l", to_json(g[3])}};
-                                };
-                              });
-       })},
+      {"objective", make_function(parse,
+                                  [](const auto& in) {
+                                    return number_output(gmm_objective(in.first, in.second));
+                                  })},
+      {"jacobian", make_function(parse,
+                                 [](const auto& in) -> Output {
+                                   const GmmParameters& p = in.first;
+                                   GradientTape tape;
+                                   tape.watch({p.alpha, p.mu, p.q, p.l});
+                                   const Tensor value = gmm_objective(p, in.second);
+                                   return finish_output(
+                                       tape.gradient(value, {p.alpha, p.mu, p.q, p.l}),
+                                       [](const std::vector<Tensor>& g) -> Output {
+                                         return [g] {
+                                           return json{{"alpha", to_json(g[0])},
+                                                       {"mu", to_json(g[1])},
+                                                       {"q", to_json(g[2])},
+                                                       {"l", to_json(g[3])}};
+                                         };
+                                       });
+                                 })},
   };
 }
 

@@ -39,9 +39,12 @@ Tensor euler_rotations(const Tensor& angles /*[bones, 3]*/) {
   const Tensor tz = reshape(slice(angles, {0, 1}, {-1, 1}), {-1});
   const Tensor ty = reshape(slice(angles, {0, 2}, {-1, 1}), {-1});
   const Tensor zero = zeros_like(tx), one = ones_like(tx);
-  const Tensor rx = matrices_3x3({one, zero, zero, zero, cos(tx), negative(sin(tx)), zero, sin(tx), cos(tx)});
-  const Tensor ry = matrices_3x3({cos(ty), zero, sin(ty), zero, one, zero, negative(sin(ty)), zero, cos(ty)});
-  const Tensor rz = matrices_3x3({cos(tz), negative(sin(tz)), zero, sin(tz), cos(tz), zero, zero, zero, one});
+  const Tensor rx =
+      matrices_3x3({one, zero, zero, zero, cos(tx), negative(sin(tx)), zero, sin(tx), cos(tx)});
+  const Tensor ry =
+      matrices_3x3({cos(ty), zero, sin(ty), zero, one, zero, negative(sin(ty)), zero, cos(ty)});
+  const Tensor rz =
+      matrices_3x3({cos(tz), negative(sin(tz)), zero, sin(tz), cos(tz), zero, zero, zero, one});
   return matmul(matmul(rz, ry), rx);
 }
 
@@ -62,9 +65,10 @@ Tensor angle_axis_rotation(const Tensor& angle_axis) {
   const auto axis = split(angle_axis / norm, 3, 0);
   const Tensor &x = axis[0], &y = axis[1], &z = axis[2];
   const Tensor s = sin(norm), c = cos(norm), one_minus_c = 1.0 - c;
-  const std::vector<Tensor> entries{x * x + (1.0 - x * x) * c, x * y * one_minus_c - z * s, x * z * one_minus_c + y * s,
-                                    x * y * one_minus_c + z * s, y * y + (1.0 - y * y) * c, y * z * one_minus_c - x * s,
-                                    x * z * one_minus_c - y * s, z * y * one_minus_c + x * s, z * z + (1.0 - z * z) * c};
+  const std::vector<Tensor> entries{
+      x * x + (1.0 - x * x) * c,   x * y * one_minus_c - z * s, x * z * one_minus_c + y * s,
+      x * y * one_minus_c + z * s, y * y + (1.0 - y * y) * c,   y * z * one_minus_c - x * s,
+      x * z * one_minus_c - y * s, z * y * one_minus_c + x * s, z * z + (1.0 - z * z) * c};
   const Tensor rotation = reshape(concat(entries, 0), {3, 3});
   return small.defined() ? where(small, identity, rotation) : rotation;
 }
@@ -77,11 +81,11 @@ HandModel::HandModel(const json& input) {
   if (parents.size() != kBones) throw std::invalid_argument("ht: the model must have 22 bones");
   base_relatives = matrices_from_json(model["base_relatives"]);
   inverse_base_absolutes = matrices_from_json(model["inverse_base_absolutes"]);
-  base_positions = transpose(matrix_from_json(model["base_positions"]));  // [4, V]
+  base_positions = transpose(matrix_from_json(model["base_positions"]));    // [4, V]
   weights = expand_dims(transpose(matrix_from_json(model["weights"])), 1);  // [22, 1, V]
   const auto vertex_count = static_cast<std::int64_t>(base_positions.shape()[1]);
-  weighted_positions =
-      transpose(reshape(expand_dims(base_positions, 0) * weights, {4 * std::int64_t{kBones}, vertex_count}));
+  weighted_positions = transpose(
+      reshape(expand_dims(base_positions, 0) * weights, {4 * std::int64_t{kBones}, vertex_count}));
   mirrored = model["is_mirrored"].get<bool>();
   points = matrix_from_json(input["data"]["points"]);  // [N, 3]
   const auto correspondences = input["data"]["correspondences"].get<std::vector<std::int64_t>>();
@@ -118,26 +122,29 @@ HandModel::HandModel(const json& input) {
 Tensor HandModel::residuals(const Tensor& theta, const Tensor& barycentric) const {
   // Each bone's posed relative transform: base_relative · [R 0; 0 1].
   const Tensor angles = reshape(gather(concat({zeros({1}), theta}, 0), angle_source), {kBones, 3});
-  const Tensor rotations = euler_rotations(angles);                                   // [22, 3, 3]
-  const Tensor rotation_rows = concat({rotations, zeros({kBones, 3, 1})}, 2);         // [22, 3, 4]
+  const Tensor rotations = euler_rotations(angles);                            // [22, 3, 3]
+  const Tensor rotation_rows = concat({rotations, zeros({kBones, 3, 1})}, 2);  // [22, 3, 4]
   const Tensor last_row = constant({{0.0, 0.0, 0.0, 1.0}});
   const Tensor posed = concat({rotation_rows, tile(expand_dims(last_row, 0), {kBones, 1, 1})}, 1);
   const std::vector<Tensor> relatives = split(matmul(base_relatives, posed), kBones, 0);
   // Absolutes down the tree (parents come first), then the skinning transforms.
   std::vector<Tensor> absolutes(kBones);
   for (std::size_t i = 0; i < kBones; ++i)
-    absolutes[i] = parents[i] < 0 ? relatives[i]
-                                  : matmul(absolutes[static_cast<std::size_t>(parents[i])], relatives[i]);
-  const Tensor transforms = matmul(concat(absolutes, 0), inverse_base_absolutes);    // [22, 4, 4]
+    absolutes[i] = parents[i] < 0
+                       ? relatives[i]
+                       : matmul(absolutes[static_cast<std::size_t>(parents[i])], relatives[i]);
+  const Tensor transforms = matmul(concat(absolutes, 0), inverse_base_absolutes);  // [22, 4, 4]
   // Skinned vertices: Σ_bones (transform · weight · base position), first three rows; one gemm
   // of the model's weighted positions with the [3, 22·4] transform rows, never [22, 3, V].
   // Vertices are rows ([V, 3]), as the residuals are: no transpose of anything N- or V-sized.
   const Tensor transform_rows =
-      reshape(transpose(slice(transforms, {0, 0, 0}, {-1, 3, -1}), {1, 0, 2}), {3, 4 * std::int64_t{kBones}});
+      reshape(transpose(slice(transforms, {0, 0, 0}, {-1, 3, -1}), {1, 0, 2}),
+              {3, 4 * std::int64_t{kBones}});
   Tensor vertices = matmul(weighted_positions, transform_rows, false, true);  // [V, 3]
   if (mirrored) vertices = vertices * from_values({-1.0, 1.0, 1.0}, {1, 3}, DType::Float64);
   const Tensor global_rotation = angle_axis_rotation(slice(theta, {0}, {3}));
-  vertices = matmul(vertices, global_rotation, false, true) + reshape(slice(theta, {3}, {3}), {1, 3});
+  vertices =
+      matmul(vertices, global_rotation, false, true) + reshape(slice(theta, {3}, {3}), {1, 3});
 
   Tensor model_points;
   if (complicated) {
@@ -155,8 +162,9 @@ Tensor HandModel::jacobian(const Tensor& theta) const {
   const Tensor barycentric = us;
   const auto rows = static_cast<std::int64_t>(points.shape()[0] * 3);
   // Tall: forward mode, [N, 3, 26] -> [3N, 26].
-  const Tensor theta_columns = reshape(
-      jacobian_forward([&](const Tensor& t) { return residuals(t, barycentric); }, theta), {rows, 26});
+  const Tensor theta_columns =
+      reshape(jacobian_forward([&](const Tensor& t) { return residuals(t, barycentric); }, theta),
+              {rows, 26});
   if (!complicated) return theta_columns;
   // Each residual row reads only its own (u0, u1): a batch Jacobian, [N, 3, 2].
   GradientTape tape;
@@ -170,10 +178,14 @@ EvalFunctions ht_functions() {
     return std::make_pair(std::make_shared<HandModel>(input), vector_from_json(input["theta"]));
   };
   return {
-      {"objective", make_function(parse, [](const auto& in) {
-         return list_output(in.first->residuals(in.second, in.first->us));
-       })},
-      {"jacobian", make_function(parse, [](const auto& in) { return nested_output(in.first->jacobian(in.second)); })},
+      {"objective", make_function(parse,
+                                  [](const auto& in) {
+                                    return list_output(
+                                        in.first->residuals(in.second, in.first->us));
+                                  })},
+      {"jacobian",
+       make_function(parse,
+                     [](const auto& in) { return nested_output(in.first->jacobian(in.second)); })},
   };
 }
 

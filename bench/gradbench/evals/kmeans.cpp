@@ -13,7 +13,8 @@ Tensor kmeans_cost(const Tensor& points, const Tensor& centroids) {
   // ‖p‖², which is the same along a row and so cannot change the argmin.
   const Tensor fixed = stop_gradient(centroids);
   const Tensor centroid_norms = reduce_sum(square(fixed), {1});  // [k]
-  const Tensor nearest = argmin(centroid_norms - matmul(points, 2.0 * fixed, false, true), 1);  // [n]
+  const Tensor nearest =
+      argmin(centroid_norms - matmul(points, 2.0 * fixed, false, true), 1);  // [n]
   // The differentiable part is [n, d]: each point against its own centroid.
   return reduce_sum(square(points - gather(centroids, nearest)));
 }
@@ -38,8 +39,12 @@ EvalFunctions kmeans_functions() {
     return std::make_pair(matrix_from_json(input["points"]), matrix_from_json(input["centroids"]));
   };
   return {
-      {"cost", make_function(parse, [](const auto& in) { return number_output(kmeans_cost(in.first, in.second)); })},
-      {"dir", make_function(parse, [](const auto& in) { return nested_output(kmeans_dir(in.first, in.second)); })},
+      {"cost",
+       make_function(
+           parse, [](const auto& in) { return number_output(kmeans_cost(in.first, in.second)); })},
+      {"dir",
+       make_function(
+           parse, [](const auto& in) { return nested_output(kmeans_dir(in.first, in.second)); })},
   };
 }
 

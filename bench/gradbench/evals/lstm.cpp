@@ -18,10 +18,14 @@ Tensor lstm_objective(const Tensor& main_params, const Tensor& extra_params, con
 
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     // Rows of 4·bits: forget, input gate, output gate, change.
-    const auto weights = split(reshape(slice(main_params, {2 * layer, 0}, {1, -1}), {4, bits}), 4, 0);
-    const auto biases = split(reshape(slice(main_params, {2 * layer + 1, 0}, {1, -1}), {4, bits}), 4, 0);
-    const std::vector<Tensor> forget = split(sigmoid(inputs * weights[0] + biases[0]), static_cast<int>(steps), 0);
-    const std::vector<Tensor> output_gate = split(sigmoid(inputs * weights[2] + biases[2]), static_cast<int>(steps), 0);
+    const auto weights =
+        split(reshape(slice(main_params, {2 * layer, 0}, {1, -1}), {4, bits}), 4, 0);
+    const auto biases =
+        split(reshape(slice(main_params, {2 * layer + 1, 0}, {1, -1}), {4, bits}), 4, 0);
+    const std::vector<Tensor> forget =
+        split(sigmoid(inputs * weights[0] + biases[0]), static_cast<int>(steps), 0);
+    const std::vector<Tensor> output_gate =
+        split(sigmoid(inputs * weights[2] + biases[2]), static_cast<int>(steps), 0);
     // The input gate and the change both read the hidden state: one [2, bits] product per step.
     const Tensor recurrent_weights = concat({weights[1], weights[3]}, 0);
     const Tensor recurrent_biases = concat({biases[1], biases[3]}, 0);
@@ -49,29 +53,35 @@ Tensor lstm_objective(const Tensor& main_params, const Tensor& extra_params, con
 
 EvalFunctions lstm_functions() {
   const auto parse = [](const json& input) {
-    return std::make_tuple(matrix_from_json(input["main_params"]), matrix_from_json(input["extra_params"]),
-                           LstmData{matrix_from_json(input["state"]), matrix_from_json(input["sequence"])});
+    return std::make_tuple(
+        matrix_from_json(input["main_params"]), matrix_from_json(input["extra_params"]),
+        LstmData{matrix_from_json(input["state"]), matrix_from_json(input["sequence"])});
   };
   return {
-      {"objective", make_function(parse, [](const auto& in) {
-         return number_output(lstm_objective(std::get<0>(in), std::get<1>(in), std::get<2>(in)));
-       })},
-      {"jacobian", make_function(parse, [](const auto& in) -> Output {
-         const Tensor& main_params = std::get<0>(in);
-         const Tensor& extra_params = std::get<1>(in);
-         GradientTape tape;
-         tape.watch({main_params, extra_params});
-         const Tensor value = lstm_objective(main_params, extra_params, std::get<2>(in));
-         return finish_output(tape.gradient(value, {main_params, extra_params}),
-                              [](const std::vector<Tensor>& g) -> Output {
-                                return [g] {
-                                  std::vector<double> flat = to_vector(g[0]);
-                                  const std::vector<double> extra = to_vector(g[1]);
-                                  flat.insert(flat.end(), extra.begin(), extra.end());
-                                  return json(flat);
-                                };
-                              });
-       })},
+      {"objective", make_function(parse,
+                                  [](const auto& in) {
+                                    return number_output(lstm_objective(
+                                        std::get<0>(in), std::get<1>(in), std::get<2>(in)));
+                                  })},
+      {"jacobian", make_function(parse,
+                                 [](const auto& in) -> Output {
+                                   const Tensor& main_params = std::get<0>(in);
+                                   const Tensor& extra_params = std::get<1>(in);
+                                   GradientTape tape;
+                                   tape.watch({main_params, extra_params});
+                                   const Tensor value =
+                                       lstm_objective(main_params, extra_params, std::get<2>(in));
+                                   return finish_output(
+                                       tape.gradient(value, {main_params, extra_params}),
+                                       [](const std::vector<Tensor>& g) -> Output {
+                                         return [g] {
+                                           std::vector<double> flat = to_vector(g[0]);
+                                           const std::vector<double> extra = to_vector(g[1]);
+                                           flat.insert(flat.end(), extra.begin(), extra.end());
+                                           return json(flat);
+                                         };
+                                       });
+                                 })},
   };
 }
 

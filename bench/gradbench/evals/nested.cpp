@@ -82,7 +82,9 @@ Tensor saddle_objective(const Tensor& p, const Tensor& q) {
 }
 
 std::vector<double> saddle_point(const Tensor& start, DiffMode outer, DiffMode inner) {
-  const Objective max_over_q = [&start, inner](const Tensor& p) { return saddle_max_over_q(p, start, inner); };
+  const Objective max_over_q = [&start, inner](const Tensor& p) {
+    return saddle_max_over_q(p, start, inner);
+  };
   const Tensor p_star = argmin(max_over_q, start, outer);
   const Tensor q_star =
       argmax([&p_star](const Tensor& q) { return saddle_objective(p_star, q); }, start, inner);
@@ -94,13 +96,16 @@ std::vector<double> saddle_point(const Tensor& start, DiffMode outer, DiffMode i
 
 // GradBench's mode names: the outer letter, then the inner one.
 std::pair<DiffMode, DiffMode> modes_named(const std::string& name) {
-  const auto mode = [](char letter) { return letter == 'f' ? DiffMode::Forward : DiffMode::Reverse; };
+  const auto mode = [](char letter) {
+    return letter == 'f' ? DiffMode::Forward : DiffMode::Reverse;
+  };
   return {mode(name[0]), mode(name[1])};
 }
 
 }  // namespace
 
-Tensor gradient_in_mode(DiffMode mode, const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+Tensor gradient_in_mode(DiffMode mode, const std::function<Tensor(const Tensor&)>& f,
+                        const Tensor& x) {
   return mode == DiffMode::Forward ? forward_gradient(f, x) : reverse_gradient(f, x);
 }
 
@@ -139,14 +144,15 @@ EvalFunctions saddle_functions() {
   EvalFunctions functions;
   for (const std::string name : {"rr", "ff", "fr", "rf"}) {
     const auto [outer, inner] = modes_named(name);
-    functions[name] = make_function([](const json& input) { return vector_from_json(input["start"]); },
-                                    [outer = outer, inner = inner](const Tensor& start) -> Output {
-                                      const auto result = saddle_point(start, outer, inner);
-                                      // C++ numbers, not tensors (its loops read values).
-                                      return finish_output({}, [result](const std::vector<Tensor>&) -> Output {
-                                        return [result] { return json(result); };
-                                      });
-                                    });
+    functions[name] =
+        make_function([](const json& input) { return vector_from_json(input["start"]); },
+                      [outer = outer, inner = inner](const Tensor& start) -> Output {
+                        const auto result = saddle_point(start, outer, inner);
+                        // C++ numbers, not tensors (its loops read values).
+                        return finish_output({}, [result](const std::vector<Tensor>&) -> Output {
+                          return [result] { return json(result); };
+                        });
+                      });
   }
   return functions;
 }
@@ -155,14 +161,17 @@ EvalFunctions particle_functions() {
   EvalFunctions functions;
   for (const std::string name : {"rr", "ff", "fr", "rf"}) {
     const auto [outer, inner] = modes_named(name);
-    functions[name] = make_function(
-        [](const json& input) { return constant({input["w"].get<double>()}); },
-        [outer = outer, inner = inner](const Tensor& w0) -> Output {
-          const Objective landing = [inner](const Tensor& w) { return particle_final_x_squared(w, inner); };
-          return finish_output({argmin(landing, w0, outer)}, [](const std::vector<Tensor>& t) -> Output {
-            return [w = t[0]] { return json(to_vector(w)[0]); };
-          });
-        });
+    functions[name] =
+        make_function([](const json& input) { return constant({input["w"].get<double>()}); },
+                      [outer = outer, inner = inner](const Tensor& w0) -> Output {
+                        const Objective landing = [inner](const Tensor& w) {
+                          return particle_final_x_squared(w, inner);
+                        };
+                        return finish_output({argmin(landing, w0, outer)},
+                                             [](const std::vector<Tensor>& t) -> Output {
+                                               return [w = t[0]] { return json(to_vector(w)[0]); };
+                                             });
+                      });
   }
   return functions;
 }

@@ -21,9 +21,11 @@ EvalFunctions hello_functions() {
   const auto parse = [](const json& input) { return constant(input.get<double>()); };
   return {
       {"square", make_function(parse, [](const Tensor& x) { return number_output(x * x); })},
-      {"double", make_function(parse, [](const Tensor& x) {
-         return number_output(gradient_of([](const Tensor& v) { return v * v; }, x));
-       })},
+      {"double", make_function(parse,
+                               [](const Tensor& x) {
+                                 return number_output(
+                                     gradient_of([](const Tensor& v) { return v * v; }, x));
+                               })},
   };
 }
 
@@ -48,11 +50,16 @@ EvalFunctions llsq_functions() {
     return std::make_pair(vector_from_json(input["x"]), input["n"].get<std::size_t>());
   };
   return {
-      {"primal", make_function(parse, [](const auto& in) { return number_output(llsq_primal(in.first, in.second)); })},
-      {"gradient", make_function(parse, [](const auto& in) {
-         const std::size_t n = in.second;
-         return list_output(gradient_of([n](const Tensor& v) { return llsq_primal(v, n); }, in.first));
-       })},
+      {"primal",
+       make_function(
+           parse, [](const auto& in) { return number_output(llsq_primal(in.first, in.second)); })},
+      {"gradient", make_function(parse,
+                                 [](const auto& in) {
+                                   const std::size_t n = in.second;
+                                   return list_output(gradient_of(
+                                       [n](const Tensor& v) { return llsq_primal(v, n); },
+                                       in.first));
+                                 })},
   };
 }
 
@@ -64,8 +71,11 @@ Tensor lse_primal(const Tensor& x) {
 EvalFunctions lse_functions() {
   const auto parse = [](const json& input) { return vector_from_json(input["x"]); };
   return {
-      {"primal", make_function(parse, [](const Tensor& x) { return number_output(lse_primal(x)); })},
-      {"gradient", make_function(parse, [](const Tensor& x) { return list_output(gradient_of(lse_primal, x)); })},
+      {"primal",
+       make_function(parse, [](const Tensor& x) { return number_output(lse_primal(x)); })},
+      {"gradient",
+       make_function(parse,
+                     [](const Tensor& x) { return list_output(gradient_of(lse_primal, x)); })},
   };
 }
 
@@ -96,16 +106,20 @@ EvalFunctions ode_functions() {
     return std::make_pair(vector_from_json(input["x"]), input["s"].get<std::size_t>());
   };
   return {
-      {"primal", make_function(parse, [](const auto& in) { return list_output(ode_primal(in.first, in.second)); })},
-      {"gradient", make_function(parse, [](const auto& in) {
-         const std::size_t s = in.second;
-         return list_output(gradient_of(
-             [s](const Tensor& v) {
-               const Tensor y = ode_primal(v, s);
-               return slice(y, {static_cast<std::int64_t>(y.size()) - 1}, {1});
-             },
-             in.first));
-       })},
+      {"primal",
+       make_function(parse,
+                     [](const auto& in) { return list_output(ode_primal(in.first, in.second)); })},
+      {"gradient", make_function(parse,
+                                 [](const auto& in) {
+                                   const std::size_t s = in.second;
+                                   return list_output(gradient_of(
+                                       [s](const Tensor& v) {
+                                         const Tensor y = ode_primal(v, s);
+                                         return slice(y, {static_cast<std::int64_t>(y.size()) - 1},
+                                                      {1});
+                                       },
+                                       in.first));
+                                 })},
   };
 }
 

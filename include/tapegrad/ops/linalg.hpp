@@ -19,8 +19,7 @@ namespace tapegrad {
 /// [2, 3, m, n]. Transposes go to BLAS as flags, never materialised.
 /// InvalidArgument when an operand has rank < 2, the inner dimensions or the dtypes differ,
 /// the batch dimensions do not broadcast, or the dtype is not floating.
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
-              bool transpose_b = false);
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 /// Inverse of each square matrix a [..., n, n] (TF: tf.linalg.inv), by LU factorisation.
 /// InvalidArgument when a is not [..., n, n] or a matrix is singular (an exact zero pivot).
@@ -65,8 +64,7 @@ Tensor cross(const Tensor& a, const Tensor& b);
 /// or, with `adjoint`, a^T (TF: tf.linalg.triangular_solve). Only a's lower (or, with
 /// lower = false, upper) triangle is read; its gradient is in that triangle. The batch
 /// dimensions must be equal. InvalidArgument also when a diagonal entry is exactly 0.
-Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower = true,
-                        bool adjoint = false);
+Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower = true, bool adjoint = false);
 /// x with (L L^T) x = b from the lower Cholesky factor L = chol [..., n, n] of a, b [..., n, k]
 /// (TF: tf.linalg.cholesky_solve): two triangular solves.
 Tensor cholesky_solve(const Tensor& chol, const Tensor& b);

@@ -40,7 +40,8 @@ Tensor pow(const Tensor& x, const Tensor& y);
 Tensor pow(const Tensor& x, double y);
 /// pow(x, double) of an integer x takes only integer exponents (InvalidArgument naming pow
 /// otherwise). pow(2.0, y) raises the scalar, taken in y's dtype, to each element of y
-/// (differentiable in y: d a^y/dy = a^y log a). Integers to negative integer powers throw InvalidArgument.
+/// (differentiable in y: d a^y/dy = a^y log a). Integers to negative integer powers throw
+/// InvalidArgument.
 Tensor pow(double x, const Tensor& y);
 /// NaN in either operand gives NaN (TF, NumPy). Ties send the gradient to x (the first
 /// argument), as TF.

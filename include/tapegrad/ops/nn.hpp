@@ -111,8 +111,8 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, 
 /// NCHW (NCW): x [batch, in_c, w] -> [batch, out_c, out_w].
 /// conv2d on a unit height (recorded as reshapes around a Conv2D). The overload without a
 /// dilation takes dilation 1.
-Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding,
-              int dilation = 1, DataFormat data_format = DataFormat::NHWC);
+Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding, int dilation = 1,
+              DataFormat data_format = DataFormat::NHWC);
 Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding,
               DataFormat data_format);
 

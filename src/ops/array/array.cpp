@@ -6,18 +6,18 @@
 
 #include <algorithm>
 #include <limits>
-#include <string>
 #include <numeric>
+#include <string>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/reduce.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -59,16 +59,16 @@ static std::vector<Tensor> broadcast_to_batched(const detail::BatchingContext& o
 
 // Replay rules: the traced output shape (or the recorded permutation) on the new input.
 static detail::ReplayOutputs reshape_replay(const detail::ReplayContext& op,
-                                          const std::vector<Tensor>& in) {
+                                            const std::vector<Tensor>& in) {
   return {reshape(in[0], detail::signed_shape(op.output_shapes[0]))};
 }
 static detail::ReplayOutputs transpose_replay(const detail::ReplayContext& op,
-                                            const std::vector<Tensor>& in) {
+                                              const std::vector<Tensor>& in) {
   const auto& perm = op.attributes().get_ints("perm");
   return {transpose(in[0], std::vector<int>(perm.begin(), perm.end()))};
 }
 static detail::ReplayOutputs broadcast_to_replay(const detail::ReplayContext& op,
-                                               const std::vector<Tensor>& in) {
+                                                 const std::vector<Tensor>& in) {
   return {broadcast_to(in[0], op.output_shapes[0])};
 }
 
@@ -214,8 +214,9 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes) {
 // Linear, as transpose and broadcast_to below: the op applied to the tangent.
 static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return dx.shape() == op.outputs[0].shape() ? dx
-                                               : reshape(dx, detail::signed_shape(op.outputs[0].shape()));
+    return dx.shape() == op.outputs[0].shape()
+               ? dx
+               : reshape(dx, detail::signed_shape(op.outputs[0].shape()));
   });
 }
 

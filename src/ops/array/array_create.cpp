@@ -21,13 +21,13 @@ static std::vector<Tensor> one_hot_batched(const detail::BatchingContext& op,
                   op.output_dtypes.at(0))};
 }
 static detail::ReplayOutputs one_hot_replay(const detail::ReplayContext& op,
-                                          const std::vector<Tensor>& inputs) {
+                                            const std::vector<Tensor>& inputs) {
   return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
                   op.output_dtypes.at(0))};
 }
 
-constexpr OpDefinition one_hot_op = detail::with_replay(
-    detail::not_differentiable_op("OneHot", one_hot_batched), one_hot_replay);
+constexpr OpDefinition one_hot_op =
+    detail::with_replay(detail::not_differentiable_op("OneHot", one_hot_batched), one_hot_replay);
 // The recorded axis (shifted past the batch axis when batched): the generic axis maker.
 constexpr OpDefinition argmax_op =
     detail::not_differentiable_op("ArgMax", detail::batch_axis<&tapegrad::argmax>);
@@ -69,7 +69,8 @@ Tensor one_hot(const Tensor& indices, int depth, DType dtype) {
     const auto d = static_cast<std::size_t>(depth);
     for (std::size_t k = 0; k < index.size(); ++k) {
       // Out-of-range indices give an all-off row (TF), not an error.
-      if (index[k] >= 0 && index[k] < depth) out.data()[k * d + static_cast<std::size_t>(index[k])] = T(1);
+      if (index[k] >= 0 && index[k] < depth)
+        out.data()[k * d + static_cast<std::size_t>(index[k])] = T(1);
     }
     return Tensor(std::move(out));
   });
@@ -122,7 +123,8 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
     const auto n = static_cast<std::size_t>(num);
     xt::xarray<T> out = detail::allocate_array<T>("linspace", {n});
     const double step = n > 1 ? (stop - start) / static_cast<double>(n - 1) : 0;
-    for (std::size_t i = 0; i < n; ++i) out.data()[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (std::size_t i = 0; i < n; ++i)
+      out.data()[i] = static_cast<T>(start + static_cast<double>(i) * step);
     if (n > 1) out.data()[n - 1] = static_cast<T>(stop);  // the end exactly, not start + (n-1) step
     return Tensor(std::move(out));
   });
@@ -141,8 +143,7 @@ static Tensor arg_extremum(const OpDefinition& definition, const char* op, const
   const Shape& shape = x.shape();
   const std::size_t n = shape[a];
   if (n == 0) {
-    throw InvalidArgument(detail::describe(op, x) + ": axis " + std::to_string(axis) +
-                          " is empty");
+    throw InvalidArgument(detail::describe(op, x) + ": axis " + std::to_string(axis) + " is empty");
   }
   std::size_t outer = 1, inner = 1;
   for (std::size_t d = 0; d < a; ++d) outer *= shape[d];

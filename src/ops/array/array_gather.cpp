@@ -6,11 +6,11 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/indexed_slices.hpp"
 #include "tapegrad/ops/array.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -58,7 +58,8 @@ static std::vector<Tensor> gather_batched(const detail::BatchingContext& op,
   const Tensor flat = reshape(detail::move_front_axis_to(params, axis),
                               std::vector<std::int64_t>(merged.begin(), merged.end()));
   const Tensor offsets = row_offsets(op.batch_size, length, indices.rank(), indices.dtype());
-  return {detail::move_axis_to_front(gather(flat, add(indices, offsets), static_cast<int>(axis)), axis)};
+  return {detail::move_axis_to_front(gather(flat, add(indices, offsets), static_cast<int>(axis)),
+                                     axis)};
 }
 
 // Batched data only: the batch axis moves behind the segmented one. Batched ids: each row's
@@ -75,29 +76,29 @@ static std::vector<Tensor> segment_sum_batched(const detail::BatchingContext& op
   flat[1] *= flat[0];
   flat.erase(flat.begin());
   const Tensor ids = add(in[1], row_offsets(op.batch_size, segments, 2, in[1].dtype()));
-  const Tensor sums = unsorted_segment_sum(
-      reshape(data, std::vector<std::int64_t>(flat.begin(), flat.end())),
-      reshape(ids, {-1}), op.batch_size * segments);
+  const Tensor sums =
+      unsorted_segment_sum(reshape(data, std::vector<std::int64_t>(flat.begin(), flat.end())),
+                           reshape(ids, {-1}), op.batch_size * segments);
   const Shape out = op.batched_output_shape(0);
   return {reshape(sums, std::vector<std::int64_t>(out.begin(), out.end()))};
 }
 
 // Replay rules: the recorded axis; the traced number of segments.
 static detail::ReplayOutputs gather_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& in) {
+                                           const std::vector<Tensor>& in) {
   return {gather(in[0], in[1], detail::recorded_axis(op))};
 }
 static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
-                                              const std::vector<Tensor>& in) {
+                                                const std::vector<Tensor>& in) {
   return {unsorted_segment_sum(in[0], in[1], op.output_shapes[0][0])};
 }
 
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition gather_op = detail::with_replay(
-    detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}), KeepSet::none(),
-                              gather_tangent, gather_batched),
-    gather_replay);
+constexpr OpDefinition gather_op =
+    detail::with_replay(detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}),
+                                                  KeepSet::none(), gather_tangent, gather_batched),
+                        gather_replay);
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", params);
@@ -143,10 +144,18 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
       }
     };
     switch (inner) {
-      case 1: copy_rows(std::integral_constant<std::size_t, 1>{}); break;
-      case 2: copy_rows(std::integral_constant<std::size_t, 2>{}); break;
-      case 3: copy_rows(std::integral_constant<std::size_t, 3>{}); break;
-      case 4: copy_rows(std::integral_constant<std::size_t, 4>{}); break;
+      case 1:
+        copy_rows(std::integral_constant<std::size_t, 1>{});
+        break;
+      case 2:
+        copy_rows(std::integral_constant<std::size_t, 2>{});
+        break;
+      case 3:
+        copy_rows(std::integral_constant<std::size_t, 3>{});
+        break;
+      case 4:
+        copy_rows(std::integral_constant<std::size_t, 4>{});
+        break;
       default:
         for (std::size_t o = 0; o < outer; ++o) {
           for (std::int64_t i : index) {
@@ -165,10 +174,10 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
 // Linear in params: the same gather of its tangent (the indices carry none).
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents) {
   const int axis = static_cast<int>(op.attrs->get_int("axis"));
-  return {detail::output_tangent(
-      op, 0, {detail::if_defined(tangents[0], [&](const Tensor& dparams) {
-        return gather(dparams, op.inputs[1], axis);
-      })})};
+  return {
+      detail::output_tangent(op, 0, {detail::if_defined(tangents[0], [&](const Tensor& dparams) {
+                               return gather(dparams, op.inputs[1], axis);
+                             })})};
 }
 
 // Along axis 0 the gradient is row-sparse: the incoming rows, indexed by the flat indices.
@@ -186,10 +195,12 @@ static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) 
     std::vector<std::int64_t> values_shape = detail::signed_shape(params_shape);
     values_shape[0] = n;
     // 1-D indices: g already has the values' shape (no copy).
-    const bool same = g[0].rank() == values_shape.size() &&
-                      std::equal(values_shape.begin(), values_shape.end(), g[0].shape().begin(),
-                                 [](std::int64_t a, std::size_t b) { return static_cast<std::size_t>(a) == b; });
-    result[0] = IndexedSlices{same ? g[0] : reshape(g[0], values_shape), flat_indices, params_shape};
+    const bool same =
+        g[0].rank() == values_shape.size() &&
+        std::equal(values_shape.begin(), values_shape.end(), g[0].shape().begin(),
+                   [](std::int64_t a, std::size_t b) { return static_cast<std::size_t>(a) == b; });
+    result[0] =
+        IndexedSlices{same ? g[0] : reshape(g[0], values_shape), flat_indices, params_shape};
     return result;
   }
   const auto axis_position = params_shape.begin() + static_cast<std::ptrdiff_t>(axis);
@@ -258,10 +269,10 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
 
 // Linear in data: the same segment sum of its tangent.
 static Tangents segment_sum_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return {detail::output_tangent(
-      op, 0, {detail::if_defined(tangents[0], [&](const Tensor& ddata) {
-        return unsorted_segment_sum(ddata, op.inputs[1], op.outputs[0].shape().at(0));
-      })})};
+  return {detail::output_tangent(op, 0, {detail::if_defined(tangents[0], [&](const Tensor& ddata) {
+                                   return unsorted_segment_sum(ddata, op.inputs[1],
+                                                               op.outputs[0].shape().at(0));
+                                 })})};
 }
 
 static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {

@@ -6,11 +6,11 @@
 
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/new_tensor.hpp"
 #include "tapegrad/ops/array.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -49,20 +49,20 @@ static std::vector<Tensor> split_batched(const detail::BatchingContext& op,
 
 // Replay rules: the recorded axis; split into as many parts as it traced.
 static detail::ReplayOutputs concat_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& in) {
+                                           const std::vector<Tensor>& in) {
   return {concat(in, detail::recorded_axis(op))};
 }
 static detail::ReplayOutputs split_replay(const detail::ReplayContext& op,
-                                        const std::vector<Tensor>& in) {
+                                          const std::vector<Tensor>& in) {
   return split(in[0], static_cast<int>(op.output_shapes.size()), detail::recorded_axis(op));
 }
 
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition concat_op = detail::with_replay(
-    detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(), KeepSet::none(),
-                              concat_tangent, concat_batched),
-    concat_replay);
+constexpr OpDefinition concat_op =
+    detail::with_replay(detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(),
+                                                  KeepSet::none(), concat_tangent, concat_batched),
+                        concat_replay);
 
 // A row-major tensor seen along one axis: `outer` blocks of `dim * inner` contiguous elements.
 // concat and split copy whole `part * inner` runs, so a tiny op costs no index arithmetic.
@@ -93,9 +93,9 @@ static Dims concat_dims(const std::vector<Tensor>& values, int axis, std::size_t
       compatible = k == a || d.data[k] == out[k];
     }
     if (!compatible) {
-      throw InvalidArgument(describe_list("concat", values) + ": along axis " +
-                            std::to_string(axis) +
-                            " every value needs the same dtype, rank and dimensions except that axis");
+      throw InvalidArgument(
+          describe_list("concat", values) + ": along axis " + std::to_string(axis) +
+          " every value needs the same dtype, rank and dimensions except that axis");
     }
     out[a] += d.data[a];
   }
@@ -129,7 +129,8 @@ static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
 Tensor concat(const std::vector<Tensor>& values, int axis) {
   require_values("concat", values);
   if (values.front().rank() == 0) {
-    throw InvalidArgument(describe_list("concat", values) + ": cannot concatenate scalars (rank 0)");
+    throw InvalidArgument(describe_list("concat", values) +
+                          ": cannot concatenate scalars (rank 0)");
   }
   const std::size_t a = detail::normalize_axis("concat", axis, values.front());
   const Dims out_dims = concat_dims(values, axis, a);
@@ -169,8 +170,8 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
 
 // Linear: the tangents concatenated (zeros for an input without one).
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return {concat(detail::tangents_or_zeros(op, tangents),
-                 static_cast<int>(op.attrs->get_int("axis")))};
+  return {
+      concat(detail::tangents_or_zeros(op, tangents), static_cast<int>(op.attrs->get_int("axis")))};
 }
 
 // The gradient of each concatenated input is its slice of g along the axis: one split when
@@ -208,10 +209,10 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition split_op = detail::with_replay(
-    detail::differentiable_op("Split", split_gradient, KeepSet::none(), KeepSet::none(),
-                              split_tangent, split_batched),
-    split_replay);
+constexpr OpDefinition split_op =
+    detail::with_replay(detail::differentiable_op("Split", split_gradient, KeepSet::none(),
+                                                  KeepSet::none(), split_tangent, split_batched),
+                        split_replay);
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);

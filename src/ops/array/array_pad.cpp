@@ -18,9 +18,12 @@ using AxisMaps = std::vector<std::vector<std::int64_t>>;  // per axis: output ->
 
 static const char* mode_name(PadMode mode) {
   switch (mode) {
-    case PadMode::Constant: return "constant";
-    case PadMode::Reflect: return "reflect";
-    case PadMode::Symmetric: return "symmetric";
+    case PadMode::Constant:
+      return "constant";
+    case PadMode::Reflect:
+      return "reflect";
+    case PadMode::Symmetric:
+      return "symmetric";
   }
   return "?";
 }
@@ -42,12 +45,11 @@ static std::string paddings_text(const Paddings& paddings) {
 
 // Checks paddings against x's `shape` for `mode` (InvalidArgument naming pad, x, the paddings
 // and the mode) and builds the maps.
-static AxisMaps axis_maps(const Shape& shape, DType dtype, const Paddings& paddings,
-                          PadMode mode) {
+static AxisMaps axis_maps(const Shape& shape, DType dtype, const Paddings& paddings, PadMode mode) {
   auto fail = [&](const std::string& why) {
     throw InvalidArgument(std::string("pad: x has shape ") + detail::ints_to_string(shape) +
-                          " and dtype " + dtype_name(dtype) + ": paddings " + paddings_text(paddings) +
-                          " (mode " + mode_name(mode) + ") " + why);
+                          " and dtype " + dtype_name(dtype) + ": paddings " +
+                          paddings_text(paddings) + " (mode " + mode_name(mode) + ") " + why);
   };
   // Mirroring is TF's MirrorPad, which has no bool kernel; a bool is padded only with a
   // constant (docs/ops.md, pad).
@@ -66,7 +68,8 @@ static AxisMaps axis_maps(const Shape& shape, DType dtype, const Paddings& paddi
       fail("exceed dimension " + std::to_string(d) + " of size " + std::to_string(dim) +
            (mode == PadMode::Reflect ? " (at most size - 1)" : " (at most size)"));
     }
-    if (before > static_cast<std::int64_t>(detail::kMaxElements) - dim - after) fail("are too large");
+    if (before > static_cast<std::int64_t>(detail::kMaxElements) - dim - after)
+      fail("are too large");
     auto& map = maps[d];
     try {
       map.resize(static_cast<std::size_t>(before + dim + after));
@@ -131,17 +134,17 @@ static std::vector<Tensor> pad_batched(const detail::BatchingContext& op,
 static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op,
                                                const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
-                                      const std::vector<Tensor>& inputs);
+                                        const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
-                                              const std::vector<Tensor>& inputs);
-constexpr OpDefinition pad_op = detail::with_replay(
-    detail::differentiable_op("PadV2", pad_gradient, KeepSet::none(), KeepSet::none(),
-                              pad_tangent, pad_batched),
-    pad_replay);
-constexpr OpDefinition mirror_pad_op = detail::with_replay(
-    detail::differentiable_op("MirrorPad", pad_gradient, KeepSet::none(), KeepSet::none(),
-                              pad_tangent, pad_batched),
-    pad_replay);
+                                                const std::vector<Tensor>& inputs);
+constexpr OpDefinition pad_op =
+    detail::with_replay(detail::differentiable_op("PadV2", pad_gradient, KeepSet::none(),
+                                                  KeepSet::none(), pad_tangent, pad_batched),
+                        pad_replay);
+constexpr OpDefinition mirror_pad_op =
+    detail::with_replay(detail::differentiable_op("MirrorPad", pad_gradient, KeepSet::none(),
+                                                  KeepSet::none(), pad_tangent, pad_batched),
+                        pad_replay);
 constexpr OpDefinition mirror_pad_grad_op = detail::with_replay(
     detail::differentiable_op("MirrorPadGrad", mirror_grad_gradient, KeepSet::none(),
                               KeepSet::none(), mirror_grad_tangent, mirror_grad_batched),
@@ -246,13 +249,13 @@ static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op
 
 // Replay rules: the recorded paddings, mode and value; MirrorPadGrad's traced output shape.
 static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
-                                      const std::vector<Tensor>& inputs) {
+                                        const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {pad(inputs[0], paddings_of(attrs), mode_of(attrs), attrs.get_double("value"))};
 }
 
 static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
-                                              const std::vector<Tensor>& inputs) {
+                                                const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {mirror_pad_grad(inputs[0], op.output_shapes[0], paddings_of(attrs), mode_of(attrs))};
 }

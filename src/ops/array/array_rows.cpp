@@ -4,11 +4,11 @@
 // Internal op names: TF's Pack/Unpack belong to the array family.
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -38,11 +38,11 @@ static std::vector<Tensor> unpack_batched(const detail::BatchingContext& op,
 
 // Replays: the row and packed shapes are not recorded, but are the traced outputs'.
 static detail::ReplayOutputs pack_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& in) {
+                                         const std::vector<Tensor>& in) {
   return {detail::pack_rows(in, op.output_shapes.at(0), outer_of(op.attributes()))};
 }
 static detail::ReplayOutputs unpack_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& in) {
+                                           const std::vector<Tensor>& in) {
   return unpack_rows(in[0], op.output_shapes.at(0), op.output_shapes.size(),
                      outer_of(op.attributes()));
 }
@@ -51,10 +51,10 @@ static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition pack_op = detail::with_replay(
-    detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(), KeepSet::none(),
-                              pack_tangent, pack_batched),
-    pack_replay);
+constexpr OpDefinition pack_op =
+    detail::with_replay(detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(),
+                                                  KeepSet::none(), pack_tangent, pack_batched),
+                        pack_replay);
 constexpr OpDefinition unpack_op = detail::with_replay(
     detail::differentiable_op("JacobianUnpack", unpack_gradient, KeepSet::none(), KeepSet::none(),
                               unpack_tangent, unpack_batched),
@@ -79,7 +79,8 @@ Tensor detail::pack_rows(const std::vector<Tensor>& rows, const Shape& shape, st
     std::vector<const T*> parts;
     parts.reserve(rows.size());
     for (const Tensor& row : rows) parts.push_back(detail::kernel_data<T>(row));
-    if (a.size() != 0) join_rows(parts, std::vector<std::size_t>(rows.size(), width), outer, a.data());
+    if (a.size() != 0)
+      join_rows(parts, std::vector<std::size_t>(rows.size(), width), outer, a.data());
     return Tensor(std::move(a));
   });
   record(pack_op, rows, out,
@@ -141,7 +142,8 @@ static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 static std::vector<Tensor> diagonal_blocks_batched(const detail::BatchingContext& op,
                                                    const std::vector<Tensor>& in) {
   const auto n = static_cast<std::size_t>(op.attrs->get_int("n"));
-  return {detail::diagonal_blocks(detail::with_batch_axis(op, in, 0), n, op.batched_output_shape(0))};
+  return {
+      detail::diagonal_blocks(detail::with_batch_axis(op, in, 0), n, op.batched_output_shape(0))};
 }
 static std::vector<Tensor> diagonal_part_batched(const detail::BatchingContext& op,
                                                  const std::vector<Tensor>& in) {
@@ -156,12 +158,12 @@ static Grads diagonal_part_gradient(const OpContext& op, const std::vector<Tenso
 static Tangents diagonal_part_tangent(const ForwardContext& op, const Tangents& tangents);
 // Replays: the output shape is not recorded, but is the traced output's.
 static detail::ReplayOutputs diagonal_blocks_replay(const detail::ReplayContext& op,
-                                                  const std::vector<Tensor>& in) {
+                                                    const std::vector<Tensor>& in) {
   const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
   return {detail::diagonal_blocks(in[0], n, op.output_shapes.at(0))};
 }
 static detail::ReplayOutputs diagonal_part_replay(const detail::ReplayContext& op,
-                                                const std::vector<Tensor>& in) {
+                                                  const std::vector<Tensor>& in) {
   const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
   return {detail::diagonal_blocks_part(in[0], n, op.output_shapes.at(0))};
 }

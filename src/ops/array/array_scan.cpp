@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/int_arith.hpp"
 #include "kernels/scan_kernel.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
@@ -42,8 +42,8 @@ static Tensor scan(const char* op, const Tensor& x, const ScanAttrs& s, double i
   return detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>(op, shape);
-    detail::scan_lines(detail::kernel_data<T>(x), out.data(), layout, s.exclusive,
-                       s.reverse, static_cast<T>(identity), combine);
+    detail::scan_lines(detail::kernel_data<T>(x), out.data(), layout, s.exclusive, s.reverse,
+                       static_cast<T>(identity), combine);
     return Tensor(std::move(out));
   });
 }
@@ -77,7 +77,7 @@ static std::vector<Tensor> scan_batched(const detail::BatchingContext& op,
 // Its replay: the recorded scan.
 template <Tensor (*Scan)(const Tensor&, int, bool, bool)>
 static detail::ReplayOutputs scan_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& inputs) {
+                                         const std::vector<Tensor>& inputs) {
   const ScanAttrs s = scan_attrs(op.attributes());
   return {Scan(inputs[0], static_cast<int>(s.axis), s.exclusive, s.reverse)};
 }
@@ -99,8 +99,8 @@ Tensor cumsum(const Tensor& x, int axis, bool exclusive, bool reverse) {
 }
 
 static Tangents cumsum_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return detail::unary_tangent(op, tangents,
-                               [&](const Tensor& dx) { return cumsum_of(dx, scan_attrs(*op.attrs)); });
+  return detail::unary_tangent(
+      op, tangents, [&](const Tensor& dx) { return cumsum_of(dx, scan_attrs(*op.attrs)); });
 }
 
 // Each output sums the inputs before (or after) it, so each input collects the gradients of
@@ -155,10 +155,12 @@ CumprodPartials cumprod_partials(const Tensor& x, const ScanAttrs& s) {
   }
   out.to_last.push_back(static_cast<int>(s.axis));
   out.back.resize(out.to_last.size());
-  for (int d = 0; d < rank; ++d) out.back[static_cast<std::size_t>(out.to_last[static_cast<std::size_t>(d)])] = d;
+  for (int d = 0; d < rank; ++d)
+    out.back[static_cast<std::size_t>(out.to_last[static_cast<std::size_t>(d)])] = d;
   const Tensor moved = transpose(x, out.to_last);
   const std::size_t n = x.shape()[s.axis];
-  const Tensor repeated = where(eye(n, DType::Bool), scalar(1.0, x.dtype()), expand_dims(moved, -2));
+  const Tensor repeated =
+      where(eye(n, DType::Bool), scalar(1.0, x.dtype()), expand_dims(moved, -2));
   // covers[k, j]: y_j's product includes x_k.
   std::vector<double> covers(n * n, 0.0);
   for (std::size_t k = 0; k < n; ++k) {
@@ -216,7 +218,7 @@ static std::vector<Tensor> reverse_batched(const detail::BatchingContext& op,
 }
 static Tensor reverse_like(const Tensor& t, const Attrs& attrs);
 static detail::ReplayOutputs reverse_replay(const detail::ReplayContext& op,
-                                          const std::vector<Tensor>& inputs) {
+                                            const std::vector<Tensor>& inputs) {
   return {reverse_like(inputs[0], op.attributes())};
 }
 constexpr OpDefinition reverse_op = detail::with_replay(
@@ -231,8 +233,8 @@ Tensor reverse(const Tensor& x, std::vector<int> axes) {
     const std::size_t a = detail::normalize_axis("reverse", axis, x);
     if (flip[a]) {
       throw InvalidArgument(detail::describe("reverse", x) + ": axes " +
-                            detail::ints_to_string(axes) + " name dimension " +
-                            std::to_string(a) + " twice");
+                            detail::ints_to_string(axes) + " name dimension " + std::to_string(a) +
+                            " twice");
     }
     flip[a] = true;
   }
@@ -240,9 +242,9 @@ Tensor reverse(const Tensor& x, std::vector<int> axes) {
   detail::ViewGeometry view = detail::view_geometry(x);
   for (std::size_t d = 0; d < flip.size(); ++d) {
     if (!flip[d] || view.shape[d] == 0) continue;
-    view.offset = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(view.offset) +
-                                           static_cast<std::ptrdiff_t>(view.shape[d] - 1) *
-                                               view.strides[d]);
+    view.offset =
+        static_cast<std::size_t>(static_cast<std::ptrdiff_t>(view.offset) +
+                                 static_cast<std::ptrdiff_t>(view.shape[d] - 1) * view.strides[d]);
     view.strides[d] = -view.strides[d];
   }
   Tensor out = detail::make_view(std::move(view));

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/indexing.hpp"
@@ -34,8 +34,10 @@ static NdIndex read_nd_indices(const Tensor& indices, const Shape& shape, Descri
     throw InvalidArgument(described() + ": indices must be int32 or int64");
   }
   if (indices.rank() == 0 || indices.shape().back() > shape.size()) {
-    throw InvalidArgument(described() + ": indices must have rank >= 1 and a last dimension of "
-                          "at most " + std::to_string(shape.size()) + " (the indexed rank)");
+    throw InvalidArgument(described() +
+                          ": indices must have rank >= 1 and a last dimension of "
+                          "at most " +
+                          std::to_string(shape.size()) + " (the indexed rank)");
   }
   NdIndex nd;
   nd.depth = indices.shape().back();
@@ -52,11 +54,12 @@ static NdIndex read_nd_indices(const Tensor& indices, const Shape& shape, Descri
       const std::int64_t v = values[r * nd.depth + d];
       if (v < 0 || static_cast<std::size_t>(v) >= shape[d]) {
         const auto first = values.begin() + static_cast<std::ptrdiff_t>(r * nd.depth);
-        throw InvalidArgument(
-            described() + ": index " +
-            detail::ints_to_string(std::vector<std::int64_t>(first, first + static_cast<std::ptrdiff_t>(nd.depth))) +
-            " (row " + std::to_string(r) + " of indices) is out of range for shape " +
-            detail::ints_to_string(shape));
+        throw InvalidArgument(described() + ": index " +
+                              detail::ints_to_string(std::vector<std::int64_t>(
+                                  first, first + static_cast<std::ptrdiff_t>(nd.depth))) +
+                              " (row " + std::to_string(r) +
+                              " of indices) is out of range for shape " +
+                              detail::ints_to_string(shape));
       }
       offset = offset * shape[d] + static_cast<std::size_t>(v);
     }
@@ -110,12 +113,12 @@ static std::vector<Tensor> scatter_nd_batched(const detail::BatchingContext& op,
 
 // Replay rules: the same call; ScatterNd into the traced output shape.
 static detail::ReplayOutputs gather_nd_replay(const detail::ReplayContext&,
-                                            const std::vector<Tensor>& inputs) {
+                                              const std::vector<Tensor>& inputs) {
   return {gather_nd(inputs[0], inputs[1])};
 }
 
 static detail::ReplayOutputs scatter_nd_replay(const detail::ReplayContext& op,
-                                             const std::vector<Tensor>& inputs) {
+                                               const std::vector<Tensor>& inputs) {
   return {scatter_nd(inputs[0], inputs[1], op.output_shapes[0])};
 }
 
@@ -124,8 +127,8 @@ constexpr OpDefinition gather_nd_op = detail::with_replay(
                               gather_nd_tangent, gather_nd_batched),
     gather_nd_replay);
 constexpr OpDefinition scatter_nd_op = detail::with_replay(
-    detail::differentiable_op("ScatterNd", scatter_nd_gradient, KeepSet::only({0}),
-                              KeepSet::none(), scatter_nd_tangent, scatter_nd_batched),
+    detail::differentiable_op("ScatterNd", scatter_nd_gradient, KeepSet::only({0}), KeepSet::none(),
+                              scatter_nd_tangent, scatter_nd_batched),
     scatter_nd_replay);
 
 Tensor gather_nd(const Tensor& params, const Tensor& indices) {
@@ -136,7 +139,8 @@ Tensor gather_nd(const Tensor& params, const Tensor& indices) {
   });
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    xt::xarray<T> gathered = detail::allocate_array<T>("gather_nd", gathered_shape(nd, params.shape()));
+    xt::xarray<T> gathered =
+        detail::allocate_array<T>("gather_nd", gathered_shape(nd, params.shape()));
     const T* src = detail::kernel_data<T>(params);
     T* dst = gathered.data();
     for (std::size_t offset : nd.offsets) {
@@ -244,7 +248,7 @@ static std::vector<Tensor> scatter_update_batched(const detail::BatchingContext&
                                    detail::with_batch_axis(op, inputs, 2))};
 }
 static detail::ReplayOutputs scatter_update_replay(const detail::ReplayContext&,
-                                                 const std::vector<Tensor>& inputs) {
+                                                   const std::vector<Tensor>& inputs) {
   return {tensor_scatter_nd_update(inputs[0], inputs[1], inputs[2])};
 }
 constexpr OpDefinition scatter_update_op = detail::with_replay(
@@ -291,9 +295,10 @@ static Grads scatter_update_gradient(const OpContext& op, const std::vector<Tens
 // cannot be stacked in general: the rule refuses, and vectorized_map loops instead.
 static std::vector<Tensor> mask_positions_batched(const detail::BatchingContext& op,
                                                   const std::vector<Tensor>&) {
-  throw detail::NotBatchable(std::string("vectorized_map: op '") + op.op.name +
-                        "' (boolean_mask's true positions) has no batched form: its output size "
-                        "depends on the mask's values, so per-row results cannot be stacked");
+  throw detail::NotBatchable(
+      std::string("vectorized_map: op '") + op.op.name +
+      "' (boolean_mask's true positions) has no batched form: its output size "
+      "depends on the mask's values, so per-row results cannot be stacked");
 }
 // Recorded (not differentiable) so that vectorized_map's trace sees the positions depend on
 // the mask. No replay rule: the positions' count depends on the mask's values, so a Function
@@ -320,7 +325,8 @@ Tensor boolean_mask(const Tensor& x, const Tensor& mask) {
       positions.push_back(static_cast<std::int64_t>((i / strides[d]) % mask.shape()[d]));
     }
   }
-  xt::xarray<std::int64_t> indices = xt::xarray<std::int64_t>::from_shape({positions.size() / k, k});
+  xt::xarray<std::int64_t> indices =
+      xt::xarray<std::int64_t>::from_shape({positions.size() / k, k});
   std::copy(positions.begin(), positions.end(), indices.data());
   const Tensor where = Tensor(std::move(indices));
   detail::record(mask_positions_op, {&mask}, where);

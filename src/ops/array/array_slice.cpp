@@ -4,11 +4,11 @@
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/reduce.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -32,29 +32,31 @@ static std::vector<Tensor> slice_batched(const detail::BatchingContext& op,
 static std::vector<Tensor> slice_grad_batched(const detail::BatchingContext& op,
                                               const std::vector<Tensor>& in) {
   std::vector<std::size_t> begin{0};
-  for (std::int64_t b : op.attributes().get_ints("begin")) begin.push_back(static_cast<std::size_t>(b));
+  for (std::int64_t b : op.attributes().get_ints("begin"))
+    begin.push_back(static_cast<std::size_t>(b));
   return {pad_into_zeros(in[0], begin, op.batched_output_shape(0))};
 }
 static std::vector<Tensor> tile_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& in) {
   std::vector<std::size_t> multiples{1};
-  for (std::int64_t m : op.attributes().get_ints("multiples")) multiples.push_back(static_cast<std::size_t>(m));
+  for (std::int64_t m : op.attributes().get_ints("multiples"))
+    multiples.push_back(static_cast<std::size_t>(m));
   return {tile(in[0], multiples)};
 }
 
 // Replay rules: the recorded begin (or multiples), the box the trace took (or padded into).
 static detail::ReplayOutputs slice_replay(const detail::ReplayContext& op,
-                                        const std::vector<Tensor>& in) {
-  return {slice(in[0], op.attributes().get_ints("begin"),
-                detail::signed_shape(op.output_shapes[0]))};
+                                          const std::vector<Tensor>& in) {
+  return {
+      slice(in[0], op.attributes().get_ints("begin"), detail::signed_shape(op.output_shapes[0]))};
 }
 static detail::ReplayOutputs slice_grad_replay(const detail::ReplayContext& op,
-                                             const std::vector<Tensor>& in) {
-  return {pad_into_zeros(in[0], unsigned_ints(op.attributes().get_ints("begin")),
-                         op.output_shapes[0])};
+                                               const std::vector<Tensor>& in) {
+  return {
+      pad_into_zeros(in[0], unsigned_ints(op.attributes().get_ints("begin")), op.output_shapes[0])};
 }
 static detail::ReplayOutputs tile_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& in) {
+                                         const std::vector<Tensor>& in) {
   return {tile(in[0], unsigned_ints(op.attributes().get_ints("multiples")))};
 }
 
@@ -62,10 +64,10 @@ static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition slice_op = detail::with_replay(
-    detail::differentiable_op("Slice", slice_gradient, KeepSet::none(), KeepSet::none(),
-                              slice_tangent, slice_batched),
-    slice_replay);
+constexpr OpDefinition slice_op =
+    detail::with_replay(detail::differentiable_op("Slice", slice_gradient, KeepSet::none(),
+                                                  KeepSet::none(), slice_tangent, slice_batched),
+                        slice_replay);
 constexpr OpDefinition slice_grad_op = detail::with_replay(
     detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none(),
                               slice_grad_tangent, slice_grad_batched),
@@ -75,8 +77,9 @@ Tensor slice(const Tensor& x, std::vector<std::int64_t> begin, std::vector<std::
   detail::require_defined("slice", x);
   const Shape& shape = x.shape();
   auto fail = [&](const std::string& why) {
-    throw InvalidArgument(detail::describe("slice", x) + ": begin " + detail::ints_to_string(begin) +
-                          " and size " + detail::ints_to_string(size) + " " + why);
+    throw InvalidArgument(detail::describe("slice", x) + ": begin " +
+                          detail::ints_to_string(begin) + " and size " +
+                          detail::ints_to_string(size) + " " + why);
   };
   if (begin.size() != shape.size() || size.size() != shape.size()) {
     fail("need one entry per dimension");
@@ -108,8 +111,8 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
     using T = decltype(zero);
     xt::xarray<T> padded = xt::zeros<T>(shape);
     const std::vector<std::size_t> origin(shape.size(), 0);
-    detail::copy_box(detail::kernel_data<T>(g), g.shape(), origin, padded.data(), shape,
-                     begin, g.shape());
+    detail::copy_box(detail::kernel_data<T>(g), g.shape(), origin, padded.data(), shape, begin,
+                     g.shape());
     return Tensor(std::move(padded));
   });
   detail::record(slice_grad_op, {&g}, out, [&] {
@@ -144,10 +147,10 @@ static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>&
 
 static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition tile_op = detail::with_replay(
-    detail::differentiable_op("Tile", tile_gradient, KeepSet::none(), KeepSet::none(),
-                              tile_tangent, tile_batched),
-    tile_replay);
+constexpr OpDefinition tile_op =
+    detail::with_replay(detail::differentiable_op("Tile", tile_gradient, KeepSet::none(),
+                                                  KeepSet::none(), tile_tangent, tile_batched),
+                        tile_replay);
 
 // The tiled shape, checked: InvalidArgument naming tile, x and the multiples when a dimension
 // or the whole would exceed what a tensor can hold.
@@ -162,8 +165,8 @@ static Shape tiled_shape(const Tensor& x, const std::vector<std::size_t>& multip
     if (multiples[d] > detail::kMaxElements ||
         (shape[d] != 0 && multiples[d] > detail::kMaxElements / shape[d])) {
       throw InvalidArgument(detail::describe("tile", x) + ": multiples " +
-                            detail::ints_to_string(multiples) + ": dimension " +
-                            std::to_string(d) + " would exceed 2^63 - 1 elements");
+                            detail::ints_to_string(multiples) + ": dimension " + std::to_string(d) +
+                            " would exceed 2^63 - 1 elements");
     }
     out_shape[d] = shape[d] * multiples[d];
   }
@@ -208,7 +211,8 @@ static void tile_rows(const T* src, const Shape& shape, const std::vector<std::s
             for (std::size_t i = 0; i < run; ++i) row[i] = src[from + i];
           }
         } else {
-          for (std::size_t m = 0; m < copies; ++m) row = std::copy(src + from, src + from + run, row);
+          for (std::size_t m = 0; m < copies; ++m)
+            row = std::copy(src + from, src + from + run, row);
         }
       });
 }

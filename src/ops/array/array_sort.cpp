@@ -40,17 +40,17 @@ static std::vector<Tensor> take_batched(const detail::BatchingContext& op,
 static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& inputs);
+                                         const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
-                                      const std::vector<Tensor>& inputs);
+                                        const std::vector<Tensor>& inputs);
 constexpr OpDefinition take_op = detail::with_replay(
     detail::differentiable_op("TakeAlongAxis", take_gradient, KeepSet::only({1}), KeepSet::none(),
                               take_tangent, take_batched),
     take_replay);
-constexpr OpDefinition put_op = detail::with_replay(
-    detail::differentiable_op("PutAlongAxis", put_gradient, KeepSet::only({1}), KeepSet::none(),
-                              put_tangent, put_batched),
-    put_replay);
+constexpr OpDefinition put_op =
+    detail::with_replay(detail::differentiable_op("PutAlongAxis", put_gradient, KeepSet::only({1}),
+                                                  KeepSet::none(), put_tangent, put_batched),
+                        put_replay);
 
 // out[o, j, i] = x[o, positions[o, j, i], i]; positions are valid by construction (internal).
 static Tensor take_along_axis(const Tensor& x, const Tensor& positions, std::size_t axis) {
@@ -103,7 +103,9 @@ static Tensor put_along_axis(const Tensor& g, const Tensor& positions, std::size
     return Tensor(std::move(put));
   });
   detail::record(put_op, {&g, &positions}, out, [&] {
-    return Attrs().set("axis", static_cast<std::int64_t>(axis)).set("n", static_cast<std::int64_t>(n));
+    return Attrs()
+        .set("axis", static_cast<std::int64_t>(axis))
+        .set("n", static_cast<std::int64_t>(n));
   });
   return out;
 }
@@ -128,12 +130,12 @@ static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
 }
 
 static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& inputs) {
+                                         const std::vector<Tensor>& inputs) {
   return {take_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()))};
 }
 
 static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
-                                      const std::vector<Tensor>& inputs) {
+                                        const std::vector<Tensor>& inputs) {
   return {put_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()),
                          static_cast<std::size_t>(op.attributes().get_int("n")))};
 }
@@ -180,7 +182,7 @@ static std::vector<Tensor> sorted_positions_batched(const detail::BatchingContex
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }
 static detail::ReplayOutputs sorted_positions_replay(const detail::ReplayContext& op,
-                                                   const std::vector<Tensor>& inputs) {
+                                                     const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs), attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
@@ -198,7 +200,8 @@ static Tensor sorted_positions(const char* op, const Tensor& x, std::size_t axis
   out_shape[axis] = k;
   xt::xarray<std::int32_t> out = detail::allocate_array<std::int32_t>(op, out_shape);
   if (lines.n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
-    throw InvalidArgument(detail::describe(op, x) + ": the sorted axis is too long for int32 indices");
+    throw InvalidArgument(detail::describe(op, x) +
+                          ": the sorted axis is too long for int32 indices");
   }
   detail::dispatch_numeric(op, x, [&](auto zero) {
     using T = decltype(zero);
@@ -219,8 +222,8 @@ static Tensor sorted_positions(const char* op, const Tensor& x, std::size_t axis
         };
         std::iota(order.begin(), order.end(), 0);
         if (select) {
-          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                            [&](std::int32_t p, std::int32_t q) {
+          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k),
+                            order.end(), [&](std::int32_t p, std::int32_t q) {
                               return first(p, q) || (!first(q, p) && p < q);
                             });
         } else {
@@ -246,7 +249,8 @@ static Tensor sorted_positions(const char* op, const Tensor& x, std::size_t axis
 static std::size_t sort_axis(const char* op, const Tensor& x, int axis) {
   detail::require_defined(op, x);
   if (x.rank() == 0) throw InvalidArgument(detail::describe(op, x) + ": x must have rank >= 1");
-  if (x.dtype() == DType::Bool) detail::throw_unsupported_dtype(op, x, "float32, float64, int32 or int64");
+  if (x.dtype() == DType::Bool)
+    detail::throw_unsupported_dtype(op, x, "float32, float64, int32 or int64");
   return detail::normalize_axis(op, axis, x);
 }
 
@@ -267,7 +271,8 @@ TopK top_k(const Tensor& x, int k) {
     throw InvalidArgument(detail::describe("top_k", x) + ": k " + std::to_string(k) +
                           " must be in [0, " + std::to_string(n) + "] (the last dimension)");
   }
-  Tensor indices = sorted_positions("top_k", x, a, /*descending=*/true, static_cast<std::size_t>(k));
+  Tensor indices =
+      sorted_positions("top_k", x, a, /*descending=*/true, static_cast<std::size_t>(k));
   Tensor values = take_along_axis(x, indices, a);
   return {std::move(values), std::move(indices)};
 }

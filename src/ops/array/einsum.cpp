@@ -120,7 +120,8 @@ class EinsumParser {
     Labels output;
     if (arrow == std::string::npos) {
       // Implicit: the broadcast dimensions, then the letters seen once, alphabetically.
-      for (std::size_t j = 0; j < broadcast_rank; ++j) output.push_back(kEllipsis + static_cast<Label>(j));
+      for (std::size_t j = 0; j < broadcast_rank; ++j)
+        output.push_back(kEllipsis + static_cast<Label>(j));
       std::map<Label, int> seen;
       for (const Spec& s : inputs) {
         for (Label l : s.letters) ++seen[l];
@@ -133,7 +134,8 @@ class EinsumParser {
       output = out.letters;
       if (out.ellipsis_at >= 0) {
         Labels dots;
-        for (std::size_t j = 0; j < broadcast_rank; ++j) dots.push_back(kEllipsis + static_cast<Label>(j));
+        for (std::size_t j = 0; j < broadcast_rank; ++j)
+          dots.push_back(kEllipsis + static_cast<Label>(j));
         output.insert(output.begin() + out.ellipsis_at, dots.begin(), dots.end());
       }
       for (std::size_t k = 0; k < output.size(); ++k) {
@@ -143,7 +145,8 @@ class EinsumParser {
         }
         const bool found = std::any_of(terms.begin(), terms.end(),
                                        [&](const Term& t) { return contains(t.labels, l); });
-        if (!found) fail(std::string("output label '") + static_cast<char>(l) + "' is in no operand");
+        if (!found)
+          fail(std::string("output label '") + static_cast<char>(l) + "' is in no operand");
       }
     }
     return {terms, output};
@@ -182,8 +185,9 @@ bool is_identity(const Labels& perm) {
 // The term with its dimensions in `order` (a permutation of its labels).
 Term transposed(const Term& term, const Labels& order) {
   const Labels perm = positions_of(term.labels, order);
-  return {is_identity(perm) ? term.t : transpose(term.t, std::vector<int>(perm.begin(), perm.end())),
-          order};
+  return {
+      is_identity(perm) ? term.t : transpose(term.t, std::vector<int>(perm.begin(), perm.end())),
+      order};
 }
 
 // Sums the dimensions whose label `keep` rejects.
@@ -233,9 +237,10 @@ Term take_diagonals(Term term) {
     }
     xt::xarray<std::int64_t> rows = xt::xarray<std::int64_t>::from_shape({n});
     for (std::size_t k = 0; k < n; ++k) rows.data()[k] = static_cast<std::int64_t>(k * (n + 1));
-    const Tensor moved = is_identity(Labels(perm.begin(), perm.end())) ? term.t : transpose(term.t, perm);
-    const Tensor diagonal =
-        gather(reshaped(moved, {static_cast<std::int64_t>(n * n), rest}), Tensor(std::move(rows)), 0);
+    const Tensor moved =
+        is_identity(Labels(perm.begin(), perm.end())) ? term.t : transpose(term.t, perm);
+    const Tensor diagonal = gather(reshaped(moved, {static_cast<std::int64_t>(n * n), rest}),
+                                   Tensor(std::move(rows)), 0);
     term = {reshaped(diagonal, shape), labels};
   }
   return term;
@@ -280,8 +285,10 @@ Term contract(const Term& a_in, const Term& b_in, Keep keep) {
                   is_identity(positions_of(a.labels, join(batch, contracted, free_a)));
   const bool tb = !is_identity(positions_of(b.labels, join(batch, contracted, free_b))) &&
                   is_identity(positions_of(b.labels, join(batch, free_b, contracted)));
-  const Term at = transposed(a, ta ? join(batch, contracted, free_a) : join(batch, free_a, contracted));
-  const Term bt = transposed(b, tb ? join(batch, free_b, contracted) : join(batch, contracted, free_b));
+  const Term at =
+      transposed(a, ta ? join(batch, contracted, free_a) : join(batch, free_a, contracted));
+  const Term bt =
+      transposed(b, tb ? join(batch, free_b, contracted) : join(batch, contracted, free_b));
   const std::int64_t nb = product_of(a, batch), nk = product_of(a, contracted);
   const std::int64_t na = product_of(a, free_a), nf = product_of(b, free_b);
   auto as_matrices = [&](const Tensor& t, std::int64_t rows, std::int64_t cols) {
@@ -307,8 +314,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   for (std::size_t i = 0; i < operands.size(); ++i) {
     if (!operands[i].defined()) parser.fail("operand " + std::to_string(i) + " is undefined");
     if (!is_floating(operands[i].dtype()) || operands[i].dtype() != operands[0].dtype()) {
-      parser.fail("operands must share one floating dtype; operand " + std::to_string(i) +
-                  " is " + dtype_name(operands[i].dtype()));
+      parser.fail("operands must share one floating dtype; operand " + std::to_string(i) + " is " +
+                  dtype_name(operands[i].dtype()));
     }
   }
   auto [terms, output] = parser.parse();
@@ -328,10 +335,10 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
       const std::size_t n = term.t.shape()[d];
       if (s != 1 && n != 1 && s != n) {
         const Label l = term.labels[d];
-        parser.fail(l >= kEllipsis ? "the \"...\" dimensions do not broadcast"
-                                   : std::string("label '") + static_cast<char>(l) +
-                                         "' has sizes " + std::to_string(s) + " and " +
-                                         std::to_string(n));
+        parser.fail(l >= kEllipsis
+                        ? "the \"...\" dimensions do not broadcast"
+                        : std::string("label '") + static_cast<char>(l) + "' has sizes " +
+                              std::to_string(s) + " and " + std::to_string(n));
       }
       if (s == 1) s = n;
     }
@@ -343,7 +350,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
         if (term.labels[i] == term.labels[j] && term.t.shape()[i] != term.t.shape()[j]) {
           parser.fail(std::string("label '") + static_cast<char>(term.labels[i]) +
                       "' repeats in operand " + std::to_string(k) + " with sizes " +
-                      std::to_string(term.t.shape()[i]) + " and " + std::to_string(term.t.shape()[j]));
+                      std::to_string(term.t.shape()[i]) + " and " +
+                      std::to_string(term.t.shape()[j]));
         }
       }
     }

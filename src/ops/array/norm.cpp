@@ -22,7 +22,8 @@ static Tensor guarded_root(const Tensor& s, double p) {
 }
 
 // ord as a number: 2 for "euclidean"/"fro", infinity for "inf", else the number written.
-static double parse_ord(const std::string& ord, const std::function<void(const std::string&)>& fail) {
+static double parse_ord(const std::string& ord,
+                        const std::function<void(const std::string&)>& fail) {
   if (ord == "euclidean" || ord == "fro") return 2;
   if (ord == "inf") return std::numeric_limits<double>::infinity();
   std::size_t used = 0;
@@ -62,7 +63,8 @@ Tensor norm(const Tensor& x, const std::string& ord, std::vector<int> axes) {
   if (dims.size() < 2 || ord == "euclidean" || ord == "fro") return vector_norm(x, p, axes);
   // Matrix norms over (rows, columns) = (axes[0], axes[1]): 1 is the largest column sum of
   // |x|, inf the largest row sum.
-  if (p != 1 && !std::isinf(p)) fail("matrix norms support \"fro\", \"euclidean\", \"1\" and \"inf\"");
+  if (p != 1 && !std::isinf(p))
+    fail("matrix norms support \"fro\", \"euclidean\", \"1\" and \"inf\"");
   const int summed = std::isinf(p) ? axes[1] : axes[0];
   const int maxed = std::isinf(p) ? axes[0] : axes[1];
   const Tensor sums = reduce_sum(abs(x), {summed}, /*keepdims=*/true);

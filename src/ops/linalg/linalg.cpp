@@ -12,13 +12,13 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -42,7 +42,8 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
   if (ra == 2 && rb == 2 && k_inner == 1) {
     // Outer products (a gradient of a matrix times one example's vector): one broadcast
     // multiply, column times row, instead of B products with an inner dimension of 1.
-    const auto as_matrix = [&](const Tensor& t, std::size_t i, std::int64_t rows, std::int64_t cols) {
+    const auto as_matrix = [&](const Tensor& t, std::size_t i, std::int64_t rows,
+                               std::int64_t cols) {
       std::vector<std::int64_t> shape{rows, cols};
       if (op.is_batched(i)) shape.insert(shape.begin(), batch);
       return reshape(t, shape);
@@ -61,7 +62,8 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
     if (op.is_batched(0) && !ta) return {matmul(a, b, false, tb)};
     if (op.is_batched(1)) {
       // [B, k, n] -> [k, B, n] (from [B, n, k] when transposed) -> [k, B n]
-      const Tensor columns = transpose(b, tb ? std::vector<int>{2, 0, 1} : std::vector<int>{1, 0, 2});
+      const Tensor columns =
+          transpose(b, tb ? std::vector<int>{2, 0, 1} : std::vector<int>{1, 0, 2});
       const auto k = static_cast<std::int64_t>(columns.shape()[0]);
       const Tensor product = matmul(a, reshape(columns, {k, batch * n}), ta, false);
       return {transpose(reshape(product, {m, batch, n}), {1, 0, 2})};
@@ -76,7 +78,7 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
 }
 
 static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& in) {
+                                           const std::vector<Tensor>& in) {
   const Attrs& attrs = op.attributes();
   return {matmul(in[0], in[1], attrs.get_bool("transpose_a"), attrs.get_bool("transpose_b"))};
 }
@@ -126,10 +128,10 @@ constexpr OpDefinition matmul_op = detail::with_structure(
                                                   KeepSet::none(), matmul_tangent, matmul_batched),
                         matmul_replay),
     matmul_structured);
-constexpr OpDefinition batch_matmul_op = detail::with_replay(
-    detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(), KeepSet::none(),
-                              matmul_tangent, matmul_batched),
-    matmul_replay);
+constexpr OpDefinition batch_matmul_op =
+    detail::with_replay(detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(),
+                                                  KeepSet::none(), matmul_tangent, matmul_batched),
+                        matmul_replay);
 
 // y = op(M) x with M stored row-major as rows x cols.
 static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x,
@@ -137,8 +139,8 @@ static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m,
   cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0f, m, static_cast<int>(cols), x, 1, 0.0f, y, 1);
 }
-static void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m,
-                 const double* x, double* y) {
+static void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m, const double* x,
+                 double* y) {
   cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0, m, static_cast<int>(cols), x, 1, 0.0, y, 1);
 }
@@ -172,8 +174,9 @@ static void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, 
 }
 
 static std::string matmul_message(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  return detail::describe("matmul", {{"a", a}, {"b", b}}) + " (transpose_a=" +
-         (ta ? "true" : "false") + ", transpose_b=" + (tb ? "true" : "false") + ")";
+  return detail::describe("matmul", {{"a", a}, {"b", b}}) +
+         " (transpose_a=" + (ta ? "true" : "false") + ", transpose_b=" + (tb ? "true" : "false") +
+         ")";
 }
 
 // For every matrix of the broadcast batch `out_batch` (row-major order), the index of the
@@ -215,8 +218,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   try {
     batch = detail::broadcast_shapes("matmul", batch_a, batch_b);
   } catch (const InvalidArgument&) {
-    fail("the batch dimensions " + shape_to_string(batch_a) + " and " +
-         shape_to_string(batch_b) + " cannot be broadcast together");
+    fail("the batch dimensions " + shape_to_string(batch_a) + " and " + shape_to_string(batch_b) +
+         " cannot be broadcast together");
   }
   Shape out_shape = batch;
   out_shape.push_back(m);
@@ -256,10 +259,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     }
     return Tensor(std::move(c));
   });
-  detail::record((a.rank() == 2 && b.rank() == 2) ? matmul_op : batch_matmul_op, {&a, &b}, out,
-                 [&] {
-                   return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b);
-                 });
+  detail::record(
+      (a.rank() == 2 && b.rank() == 2) ? matmul_op : batch_matmul_op, {&a, &b}, out,
+      [&] { return Attrs().set("transpose_a", transpose_a).set("transpose_b", transpose_b); });
   return out;
 }
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_lapack_calls.hpp"
 #include "ops/linalg/linalg_support.hpp"
@@ -37,10 +37,9 @@ static std::vector<Tensor> slogdet_outputs(const Tensor& a) {
   const SlogdetResult r = slogdet(a);
   return {r.sign, r.log_abs_det};
 }
-constexpr OpDefinition slogdet_op =
-    detail::differentiable_op("LogMatrixDeterminant", slogdet_gradient, KeepSet::all(),
-                              KeepSet::none(), slogdet_tangent,
-                              detail::batch_unary<&slogdet_outputs>);
+constexpr OpDefinition slogdet_op = detail::differentiable_op(
+    "LogMatrixDeterminant", slogdet_gradient, KeepSet::all(), KeepSet::none(), slogdet_tangent,
+    detail::batch_unary<&slogdet_outputs>);
 
 SlogdetResult slogdet(const Tensor& a) {
   const std::size_t n = detail::require_square("slogdet", "a", a);
@@ -121,22 +120,21 @@ EighResult eigh(const Tensor& a) {
     const auto size = static_cast<blasint>(n);
     T work_query = T(0);
     blasint iwork_query = 0;
-    detail::symmetric_eigen('U', size, vectors.data(), values.data(), &work_query, -1,
-                            &iwork_query, -1);
+    detail::symmetric_eigen('U', size, vectors.data(), values.data(), &work_query, -1, &iwork_query,
+                            -1);
     std::vector<T> work(static_cast<std::size_t>(detail::workspace_size(work_query)));
     std::vector<blasint> iwork(static_cast<std::size_t>(std::max<blasint>(1, iwork_query)));
     for (std::size_t i = 0; i < count; ++i) {
       T* matrix = vectors.data() + i * n * n;
-      std::copy(detail::kernel_data<T>(a) + i * n * n,
-                detail::kernel_data<T>(a) + (i + 1) * n * n, matrix);
+      std::copy(detail::kernel_data<T>(a) + i * n * n, detail::kernel_data<T>(a) + (i + 1) * n * n,
+                matrix);
       const blasint info = detail::symmetric_eigen(
           'U', size, matrix, values.data() + i * n, work.data(), static_cast<blasint>(work.size()),
           iwork.data(), static_cast<blasint>(iwork.size()));
       if (info != 0) {
         throw InvalidArgument(detail::describe("eigh", {{"a", a}}) +
                               ": the eigensolver did not converge (LAPACK syevd info " +
-                              std::to_string(info) + ")" +
-                              detail::batch_position(i, count));
+                              std::to_string(info) + ")" + detail::batch_position(i, count));
       }
       // LAPACK's eigenvectors are its columns; read row-major they are rows: transpose.
       for (std::size_t r = 0; r < n; ++r) {
@@ -189,8 +187,9 @@ static std::vector<Tensor> qr_outputs(const Tensor& a) {
   const QrResult r = qr(a);
   return {r.q, r.r};
 }
-constexpr OpDefinition qr_op = detail::differentiable_op(
-    "Qr", qr_gradient, KeepSet::all(), KeepSet::all(), qr_tangent, detail::batch_unary<&qr_outputs>);
+constexpr OpDefinition qr_op =
+    detail::differentiable_op("Qr", qr_gradient, KeepSet::all(), KeepSet::all(), qr_tangent,
+                              detail::batch_unary<&qr_outputs>);
 
 QrResult qr(const Tensor& a) {
   detail::require_matrices("qr", "a", a);
@@ -292,7 +291,8 @@ static Tangents qr_tangent(const ForwardContext& op, const Tangents& tangents) {
   const auto wide = static_cast<std::int64_t>(m);
   const auto [dq, du] = deep_qr_tangent(q, columns_of(r, 0, wide), columns_of(da, 0, wide));
   const Tensor y = columns_of(op.inputs[0], wide, -1);
-  const Tensor dv = add(matmul(dq, y, true, false), matmul(q, columns_of(da, wide, -1), true, false));
+  const Tensor dv =
+      add(matmul(dq, y, true, false), matmul(q, columns_of(da, wide, -1), true, false));
   return {dq, concat({du, dv}, -1)};
 }
 
@@ -301,9 +301,8 @@ static Tensor deep_qr_gradient(const Tensor& q, const Tensor& r, const Tensor& d
                                const Tensor& dr) {
   const Tensor qdq = matmul(q, dq, true, false);
   const Tensor rdr = matmul(r, dr, false, true);
-  const Tensor tril = band_part(add(subtract(qdq, transpose_matrices(qdq)),
-                                    subtract(rdr, transpose_matrices(rdr))),
-                                -1, 0);
+  const Tensor tril = band_part(
+      add(subtract(qdq, transpose_matrices(qdq)), subtract(rdr, transpose_matrices(rdr))), -1, 0);
   const Tensor grad_a = matmul(q, add(dr, times_inverse_transpose_of_upper(tril, r)));
   const Tensor grad_b = times_inverse_transpose_of_upper(subtract(dq, matmul(q, qdq)), r);
   return add(grad_a, grad_b);
@@ -319,9 +318,8 @@ static Grads qr_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const auto wide = static_cast<std::int64_t>(m);
   const Tensor y = columns_of(op.inputs()[0], wide, -1);
   const Tensor dv = columns_of(g[1], wide, -1);
-  const Tensor dx = deep_qr_gradient(q, columns_of(r, 0, wide),
-                                     add(g[0], matmul(y, dv, false, true)),
-                                     columns_of(g[1], 0, wide));
+  const Tensor dx = deep_qr_gradient(
+      q, columns_of(r, 0, wide), add(g[0], matmul(y, dv, false, true)), columns_of(g[1], 0, wide));
   return {concat({dx, matmul(q, dv)}, -1)};
 }
 

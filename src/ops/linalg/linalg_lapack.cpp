@@ -13,6 +13,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_lapack_calls.hpp"
 #include "ops/linalg/linalg_support.hpp"
@@ -22,7 +23,6 @@
 #include "tapegrad/ops/linalg.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -38,9 +38,9 @@ using detail::transpose_matrices;
 
 static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition inverse_op = detail::differentiable_op(
-    "MatrixInverse", inverse_gradient, KeepSet::none(), KeepSet::all(), inverse_tangent,
-    detail::batch_unary<&tapegrad::matrix_inverse>);
+constexpr OpDefinition inverse_op =
+    detail::differentiable_op("MatrixInverse", inverse_gradient, KeepSet::none(), KeepSet::all(),
+                              inverse_tangent, detail::batch_unary<&tapegrad::matrix_inverse>);
 
 Tensor matrix_inverse(const Tensor& a) {
   const std::size_t n = require_square("matrix_inverse", "a", a);
@@ -84,10 +84,9 @@ static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition determinant_op =
-    detail::differentiable_op("MatrixDeterminant", determinant_gradient, KeepSet::all(),
-                              KeepSet::all(), determinant_tangent,
-                              detail::batch_unary<&tapegrad::matrix_determinant>);
+constexpr OpDefinition determinant_op = detail::differentiable_op(
+    "MatrixDeterminant", determinant_gradient, KeepSet::all(), KeepSet::all(), determinant_tangent,
+    detail::batch_unary<&tapegrad::matrix_determinant>);
 
 Tensor matrix_determinant(const Tensor& a) {
   const std::size_t n = require_square("matrix_determinant", "a", a);
@@ -133,9 +132,9 @@ static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>
 
 static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition solve_op = detail::differentiable_op(
-    "MatrixSolve", solve_gradient, KeepSet::only({0}), KeepSet::all(), solve_tangent,
-    detail::batch_all_batched<&tapegrad::solve>);
+constexpr OpDefinition solve_op =
+    detail::differentiable_op("MatrixSolve", solve_gradient, KeepSet::only({0}), KeepSet::all(),
+                              solve_tangent, detail::batch_all_batched<&tapegrad::solve>);
 
 Tensor solve(const Tensor& a, const Tensor& b) {
   const std::size_t n = require_square("solve", "a", a);
@@ -203,9 +202,9 @@ static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads cholesky_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cholesky_op = detail::differentiable_op(
-    "Cholesky", cholesky_gradient, KeepSet::none(), KeepSet::all(), cholesky_tangent,
-    detail::batch_unary<&tapegrad::cholesky>);
+constexpr OpDefinition cholesky_op =
+    detail::differentiable_op("Cholesky", cholesky_gradient, KeepSet::none(), KeepSet::all(),
+                              cholesky_tangent, detail::batch_unary<&tapegrad::cholesky>);
 
 Tensor cholesky(const Tensor& a) {
   const std::size_t n = require_square("cholesky", "a", a);

@@ -26,9 +26,8 @@ void ssyevd_(const char* jobz, const char* uplo, const blasint* n, float* a, con
              float* w, float* work, const blasint* lwork, blasint* iwork, const blasint* liwork,
              blasint* info, std::size_t jobz_length, std::size_t uplo_length);
 void dsyevd_(const char* jobz, const char* uplo, const blasint* n, double* a, const blasint* lda,
-             double* w, double* work, const blasint* lwork, blasint* iwork,
-             const blasint* liwork, blasint* info, std::size_t jobz_length,
-             std::size_t uplo_length);
+             double* w, double* work, const blasint* lwork, blasint* iwork, const blasint* liwork,
+             blasint* info, std::size_t jobz_length, std::size_t uplo_length);
 void sgesdd_(const char* jobz, const blasint* m, const blasint* n, float* a, const blasint* lda,
              float* s, float* u, const blasint* ldu, float* vt, const blasint* ldvt, float* work,
              const blasint* lwork, blasint* iwork, blasint* info, std::size_t jobz_length);
@@ -42,9 +41,8 @@ void dgeqrf_(const blasint* m, const blasint* n, double* a, const blasint* lda, 
              double* work, const blasint* lwork, blasint* info);
 void sorgqr_(const blasint* m, const blasint* n, const blasint* k, float* a, const blasint* lda,
              const float* tau, float* work, const blasint* lwork, blasint* info);
-void dorgqr_(const blasint* m, const blasint* n, const blasint* k, double* a,
-             const blasint* lda, const double* tau, double* work, const blasint* lwork,
-             blasint* info);
+void dorgqr_(const blasint* m, const blasint* n, const blasint* k, double* a, const blasint* lda,
+             const double* tau, double* work, const blasint* lwork, blasint* info);
 }
 
 namespace tapegrad::detail {
@@ -66,8 +64,7 @@ inline blasint lu_solve(char trans, blasint n, blasint k, float* lu, blasint* pi
   BLASFUNC(sgetrs)(&trans, &n, &k, lu, &n, pivots, b, &n, &info);
   return info;
 }
-inline blasint lu_solve(char trans, blasint n, blasint k, double* lu, blasint* pivots,
-                        double* b) {
+inline blasint lu_solve(char trans, blasint n, blasint k, double* lu, blasint* pivots, double* b) {
   blasint info = 0;
   BLASFUNC(dgetrs)(&trans, &n, &k, lu, &n, pivots, b, &n, &info);
   return info;
@@ -100,8 +97,8 @@ class BatchLu {
   // in place; trans 'N' solves with the matrix read column-major, 'T' with its transpose.
   void solve(char trans, std::size_t k, T* columns) {
     if (n_ == 0 || k == 0) return;
-    lu_solve(trans, static_cast<blasint>(n_), static_cast<blasint>(k), lu_.data(),
-             pivots_.data(), columns);
+    lu_solve(trans, static_cast<blasint>(n_), static_cast<blasint>(k), lu_.data(), pivots_.data(),
+             columns);
   }
 
   // The determinant of the last factored matrix: the product of U's diagonal, its sign
@@ -165,15 +162,14 @@ inline void triangular_solve_in_place(bool lower, bool transpose, std::size_t n,
                                       const double* a, double* b) {
   cblas_dtrsm(CblasRowMajor, CblasLeft, lower ? CblasLower : CblasUpper,
               transpose ? CblasTrans : CblasNoTrans, CblasNonUnit, static_cast<blasint>(n),
-              static_cast<blasint>(k), 1.0, a, static_cast<blasint>(n), b,
-              static_cast<blasint>(k));
+              static_cast<blasint>(k), 1.0, a, static_cast<blasint>(n), b, static_cast<blasint>(k));
 }
 
 // ---- Symmetric eigensolver, SVD, QR ----------------------------------------------------------
 // A `lwork` of -1 asks for the optimal workspace size, returned in work[0] (and iwork[0]).
 
-inline blasint symmetric_eigen(char uplo, blasint n, float* a, float* w, float* work,
-                               blasint lwork, blasint* iwork, blasint liwork) {
+inline blasint symmetric_eigen(char uplo, blasint n, float* a, float* w, float* work, blasint lwork,
+                               blasint* iwork, blasint liwork) {
   const char jobz = 'V';
   blasint info = 0;
   ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
@@ -188,22 +184,21 @@ inline blasint symmetric_eigen(char uplo, blasint n, double* a, double* w, doubl
 }
 
 inline blasint singular_values(char jobz, blasint m, blasint n, float* a, float* s, float* u,
-                               blasint ldu, float* vt, blasint ldvt, float* work,
-                               blasint lwork, blasint* iwork) {
+                               blasint ldu, float* vt, blasint ldvt, float* work, blasint lwork,
+                               blasint* iwork) {
   blasint info = 0;
   sgesdd_(&jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info, 1);
   return info;
 }
 inline blasint singular_values(char jobz, blasint m, blasint n, double* a, double* s, double* u,
-                               blasint ldu, double* vt, blasint ldvt, double* work,
-                               blasint lwork, blasint* iwork) {
+                               blasint ldu, double* vt, blasint ldvt, double* work, blasint lwork,
+                               blasint* iwork) {
   blasint info = 0;
   dgesdd_(&jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info, 1);
   return info;
 }
 
-inline blasint qr_factor(blasint m, blasint n, float* a, float* tau, float* work,
-                         blasint lwork) {
+inline blasint qr_factor(blasint m, blasint n, float* a, float* tau, float* work, blasint lwork) {
   blasint info = 0;
   sgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
   return info;
@@ -214,8 +209,8 @@ inline blasint qr_factor(blasint m, blasint n, double* a, double* tau, double* w
   dgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
   return info;
 }
-inline blasint qr_form_q(blasint m, blasint n, blasint k, float* a, const float* tau,
-                         float* work, blasint lwork) {
+inline blasint qr_form_q(blasint m, blasint n, blasint k, float* a, const float* tau, float* work,
+                         blasint lwork) {
   blasint info = 0;
   sorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, &info);
   return info;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_lapack_calls.hpp"
 #include "ops/linalg/linalg_support.hpp"
@@ -31,8 +31,7 @@ static std::size_t require_right_hand_side(const char* op, const char* a_name, c
   if (a.dtype() != b.dtype()) fail("the dtypes differ");
   const std::size_t rows = a.shape()[a.rank() - 2];
   if (b.rank() != a.rank() || b.shape()[b.rank() - 2] != rows) {
-    fail("expected b of shape [..., " + std::to_string(rows) + ", k] with the rank of " +
-         a_name);
+    fail("expected b of shape [..., " + std::to_string(rows) + ", k] with the rank of " + a_name);
   }
   if (detail::matrix_batch_shape(a.shape()) != detail::matrix_batch_shape(b.shape())) {
     fail("the batch dimensions differ (they are not broadcast)");
@@ -54,16 +53,16 @@ static std::vector<Tensor> triangular_solve_batched(const detail::BatchingContex
                            attrs.get_bool("adjoint"))};
 }
 static detail::ReplayOutputs triangular_solve_replay(const detail::ReplayContext& op,
-                                                   const std::vector<Tensor>& inputs) {
+                                                     const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
-  return {triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"),
-                           attrs.get_bool("adjoint"))};
+  return {
+      triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"), attrs.get_bool("adjoint"))};
 }
-constexpr OpDefinition triangular_solve_op = detail::with_replay(
-    detail::differentiable_op("MatrixTriangularSolve", triangular_solve_gradient,
-                              KeepSet::only({0}), KeepSet::all(), triangular_solve_tangent,
-                              triangular_solve_batched),
-    triangular_solve_replay);
+constexpr OpDefinition triangular_solve_op =
+    detail::with_replay(detail::differentiable_op(
+                            "MatrixTriangularSolve", triangular_solve_gradient, KeepSet::only({0}),
+                            KeepSet::all(), triangular_solve_tangent, triangular_solve_batched),
+                        triangular_solve_replay);
 
 Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoint) {
   const std::size_t n = detail::require_square("triangular_solve", "a", a);
@@ -82,10 +81,9 @@ Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoi
       const T* matrix = detail::kernel_data<T>(a) + i * n * n;
       for (std::size_t d = 0; d < n; ++d) {
         if (matrix[d * n + d] == T(0) && !detail::computing_on_placeholders()) {
-          throw InvalidArgument(detail::describe("triangular_solve", {{"a", a}, {"b", b}}) +
-                                flags + ": the matrix a is singular (diagonal entry " +
-                                std::to_string(d) + " is 0)" +
-                                detail::batch_position(i, count));
+          throw InvalidArgument(detail::describe("triangular_solve", {{"a", a}, {"b", b}}) + flags +
+                                ": the matrix a is singular (diagonal entry " + std::to_string(d) +
+                                " is 0)" + detail::batch_position(i, count));
         }
       }
       if (k != 0) {
@@ -159,8 +157,8 @@ Tensor lstsq(const Tensor& a, const Tensor& b, double l2) {
   // Tall: the Gram matrix a^T a [n, n]; wide: a a^T [m, m]. Then + l2 I.
   Tensor gram = tall ? matmul(a, a, true, false) : matmul(a, a, false, true);
   if (l2 != 0.0) {
-    gram = add(gram, multiply(detail::identity_matrix(tall ? n : m, a.dtype()),
-                              scalar(l2, a.dtype())));
+    gram = add(gram,
+               multiply(detail::identity_matrix(tall ? n : m, a.dtype()), scalar(l2, a.dtype())));
   }
   Tensor chol;
   try {
@@ -168,7 +166,8 @@ Tensor lstsq(const Tensor& a, const Tensor& b, double l2) {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(detail::describe("lstsq", {{"a", a}, {"b", b}}) + with_l2 +
                           ": the regularised Gram matrix is not positive definite (a is rank-"
-                          "deficient; use l2 > 0) [" + e.what() + "]");
+                          "deficient; use l2 > 0) [" +
+                          e.what() + "]");
   }
   if (tall) return cholesky_solve(chol, matmul(a, b, true, false));
   return matmul(a, cholesky_solve(chol, b), true, false);

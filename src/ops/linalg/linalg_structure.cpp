@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
@@ -74,10 +74,9 @@ static Grads diag_gradient(const OpContext&, const std::vector<Tensor>& g) {
 
 static Grads diag_part_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents diag_part_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition diag_part_op =
-    detail::differentiable_op("MatrixDiagPart", diag_part_gradient, KeepSet::none(),
-                              KeepSet::none(), diag_part_tangent,
-                              detail::batch_unary<&tapegrad::diag_part>);
+constexpr OpDefinition diag_part_op = detail::differentiable_op(
+    "MatrixDiagPart", diag_part_gradient, KeepSet::none(), KeepSet::none(), diag_part_tangent,
+    detail::batch_unary<&tapegrad::diag_part>);
 
 Tensor diag_part(const Tensor& a) {
   require_numeric_rank("diag_part", "a", a, 2,
@@ -137,7 +136,7 @@ static std::vector<Tensor> band_part_batched(const detail::BatchingContext& op,
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
 static detail::ReplayOutputs band_part_replay(const detail::ReplayContext& op,
-                                            const std::vector<Tensor>& inputs) {
+                                              const std::vector<Tensor>& inputs) {
   const Attrs& attrs = op.attributes();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
@@ -187,8 +186,8 @@ Tensor band_part(const Tensor& a, std::int64_t lower, std::int64_t upper) {
 static Tangents band_part_tangent(const ForwardContext& op, const Tangents& tangents) {
   const std::int64_t lower = op.attrs->get_int("lower");
   const std::int64_t upper = op.attrs->get_int("upper");
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& da) { return band_part(da, lower, upper); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& da) { return band_part(da, lower, upper); });
 }
 
 static Grads band_part_gradient(const OpContext& op, const std::vector<Tensor>& g) {

@@ -73,7 +73,7 @@ inline void require_finite(const char* op, const char* name, const Tensor& t,
     return true;
   };
   const bool ok = t.dtype() == DType::Float32 ? finite(kernel_array<float>(t))
-                                               : finite(kernel_array<double>(t));
+                                              : finite(kernel_array<double>(t));
   if (!ok) {
     throw InvalidArgument(describe(op, operands) + ": " + name +
                           " has a NaN or infinite entry (its matrices must be finite)");

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/linalg/linalg_lapack_calls.hpp"
 #include "ops/linalg/linalg_support.hpp"
@@ -30,14 +30,14 @@ static std::vector<Tensor> svd_batched(const detail::BatchingContext& op,
   return {r.s, r.u, r.v};
 }
 static detail::ReplayOutputs svd_replay(const detail::ReplayContext& op,
-                                      const std::vector<Tensor>& inputs) {
+                                        const std::vector<Tensor>& inputs) {
   const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
-constexpr OpDefinition svd_op = detail::with_replay(
-    detail::differentiable_op("Svd", svd_gradient, KeepSet::none(), KeepSet::all(), svd_tangent,
-                              svd_batched),
-    svd_replay);
+constexpr OpDefinition svd_op =
+    detail::with_replay(detail::differentiable_op("Svd", svd_gradient, KeepSet::none(),
+                                                  KeepSet::all(), svd_tangent, svd_batched),
+                        svd_replay);
 
 // Sets every [rows, cols] matrix of `x` to the first columns of the identity (the orthonormal
 // factor of an empty SVD).
@@ -84,25 +84,25 @@ SvdResult svd(const Tensor& a, bool full_matrices) {
     std::vector<T> matrix(m * n), left(n * v_cols);
     std::vector<blasint> iwork(8 * k);
     T query = T(0);
-    detail::singular_values(jobz, rows, cols, matrix.data(), s.data(), left.data(), rows,
-                            u.data(), static_cast<blasint>(u_cols), &query, -1, iwork.data());
+    detail::singular_values(jobz, rows, cols, matrix.data(), s.data(), left.data(), rows, u.data(),
+                            static_cast<blasint>(u_cols), &query, -1, iwork.data());
     std::vector<T> work(static_cast<std::size_t>(detail::workspace_size(query)));
     for (std::size_t i = 0; i < count; ++i) {
-      std::copy(detail::kernel_data<T>(a) + i * m * n,
-                detail::kernel_data<T>(a) + (i + 1) * m * n, matrix.begin());
-      const blasint info = detail::singular_values(
-          jobz, rows, cols, matrix.data(), s.data() + i * k, left.data(), rows,
-          u.data() + i * m * u_cols, static_cast<blasint>(u_cols), work.data(),
-          static_cast<blasint>(work.size()), iwork.data());
+      std::copy(detail::kernel_data<T>(a) + i * m * n, detail::kernel_data<T>(a) + (i + 1) * m * n,
+                matrix.begin());
+      const blasint info =
+          detail::singular_values(jobz, rows, cols, matrix.data(), s.data() + i * k, left.data(),
+                                  rows, u.data() + i * m * u_cols, static_cast<blasint>(u_cols),
+                                  work.data(), static_cast<blasint>(work.size()), iwork.data());
       if (info != 0) {
         throw InvalidArgument(detail::describe("svd", {{"a", a}}) +
                               ": the SVD did not converge (LAPACK gesdd info " +
-                              std::to_string(info) + ")" +
-                              detail::batch_position(i, count));
+                              std::to_string(info) + ")" + detail::batch_position(i, count));
       }
       T* v_dst = v.data() + i * n * v_cols;
       for (std::size_t row = 0; row < n; ++row) {
-        for (std::size_t col = 0; col < v_cols; ++col) v_dst[row * v_cols + col] = left[col * n + row];
+        for (std::size_t col = 0; col < v_cols; ++col)
+          v_dst[row * v_cols + col] = left[col * n + row];
       }
     }
     return std::vector<Tensor>{Tensor(std::move(s)), Tensor(std::move(u)), Tensor(std::move(v))};

@@ -2,10 +2,10 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -17,7 +17,7 @@ static std::vector<Tensor> cast_batched(const detail::BatchingContext& op,
   return {cast(in[0], op.output_dtypes[0])};
 }
 static detail::ReplayOutputs cast_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& in) {
+                                         const std::vector<Tensor>& in) {
   return {cast(in[0], op.output_dtypes[0])};
 }
 
@@ -54,8 +54,8 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 // Linear: the tangent converted to the output's float dtype.
 static Tangents cast_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return cast(dx, op.outputs[0].dtype()); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return cast(dx, op.outputs[0].dtype()); });
 }
 
 // Only float -> float casts are recorded, so the gradient always converts back between

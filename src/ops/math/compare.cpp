@@ -1,6 +1,7 @@
 // Comparisons (Bool results: nothing flows back through them, so they are not differentiable;
 // recorded for vectorized_map's trace, never kept by a tape) and where, whose gradient
-// routes the incoming gradient to the operand each element was taken from. Each op reads top to bottom: definition, forward, gradient.
+// routes the incoming gradient to the operand each element was taken from. Each op reads top to
+// bottom: definition, forward, gradient.
 #include <string>
 #include <vector>
 
@@ -9,12 +10,12 @@
 #include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -22,12 +23,12 @@ namespace tapegrad {
 
 constexpr OpDefinition equal_op =
     detail::not_differentiable_op("Equal", detail::batch_binary_broadcasting<&tapegrad::equal>);
-constexpr OpDefinition not_equal_op =
-    detail::not_differentiable_op("NotEqual", detail::batch_binary_broadcasting<&tapegrad::not_equal>);
+constexpr OpDefinition not_equal_op = detail::not_differentiable_op(
+    "NotEqual", detail::batch_binary_broadcasting<&tapegrad::not_equal>);
 constexpr OpDefinition less_op =
     detail::not_differentiable_op("Less", detail::batch_binary_broadcasting<&tapegrad::less>);
-constexpr OpDefinition less_equal_op =
-    detail::not_differentiable_op("LessEqual", detail::batch_binary_broadcasting<&tapegrad::less_equal>);
+constexpr OpDefinition less_equal_op = detail::not_differentiable_op(
+    "LessEqual", detail::batch_binary_broadcasting<&tapegrad::less_equal>);
 constexpr OpDefinition greater_op =
     detail::not_differentiable_op("Greater", detail::batch_binary_broadcasting<&tapegrad::greater>);
 constexpr OpDefinition greater_equal_op = detail::not_differentiable_op(
@@ -85,9 +86,9 @@ Tensor greater_equal(const Tensor& x, const Tensor& y) {
 
 static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents where_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition where_op = detail::differentiable_op(
-    "SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none(), where_tangent,
-    detail::batch_broadcasting<&tapegrad::where>);
+constexpr OpDefinition where_op =
+    detail::differentiable_op("SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none(),
+                              where_tangent, detail::batch_broadcasting<&tapegrad::where>);
 
 static std::string describe_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return detail::describe("where", {{"cond", cond}, {"a", a}, {"b", b}});
@@ -122,7 +123,8 @@ static xt::xarray<T> select_kernel(const xt::xarray<bool>& cond, const xt::xarra
   const Shape bs(b.shape().begin(), b.shape().end());
   detail::StridedCursor(shape, shape.size(), detail::broadcast_strides(cs, shape),
                         detail::broadcast_strides(as, shape), detail::broadcast_strides(bs, shape))
-      .for_each([&](std::size_t ic, std::size_t ia, std::size_t ib) { *o++ = pc[ic] ? pa[ia] : pb[ib]; });
+      .for_each(
+          [&](std::size_t ic, std::size_t ia, std::size_t ib) { *o++ = pc[ic] ? pa[ia] : pb[ib]; });
   return out;
 }
 
@@ -139,8 +141,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   }
   Shape shape;
   try {
-    shape = detail::broadcast_shapes("where", detail::broadcast_shapes("where", cond.shape(), a.shape()),
-                                     b.shape());
+    shape = detail::broadcast_shapes(
+        "where", detail::broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
   } catch (const InvalidArgument&) {
     throw InvalidArgument(describe_where(cond, a, b) + ": the shapes cannot be broadcast together");
   }
@@ -177,8 +179,8 @@ static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 namespace detail {
 
 void register_compare_ops(OpRegistrar& registry) {
-  registry.add({&equal_op, &not_equal_op, &less_op, &less_equal_op, &greater_op,
-                &greater_equal_op, &where_op});
+  registry.add({&equal_op, &not_equal_op, &less_op, &less_equal_op, &greater_op, &greater_equal_op,
+                &where_op});
 }
 
 }  // namespace detail

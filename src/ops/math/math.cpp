@@ -10,13 +10,13 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "runtime/op_trace.hpp"
 #include "tapegrad/ops/array.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -36,7 +36,9 @@ static detail::StructuredOutputs subtract_structured(
     const std::vector<Tensor>& constants);
 struct AddElement {
   template <class T>
-  static T apply(T a, T b) { return detail::wrapping_add(a, b); }
+  static T apply(T a, T b) {
+    return detail::wrapping_add(a, b);
+  }
 };
 constexpr OpDefinition add_op = detail::with_structure(
     detail::with_elementwise(
@@ -46,7 +48,9 @@ constexpr OpDefinition add_op = detail::with_structure(
     add_structured);
 struct SubtractElement {
   template <class T>
-  static T apply(T a, T b) { return detail::wrapping_sub(a, b); }
+  static T apply(T a, T b) {
+    return detail::wrapping_sub(a, b);
+  }
 };
 constexpr OpDefinition subtract_op = detail::with_structure(
     detail::with_elementwise(
@@ -86,8 +90,8 @@ static Tangents subtract_tangent(const ForwardContext& op, const Tangents& tange
 static bool diagonals_of_output_shape(const detail::StructureContext& op,
                                       const std::vector<detail::StructuredValue>& values) {
   const Shape& out = op.output_shapes[0];
-  return values[0].is_diagonal() && values[1].is_diagonal() &&
-         values[0].diagonal.shape() == out && values[1].diagonal.shape() == out;
+  return values[0].is_diagonal() && values[1].is_diagonal() && values[0].diagonal.shape() == out &&
+         values[1].diagonal.shape() == out;
 }
 
 static detail::StructuredOutputs add_structured(const detail::StructureContext& op,
@@ -128,7 +132,9 @@ static detail::StructuredOutputs multiply_structured(
     const std::vector<Tensor>& constants);
 struct MultiplyElement {
   template <class T>
-  static T apply(T a, T b) { return detail::wrapping_mul(a, b); }
+  static T apply(T a, T b) {
+    return detail::wrapping_mul(a, b);
+  }
 };
 constexpr OpDefinition multiply_op = detail::with_structure(
     detail::with_elementwise(
@@ -190,7 +196,9 @@ static detail::StructuredOutputs divide_structured(
     const std::vector<Tensor>& constants);
 struct DivideElement {
   template <class T>
-  static T apply(T a, T b) { return detail::wrapping_div(a, b); }
+  static T apply(T a, T b) {
+    return detail::wrapping_div(a, b);
+  }
 };
 constexpr OpDefinition divide_op = detail::with_structure(
     detail::with_elementwise(
@@ -241,8 +249,8 @@ static detail::StructuredOutputs divide_structured(
     const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
     const std::vector<Tensor>& constants) {
   const Shape& out = op.output_shapes[0];
-  if (!values[0].is_diagonal() || values[1].is_diagonal() ||
-      values[0].diagonal.shape() != out || !detail::fits_into(constants[1], out)) {
+  if (!values[0].is_diagonal() || values[1].is_diagonal() || values[0].diagonal.shape() != out ||
+      !detail::fits_into(constants[1], out)) {
     return std::nullopt;
   }
   return detail::diagonal_output(divide(values[0].diagonal, constants[1]));
@@ -268,7 +276,9 @@ static detail::StructuredOutputs negative_structured(
     const std::vector<Tensor>& constants);
 struct NegativeElement {
   template <class T>
-  static T apply(T v) { return detail::wrapping_neg(v); }
+  static T apply(T v) {
+    return detail::wrapping_neg(v);
+  }
 };
 constexpr OpDefinition negative_op = detail::with_structure(
     detail::with_elementwise(
@@ -302,8 +312,8 @@ static detail::StructuredOutputs negative_structured(
 static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition pow_op =
-    detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all(),
-                              pow_tangent, detail::batch_binary_broadcasting<&tapegrad::pow>);
+    detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all(), pow_tangent,
+                              detail::batch_binary_broadcasting<&tapegrad::pow>);
 
 // Integer power by squaring; unsigned arithmetic so that overflow wraps (as TF's kernel)
 // instead of being undefined behaviour. The caller rejects negative exponents.
@@ -360,12 +370,15 @@ static T power(T base, T exponent) {
 static bool has_negative_exponent(const Tensor& y) {
   switch (y.dtype()) {
     case DType::Int32:
-      for (auto v : detail::kernel_array<std::int32_t>(y)) if (v < 0) return true;
+      for (auto v : detail::kernel_array<std::int32_t>(y))
+        if (v < 0) return true;
       return false;
     case DType::Int64:
-      for (auto v : detail::kernel_array<std::int64_t>(y)) if (v < 0) return true;
+      for (auto v : detail::kernel_array<std::int64_t>(y))
+        if (v < 0) return true;
       return false;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -397,8 +410,8 @@ static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents) 
   });
   const Tensor from_y = detail::if_defined(tangents[1], [&](const Tensor& dy) {
     const Tensor positive = greater(x, scalar(0.0, dtype));
-    const Tensor log_x = where(positive, log(where(positive, x, scalar(1.0, dtype))),
-                               scalar(0.0, dtype));
+    const Tensor log_x =
+        where(positive, log(where(positive, x, scalar(1.0, dtype))), scalar(0.0, dtype));
     return multiply(dy, multiply(op.outputs[0], log_x));
   });
   return {detail::output_tangent(op, 0, {from_x, from_y})};
@@ -443,19 +456,25 @@ static T nan_or(T a, T b, T otherwise) {
 
 struct MaximumElement {
   template <class T>
-  static T apply(T a, T b) { return nan_or(a, b, a >= b ? a : b); }
+  static T apply(T a, T b) {
+    return nan_or(a, b, a >= b ? a : b);
+  }
 };
 constexpr OpDefinition maximum_op = detail::with_elementwise(
     detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
-                              maximum_tangent, detail::batch_binary_broadcasting<&tapegrad::maximum>),
+                              maximum_tangent,
+                              detail::batch_binary_broadcasting<&tapegrad::maximum>),
     detail::binary_elementwise<MaximumElement>);
 struct MinimumElement {
   template <class T>
-  static T apply(T a, T b) { return nan_or(a, b, a <= b ? a : b); }
+  static T apply(T a, T b) {
+    return nan_or(a, b, a <= b ? a : b);
+  }
 };
 constexpr OpDefinition minimum_op = detail::with_elementwise(
     detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
-                              minimum_tangent, detail::batch_binary_broadcasting<&tapegrad::minimum>),
+                              minimum_tangent,
+                              detail::batch_binary_broadcasting<&tapegrad::minimum>),
     detail::binary_elementwise<MinimumElement>);
 
 Tensor maximum(const Tensor& x, const Tensor& y) {
@@ -518,19 +537,27 @@ Tensor operator-(const Tensor& x) { return negative(x); }
 using detail::scalar_operand;
 
 Tensor operator+(const Tensor& x, double y) { return add(x, scalar_operand("add", x, y)); }
-Tensor operator-(const Tensor& x, double y) { return subtract(x, scalar_operand("subtract", x, y)); }
-Tensor operator*(const Tensor& x, double y) { return multiply(x, scalar_operand("multiply", x, y)); }
+Tensor operator-(const Tensor& x, double y) {
+  return subtract(x, scalar_operand("subtract", x, y));
+}
+Tensor operator*(const Tensor& x, double y) {
+  return multiply(x, scalar_operand("multiply", x, y));
+}
 Tensor operator/(const Tensor& x, double y) { return divide(x, scalar_operand("divide", x, y)); }
 Tensor operator+(double x, const Tensor& y) { return add(scalar_operand("add", y, x), y); }
-Tensor operator-(double x, const Tensor& y) { return subtract(scalar_operand("subtract", y, x), y); }
-Tensor operator*(double x, const Tensor& y) { return multiply(scalar_operand("multiply", y, x), y); }
+Tensor operator-(double x, const Tensor& y) {
+  return subtract(scalar_operand("subtract", y, x), y);
+}
+Tensor operator*(double x, const Tensor& y) {
+  return multiply(scalar_operand("multiply", y, x), y);
+}
 Tensor operator/(double x, const Tensor& y) { return divide(scalar_operand("divide", y, x), y); }
 
 namespace detail {
 
 void register_math_ops(OpRegistrar& registry) {
-  registry.add({&add_op, &subtract_op, &multiply_op, &divide_op, &negative_op, &pow_op,
-                &maximum_op, &minimum_op});
+  registry.add({&add_op, &subtract_op, &multiply_op, &divide_op, &negative_op, &pow_op, &maximum_op,
+                &minimum_op});
 }
 
 }  // namespace detail

@@ -2,22 +2,22 @@
 // tangent are zeros (TF registers zeros, not none).
 #include <cmath>
 
+#include "ops/batching_support.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/math.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
-constexpr OpDefinition floor_op = detail::differentiable_op(
-    "Floor", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent,
-    detail::batch_unary<&tapegrad::floor>);
-constexpr OpDefinition ceil_op = detail::differentiable_op(
-    "Ceil", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent,
-    detail::batch_unary<&tapegrad::ceil>);
-constexpr OpDefinition round_op = detail::differentiable_op(
-    "Round", detail::zero_gradient, KeepSet::none(), KeepSet::none(), detail::zero_tangent,
-    detail::batch_unary<&tapegrad::round>);
+constexpr OpDefinition floor_op =
+    detail::differentiable_op("Floor", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
+                              detail::zero_tangent, detail::batch_unary<&tapegrad::floor>);
+constexpr OpDefinition ceil_op =
+    detail::differentiable_op("Ceil", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
+                              detail::zero_tangent, detail::batch_unary<&tapegrad::ceil>);
+constexpr OpDefinition round_op =
+    detail::differentiable_op("Round", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
+                              detail::zero_tangent, detail::batch_unary<&tapegrad::round>);
 
 Tensor floor(const Tensor& x) {
   return detail::floating_unary_op(floor_op, "floor", x, [](auto v) { return std::floor(v); });

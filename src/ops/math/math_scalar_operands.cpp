@@ -16,9 +16,8 @@ namespace detail {
 
 Tensor scalar_operand(const char* op, const Tensor& x, double value) {
   require_defined(op, x);
-  const bool exact = dispatch_any(x.dtype(), [&](auto zero) {
-    return exactly_representable<decltype(zero)>(value);
-  });
+  const bool exact = dispatch_any(
+      x.dtype(), [&](auto zero) { return exactly_representable<decltype(zero)>(value); });
   if (!exact) {
     throw InvalidArgument(describe(op, x) + ": the scalar " + std::to_string(value) +
                           " is not exactly representable in x's dtype " + dtype_name(x.dtype()) +
@@ -31,7 +30,7 @@ Tensor scalar_operand(const char* op, const Tensor& x, double value) {
 
 using detail::scalar_operand;
 
-#define TAPEGRAD_SCALAR_OPERAND_FORMS(op)                                          \
+#define TAPEGRAD_SCALAR_OPERAND_FORMS(op)                                           \
   Tensor op(const Tensor& x, double y) { return op(x, scalar_operand(#op, x, y)); } \
   Tensor op(double x, const Tensor& y) { return op(scalar_operand(#op, y, x), y); }
 

@@ -26,9 +26,9 @@
 
 namespace tapegrad {
 
-using detail::sum_to_input;
 using detail::constant_like;
 using detail::in_double;
+using detail::sum_to_input;
 
 // ---- Erf, Erfc: +-2/sqrt(pi) exp(-x^2) --------------------------------------------------
 
@@ -36,17 +36,16 @@ static Tensor erf_slope(const Tensor& x) {
   return multiply(constant_like(M_2_SQRTPI, x), exp(negative(square(x))));
 }
 static Tensor erfc_slope(const Tensor& x) { return negative(erf_slope(x)); }
-constexpr OpDefinition erf_op =
-    detail::differentiable_op("Erf", detail::slope_gradient<erf_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<erf_slope>,
-                              detail::batch_unary<&tapegrad::erf>);
-constexpr OpDefinition erfc_op =
-    detail::differentiable_op("Erfc", detail::slope_gradient<erfc_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<erfc_slope>,
-                              detail::batch_unary<&tapegrad::erfc>);
+constexpr OpDefinition erf_op = detail::differentiable_op(
+    "Erf", detail::slope_gradient<erf_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<erf_slope>, detail::batch_unary<&tapegrad::erf>);
+constexpr OpDefinition erfc_op = detail::differentiable_op(
+    "Erfc", detail::slope_gradient<erfc_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<erfc_slope>, detail::batch_unary<&tapegrad::erfc>);
 
 Tensor erf(const Tensor& x) {
-  return detail::floating_unary_op(erf_op, "erf", x, in_double([](double v) { return std::erf(v); }));
+  return detail::floating_unary_op(erf_op, "erf", x,
+                                   in_double([](double v) { return std::erf(v); }));
 }
 
 Tensor erfc(const Tensor& x) {
@@ -57,10 +56,9 @@ Tensor erfc(const Tensor& x) {
 // ---- Lgamma: digamma ---------------------------------------------------------------------
 
 static Tensor lgamma_slope(const Tensor& x) { return digamma(x); }
-constexpr OpDefinition lgamma_op =
-    detail::differentiable_op("Lgamma", detail::slope_gradient<lgamma_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<lgamma_slope>,
-                              detail::batch_unary<&tapegrad::lgamma>);
+constexpr OpDefinition lgamma_op = detail::differentiable_op(
+    "Lgamma", detail::slope_gradient<lgamma_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<lgamma_slope>, detail::batch_unary<&tapegrad::lgamma>);
 
 // lgamma_r, not std::lgamma: the latter writes the global signgam (a data race between
 // threads).
@@ -74,10 +72,9 @@ Tensor lgamma(const Tensor& x) {
 // ---- Digamma: polygamma(1, x) ------------------------------------------------------------
 
 static Tensor digamma_slope(const Tensor& x) { return detail::polygamma(1, x); }
-constexpr OpDefinition digamma_op =
-    detail::differentiable_op("Digamma", detail::slope_gradient<digamma_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<digamma_slope>,
-                              detail::batch_unary<&tapegrad::digamma>);
+constexpr OpDefinition digamma_op = detail::differentiable_op(
+    "Digamma", detail::slope_gradient<digamma_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<digamma_slope>, detail::batch_unary<&tapegrad::digamma>);
 
 Tensor digamma(const Tensor& x) {
   return detail::floating_unary_op(digamma_op, "digamma", x, in_double(detail::digamma_value));
@@ -93,7 +90,7 @@ static std::vector<Tensor> polygamma_batched(const detail::BatchingContext& op,
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
 static detail::ReplayOutputs polygamma_replay(const detail::ReplayContext& op,
-                                            const std::vector<Tensor>& inputs) {
+                                              const std::vector<Tensor>& inputs) {
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
 constexpr OpDefinition polygamma_op = detail::with_replay(
@@ -179,8 +176,8 @@ static Tangents atan2_tangent(const ForwardContext& op, const Tangents& tangents
   const Tensor& y = op.inputs[0];
   const Tensor& x = op.inputs[1];
   const Tensor scale = inverse_radius_squared(y, x);
-  const Tensor from_y =
-      detail::if_defined(tangents[0], [&](const Tensor& dy) { return multiply(dy, multiply(x, scale)); });
+  const Tensor from_y = detail::if_defined(
+      tangents[0], [&](const Tensor& dy) { return multiply(dy, multiply(x, scale)); });
   const Tensor from_x = detail::if_defined(
       tangents[1], [&](const Tensor& dx) { return negative(multiply(dx, multiply(y, scale))); });
   return {detail::output_tangent(op, 0, {from_y, from_x})};
@@ -200,9 +197,9 @@ static Grads atan2_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads floormod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents floormod_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition floormod_op =
-    detail::differentiable_op("FloorMod", floormod_gradient, KeepSet::all(), KeepSet::none(),
-                              floormod_tangent, detail::batch_binary_broadcasting<&tapegrad::floormod>);
+constexpr OpDefinition floormod_op = detail::differentiable_op(
+    "FloorMod", floormod_gradient, KeepSet::all(), KeepSet::none(), floormod_tangent,
+    detail::batch_binary_broadcasting<&tapegrad::floormod>);
 
 // The remainder with the divisor's sign (Python's %, TF's floormod). For integers y = -1 is
 // answered directly because INT_MIN % -1 is undefined behaviour in C++.
@@ -220,10 +217,12 @@ static T floor_mod(T x, T y) {
 
 static bool has_integer_zero(const Tensor& y) {
   if (y.dtype() == DType::Int32) {
-    for (auto v : detail::kernel_array<std::int32_t>(y)) if (v == 0) return true;
+    for (auto v : detail::kernel_array<std::int32_t>(y))
+      if (v == 0) return true;
   }
   if (y.dtype() == DType::Int64) {
-    for (auto v : detail::kernel_array<std::int64_t>(y)) if (v == 0) return true;
+    for (auto v : detail::kernel_array<std::int64_t>(y))
+      if (v == 0) return true;
   }
   return false;
 }
@@ -245,9 +244,8 @@ static Tensor floor_quotient(const Tensor& x, const Tensor& y) { return floor(di
 static Tangents floormod_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
   const Tensor& y = op.inputs[1];
-  const Tensor from_y = detail::if_defined(tangents[1], [&](const Tensor& dy) {
-    return negative(multiply(dy, floor_quotient(x, y)));
-  });
+  const Tensor from_y = detail::if_defined(
+      tangents[1], [&](const Tensor& dy) { return negative(multiply(dy, floor_quotient(x, y))); });
   return {detail::output_tangent(op, 0, {tangents[0], from_y})};
 }
 
@@ -269,11 +267,11 @@ static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents)
 static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs clip_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& inputs);
-constexpr OpDefinition clip_op = detail::with_replay(
-    detail::differentiable_op("ClipByValue", clip_gradient, KeepSet::all(), KeepSet::none(),
-                              clip_tangent, clip_batched),
-    clip_replay);
+                                         const std::vector<Tensor>& inputs);
+constexpr OpDefinition clip_op =
+    detail::with_replay(detail::differentiable_op("ClipByValue", clip_gradient, KeepSet::all(),
+                                                  KeepSet::none(), clip_tangent, clip_batched),
+                        clip_replay);
 
 static std::string describe_clip(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   return detail::describe("clip_by_value", {{"x", x}, {"lo", lo}, {"hi", hi}});
@@ -282,8 +280,8 @@ static std::string describe_clip(const Tensor& x, const Tensor& lo, const Tensor
 // Calls f(i, lo offset, hi offset) for every element i of x (row-major), lo and hi
 // broadcast to x's shape.
 template <class F>
-static void for_each_clip_element(const Shape& shape, const Shape& lo_shape,
-                                  const Shape& hi_shape, F f) {
+static void for_each_clip_element(const Shape& shape, const Shape& lo_shape, const Shape& hi_shape,
+                                  F f) {
   const std::size_t n = num_elements(shape);
   if (num_elements(lo_shape) == 1 && num_elements(hi_shape) == 1) {
     for (std::size_t i = 0; i < n; ++i) f(i, 0, 0);
@@ -325,8 +323,9 @@ static void require_clip_operands(const Tensor& x, const Tensor& lo, const Tenso
                           ": the dtypes differ (no implicit promotion; cast lo and hi)");
   }
   if (x.dtype() == DType::Bool) {
-    throw InvalidArgument(describe_clip(x, lo, hi) +
-                          ": dtype bool is not supported (expected float32, float64, int32 or int64)");
+    throw InvalidArgument(
+        describe_clip(x, lo, hi) +
+        ": dtype bool is not supported (expected float32, float64, int32 or int64)");
   }
   for (const Tensor* bound : {&lo, &hi}) {
     const Shape shape = detail::broadcast_shapes("clip_by_value", x, *bound);
@@ -346,18 +345,17 @@ Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
     const T* his = detail::kernel_data<T>(hi);
     T* o = nullptr;
     Tensor result = detail::new_tensor<T>(x.shape(), o);
-    for_each_clip_element(x.shape(), lo.shape(), hi.shape(),
-                          [&](std::size_t i, std::size_t l, std::size_t h) {
-                            if (!(los[l] <= his[h])) {
-                              throw InvalidArgument(
-                                  describe_clip(x, lo, hi) + ": lo must be <= hi, but at element " +
+    for_each_clip_element(
+        x.shape(), lo.shape(), hi.shape(), [&](std::size_t i, std::size_t l, std::size_t h) {
+          if (!(los[l] <= his[h])) {
+            throw InvalidArgument(describe_clip(x, lo, hi) + ": lo must be <= hi, but at element " +
                                   std::to_string(i) + " of x lo = " + number(los[l]) +
                                   " and hi = " + number(his[h]));
-                            }
-                            // NaN in x stays NaN (TF's minimum/maximum).
-                            const T v = xs[i];
-                            o[i] = v < los[l] ? los[l] : (v > his[h] ? his[h] : v);
-                          });
+          }
+          // NaN in x stays NaN (TF's minimum/maximum).
+          const T v = xs[i];
+          o[i] = v < los[l] ? los[l] : (v > his[h] ? his[h] : v);
+        });
     return result;
   });
   detail::record(clip_op, {&x, &lo, &hi}, out);
@@ -367,8 +365,8 @@ Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
 Tensor clip_by_value(const Tensor& x, double lo, double hi) {
   detail::require_defined("clip_by_value", x);
   if (!(lo <= hi)) {
-    throw InvalidArgument(detail::describe("clip_by_value", x) + ": lo must be <= hi, but lo = " +
-                          number(lo) + " and hi = " + number(hi));
+    throw InvalidArgument(detail::describe("clip_by_value", x) +
+                          ": lo must be <= hi, but lo = " + number(lo) + " and hi = " + number(hi));
   }
   return clip_by_value(x, detail::scalar_of("clip_by_value", lo, x.dtype()),
                        detail::scalar_of("clip_by_value", hi, x.dtype()));
@@ -384,7 +382,7 @@ static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
 }
 
 static detail::ReplayOutputs clip_replay(const detail::ReplayContext&,
-                                       const std::vector<Tensor>& inputs) {
+                                         const std::vector<Tensor>& inputs) {
   return {clip_by_value(inputs[0], inputs[1], inputs[2])};
 }
 
@@ -411,9 +409,8 @@ static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents)
   const Tensor zero = scalar(0.0, op.outputs[0].dtype());
   const Tensor below = less(x, lo);
   const Tensor above = greater(x, hi);
-  const Tensor from_x = detail::if_defined(tangents[0], [&](const Tensor& dx) {
-    return where(below, zero, where(above, zero, dx));
-  });
+  const Tensor from_x = detail::if_defined(
+      tangents[0], [&](const Tensor& dx) { return where(below, zero, where(above, zero, dx)); });
   const Tensor from_lo =
       detail::if_defined(tangents[1], [&](const Tensor& dlo) { return where(below, dlo, zero); });
   const Tensor from_hi =
@@ -425,10 +422,9 @@ static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents)
 
 static Grads squared_difference_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents squared_difference_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition squared_difference_op =
-    detail::differentiable_op("SquaredDifference", squared_difference_gradient, KeepSet::all(),
-                              KeepSet::none(), squared_difference_tangent,
-                              detail::batch_binary_broadcasting<&tapegrad::squared_difference>);
+constexpr OpDefinition squared_difference_op = detail::differentiable_op(
+    "SquaredDifference", squared_difference_gradient, KeepSet::all(), KeepSet::none(),
+    squared_difference_tangent, detail::batch_binary_broadcasting<&tapegrad::squared_difference>);
 
 Tensor squared_difference(const Tensor& a, const Tensor& b) {
   return detail::numeric_binary_op(squared_difference_op, "squared_difference", a, b,
@@ -464,8 +460,8 @@ static Grads squared_difference_gradient(const OpContext& op, const std::vector<
 namespace detail {
 
 void register_math_special_ops(OpRegistrar& registry) {
-  registry.add({&erf_op, &erfc_op, &lgamma_op, &digamma_op, &polygamma_op, &atan2_op,
-                &floormod_op, &clip_op, &squared_difference_op});
+  registry.add({&erf_op, &erfc_op, &lgamma_op, &digamma_op, &polygamma_op, &atan2_op, &floormod_op,
+                &clip_op, &squared_difference_op});
 }
 
 }  // namespace detail

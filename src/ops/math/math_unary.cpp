@@ -9,13 +9,13 @@
 #include <xtensor/xmath.hpp>
 
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "tapegrad/ops/math.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -24,8 +24,8 @@ namespace tapegrad {
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition abs_op =
-    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none(),
-                              abs_tangent, detail::batch_unary<&tapegrad::abs>);
+    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none(), abs_tangent,
+                              detail::batch_unary<&tapegrad::abs>);
 
 template <class T>
 static T absolute(T v) {
@@ -42,8 +42,8 @@ Tensor abs(const Tensor& x) {
 
 static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return multiply(dx, sign(x)); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return multiply(dx, sign(x)); });
 }
 
 // sign(0) = 0 gives abs a zero gradient at 0, as TF.
@@ -77,7 +77,9 @@ static Grads square_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents square_tangent(const ForwardContext& op, const Tangents& tangents);
 struct SquareElement {
   template <class T>
-  static T apply(T v) { return detail::wrapping_mul(v, v); }
+  static T apply(T v) {
+    return detail::wrapping_mul(v, v);
+  }
 };
 constexpr OpDefinition square_op = detail::with_elementwise(
     detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none(),
@@ -110,15 +112,19 @@ static Tangents sqrt_grad_tangent(const ForwardContext& op, const Tangents& tang
 static Tensor sqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
 struct SqrtElement {
   template <class T>
-  static T apply(T v) { return std::sqrt(v); }
+  static T apply(T v) {
+    return std::sqrt(v);
+  }
 };
 constexpr OpDefinition sqrt_op = detail::with_elementwise(
-    detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(),
-                              sqrt_tangent, detail::batch_unary<&tapegrad::sqrt>),
+    detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(), sqrt_tangent,
+                              detail::batch_unary<&tapegrad::sqrt>),
     detail::unary_elementwise<SqrtElement>);
 struct SqrtGradElement {
   template <class T>
-  static T apply(T yv, T gv) { return gv * T(0.5) / yv; }
+  static T apply(T yv, T gv) {
+    return gv * T(0.5) / yv;
+  }
 };
 constexpr OpDefinition sqrt_grad_definition = detail::with_structure(
     detail::with_elementwise(
@@ -129,7 +135,8 @@ constexpr OpDefinition sqrt_grad_definition = detail::with_structure(
     detail::structure_fused_activation<&detail::sqrt_grad_op>);
 
 Tensor sqrt(const Tensor& x) {
-  return detail::floating_unary_op(sqrt_op, "sqrt", x, [](auto v) { return SqrtElement::apply(v); });
+  return detail::floating_unary_op(sqrt_op, "sqrt", x,
+                                   [](auto v) { return SqrtElement::apply(v); });
 }
 
 // g / (2 y) with g halved instead of y doubled: one rounding either way, and no overflow of
@@ -177,19 +184,23 @@ static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents log_tangent(const ForwardContext& op, const Tangents& tangents);
 struct ExpElement {
   template <class T>
-  static T apply(T v) { return std::exp(v); }
+  static T apply(T v) {
+    return std::exp(v);
+  }
 };
 constexpr OpDefinition exp_op = detail::with_elementwise(
-    detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(),
-                              exp_tangent, detail::batch_unary<&tapegrad::exp>),
+    detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(), exp_tangent,
+                              detail::batch_unary<&tapegrad::exp>),
     detail::unary_elementwise<ExpElement, detail::kSmallKernel>);
 struct LogElement {
   template <class T>
-  static T apply(T v) { return std::log(v); }
+  static T apply(T v) {
+    return std::log(v);
+  }
 };
 constexpr OpDefinition log_op = detail::with_elementwise(
-    detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(),
-                              log_tangent, detail::batch_unary<&tapegrad::log>),
+    detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(), log_tangent,
+                              detail::batch_unary<&tapegrad::log>),
     detail::unary_elementwise<LogElement, detail::kSmallKernel>);
 
 Tensor exp(const Tensor& x) {
@@ -254,19 +265,23 @@ static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cos_tangent(const ForwardContext& op, const Tangents& tangents);
 struct SinElement {
   template <class T>
-  static T apply(T v) { return std::sin(v); }
+  static T apply(T v) {
+    return std::sin(v);
+  }
 };
 constexpr OpDefinition sin_op = detail::with_elementwise(
-    detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none(),
-                              sin_tangent, detail::batch_unary<&tapegrad::sin>),
+    detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none(), sin_tangent,
+                              detail::batch_unary<&tapegrad::sin>),
     detail::unary_elementwise<SinElement>);
 struct CosElement {
   template <class T>
-  static T apply(T v) { return std::cos(v); }
+  static T apply(T v) {
+    return std::cos(v);
+  }
 };
 constexpr OpDefinition cos_op = detail::with_elementwise(
-    detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none(),
-                              cos_tangent, detail::batch_unary<&tapegrad::cos>),
+    detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none(), cos_tangent,
+                              detail::batch_unary<&tapegrad::cos>),
     detail::unary_elementwise<CosElement>);
 
 Tensor sin(const Tensor& x) {
@@ -279,8 +294,8 @@ Tensor cos(const Tensor& x) {
 
 static Tangents sin_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return multiply(dx, cos(x)); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return multiply(dx, cos(x)); });
 }
 
 static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -289,8 +304,8 @@ static Grads sin_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Tangents cos_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return negative(multiply(dx, sin(x))); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return negative(multiply(dx, sin(x))); });
 }
 
 static Grads cos_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -306,15 +321,19 @@ static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tang
 static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g);
 struct TanhElement {
   template <class T>
-  static T apply(T v) { return std::tanh(v); }
+  static T apply(T v) {
+    return std::tanh(v);
+  }
 };
 constexpr OpDefinition tanh_op = detail::with_elementwise(
-    detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(),
-                              tanh_tangent, detail::batch_unary<&tapegrad::tanh>),
+    detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(), tanh_tangent,
+                              detail::batch_unary<&tapegrad::tanh>),
     detail::unary_elementwise<TanhElement, detail::kSmallKernel>);
 struct TanhGradElement {
   template <class T>
-  static T apply(T yv, T gv) { return gv * (1 - yv * yv); }
+  static T apply(T yv, T gv) {
+    return gv * (1 - yv * yv);
+  }
 };
 constexpr OpDefinition tanh_grad_definition = detail::with_structure(
     detail::with_elementwise(
@@ -331,16 +350,16 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {
-  Tensor out = activation_grad_kernel("TanhGrad", y, g,
-                                      [](auto yv, auto gv) { return TanhGradElement::apply(yv, gv); });
+  Tensor out = activation_grad_kernel(
+      "TanhGrad", y, g, [](auto yv, auto gv) { return TanhGradElement::apply(yv, gv); });
   record(tanh_grad_definition, {&y, &g}, out);
   return out;
 }
 
 static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
-  return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return detail::tanh_grad_op(y, dx); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return detail::tanh_grad_op(y, dx); });
 }
 
 // One fused kernel (TF's TanhGrad) instead of four ops: it dominates small-tensor backward.
@@ -354,8 +373,7 @@ static Tensor g_times_minus_two_y(const Tensor& y, const Tensor& g) {
 }
 
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return detail::fused_activation_tangent(op, tangents, detail::tanh_grad_op,
-                                          g_times_minus_two_y);
+  return detail::fused_activation_tangent(op, tangents, detail::tanh_grad_op, g_times_minus_two_y);
 }
 
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h) {
@@ -376,7 +394,9 @@ static Tangents reciprocal_grad_tangent(const ForwardContext& op, const Tangents
 static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g);
 struct ReciprocalElement {
   template <class T>
-  static T apply(T v) { return T(1) / v; }
+  static T apply(T v) {
+    return T(1) / v;
+  }
 };
 constexpr OpDefinition reciprocal_op = detail::with_elementwise(
     detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all(),
@@ -384,7 +404,9 @@ constexpr OpDefinition reciprocal_op = detail::with_elementwise(
     detail::unary_elementwise<ReciprocalElement>);
 struct ReciprocalGradElement {
   template <class T>
-  static T apply(T yv, T gv) { return -(gv * (yv * yv)); }
+  static T apply(T yv, T gv) {
+    return -(gv * (yv * yv));
+  }
 };
 constexpr OpDefinition reciprocal_grad_definition = detail::with_structure(
     detail::with_elementwise(
@@ -401,8 +423,9 @@ Tensor reciprocal(const Tensor& x) {
 }
 
 Tensor detail::reciprocal_grad_op(const Tensor& y, const Tensor& g) {
-  Tensor out = activation_grad_kernel("ReciprocalGrad", y, g,
-                                      [](auto yv, auto gv) { return ReciprocalGradElement::apply(yv, gv); });
+  Tensor out = activation_grad_kernel("ReciprocalGrad", y, g, [](auto yv, auto gv) {
+    return ReciprocalGradElement::apply(yv, gv);
+  });
   record(reciprocal_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -436,10 +459,9 @@ static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g) {
 // ---- Expm1: d (e^x - 1) = e^x -----------------------------------------------------------
 
 static Tensor expm1_slope(const Tensor& x) { return exp(x); }
-constexpr OpDefinition expm1_op =
-    detail::differentiable_op("Expm1", detail::slope_gradient<expm1_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<expm1_slope>,
-                              detail::batch_unary<&tapegrad::expm1>);
+constexpr OpDefinition expm1_op = detail::differentiable_op(
+    "Expm1", detail::slope_gradient<expm1_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<expm1_slope>, detail::batch_unary<&tapegrad::expm1>);
 
 Tensor expm1(const Tensor& x) {
   return detail::floating_unary_op(expm1_op, "expm1", x, [](auto v) { return std::expm1(v); });
@@ -506,10 +528,9 @@ static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g) {
 namespace detail {
 
 void register_math_unary_ops(OpRegistrar& registry) {
-  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &sqrt_grad_definition, &exp_op,
-                &log_op, &log1p_op, &sin_op, &cos_op, &tanh_op, &tanh_grad_definition,
-                &reciprocal_op, &reciprocal_grad_definition, &expm1_op, &rsqrt_op,
-                &rsqrt_grad_definition});
+  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &sqrt_grad_definition, &exp_op, &log_op,
+                &log1p_op, &sin_op, &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op,
+                &reciprocal_grad_definition, &expm1_op, &rsqrt_op, &rsqrt_grad_definition});
 }
 
 }  // namespace detail

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/im2col.hpp"
+#include "ops/batching_support.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/nn/conv_ops.hpp"
 #include "ops/nn/conv_support.hpp"
-#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/nn.hpp"
@@ -101,18 +101,16 @@ static Tangents conv2d_tangent(const ForwardContext& op, const Tangents& tangent
 static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& inputs);
-constexpr OpDefinition conv2d_op = detail::with_replay(
-    detail::differentiable_op("Conv2D", conv2d_gradient, KeepSet::all(), KeepSet::none(),
-                              conv2d_tangent, conv2d_batched),
-    conv2d_replay);
+                                           const std::vector<Tensor>& inputs);
+constexpr OpDefinition conv2d_op =
+    detail::with_replay(detail::differentiable_op("Conv2D", conv2d_gradient, KeepSet::all(),
+                                                  KeepSet::none(), conv2d_tangent, conv2d_batched),
+                        conv2d_replay);
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
               std::vector<int> dilations, DataFormat data_format) {
   const char* op = "conv2d";
-  const Described operands = [&] {
-    return detail::describe(op, {{"x", x}, {"filters", filters}});
-  };
+  const Described operands = [&] { return detail::describe(op, {{"x", x}, {"filters", filters}}); };
   const ImageLayout layout(data_format, 4, operands);
   const Described described = layout.describing(operands);
   check_operands(op, x, "x", 4, layout.name(), filters, "filters", 4, described);
@@ -123,8 +121,8 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, 
   w.strides = detail::spatial_pair(strides, "strides", described, data_format);
   w.dilations = detail::spatial_pair(dilations, "dilations", described, data_format);
   w.padding = padding;
-  const ConvGeometry g = detail::window_geometry(x_shape, f[0], f[1], f[3], w.strides,
-                                                 w.dilations, padding, described);
+  const ConvGeometry g = detail::window_geometry(x_shape, f[0], f[1], f[3], w.strides, w.dilations,
+                                                 padding, described);
   const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), output_shape_of(g), [&](auto* y) {
     detail::conv2d_forward(g, detail::data_of(input, y), detail::data_of(filters, y), y);
@@ -157,7 +155,7 @@ static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
 
 // The recorded op is channels last, conv2d's default layout.
 static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
-                                         const std::vector<Tensor>& inputs) {
+                                           const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {conv2d(inputs[0], inputs[1], w.strides_list(), w.padding, w.dilations_list())};
 }
@@ -181,12 +179,12 @@ static Grads conv2d_gradient(const OpContext& op, const std::vector<Tensor>& g) 
   const WindowAttrs w = WindowAttrs::from(op.attrs());
   Grads r(2);
   if (op.needs_gradient(0)) {
-    r[0] = conv2d_transpose(g[0], op.inputs()[1], op.input_shape(0), w.strides_list(),
-                            w.padding, w.dilations_list());
+    r[0] = conv2d_transpose(g[0], op.inputs()[1], op.input_shape(0), w.strides_list(), w.padding,
+                            w.dilations_list());
   }
   if (op.needs_gradient(1)) {
-    r[1] = detail::conv2d_backprop_filter(op.inputs()[0], op.input_shape(1), g[0],
-                                          w.strides_list(), w.padding, w.dilations_list());
+    r[1] = detail::conv2d_backprop_filter(op.inputs()[0], op.input_shape(1), g[0], w.strides_list(),
+                                          w.padding, w.dilations_list());
   }
   return r;
 }
@@ -210,14 +208,14 @@ static std::vector<Tensor> backprop_input_batched(const detail::BatchingContext&
   const bool merged = detail::only_first_batched(op, inputs);
   if (merged) shape[0] *= op.batch_size;
   const detail::BatchForward forward = [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{conv2d_transpose(in[0], in[1], shape, w.strides_list(), w.padding,
-                                                w.dilations_list())};
+    return std::vector<Tensor>{
+        conv2d_transpose(in[0], in[1], shape, w.strides_list(), w.padding, w.dilations_list())};
   };
   return merged ? detail::merged_into_first_axis(op, inputs, forward)
                 : detail::row_by_row(op, inputs, forward);
 }
 static detail::ReplayOutputs backprop_input_replay(const detail::ReplayContext& op,
-                                                 const std::vector<Tensor>& inputs) {
+                                                   const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {conv2d_transpose(inputs[0], inputs[1], op.attributes().get_shape("output_shape"),
                            w.strides_list(), w.padding, w.dilations_list())};
@@ -265,8 +263,7 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& out
   detail::check_new_shape(op, out_shape, x.dtype());
   const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), out_shape, [&](auto* dx) {
-    detail::conv2d_backprop_input(g, detail::data_of(input, dx), detail::data_of(filters, dx),
-                                  dx);
+    detail::conv2d_backprop_input(g, detail::data_of(input, dx), detail::data_of(filters, dx), dx);
   });
   detail::record(backprop_input_op, {&input, &filters}, out,
                  [&] { return w.to_attrs().set("output_shape", out_shape); });
@@ -287,7 +284,8 @@ static Tangents backprop_input_tangent(const ForwardContext& op, const Tangents&
   };
   return {detail::output_tangent(
       op, 0,
-      {detail::if_defined(tangents[0], [&](const Tensor& dx) { return transpose(dx, op.inputs[1]); }),
+      {detail::if_defined(tangents[0],
+                          [&](const Tensor& dx) { return transpose(dx, op.inputs[1]); }),
        detail::if_defined(tangents[1],
                           [&](const Tensor& dw) { return transpose(op.inputs[0], dw); })})};
 }
@@ -301,8 +299,8 @@ static Grads backprop_input_gradient(const OpContext& op, const std::vector<Tens
     r[0] = conv2d(g[0], op.inputs()[1], w.strides_list(), w.padding, w.dilations_list());
   }
   if (op.needs_gradient(1)) {
-    r[1] = detail::conv2d_backprop_filter(g[0], op.input_shape(1), op.inputs()[0],
-                                          w.strides_list(), w.padding, w.dilations_list());
+    r[1] = detail::conv2d_backprop_filter(g[0], op.input_shape(1), op.inputs()[0], w.strides_list(),
+                                          w.padding, w.dilations_list());
   }
   return r;
 }
@@ -336,7 +334,7 @@ static std::vector<Tensor> backprop_filter_batched(const detail::BatchingContext
   });
 }
 static detail::ReplayOutputs backprop_filter_replay(const detail::ReplayContext& op,
-                                                  const std::vector<Tensor>& inputs) {
+                                                    const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {detail::conv2d_backprop_filter(inputs[0], op.attributes().get_shape("filter_shape"),
                                          inputs[1], w.strides_list(), w.padding,
@@ -372,8 +370,7 @@ Tensor detail::conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape
     fail("g must have the conv2d output's shape " + shape_to_string(output_shape_of(geometry)));
   }
   Tensor out = detail::compute_floating(op, x.dtype(), filter_shape, [&](auto* dw) {
-    detail::conv2d_backprop_filter(geometry, detail::data_of(x, dw), detail::data_of(g, dw),
-                                   dw);
+    detail::conv2d_backprop_filter(geometry, detail::data_of(x, dw), detail::data_of(g, dw), dw);
   });
   detail::record(backprop_filter_op, {&x, &g}, out,
                  [&] { return w.to_attrs().set("filter_shape", filter_shape); });
@@ -389,7 +386,8 @@ static Tangents backprop_filter_tangent(const ForwardContext& op, const Tangents
   };
   return {detail::output_tangent(
       op, 0,
-      {detail::if_defined(tangents[0], [&](const Tensor& dx) { return backprop(dx, op.inputs[1]); }),
+      {detail::if_defined(tangents[0],
+                          [&](const Tensor& dx) { return backprop(dx, op.inputs[1]); }),
        detail::if_defined(tangents[1],
                           [&](const Tensor& dg) { return backprop(op.inputs[0], dg); })})};
 }
@@ -400,8 +398,8 @@ static Grads backprop_filter_gradient(const OpContext& op, const std::vector<Ten
   const WindowAttrs w = WindowAttrs::from(op.attrs());
   Grads r(2);
   if (op.needs_gradient(0)) {
-    r[0] = conv2d_transpose(op.inputs()[1], g[0], op.input_shape(0), w.strides_list(),
-                            w.padding, w.dilations_list());
+    r[0] = conv2d_transpose(op.inputs()[1], g[0], op.input_shape(0), w.strides_list(), w.padding,
+                            w.dilations_list());
   }
   if (op.needs_gradient(1)) {
     r[1] = conv2d(op.inputs()[0], g[0], w.strides_list(), w.padding, w.dilations_list());
@@ -414,9 +412,7 @@ static Grads backprop_filter_gradient(const OpContext& op, const std::vector<Ten
 Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding padding, int dilation,
               DataFormat data_format) {
   const char* op = "conv1d";
-  const Described operands = [&] {
-    return detail::describe(op, {{"x", x}, {"filters", filters}});
-  };
+  const Described operands = [&] { return detail::describe(op, {{"x", x}, {"filters", filters}}); };
   const ImageLayout layout(data_format, 3, operands);
   const Described described = layout.describing(operands);
   check_operands(op, x, "x", 3, layout.name(), filters, "filters", 3, described);

@@ -39,15 +39,14 @@ std::array<std::size_t, 2> spatial_pair(const std::vector<int>& values, const ch
   return {static_cast<std::size_t>(hw[0]), static_cast<std::size_t>(hw[1])};
 }
 
-const char* padding_name(Padding padding) {
-  return padding == Padding::Same ? "SAME" : "VALID";
-}
+const char* padding_name(Padding padding) { return padding == Padding::Same ? "SAME" : "VALID"; }
 
 ImageLayout::ImageLayout(DataFormat data_format, std::size_t rank, const Described& described)
     : rank_(rank), channels_first_(data_format == DataFormat::NCHW) {
   if (data_format != DataFormat::NHWC && data_format != DataFormat::NCHW) {
     // Reachable only through a cast, which the enum's type does not prevent.
-    throw InvalidArgument(described() + ": data_format must be DataFormat::NHWC or "
+    throw InvalidArgument(described() +
+                          ": data_format must be DataFormat::NHWC or "
                           "DataFormat::NCHW (got the value " +
                           std::to_string(static_cast<int>(data_format)) + ")");
   }
@@ -138,8 +137,10 @@ ConvGeometry window_geometry(const Shape& input_shape, std::size_t k_h, std::siz
                              const Described& described) {
   if (padding != Padding::Valid && padding != Padding::Same) {
     // Reachable only through a cast; any other value would silently act as one of the two.
-    throw InvalidArgument(described() + ": padding must be Padding::Valid or Padding::Same (got "
-                          "the value " + std::to_string(static_cast<int>(padding)) + ")");
+    throw InvalidArgument(described() +
+                          ": padding must be Padding::Valid or Padding::Same (got "
+                          "the value " +
+                          std::to_string(static_cast<int>(padding)) + ")");
   }
   ConvGeometry g;
   g.batch = input_shape[0];
@@ -153,10 +154,9 @@ ConvGeometry window_geometry(const Shape& input_shape, std::size_t k_h, std::siz
   g.stride_w = strides[1];
   g.dilation_h = dilations[0];
   g.dilation_w = dilations[1];
-  const Axis rows = window_axis("height", g.in_h, k_h, g.stride_h, g.dilation_h, padding,
-                                described);
-  const Axis cols = window_axis("width", g.in_w, k_w, g.stride_w, g.dilation_w, padding,
-                                described);
+  const Axis rows =
+      window_axis("height", g.in_h, k_h, g.stride_h, g.dilation_h, padding, described);
+  const Axis cols = window_axis("width", g.in_w, k_w, g.stride_w, g.dilation_w, padding, described);
   g.out_h = rows.out;
   g.out_w = cols.out;
   g.pad_top = rows.pad_before;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/math_kernels.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
@@ -20,7 +21,6 @@
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -30,17 +30,18 @@ static Grads relu_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents);
 struct ReluElement {
   template <class T>
-  static T apply(T v) { return v > 0 || v != v ? v : T(0); }
+  static T apply(T v) {
+    return v > 0 || v != v ? v : T(0);
+  }
 };
 constexpr OpDefinition relu_op = detail::with_elementwise(
-    detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all(),
-                              relu_tangent, detail::batch_unary<&tapegrad::relu>),
+    detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all(), relu_tangent,
+                              detail::batch_unary<&tapegrad::relu>),
     detail::unary_elementwise<ReluElement>);
 
 Tensor relu(const Tensor& x) {
   // NaN stays NaN (TF, NumPy's maximum(x, 0)); its gradient is 0 like any non-positive input.
-  return detail::numeric_unary_op(relu_op, "relu", x,
-                                  [](auto v) { return ReluElement::apply(v); });
+  return detail::numeric_unary_op(relu_op, "relu", x, [](auto v) { return ReluElement::apply(v); });
 }
 
 static Tangents relu_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -60,7 +61,9 @@ static Tangents relu_grad_tangent(const ForwardContext& op, const Tangents& tang
 static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g);
 struct ReluGradElement {
   template <class T>
-  static T apply(T yv, T gv) { return yv > 0 ? gv : T(0); }
+  static T apply(T yv, T gv) {
+    return yv > 0 ? gv : T(0);
+  }
 };
 constexpr OpDefinition relu_grad_definition = detail::with_structure(
     detail::with_elementwise(
@@ -114,7 +117,9 @@ static T stable_sigmoid(T v) {
 
 struct SigmoidElement {
   template <class T>
-  static T apply(T v) { return stable_sigmoid(v); }
+  static T apply(T v) {
+    return stable_sigmoid(v);
+  }
 };
 constexpr OpDefinition sigmoid_op = detail::with_elementwise(
     detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
@@ -143,7 +148,9 @@ static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& t
 static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g);
 struct SigmoidGradElement {
   template <class T>
-  static T apply(T yv, T gv) { return gv * yv * (1 - yv); }
+  static T apply(T yv, T gv) {
+    return gv * yv * (1 - yv);
+  }
 };
 constexpr OpDefinition sigmoid_grad_definition = detail::with_structure(
     detail::with_elementwise(
@@ -155,8 +162,8 @@ constexpr OpDefinition sigmoid_grad_definition = detail::with_structure(
     detail::structure_fused_activation<&detail::sigmoid_grad_op>);
 
 Tensor detail::sigmoid_grad_op(const Tensor& y, const Tensor& g) {
-  Tensor out = activation_grad_kernel("SigmoidGrad", y, g,
-                                      [](auto yv, auto gv) { return SigmoidGradElement::apply(yv, gv); });
+  Tensor out = activation_grad_kernel(
+      "SigmoidGrad", y, g, [](auto yv, auto gv) { return SigmoidGradElement::apply(yv, gv); });
   record(sigmoid_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -224,8 +231,8 @@ constexpr OpDefinition softplus_grad_definition = detail::with_structure(
 
 // The sigmoid as sigmoid() computes it, so the product rounds as the unfused rule's did.
 Tensor detail::softplus_grad_op(const Tensor& x, const Tensor& g) {
-  Tensor out = activation_grad_kernel(
-      "SoftplusGrad", x, g, [](auto xv, auto gv) { return gv * stable_sigmoid(xv); });
+  Tensor out = activation_grad_kernel("SoftplusGrad", x, g,
+                                      [](auto xv, auto gv) { return gv * stable_sigmoid(xv); });
   record(softplus_grad_definition, {&x, &g}, out);
   return out;
 }
@@ -260,8 +267,8 @@ static Tangents log_softmax_tangent(const ForwardContext& op, const Tangents& ta
 constexpr OpDefinition softmax_op =
     detail::differentiable_op("Softmax", softmax_gradient, KeepSet::none(), KeepSet::all(),
                               softmax_tangent, detail::batch_axis<&tapegrad::softmax>);
-constexpr OpDefinition log_softmax_op = detail::differentiable_op(
-    "LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all(),
+constexpr OpDefinition log_softmax_op =
+    detail::differentiable_op("LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all(),
                               log_softmax_tangent, detail::batch_axis<&tapegrad::log_softmax>);
 
 // log(sum(exp(x[k]))) over the n entries x[0], x[stride], ... computed stably.
@@ -314,8 +321,7 @@ static Tensor softmax_forward(const OpDefinition& op, const char* function, cons
     using T = decltype(zero);
     return Tensor(log_softmax_kernel(detail::kernel_array<T>(x), ax, exponentiate));
   });
-  detail::record(op, {&x}, out,
-                 [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
+  detail::record(op, {&x}, out, [&] { return Attrs().set("axis", static_cast<std::int64_t>(ax)); });
   return out;
 }
 
@@ -327,9 +333,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   return softmax_forward(log_softmax_op, "log_softmax", x, axis, /*exponentiate=*/false);
 }
 
-static int axis_attr(const OpContext& op) {
-  return static_cast<int>(op.attrs().get_int("axis"));
-}
+static int axis_attr(const OpContext& op) { return static_cast<int>(op.attrs().get_int("axis")); }
 
 // dy = y * (dx - sum(dx * y)) along the axis.
 static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -390,11 +394,10 @@ static void require_loss_operands(const char* op, const Tensor& labels, const Te
 
 static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents softmax_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition softmax_cross_entropy_op =
-    detail::differentiable_op("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_gradient,
-                              KeepSet::all(), KeepSet::none(),
-                              softmax_cross_entropy_tangent,
-                              detail::batch_all_batched<&tapegrad::softmax_cross_entropy_with_logits>);
+constexpr OpDefinition softmax_cross_entropy_op = detail::differentiable_op(
+    "SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_gradient, KeepSet::all(),
+    KeepSet::none(), softmax_cross_entropy_tangent,
+    detail::batch_all_batched<&tapegrad::softmax_cross_entropy_with_logits>);
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "softmax_cross_entropy_with_logits";
@@ -430,8 +433,7 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 
 // The rows of the loss move by sum(-log_softmax(x) dz + (softmax(x) sum(z) - z) dx) over the
 // classes: the gradient's two factors, contracted with the tangents.
-static Tangents softmax_cross_entropy_tangent(const ForwardContext& op,
-                                              const Tangents& tangents) {
+static Tangents softmax_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& labels = op.inputs[0];
   const Tensor& logits = op.inputs[1];
   const Tensor from_labels = detail::if_defined(tangents[0], [&](const Tensor& dz) {
@@ -439,8 +441,8 @@ static Tangents softmax_cross_entropy_tangent(const ForwardContext& op,
   });
   const Tensor from_logits = detail::if_defined(tangents[1], [&](const Tensor& dx) {
     const Tensor label_mass = reduce_sum(labels, {-1}, /*keepdims=*/true);
-    return reduce_sum(
-        multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), dx), {-1});
+    return reduce_sum(multiply(subtract(multiply(softmax(logits, -1), label_mass), labels), dx),
+                      {-1});
   });
   return {detail::output_tangent(op, 0, {from_labels, from_logits})};
 }
@@ -469,11 +471,10 @@ static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vect
 
 static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sigmoid_cross_entropy_op =
-    detail::differentiable_op("SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_gradient,
-                              KeepSet::all(), KeepSet::none(),
-                              sigmoid_cross_entropy_tangent,
-                              detail::batch_all_batched<&tapegrad::sigmoid_cross_entropy_with_logits>);
+constexpr OpDefinition sigmoid_cross_entropy_op = detail::differentiable_op(
+    "SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_gradient, KeepSet::all(),
+    KeepSet::none(), sigmoid_cross_entropy_tangent,
+    detail::batch_all_batched<&tapegrad::sigmoid_cross_entropy_with_logits>);
 
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   const char* op = "sigmoid_cross_entropy_with_logits";
@@ -488,8 +489,7 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   return out;
 }
 
-static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op,
-                                              const Tangents& tangents) {
+static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& labels = op.inputs[0];
   const Tensor& logits = op.inputs[1];
   const Tensor from_labels = detail::if_defined(

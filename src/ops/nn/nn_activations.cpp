@@ -41,7 +41,8 @@ static Grads output_slope_gradient(const OpContext& op, const std::vector<Tensor
 template <Tensor (*Slope)(const Tensor& y)>
 static Tangents output_slope_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
-  return detail::unary_tangent(op, tangents, [&](const Tensor& dx) { return multiply(dx, Slope(y)); });
+  return detail::unary_tangent(op, tangents,
+                               [&](const Tensor& dx) { return multiply(dx, Slope(y)); });
 }
 
 // The rules of an activation whose gradient is one fused op F(v, g) (ops/internal_ops.hpp),
@@ -67,7 +68,7 @@ static std::vector<Tensor> leaky_relu_batched(const detail::BatchingContext& op,
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }
 static detail::ReplayOutputs leaky_relu_replay(const detail::ReplayContext& op,
-                                             const std::vector<Tensor>& inputs) {
+                                               const std::vector<Tensor>& inputs) {
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }
 constexpr OpDefinition leaky_relu_op = detail::with_replay(
@@ -84,9 +85,8 @@ Tensor leaky_relu(const Tensor& x, double alpha) {
     throw InvalidArgument(detail::describe(op, x) + ": alpha = " + std::to_string(alpha) +
                           " must be finite");
   }
-  Tensor out = detail::unary_kernel<detail::DTypeSet::Floating>(op, x, [alpha](auto v) {
-    return v > 0 ? v : static_cast<decltype(v)>(alpha * v);
-  });
+  Tensor out = detail::unary_kernel<detail::DTypeSet::Floating>(
+      op, x, [alpha](auto v) { return v > 0 ? v : static_cast<decltype(v)>(alpha * v); });
   detail::record(leaky_relu_op, {&x}, out, [&] { return Attrs().set("alpha", alpha); });
   return out;
 }
@@ -113,11 +113,9 @@ static Grads elu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h
 static Tangents elu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g);
 // One fused op (TF's EluGrad) from the kept output instead of four.
-constexpr OpDefinition elu_op =
-    detail::differentiable_op("Elu", fused_gradient<&detail::elu_grad_op, Kept::Output>,
-                              KeepSet::none(), KeepSet::all(),
-                              fused_tangent<&detail::elu_grad_op, Kept::Output>,
-                              detail::batch_unary<&tapegrad::elu>);
+constexpr OpDefinition elu_op = detail::differentiable_op(
+    "Elu", fused_gradient<&detail::elu_grad_op, Kept::Output>, KeepSet::none(), KeepSet::all(),
+    fused_tangent<&detail::elu_grad_op, Kept::Output>, detail::batch_unary<&tapegrad::elu>);
 constexpr OpDefinition elu_grad_definition = detail::with_structure(
     detail::differentiable_op(
         "EluGrad", elu_grad_gradient, KeepSet::all(), KeepSet::none(), elu_grad_tangent,
@@ -125,15 +123,14 @@ constexpr OpDefinition elu_grad_definition = detail::with_structure(
     detail::structure_fused_activation<&detail::elu_grad_op>);
 
 Tensor elu(const Tensor& x) {
-  return detail::floating_unary_op(elu_op, "elu", x, [](auto v) {
-    return v < 0 ? static_cast<decltype(v)>(std::expm1(v)) : v;
-  });
+  return detail::floating_unary_op(
+      elu_op, "elu", x, [](auto v) { return v < 0 ? static_cast<decltype(v)>(std::expm1(v)) : v; });
 }
 
 // g (y + 1) where y < 0, else g: a NaN output passes g, as the select of slopes did.
 Tensor detail::elu_grad_op(const Tensor& y, const Tensor& g) {
-  Tensor out = activation_grad_kernel(
-      "EluGrad", y, g, [](auto yv, auto gv) { return yv < 0 ? gv * (yv + 1) : gv; });
+  Tensor out = activation_grad_kernel("EluGrad", y, g,
+                                      [](auto yv, auto gv) { return yv < 0 ? gv * (yv + 1) : gv; });
   record(elu_grad_definition, {&y, &g}, out);
   return out;
 }
@@ -153,8 +150,8 @@ static Grads elu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h
 
 // Batched g, fixed y: the slope once, broadcast.
 static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g) {
-  const Tensor slope = where(less(y, constant_like(0.0, y)), add(y, constant_like(1.0, y)),
-                             constant_like(1.0, y));
+  const Tensor slope =
+      where(less(y, constant_like(0.0, y)), add(y, constant_like(1.0, y)), constant_like(1.0, y));
   return multiply(g, slope);
 }
 
@@ -167,10 +164,9 @@ static Tensor selu_slope(const Tensor& y) {
   return where(less(y, constant_like(0.0, y)), add(y, constant_like(kSeluScale * kSeluAlpha, y)),
                constant_like(kSeluScale, y));
 }
-constexpr OpDefinition selu_op =
-    detail::differentiable_op("Selu", output_slope_gradient<selu_slope>, KeepSet::none(),
-                              KeepSet::all(), output_slope_tangent<selu_slope>,
-                              detail::batch_unary<&tapegrad::selu>);
+constexpr OpDefinition selu_op = detail::differentiable_op(
+    "Selu", output_slope_gradient<selu_slope>, KeepSet::none(), KeepSet::all(),
+    output_slope_tangent<selu_slope>, detail::batch_unary<&tapegrad::selu>);
 
 Tensor selu(const Tensor& x) {
   return detail::floating_unary_op(selu_op, "selu", x, in_double([](double v) {
@@ -181,17 +177,18 @@ Tensor selu(const Tensor& x) {
 
 // ---- Gelu: x Phi(x); GeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --------------
 
-constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;    // sqrt(2 / pi)
+constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluCubic = 0.044715;
 
 // Phi(x) + x phi(x).
 static Tensor gelu_slope(const Tensor& x) {
-  const Tensor cdf = multiply(constant_like(0.5, x),
-                              add(constant_like(1.0, x), erf(multiply(x, constant_like(kSqrtHalf, x)))));
-  const Tensor pdf = multiply(constant_like(kInvSqrt2Pi, x),
-                              exp(multiply(constant_like(-0.5, x), square(x))));
+  const Tensor cdf =
+      multiply(constant_like(0.5, x),
+               add(constant_like(1.0, x), erf(multiply(x, constant_like(kSqrtHalf, x)))));
+  const Tensor pdf =
+      multiply(constant_like(kInvSqrt2Pi, x), exp(multiply(constant_like(-0.5, x), square(x))));
   return add(cdf, multiply(x, pdf));
 }
 
@@ -203,8 +200,9 @@ static GeluTanhParts gelu_tanh_parts(const Tensor& x) {
   const Tensor x2 = square(x);
   const Tensor u = multiply(constant_like(kSqrt2OverPi, x),
                             add(x, multiply(constant_like(kGeluCubic, x), multiply(x2, x))));
-  const Tensor du = multiply(constant_like(kSqrt2OverPi, x),
-                             add(constant_like(1.0, x), multiply(constant_like(3 * kGeluCubic, x), x2)));
+  const Tensor du =
+      multiply(constant_like(kSqrt2OverPi, x),
+               add(constant_like(1.0, x), multiply(constant_like(3 * kGeluCubic, x), x2)));
   return {tanh(u), du};
 }
 
@@ -227,11 +225,9 @@ static Tensor gelu_tanh_grad_fixed_x(const Tensor& x, const Tensor& g);
 // 11 and 18 ops).
 static Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
 static Tensor gelu_approximate(const Tensor& x) { return gelu(x, true); }
-constexpr OpDefinition gelu_op =
-    detail::differentiable_op("Gelu", fused_gradient<&detail::gelu_grad_op, Kept::Input>,
-                              KeepSet::all(), KeepSet::none(),
-                              fused_tangent<&detail::gelu_grad_op, Kept::Input>,
-                              detail::batch_unary<&gelu_exact>);
+constexpr OpDefinition gelu_op = detail::differentiable_op(
+    "Gelu", fused_gradient<&detail::gelu_grad_op, Kept::Input>, KeepSet::all(), KeepSet::none(),
+    fused_tangent<&detail::gelu_grad_op, Kept::Input>, detail::batch_unary<&gelu_exact>);
 constexpr OpDefinition gelu_tanh_op = detail::differentiable_op(
     "GeluTanh", fused_gradient<&detail::gelu_tanh_grad_op, Kept::Input>, KeepSet::all(),
     KeepSet::none(), fused_tangent<&detail::gelu_tanh_grad_op, Kept::Input>,
@@ -256,9 +252,8 @@ Tensor gelu(const Tensor& x, bool approximate) {
                                      }));
   }
   // erfc keeps the tail accurate: for v << 0, 1 + erf(v / sqrt 2) would cancel to 0.
-  return detail::floating_unary_op(gelu_op, "gelu", x, in_double([](double v) {
-                                     return 0.5 * v * std::erfc(-v * kSqrtHalf);
-                                   }));
+  return detail::floating_unary_op(
+      gelu_op, "gelu", x, in_double([](double v) { return 0.5 * v * std::erfc(-v * kSqrtHalf); }));
 }
 
 // The slopes in double, as the forwards compute (Phi with erfc, for its negative tail), rounded
@@ -290,8 +285,8 @@ Tensor detail::gelu_tanh_grad_op(const Tensor& x, const Tensor& g) {
 // GeluGrad's slope in x: d (Phi + x phi) = 2 phi + x phi' = phi(x) (2 - x^2).
 static Tensor gelu_g_times_ds(const Tensor& x, const Tensor& g) {
   const Tensor x2 = square(x);
-  const Tensor pdf = multiply(constant_like(kInvSqrt2Pi, x),
-                              exp(multiply(constant_like(-0.5, x), x2)));
+  const Tensor pdf =
+      multiply(constant_like(kInvSqrt2Pi, x), exp(multiply(constant_like(-0.5, x), x2)));
   return multiply(g, multiply(pdf, subtract(constant_like(2.0, x), x2)));
 }
 
@@ -337,10 +332,9 @@ static Tensor silu_slope(const Tensor& x) {
   const Tensor s = sigmoid(x);
   return multiply(s, add(constant_like(1.0, x), multiply(x, subtract(constant_like(1.0, x), s))));
 }
-constexpr OpDefinition silu_op =
-    detail::differentiable_op("Silu", detail::slope_gradient<silu_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<silu_slope>,
-                              detail::batch_unary<&tapegrad::silu>);
+constexpr OpDefinition silu_op = detail::differentiable_op(
+    "Silu", detail::slope_gradient<silu_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<silu_slope>, detail::batch_unary<&tapegrad::silu>);
 
 // Never exponentiates a positive number (as nn.cpp's sigmoid).
 static double stable_sigmoid(double v) {
@@ -357,11 +351,9 @@ Tensor silu(const Tensor& x) {
 // ---- LogSigmoid: -softplus(-x) = min(x, 0) - log1p(e^-|x|); slope sigmoid(-x) -----------
 
 static Tensor log_sigmoid_slope(const Tensor& x) { return sigmoid(negative(x)); }
-constexpr OpDefinition log_sigmoid_op =
-    detail::differentiable_op("LogSigmoid", detail::slope_gradient<log_sigmoid_slope>,
-                              KeepSet::all(), KeepSet::none(),
-                              detail::slope_tangent<log_sigmoid_slope>,
-                              detail::batch_unary<&tapegrad::log_sigmoid>);
+constexpr OpDefinition log_sigmoid_op = detail::differentiable_op(
+    "LogSigmoid", detail::slope_gradient<log_sigmoid_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<log_sigmoid_slope>, detail::batch_unary<&tapegrad::log_sigmoid>);
 
 Tensor log_sigmoid(const Tensor& x) {
   return detail::floating_unary_op(log_sigmoid_op, "log_sigmoid", x, in_double([](double v) {
@@ -374,10 +366,9 @@ Tensor log_sigmoid(const Tensor& x) {
 static Tensor softsign_slope(const Tensor& x) {
   return reciprocal(square(add(constant_like(1.0, x), abs(x))));
 }
-constexpr OpDefinition softsign_op =
-    detail::differentiable_op("Softsign", detail::slope_gradient<softsign_slope>, KeepSet::all(),
-                              KeepSet::none(), detail::slope_tangent<softsign_slope>,
-                              detail::batch_unary<&tapegrad::softsign>);
+constexpr OpDefinition softsign_op = detail::differentiable_op(
+    "Softsign", detail::slope_gradient<softsign_slope>, KeepSet::all(), KeepSet::none(),
+    detail::slope_tangent<softsign_slope>, detail::batch_unary<&tapegrad::softsign>);
 
 Tensor softsign(const Tensor& x) {
   return detail::floating_unary_op(softsign_op, "softsign", x,
@@ -420,8 +411,8 @@ static void require_sparse_operands(const Tensor& labels, const Tensor& logits) 
     if (ids[row] < 0 || ids[row] >= classes) {
       throw InvalidArgument(describe_sparse(labels, logits) + ": row " + std::to_string(row) +
                             " has label " + std::to_string(ids[row]) +
-                            ", outside the valid range of classes [0, " +
-                            std::to_string(classes) + ")");
+                            ", outside the valid range of classes [0, " + std::to_string(classes) +
+                            ")");
     }
   }
 }
@@ -484,9 +475,9 @@ static Grads sparse_xent_gradient(const OpContext& op, const std::vector<Tensor>
 namespace detail {
 
 void register_nn_activations_ops(OpRegistrar& registry) {
-  registry.add({&leaky_relu_op, &elu_op, &elu_grad_definition, &selu_op, &gelu_op,
-                &gelu_tanh_op, &gelu_grad_definition, &gelu_tanh_grad_definition, &silu_op,
-                &log_sigmoid_op, &softsign_op, &sparse_xent_op});
+  registry.add({&leaky_relu_op, &elu_op, &elu_grad_definition, &selu_op, &gelu_op, &gelu_tanh_op,
+                &gelu_grad_definition, &gelu_tanh_grad_definition, &silu_op, &log_sigmoid_op,
+                &softsign_op, &sparse_xent_op});
 }
 
 }  // namespace detail

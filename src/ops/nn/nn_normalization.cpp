@@ -22,7 +22,8 @@ static void require_floating(const char* op, const Tensor& x) {
 }
 
 // The reduction axes, checked and normalised with errors naming `op`; {} = every axis.
-static std::vector<int> checked_axes(const char* op, const std::vector<int>& axes, const Tensor& x) {
+static std::vector<int> checked_axes(const char* op, const std::vector<int>& axes,
+                                     const Tensor& x) {
   const std::vector<std::size_t> normalized = detail::normalize_axes(op, axes, x);
   return std::vector<int>(normalized.begin(), normalized.end());
 }
@@ -38,7 +39,7 @@ static void require_epsilon(const char* op, const Tensor& x, double epsilon) {
 // gradient flows through the mean too (TF stops it there; the first derivative is the same,
 // since sum(x - mean) = 0, but the second is not: stopping it drops the -1/n coupling term).
 static MeanAndVariance moments_of(const char* op, const Tensor& x, const std::vector<int>& axes,
-                          bool keepdims) {
+                                  bool keepdims) {
   require_floating(op, x);
   const std::vector<int> reduced = checked_axes(op, axes, x);
   const Tensor mean = reduce_mean(x, reduced, /*keepdims=*/true);
@@ -68,9 +69,8 @@ static void require_companion(const char* op, const Tensor& x, const char* name,
 
 // TF's tf.nn.batch_normalization: inv = rsqrt(variance + eps) (times scale), then
 // x inv + (offset - mean inv).
-static Tensor normalize(const char* op, const Tensor& x, const Tensor& mean,
-                        const Tensor& variance, const Tensor& offset, const Tensor& scale,
-                        double epsilon) {
+static Tensor normalize(const char* op, const Tensor& x, const Tensor& mean, const Tensor& variance,
+                        const Tensor& offset, const Tensor& scale, double epsilon) {
   require_floating(op, x);
   require_companion(op, x, "mean", mean);
   require_companion(op, x, "variance", variance);
@@ -79,8 +79,8 @@ static Tensor normalize(const char* op, const Tensor& x, const Tensor& mean,
   require_epsilon(op, x, epsilon);
   Tensor inv = rsqrt(add(variance, scalar(epsilon, x.dtype())));
   if (scale.defined()) inv = multiply(inv, scale);
-  const Tensor shift = offset.defined() ? subtract(offset, multiply(mean, inv))
-                                        : negative(multiply(mean, inv));
+  const Tensor shift =
+      offset.defined() ? subtract(offset, multiply(mean, inv)) : negative(multiply(mean, inv));
   return add(multiply(x, inv), shift);
 }
 

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
-#include "ops/batching_support.hpp"
 #include "kernels/pooling.hpp"
+#include "ops/batching_support.hpp"
+#include "ops/forward_rule_support.hpp"
 #include "ops/nn/conv_ops.hpp"
 #include "ops/nn/conv_support.hpp"
-#include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/nn.hpp"
@@ -34,8 +34,7 @@ using detail::WindowAttrs;
 // strides lists (given in `data_format`'s axis order) and that a Valid window fits.
 ConvGeometry pool_geometry(const Shape& input_shape, WindowAttrs& w, const std::vector<int>& ksize,
                            const std::vector<int>& strides, Padding padding,
-                           const Described& described,
-                           DataFormat data_format = DataFormat::NHWC) {
+                           const Described& described, DataFormat data_format = DataFormat::NHWC) {
   w.ksize = detail::spatial_pair(ksize, "ksize", described, data_format);
   w.strides = detail::spatial_pair(strides, "strides", described, data_format);
   w.padding = padding;
@@ -72,7 +71,7 @@ static std::vector<Tensor> max_pool_batched(const detail::BatchingContext& op,
   });
 }
 static detail::ReplayOutputs max_pool_replay(const detail::ReplayContext& op,
-                                           const std::vector<Tensor>& inputs) {
+                                             const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {max_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
@@ -89,8 +88,8 @@ Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
   const Described described = layout.describing(operands);
   check_input(op, x, described, layout.name());
   WindowAttrs w;
-  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides,
-                                       padding, described, data_format);
+  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides, padding,
+                                       described, data_format);
   const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
     detail::max_pool_forward(g, detail::data_of(input, y), y, nullptr);
@@ -112,8 +111,7 @@ static Tangents max_pool_tangent(const ForwardContext& op, const Tangents& tange
 
 static Grads max_pool_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const WindowAttrs w = WindowAttrs::from(op.attrs());
-  return {detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(), w.strides_list(),
-                                w.padding)};
+  return {detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
 
 // ---- MaxPoolGrad and MaxPoolGradGrad ----------------------------------------------------
@@ -139,7 +137,9 @@ ConvGeometry pair_geometry(const char* op, const Tensor& x, const Tensor& second
                            const char* second_name, bool second_pooled, WindowAttrs& w,
                            const std::vector<int>& ksize, const std::vector<int>& strides,
                            Padding padding) {
-  const Described described = [&] { return detail::describe(op, {{"x", x}, {second_name, second}}); };
+  const Described described = [&] {
+    return detail::describe(op, {{"x", x}, {second_name, second}});
+  };
   check_input(op, x, described);
   detail::require_defined(op, second);
   const ConvGeometry g = pool_geometry(x.shape(), w, ksize, strides, padding, described);
@@ -174,7 +174,7 @@ static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
 template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::vector<int>,
                            Padding)>
 static detail::ReplayOutputs pair_replay(const detail::ReplayContext& op,
-                                       const std::vector<Tensor>& inputs) {
+                                         const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {Kernel(inputs[0], inputs[1], w.ksize_list(), w.strides_list(), w.padding)};
 }
@@ -243,8 +243,8 @@ static Tangents max_pool_grad_grad_tangent(const ForwardContext& op, const Tange
 
 static Grads max_pool_grad_grad_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const WindowAttrs w = WindowAttrs::from(op.attrs());
-  return {GradientValue(), detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(),
-                                                 w.strides_list(), w.padding)};
+  return {GradientValue(),
+          detail::max_pool_grad(op.inputs()[0], g[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
 
 // ---- AvgPool ----------------------------------------------------------------------------
@@ -259,7 +259,7 @@ static std::vector<Tensor> avg_pool_batched(const detail::BatchingContext& op,
   });
 }
 static detail::ReplayOutputs avg_pool_replay(const detail::ReplayContext& op,
-                                           const std::vector<Tensor>& inputs) {
+                                             const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {avg_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
@@ -276,8 +276,8 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
   const Described described = layout.describing(operands);
   check_input(op, x, described, layout.name());
   WindowAttrs w;
-  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides,
-                                       padding, described, data_format);
+  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides, padding,
+                                       described, data_format);
   const Tensor input = layout.to_channels_last(x);
   Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
     detail::avg_pool_forward(g, detail::data_of(input, y), y);
@@ -295,8 +295,8 @@ static Tangents avg_pool_tangent(const ForwardContext& op, const Tangents& tange
 
 static Grads avg_pool_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const WindowAttrs w = WindowAttrs::from(op.attrs());
-  return {detail::avg_pool_grad(g[0], op.input_shape(0), w.ksize_list(), w.strides_list(),
-                                w.padding)};
+  return {
+      detail::avg_pool_grad(g[0], op.input_shape(0), w.ksize_list(), w.strides_list(), w.padding)};
 }
 
 // ---- AvgPoolGrad ------------------------------------------------------------------------
@@ -315,10 +315,10 @@ static std::vector<Tensor> avg_pool_grad_batched(const detail::BatchingContext& 
   });
 }
 static detail::ReplayOutputs avg_pool_grad_replay(const detail::ReplayContext& op,
-                                                const std::vector<Tensor>& inputs) {
+                                                  const std::vector<Tensor>& inputs) {
   const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"),
-                                w.ksize_list(), w.strides_list(), w.padding)};
+  return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"), w.ksize_list(),
+                                w.strides_list(), w.padding)};
 }
 constexpr OpDefinition avg_pool_grad_op = detail::with_replay(
     detail::differentiable_op("AvgPoolGrad", avg_pool_grad_gradient, KeepSet::none(),
@@ -344,8 +344,7 @@ Tensor detail::avg_pool_grad(const Tensor& g, const Shape& input_shape, std::vec
   Tensor out = detail::compute_floating(op, g.dtype(), input_shape, [&](auto* dx) {
     avg_pool_backward(geometry, detail::data_of(g, dx), dx);
   });
-  record(avg_pool_grad_op, {&g}, out,
-         [&] { return w.to_attrs().set("input_shape", input_shape); });
+  record(avg_pool_grad_op, {&g}, out, [&] { return w.to_attrs().set("input_shape", input_shape); });
   return out;
 }
 
@@ -365,8 +364,8 @@ static Grads avg_pool_grad_gradient(const OpContext& op, const std::vector<Tenso
 namespace detail {
 
 void register_pooling_ops(OpRegistrar& registry) {
-  registry.add({&max_pool_op, &max_pool_grad_op, &max_pool_grad_grad_op, &avg_pool_op,
-                &avg_pool_grad_op});
+  registry.add(
+      {&max_pool_op, &max_pool_grad_op, &max_pool_grad_grad_op, &avg_pool_op, &avg_pool_grad_op});
 }
 
 }  // namespace detail

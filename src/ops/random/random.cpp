@@ -12,11 +12,11 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/philox_fill.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/op_trace.hpp"
 #include "tapegrad/ops/math.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -49,8 +49,8 @@ struct GeneratorAccess {
                               std::to_string(start) + " values; " + std::to_string(n) +
                               " more would wrap its 64-bit counter");
       }
-    } while (!generator.counter_.compare_exchange_weak(start, start + n,
-                                                       std::memory_order_relaxed));
+    } while (
+        !generator.counter_.compare_exchange_weak(start, start + n, std::memory_order_relaxed));
     return start;
   }
 };
@@ -76,8 +76,9 @@ static std::string describe_draw(const char* op, const Shape& shape, DType dtype
 
 static void require_floating_draw(const char* op, const Shape& shape, DType dtype) {
   if (!is_floating(dtype)) {
-    reject_draw(op, shape, dtype, std::string("dtype ") + dtype_name(dtype) +
-                                      " is not supported (expected float32 or float64)");
+    reject_draw(op, shape, dtype,
+                std::string("dtype ") + dtype_name(dtype) +
+                    " is not supported (expected float32 or float64)");
   }
 }
 
@@ -107,7 +108,8 @@ static void check_uniform_bounds(const Shape& shape, DType dtype, double lo, dou
     reject_draw(op, shape, dtype, "the bounds must be finite numbers" + bounds());
   }
   if (!(lo < hi)) reject_draw(op, shape, dtype, "hi must be greater than lo" + bounds());
-  if (!std::isfinite(hi - lo)) reject_draw(op, shape, dtype, "hi - lo overflows float64" + bounds());
+  if (!std::isfinite(hi - lo))
+    reject_draw(op, shape, dtype, "hi - lo overflows float64" + bounds());
   if (dtype == DType::Float32) {
     const float low = static_cast<float>(lo);
     const float high = static_cast<float>(hi);
@@ -120,16 +122,15 @@ static void check_uniform_bounds(const Shape& shape, DType dtype, double lo, dou
   }
 }
 
-Tensor random_uniform(const Shape& shape, Generator& generator, double lo, double hi,
-                      DType dtype) {
+Tensor random_uniform(const Shape& shape, Generator& generator, double lo, double hi, DType dtype) {
   constexpr const char* op = "random_uniform";
   require_floating_draw(op, shape, dtype);
   check_uniform_bounds(shape, dtype, lo, hi);
-  return draw(op, shape, dtype, generator, [&](auto* data, std::size_t n, std::uint64_t seed,
-                                               std::uint64_t start) {
-    using T = std::remove_pointer_t<decltype(data)>;
-    detail::fill_uniform<T>(data, n, seed, start, lo, hi);
-  });
+  return draw(op, shape, dtype, generator,
+              [&](auto* data, std::size_t n, std::uint64_t seed, std::uint64_t start) {
+                using T = std::remove_pointer_t<decltype(data)>;
+                detail::fill_uniform<T>(data, n, seed, start, lo, hi);
+              });
 }
 
 // ---- random_normal ----------------------------------------------------------------------
@@ -149,11 +150,11 @@ Tensor random_normal(const Shape& shape, Generator& generator, double mean, doub
       (!std::isfinite(static_cast<float>(mean)) || !std::isfinite(static_cast<float>(stddev)))) {
     reject_draw(op, shape, dtype, "mean or stddev is not finite in float32" + moments());
   }
-  return draw(op, shape, dtype, generator, [&](auto* data, std::size_t n, std::uint64_t seed,
-                                               std::uint64_t start) {
-    using T = std::remove_pointer_t<decltype(data)>;
-    detail::fill_normal<T>(data, n, seed, start, mean, stddev);
-  });
+  return draw(op, shape, dtype, generator,
+              [&](auto* data, std::size_t n, std::uint64_t seed, std::uint64_t start) {
+                using T = std::remove_pointer_t<decltype(data)>;
+                detail::fill_normal<T>(data, n, seed, start, mean, stddev);
+              });
 }
 
 // ---- Dropout ----------------------------------------------------------------------------
@@ -170,9 +171,9 @@ static std::vector<Tensor> dropout_batched(const detail::BatchingContext& op,
 static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents dropout_tangent(const ForwardContext& op, const Tangents& tangents);
 // No replay rule: each call draws a new mask (a Function that traces dropout runs eagerly).
-constexpr OpDefinition dropout_op = detail::differentiable_op(
-    "Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none(), dropout_tangent,
-    dropout_batched);
+constexpr OpDefinition dropout_op =
+    detail::differentiable_op("Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none(),
+                              dropout_tangent, dropout_batched);
 
 // The scaled keep mask (0 or 1/(1 - rate) in T, kept where a unit uniform is >= rate, as TF)
 // and x * mask, where a dropped element is 0 even when x is NaN or infinite (TF selects rather

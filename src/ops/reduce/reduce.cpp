@@ -10,12 +10,12 @@
 
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/reduce/reduce_support.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
@@ -30,8 +30,8 @@ static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents) 
 static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition sum_op =
-    detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(),
-                              sum_tangent, detail::batch_reduction<&tapegrad::reduce_sum>);
+    detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(), sum_tangent,
+                              detail::batch_reduction<&tapegrad::reduce_sum>);
 
 // The sum as reduce_axes takes it. A contiguous run (a whole-array sum, a row sum) is added in
 // eight interleaved partial sums, which the compiler vectorises, and then added together: one
@@ -88,8 +88,8 @@ static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents)
 static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition mean_op =
-    detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none(),
-                              mean_tangent, detail::batch_reduction<&tapegrad::reduce_mean>);
+    detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none(), mean_tangent,
+                              detail::batch_reduction<&tapegrad::reduce_mean>);
 
 Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_mean", x, axes);
@@ -104,8 +104,9 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
       if constexpr (std::is_floating_point_v<T>) {
         v = static_cast<T>(v / static_cast<T>(count));
       } else {
-        v = count == 0 ? T(0)
-                       : static_cast<T>(static_cast<std::int64_t>(v) / static_cast<std::int64_t>(count));
+        v = count == 0
+                ? T(0)
+                : static_cast<T>(static_cast<std::int64_t>(v) / static_cast<std::int64_t>(count));
       }
     }
     return Tensor(std::move(sum));
@@ -125,8 +126,8 @@ static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents prod_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition prod_op =
-    detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all(),
-                              prod_tangent, detail::batch_reduction<&tapegrad::reduce_prod>);
+    detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all(), prod_tangent,
+                              detail::batch_reduction<&tapegrad::reduce_prod>);
 
 Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_prod", x, axes);
@@ -142,10 +143,10 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
 // differentiable, so the gradient is differentiable through the rest only.
 namespace {
 struct ZeroPattern {
-  Tensor is_zero;       // x's shape: 1 where x == 0
-  Tensor is_nonzero;    // x's shape: 1 - is_zero
-  Tensor no_zero;       // kept shape: 1 where the group has no zero
-  Tensor single_zero;   // kept shape: 1 where the group has exactly one zero
+  Tensor is_zero;      // x's shape: 1 where x == 0
+  Tensor is_nonzero;   // x's shape: 1 - is_zero
+  Tensor no_zero;      // kept shape: 1 where the group has no zero
+  Tensor single_zero;  // kept shape: 1 where the group has exactly one zero
 };
 }  // namespace
 
@@ -188,9 +189,8 @@ static ZeroAwareFactors zero_aware_factors(const Tensor& x, const std::vector<st
   const Tensor single_zero_coefficient =
       add(zeros.is_zero,
           divide(multiply(zeros.is_nonzero, broadcast_to(the_zero, shape)), f.nonzero_x));
-  f.coefficient =
-      add(divide(broadcast_to(zeros.no_zero, shape), f.nonzero_x),
-          multiply(broadcast_to(zeros.single_zero, shape), single_zero_coefficient));
+  f.coefficient = add(divide(broadcast_to(zeros.no_zero, shape), f.nonzero_x),
+                      multiply(broadcast_to(zeros.single_zero, shape), single_zero_coefficient));
   return f;
 }
 
@@ -224,9 +224,8 @@ static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents logsumexp_tangent(const ForwardContext& op, const Tangents& tangents);
 constexpr OpDefinition logsumexp_op = detail::differentiable_op(
-    "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all(),
-                              logsumexp_tangent,
-                              detail::batch_reduction<&tapegrad::reduce_logsumexp>);
+    "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all(), logsumexp_tangent,
+    detail::batch_reduction<&tapegrad::reduce_logsumexp>);
 
 Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_logsumexp", x, axes);
@@ -236,9 +235,9 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
     const Shape shape = x.shape();
     // Shift by the group maximum so exp never overflows; an infinite maximum (all -inf, or
     // a +inf) is not a usable shift, so those groups are not shifted (as TF).
-    auto shift = detail::reduce_axes<T>(a, ax, /*keepdims=*/true,
-                                        -std::numeric_limits<T>::infinity(),
-                                        [](T acc, T v) { return v > acc ? v : acc; });
+    auto shift =
+        detail::reduce_axes<T>(a, ax, /*keepdims=*/true, -std::numeric_limits<T>::infinity(),
+                               [](T acc, T v) { return v > acc ? v : acc; });
     for (auto& m : shift) {
       if (!std::isfinite(m)) m = T(0);
     }
@@ -246,9 +245,9 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
         detail::map_binary<T>(a, shift, shape, [](T v, T m) { return std::exp(v - m); });
     const auto sums = detail::reduce_axes<T>(shifted_exp, ax, /*keepdims=*/true, T(0),
                                              [](T acc, T v) { return acc + v; });
-    xt::xarray<T> result = detail::map_binary<T>(
-        sums, shift, Shape(sums.shape().begin(), sums.shape().end()),
-        [](T s, T m) { return std::log(s) + m; });
+    xt::xarray<T> result =
+        detail::map_binary<T>(sums, shift, Shape(sums.shape().begin(), sums.shape().end()),
+                              [](T s, T m) { return std::log(s) + m; });
     if (!keepdims) result.reshape(detail::reduced_shape(shape, ax));
     return Tensor(std::move(result));
   });

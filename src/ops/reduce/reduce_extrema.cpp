@@ -41,8 +41,8 @@ static T pick(T acc, T v) {
 
 // The fold as reduce_axes takes it, with a contiguous run folded in eight independent lanes:
 // max/min as plain selects the compiler turns into vector max/min, NaNs only flagged (a
-// compare and a select, no branch), and on a NaN the run's first NaN returned, as the scalar fold would.
-// Ties between lanes are equal values, so the lanes give the scalar fold's value (up to the
+// compare and a select, no branch), and on a NaN the run's first NaN returned, as the scalar fold
+// would. Ties between lanes are equal values, so the lanes give the scalar fold's value (up to the
 // sign of a zero maximum, which neither order specifies).
 namespace {
 template <bool IsMax, class T>
@@ -129,13 +129,14 @@ static Tangents extremum_grad_tangent(const ForwardContext& op, const Tangents& 
 static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& op,
                                                  const std::vector<Tensor>& inputs) {
   std::vector<std::size_t> axes;
-  for (std::int64_t a : op.attributes().get_ints("axes")) axes.push_back(static_cast<std::size_t>(a) + 1);
+  for (std::int64_t a : op.attributes().get_ints("axes"))
+    axes.push_back(static_cast<std::size_t>(a) + 1);
   return {detail::extremum_grad(detail::with_batch_axis(op, inputs, 0),
                                 detail::with_batch_axis(op, inputs, 1),
                                 detail::with_batch_axis(op, inputs, 2), axes)};
 }
 static detail::ReplayOutputs extremum_grad_replay(const detail::ReplayContext& op,
-                                                const std::vector<Tensor>& inputs) {
+                                                  const std::vector<Tensor>& inputs) {
   const auto& recorded = op.attributes().get_ints("axes");
   return {detail::extremum_grad(inputs[0], inputs[1], inputs[2],
                                 std::vector<std::size_t>(recorded.begin(), recorded.end()))};
@@ -148,17 +149,17 @@ constexpr OpDefinition extremum_grad_op = detail::with_replay(
 Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tensor& g,
                              const std::vector<std::size_t>& axes) {
   const char* op = "extremum_grad";
-  const auto described = [&] {
-    return describe(op, {{"x", x}, {"extremum", extremum}, {"g", g}});
-  };
+  const auto described = [&] { return describe(op, {{"x", x}, {"extremum", extremum}, {"g", g}}); };
   require_defined(op, x);
   require_defined(op, extremum);
   require_defined(op, g);
   const Shape kept = keepdims_shape(x.shape(), axes);
   if (!is_floating(x.dtype()) || extremum.dtype() != x.dtype() || g.dtype() != x.dtype() ||
       extremum.size() != num_elements(kept) || g.size() != num_elements(kept)) {
-    throw InvalidArgument(described() + ": needs floating x, and extremum and g of x's dtype "
-                          "with one element per group, " + shape_to_string(kept));
+    throw InvalidArgument(described() +
+                          ": needs floating x, and extremum and g of x's dtype "
+                          "with one element per group, " +
+                          shape_to_string(kept));
   }
   Tensor out = dispatch_floating(op, x.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -179,8 +180,8 @@ Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tens
     std::fill_n(dx, x.size(), T(0));
     for (std::size_t t = 0; t < ties.size(); ++t) {
       const std::size_t count = per_group[tie_groups[t]];
-      dx[ties[t]] = count == 1 ? grad[tie_groups[t]]
-                               : grad[tie_groups[t]] * (T(1) / static_cast<T>(count));
+      dx[ties[t]] =
+          count == 1 ? grad[tie_groups[t]] : grad[tie_groups[t]] * (T(1) / static_cast<T>(count));
     }
     if (std::none_of(per_group.begin(), per_group.end(), [](std::size_t c) { return c == 0; })) {
       return Tensor(std::move(result));
@@ -194,9 +195,8 @@ Tensor detail::extremum_grad(const Tensor& x, const Tensor& extremum, const Tens
     binary_loop<T>(found, missing, x.shape(), x.size(), dx, [](T v, T m) { return v + m; });
     return Tensor(std::move(result));
   });
-  record(extremum_grad_op, {&x, &extremum, &g}, out, [&] {
-    return Attrs().set("axes", std::vector<std::int64_t>(axes.begin(), axes.end()));
-  });
+  record(extremum_grad_op, {&x, &extremum, &g}, out,
+         [&] { return Attrs().set("axes", std::vector<std::int64_t>(axes.begin(), axes.end())); });
   return out;
 }
 

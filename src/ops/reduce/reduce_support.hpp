@@ -52,8 +52,8 @@ Tensor folding_reduction(const OpDefinition& op, const char* function, const Ten
   Tensor out = dispatch_numeric(function, x, [&](auto zero) {
     using T = decltype(zero);
     const auto fold = make_fold(zero);
-    return Tensor(reduce_axes<T>(KernelInput<T>(x), axes, keepdims, fold.init,
-                                 fold.combine, fold.reorderable));
+    return Tensor(reduce_axes<T>(KernelInput<T>(x), axes, keepdims, fold.init, fold.combine,
+                                 fold.reorderable));
   });
   record(op, {&x}, out, [&] { return reduction_attrs(axes, keepdims); });
   return out;

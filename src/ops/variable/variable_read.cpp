@@ -1,17 +1,17 @@
 // ReadVariableOp: a variable's value read while a tape may record it. No kernel (the value is
 // the variable's own tensor); the op only tells the tapes where the value came from.
+#include "ops/batching_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
-#include "ops/batching_support.hpp"
 
 namespace tapegrad {
 
 // ---- ReadVariableOp ---------------------------------------------------------------------
 
-constexpr OpDefinition read_variable_op = detail::identity_gradient_op("ReadVariableOp",
-    detail::batch_unary<&tapegrad::identity>);
+constexpr OpDefinition read_variable_op =
+    detail::identity_gradient_op("ReadVariableOp", detail::batch_unary<&tapegrad::identity>);
 
 // Recorded on each watching tape itself rather than through detail::record: a tape watches
 // the handle, not the value, and records each value once.
