@@ -190,3 +190,5 @@ Tensor split_first_axis(const Tensor& x, std::size_t batch, std::size_t examples
 }
 
 }  // namespace tapegrad::detail
+
+TAPEGRAD_OP_SOURCE(batching_support)

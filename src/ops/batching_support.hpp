@@ -19,7 +19,7 @@
 //                                              the batch merged into it when only that input
 //                                              is batched, else one call per row
 //
-// e.g.  constexpr OpDefinition exp_op = differentiable_op("Exp", exp_gradient, KeepSet::none(),
+// e.g.  TAPEGRAD_BUILTIN_OP(exp_op) = differentiable_op("Exp", exp_gradient, KeepSet::none(),
 //           KeepSet::all(), exp_tangent, detail::batch_unary<&tapegrad::exp>);
 // A function with overloads needs a cast or a one-line static wrapper to be named.
 #pragma once

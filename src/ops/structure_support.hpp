@@ -5,7 +5,7 @@
 //   structure_fused_activation<&detail::tanh_grad_op>   F(y, g) linear in g: F(y, d) with y
 //                                                       constant and g diagonal
 //
-// e.g.  constexpr OpDefinition negative_op = detail::with_structure(
+// e.g.  TAPEGRAD_BUILTIN_OP(negative_op) = detail::with_structure(
 //           detail::differentiable_op("Neg", ...), negative_structured);
 #pragma once
 

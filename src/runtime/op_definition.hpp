@@ -1,11 +1,12 @@
 // What the runtime knows of one op type: its name, its gradient rule, and which of its inputs
 // and outputs that rule reads. Built-in ops declare theirs as `constexpr` constants beside the
-// op's forward, in their family file (src/ops/), and the family's register_<family>_ops()
-// lists them; user primitives get one from the registry (register_gradient, record_operation,
-// custom_gradient).
+// op's forward, in their family file (src/ops/), each with TAPEGRAD_BUILTIN_OP, which also
+// registers it; user primitives get one from the registry (register_gradient,
+// record_operation, custom_gradient).
 //
 // A built-in definition is constant-initialised data: no static-initialisation order, no lazy
-// slot, no lock on the recording path. The tape stores a pointer to it.
+// slot, no lock on the recording path (only its registration runs at start-up). The tape
+// stores a pointer to it.
 #pragma once
 
 #include <cstddef>
@@ -207,14 +208,29 @@ constexpr OpDefinition with_structure(OpDefinition definition, StructureRule rul
   return definition;
 }
 
-// The registry's side of a family file: each family's register_<family>_ops() hands its
-// definitions to the registry once, when the registry starts.
-class OpRegistrar {
+// Adds one built-in definition to the registry (runtime/op_registry.cpp) during static
+// initialisation; TAPEGRAD_BUILTIN_OP makes one beside each definition.
+class BuiltinOpRegistration {
  public:
-  virtual void add(std::initializer_list<const OpDefinition*> definitions) = 0;
-
- protected:
-  ~OpRegistrar() = default;
+  explicit BuiltinOpRegistration(const OpDefinition& definition);
 };
 
 }  // namespace tapegrad::detail
+
+// Defines and registers a built-in op: `TAPEGRAD_BUILTIN_OP(tan_op) = differentiable_op(...);`
+// declares the constant, a static object that hands it to the registry when the program starts,
+// and then the constant itself (constant-initialised, so the object can point at it first).
+#define TAPEGRAD_BUILTIN_OP(variable)                                                       \
+  extern const ::tapegrad::detail::OpDefinition variable;                                   \
+  static const ::tapegrad::detail::BuiltinOpRegistration variable##_registration(variable); \
+  constexpr ::tapegrad::detail::OpDefinition variable
+
+// Ends every source file in src/ops/, at namespace scope: a function the registry calls, which
+// keeps the file (and the registrations of its ops) in a program linked against the static
+// library, where the linker would otherwise drop a file no code of the program calls. The
+// build lists every such file for the registry (CMakeLists.txt, op_sources.inc); a file
+// without the line fails to link, naming `op_source_<stem>`.
+#define TAPEGRAD_OP_SOURCE(stem) \
+  namespace tapegrad::detail {   \
+  void op_source_##stem() {}     \
+  }

@@ -1,9 +1,11 @@
-// The op registry: the built-in families, registered once when it starts, and the user
-// primitives. Built-in definitions are constants; user ones live here for the whole process,
-// since a tape may point at one at any time and the walk reads a published gradient without
-// a lock.
+// The op registry: the built-in ops, each registered during static initialisation by the
+// object TAPEGRAD_BUILTIN_OP puts beside it, and the user primitives. Built-in definitions are
+// constants; user ones live here for the whole process, since a tape may point at one at any time
+// and the walk reads a published gradient without a lock.
 #include "runtime/op_registry.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -11,6 +13,11 @@
 #include "runtime/recording.hpp"
 
 namespace tapegrad::detail {
+
+// One function per source file in src/ops/ (TAPEGRAD_OP_SOURCE), listed by the build.
+#define TAPEGRAD_OP_SOURCE_ENTRY(stem) void op_source_##stem();
+#include "op_sources.inc"
+#undef TAPEGRAD_OP_SOURCE_ENTRY
 
 RegisteredOp::RegisteredOp(std::string op_name)
     : OpDefinition{nullptr, GradientKind::Registered, nullptr, KeepSet::all(), KeepSet::all()},
@@ -30,7 +37,7 @@ KeepSet KeepSet::from(const Keep& keep) {
 
 namespace {
 
-class Registry final : public OpRegistrar {
+class Registry final {
  public:
   static Registry& instance() {
     static Registry registry;
@@ -66,49 +73,26 @@ class Registry final : public OpRegistrar {
     gradients_.push_back(std::move(gradient));
   }
 
-  void add(std::initializer_list<const OpDefinition*> definitions) override {
-    for (const OpDefinition* d : definitions) {
-      if (!builtins_.emplace(d->name, d).second) {
-        throw std::logic_error(std::string("tapegrad: two built-in ops are named '") + d->name +
-                               "'");
-      }
-      builtin_list_.push_back(d);
+  // Runs during static initialisation, one op at a time: before main, on one thread.
+  void add(const OpDefinition& definition) {
+    if (!builtins_.emplace(definition.name, &definition).second) {
+      throw std::logic_error(std::string("tapegrad: two built-in ops are named '") +
+                             definition.name + "'");
     }
+    const auto by_name = [](const OpDefinition* a, const OpDefinition* b) {
+      return std::strcmp(a->name, b->name) < 0;
+    };
+    builtin_list_.insert(
+        std::upper_bound(builtin_list_.begin(), builtin_list_.end(), &definition, by_name),
+        &definition);
   }
 
  private:
+  // Calling each op source keeps it, and so its registrations, in a statically linked program.
   Registry() {
-    register_math_ops(*this);
-    register_math_unary_ops(*this);
-    register_math_trig_ops(*this);
-    register_math_rounding_ops(*this);
-    register_cast_ops(*this);
-    register_compare_ops(*this);
-    register_reduce_ops(*this);
-    register_reduce_extrema_ops(*this);
-    register_array_ops(*this);
-    register_array_gather_ops(*this);
-    register_array_join_ops(*this);
-    register_array_slice_ops(*this);
-    register_linalg_ops(*this);
-    register_linalg_lapack_ops(*this);
-    register_linalg_structure_ops(*this);
-    register_linalg_solve_ops(*this);
-    register_linalg_decompose_ops(*this);
-    register_linalg_svd_ops(*this);
-    register_nn_ops(*this);
-    register_random_ops(*this);
-    register_variable_read_ops(*this);
-    register_array_rows_ops(*this);
-    register_math_special_ops(*this);
-    register_nn_activations_ops(*this);
-    register_array_sort_ops(*this);
-    register_array_scan_ops(*this);
-    register_array_pad_ops(*this);
-    register_array_scatter_ops(*this);
-    register_conv_ops(*this);
-    register_pooling_ops(*this);
-    register_array_create_ops(*this);
+#define TAPEGRAD_OP_SOURCE_ENTRY(stem) op_source_##stem();
+#include "op_sources.inc"
+#undef TAPEGRAD_OP_SOURCE_ENTRY
   }
 
   std::unordered_map<std::string, const OpDefinition*> builtins_;
@@ -123,6 +107,10 @@ void publish(const std::string& op_type, std::unique_ptr<UserGradient> gradient)
 }
 
 }  // namespace
+
+BuiltinOpRegistration::BuiltinOpRegistration(const OpDefinition& definition) {
+  Registry::instance().add(definition);
+}
 
 const OpDefinition& op_named(const std::string& op_type) {
   Registry& registry = Registry::instance();

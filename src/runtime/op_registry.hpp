@@ -1,5 +1,5 @@
-// The registry of op types: every built-in op, registered by its family when the registry
-// starts, and the user primitives (register_gradient, not_differentiable, record_operation,
+// The registry of op types: every built-in op, registered by its TAPEGRAD_BUILTIN_OP when the
+// program starts, and the user primitives (register_gradient, not_differentiable, record_operation,
 // custom_gradient). Built-ins can be neither pre-empted nor replaced.
 #pragma once
 
@@ -35,41 +35,7 @@ const OpDefinition& op_named(const std::string& op_type);
 inline const UserGradient* registered_gradient(const OpDefinition& op) {
   return static_cast<const RegisteredOp&>(op).gradient.load(std::memory_order_acquire);
 }
-// Every built-in op, in registration order.
+// Every built-in op, by name.
 const std::vector<const OpDefinition*>& builtin_ops();
-
-// The registration function of each op file in src/ops/, run once by the registry when it
-// starts.
-void register_math_ops(OpRegistrar& registry);
-void register_math_unary_ops(OpRegistrar& registry);
-void register_math_trig_ops(OpRegistrar& registry);
-void register_math_rounding_ops(OpRegistrar& registry);
-void register_cast_ops(OpRegistrar& registry);
-void register_compare_ops(OpRegistrar& registry);
-void register_reduce_ops(OpRegistrar& registry);
-void register_reduce_extrema_ops(OpRegistrar& registry);
-void register_array_ops(OpRegistrar& registry);
-void register_array_gather_ops(OpRegistrar& registry);
-void register_array_join_ops(OpRegistrar& registry);
-void register_array_slice_ops(OpRegistrar& registry);
-void register_linalg_ops(OpRegistrar& registry);
-void register_linalg_lapack_ops(OpRegistrar& registry);
-void register_linalg_structure_ops(OpRegistrar& registry);
-void register_linalg_solve_ops(OpRegistrar& registry);
-void register_linalg_decompose_ops(OpRegistrar& registry);
-void register_linalg_svd_ops(OpRegistrar& registry);
-void register_nn_ops(OpRegistrar& registry);
-void register_random_ops(OpRegistrar& registry);
-void register_variable_read_ops(OpRegistrar& registry);
-void register_array_rows_ops(OpRegistrar& registry);
-void register_math_special_ops(OpRegistrar& registry);
-void register_nn_activations_ops(OpRegistrar& registry);
-void register_array_sort_ops(OpRegistrar& registry);
-void register_array_scan_ops(OpRegistrar& registry);
-void register_array_pad_ops(OpRegistrar& registry);
-void register_array_scatter_ops(OpRegistrar& registry);
-void register_conv_ops(OpRegistrar& registry);
-void register_pooling_ops(OpRegistrar& registry);
-void register_array_create_ops(OpRegistrar& registry);
 
 }  // namespace tapegrad::detail

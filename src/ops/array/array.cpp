@@ -85,7 +85,7 @@ static detail::StructuredOutputs reshape_structured(
       reshape(values[0].diagonal, detail::signed_shape(op.output_shapes[0])));
 }
 
-constexpr OpDefinition identity_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(identity_op) = detail::with_structure(
     detail::identity_gradient_op("Identity", detail::batch_unary<&tapegrad::identity>),
     identity_structured);
 
@@ -98,7 +98,7 @@ Tensor identity(const Tensor& x) {
 
 // Recorded as not differentiable (TF's StopGradient): nothing flows back, but a
 // vectorized_map trace sees it.
-constexpr OpDefinition stop_gradient_op =
+TAPEGRAD_BUILTIN_OP(stop_gradient_op) =
     detail::not_differentiable_op("StopGradient", detail::batch_unary<&tapegrad::stop_gradient>);
 
 Tensor stop_gradient(const Tensor& x) {
@@ -112,11 +112,11 @@ Tensor stop_gradient(const Tensor& x) {
 
 static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents reshape_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition reshape_op = detail::with_structure(
-    detail::with_replay(
-        detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(), KeepSet::none(),
-                                  reshape_tangent, reshape_batched),
-        reshape_replay),
+TAPEGRAD_BUILTIN_OP(reshape_op) = detail::with_structure(
+    detail::with_replay(detail::differentiable_op("Reshape", reshape_gradient, KeepSet::none(),
+                                                  KeepSet::none(), reshape_tangent,
+                                                  reshape_batched),
+                        reshape_replay),
     reshape_structured);
 
 std::vector<std::int64_t> detail::shape_entries(const char* op, const char* what,
@@ -230,7 +230,7 @@ static Grads reshape_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents transpose_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition transpose_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(transpose_op) = detail::with_replay(
     detail::differentiable_op("Transpose", transpose_gradient, KeepSet::none(), KeepSet::none(),
                               transpose_tangent, transpose_batched),
     transpose_replay);
@@ -287,7 +287,7 @@ static Grads transpose_gradient(const OpContext& op, const std::vector<Tensor>& 
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition broadcast_to_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(broadcast_to_op) = detail::with_replay(
     detail::differentiable_op("BroadcastTo", broadcast_to_gradient, KeepSet::none(),
                               KeepSet::none(), broadcast_to_tangent, broadcast_to_batched),
     broadcast_to_replay);
@@ -359,12 +359,6 @@ static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor
   return {unbroadcast(g[0], op.input_shape(0))};
 }
 
-namespace detail {
-
-void register_array_ops(OpRegistrar& registry) {
-  registry.add({&identity_op, &reshape_op, &transpose_op, &broadcast_to_op, &stop_gradient_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array)

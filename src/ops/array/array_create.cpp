@@ -26,12 +26,12 @@ static detail::ReplayOutputs one_hot_replay(const detail::ReplayContext& op,
                   op.output_dtypes.at(0))};
 }
 
-constexpr OpDefinition one_hot_op =
+TAPEGRAD_BUILTIN_OP(one_hot_op) =
     detail::with_replay(detail::not_differentiable_op("OneHot", one_hot_batched), one_hot_replay);
 // The recorded axis (shifted past the batch axis when batched): the generic axis maker.
-constexpr OpDefinition argmax_op =
+TAPEGRAD_BUILTIN_OP(argmax_op) =
     detail::not_differentiable_op("ArgMax", detail::batch_axis<&tapegrad::argmax>);
-constexpr OpDefinition argmin_op =
+TAPEGRAD_BUILTIN_OP(argmin_op) =
     detail::not_differentiable_op("ArgMin", detail::batch_axis<&tapegrad::argmin>);
 
 static void require_index_dtype(const char* op, const Tensor& t) {
@@ -183,12 +183,6 @@ Tensor argmin(const Tensor& x, int axis) {
   return arg_extremum(argmin_op, "argmin", x, axis, [](auto v, auto b) { return v < b; });
 }
 
-namespace detail {
-
-void register_array_create_ops(OpRegistrar& registry) {
-  registry.add({&one_hot_op, &argmax_op, &argmin_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_create)

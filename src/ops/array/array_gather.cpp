@@ -95,7 +95,7 @@ static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
 
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition gather_op =
+TAPEGRAD_BUILTIN_OP(gather_op) =
     detail::with_replay(detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}),
                                                   KeepSet::none(), gather_tangent, gather_batched),
                         gather_replay);
@@ -216,7 +216,7 @@ static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents segment_sum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition segment_sum_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(segment_sum_op) = detail::with_replay(
     detail::differentiable_op("UnsortedSegmentSum", segment_sum_gradient, KeepSet::only({1}),
                               KeepSet::none(), segment_sum_tangent, segment_sum_batched),
     segment_sum_replay);
@@ -281,12 +281,6 @@ static Grads segment_sum_gradient(const OpContext& op, const std::vector<Tensor>
   return result;
 }
 
-namespace detail {
-
-void register_array_gather_ops(OpRegistrar& registry) {
-  registry.add({&gather_op, &segment_sum_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_gather)

@@ -59,7 +59,7 @@ static detail::ReplayOutputs split_replay(const detail::ReplayContext& op,
 
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition concat_op =
+TAPEGRAD_BUILTIN_OP(concat_op) =
     detail::with_replay(detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(),
                                                   KeepSet::none(), concat_tangent, concat_batched),
                         concat_replay);
@@ -209,7 +209,7 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition split_op =
+TAPEGRAD_BUILTIN_OP(split_op) =
     detail::with_replay(detail::differentiable_op("Split", split_gradient, KeepSet::none(),
                                                   KeepSet::none(), split_tangent, split_batched),
                         split_replay);
@@ -258,10 +258,6 @@ static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {concat(g, static_cast<int>(op.attrs().get_int("axis")))};
 }
 
-namespace detail {
-
-void register_array_join_ops(OpRegistrar& registry) { registry.add({&concat_op, &split_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_join)

@@ -137,15 +137,15 @@ static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
                                                 const std::vector<Tensor>& inputs);
-constexpr OpDefinition pad_op =
+TAPEGRAD_BUILTIN_OP(pad_op) =
     detail::with_replay(detail::differentiable_op("PadV2", pad_gradient, KeepSet::none(),
                                                   KeepSet::none(), pad_tangent, pad_batched),
                         pad_replay);
-constexpr OpDefinition mirror_pad_op =
+TAPEGRAD_BUILTIN_OP(mirror_pad_op) =
     detail::with_replay(detail::differentiable_op("MirrorPad", pad_gradient, KeepSet::none(),
                                                   KeepSet::none(), pad_tangent, pad_batched),
                         pad_replay);
-constexpr OpDefinition mirror_pad_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(mirror_pad_grad_op) = detail::with_replay(
     detail::differentiable_op("MirrorPadGrad", mirror_grad_gradient, KeepSet::none(),
                               KeepSet::none(), mirror_grad_tangent, mirror_grad_batched),
     mirror_grad_replay);
@@ -288,12 +288,6 @@ static Grads mirror_grad_gradient(const OpContext& op, const std::vector<Tensor>
   return {pad(g[0], paddings_of(op.attrs()), mode_of(op.attrs()), 0)};
 }
 
-namespace detail {
-
-void register_array_pad_ops(OpRegistrar& registry) {
-  registry.add({&pad_op, &mirror_pad_op, &mirror_pad_grad_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_pad)

@@ -51,11 +51,11 @@ static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition pack_op =
+TAPEGRAD_BUILTIN_OP(pack_op) =
     detail::with_replay(detail::differentiable_op("JacobianPack", pack_gradient, KeepSet::none(),
                                                   KeepSet::none(), pack_tangent, pack_batched),
                         pack_replay);
-constexpr OpDefinition unpack_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(unpack_op) = detail::with_replay(
     detail::differentiable_op("JacobianUnpack", unpack_gradient, KeepSet::none(), KeepSet::none(),
                               unpack_tangent, unpack_batched),
     unpack_replay);
@@ -167,11 +167,11 @@ static detail::ReplayOutputs diagonal_part_replay(const detail::ReplayContext& o
   const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
   return {detail::diagonal_blocks_part(in[0], n, op.output_shapes.at(0))};
 }
-constexpr OpDefinition diagonal_blocks_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(diagonal_blocks_op) = detail::with_replay(
     detail::differentiable_op("JacobianDiagonal", diagonal_blocks_gradient, KeepSet::none(),
                               KeepSet::none(), diagonal_blocks_tangent, diagonal_blocks_batched),
     diagonal_blocks_replay);
-constexpr OpDefinition diagonal_part_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(diagonal_part_op) = detail::with_replay(
     detail::differentiable_op("JacobianDiagonalPart", diagonal_part_gradient, KeepSet::none(),
                               KeepSet::none(), diagonal_part_tangent, diagonal_part_batched),
     diagonal_part_replay);
@@ -247,12 +247,6 @@ static Grads diagonal_part_gradient(const OpContext& op, const std::vector<Tenso
   return {detail::diagonal_blocks(g[0], block_size(op.attrs()), op.input_shape(0))};
 }
 
-namespace detail {
-
-void register_array_rows_ops(OpRegistrar& registry) {
-  registry.add({&pack_op, &unpack_op, &diagonal_blocks_op, &diagonal_part_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_rows)

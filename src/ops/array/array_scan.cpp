@@ -86,7 +86,7 @@ static detail::ReplayOutputs scan_replay(const detail::ReplayContext& op,
 
 static Grads cumsum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cumsum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cumsum_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(cumsum_op) = detail::with_replay(
     detail::differentiable_op("Cumsum", cumsum_gradient, KeepSet::none(), KeepSet::none(),
                               cumsum_tangent, scan_batched<&tapegrad::cumsum>),
     scan_replay<&tapegrad::cumsum>);
@@ -115,7 +115,7 @@ static Grads cumsum_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads cumprod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cumprod_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(cumprod_op) = detail::with_replay(
     detail::differentiable_op("Cumprod", cumprod_gradient, KeepSet::all(), KeepSet::all(),
                               cumprod_tangent, scan_batched<&tapegrad::cumprod>),
     scan_replay<&tapegrad::cumprod>);
@@ -221,7 +221,7 @@ static detail::ReplayOutputs reverse_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& inputs) {
   return {reverse_like(inputs[0], op.attributes())};
 }
-constexpr OpDefinition reverse_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(reverse_op) = detail::with_replay(
     detail::differentiable_op("ReverseV2", reverse_gradient, KeepSet::none(), KeepSet::none(),
                               reverse_tangent, reverse_batched),
     reverse_replay);
@@ -272,12 +272,6 @@ static Grads reverse_gradient(const OpContext& op, const std::vector<Tensor>& g)
   return {reverse_like(g[0], op.attrs())};
 }
 
-namespace detail {
-
-void register_array_scan_ops(OpRegistrar& registry) {
-  registry.add({&cumsum_op, &cumprod_op, &reverse_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_scan)

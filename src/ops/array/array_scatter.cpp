@@ -122,11 +122,11 @@ static detail::ReplayOutputs scatter_nd_replay(const detail::ReplayContext& op,
   return {scatter_nd(inputs[0], inputs[1], op.output_shapes[0])};
 }
 
-constexpr OpDefinition gather_nd_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(gather_nd_op) = detail::with_replay(
     detail::differentiable_op("GatherNd", gather_nd_gradient, KeepSet::only({1}), KeepSet::none(),
                               gather_nd_tangent, gather_nd_batched),
     gather_nd_replay);
-constexpr OpDefinition scatter_nd_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(scatter_nd_op) = detail::with_replay(
     detail::differentiable_op("ScatterNd", scatter_nd_gradient, KeepSet::only({0}), KeepSet::none(),
                               scatter_nd_tangent, scatter_nd_batched),
     scatter_nd_replay);
@@ -251,7 +251,7 @@ static detail::ReplayOutputs scatter_update_replay(const detail::ReplayContext&,
                                                    const std::vector<Tensor>& inputs) {
   return {tensor_scatter_nd_update(inputs[0], inputs[1], inputs[2])};
 }
-constexpr OpDefinition scatter_update_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(scatter_update_op) = detail::with_replay(
     detail::differentiable_op("TensorScatterUpdate", scatter_update_gradient, KeepSet::only({1}),
                               KeepSet::none(), scatter_update_tangent, scatter_update_batched),
     scatter_update_replay);
@@ -303,8 +303,8 @@ static std::vector<Tensor> mask_positions_batched(const detail::BatchingContext&
 // Recorded (not differentiable) so that vectorized_map's trace sees the positions depend on
 // the mask. No replay rule: the positions' count depends on the mask's values, so a Function
 // that traces it runs eagerly.
-constexpr OpDefinition mask_positions_op =
-    detail::not_differentiable_op("Where", mask_positions_batched);
+TAPEGRAD_BUILTIN_OP(mask_positions_op) = detail::not_differentiable_op("Where",
+                                                                       mask_positions_batched);
 
 Tensor boolean_mask(const Tensor& x, const Tensor& mask) {
   const char* op = "boolean_mask";
@@ -333,12 +333,6 @@ Tensor boolean_mask(const Tensor& x, const Tensor& mask) {
   return gather_nd(x, where);
 }
 
-namespace detail {
-
-void register_array_scatter_ops(OpRegistrar& registry) {
-  registry.add({&gather_nd_op, &scatter_nd_op, &scatter_update_op, &mask_positions_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_scatter)

@@ -64,11 +64,11 @@ static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition slice_op =
+TAPEGRAD_BUILTIN_OP(slice_op) =
     detail::with_replay(detail::differentiable_op("Slice", slice_gradient, KeepSet::none(),
                                                   KeepSet::none(), slice_tangent, slice_batched),
                         slice_replay);
-constexpr OpDefinition slice_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(slice_grad_op) = detail::with_replay(
     detail::differentiable_op("SliceGrad", slice_grad_gradient, KeepSet::none(), KeepSet::none(),
                               slice_grad_tangent, slice_grad_batched),
     slice_grad_replay);
@@ -147,7 +147,7 @@ static Grads slice_grad_gradient(const OpContext& op, const std::vector<Tensor>&
 
 static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition tile_op =
+TAPEGRAD_BUILTIN_OP(tile_op) =
     detail::with_replay(detail::differentiable_op("Tile", tile_gradient, KeepSet::none(),
                                                   KeepSet::none(), tile_tangent, tile_batched),
                         tile_replay);
@@ -259,12 +259,6 @@ static Grads tile_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {reduce_sum(reshape(g[0], interleaved), copy_axes, /*keepdims=*/false)};
 }
 
-namespace detail {
-
-void register_array_slice_ops(OpRegistrar& registry) {
-  registry.add({&slice_op, &slice_grad_op, &tile_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_slice)

@@ -43,11 +43,11 @@ static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& inputs);
-constexpr OpDefinition take_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(take_op) = detail::with_replay(
     detail::differentiable_op("TakeAlongAxis", take_gradient, KeepSet::only({1}), KeepSet::none(),
                               take_tangent, take_batched),
     take_replay);
-constexpr OpDefinition put_op =
+TAPEGRAD_BUILTIN_OP(put_op) =
     detail::with_replay(detail::differentiable_op("PutAlongAxis", put_gradient, KeepSet::only({1}),
                                                   KeepSet::none(), put_tangent, put_batched),
                         put_replay);
@@ -187,7 +187,7 @@ static detail::ReplayOutputs sorted_positions_replay(const detail::ReplayContext
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs), attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }
-constexpr OpDefinition sorted_positions_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(sorted_positions_op) = detail::with_replay(
     detail::not_differentiable_op("ArgSort", sorted_positions_batched), sorted_positions_replay);
 
 // Per line along `axis`, the first `k` positions (all when k == n) of the stable order as
@@ -277,12 +277,6 @@ TopK top_k(const Tensor& x, int k) {
   return {std::move(values), std::move(indices)};
 }
 
-namespace detail {
-
-void register_array_sort_ops(OpRegistrar& registry) {
-  registry.add({&take_op, &put_op, &sorted_positions_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(array_sort)

@@ -413,3 +413,5 @@ Tensor tensordot(const Tensor& a, const Tensor& b, int axes) {
 }
 
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(einsum)

@@ -72,3 +72,5 @@ Tensor norm(const Tensor& x, const std::string& ord, std::vector<int> axes) {
 }
 
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(norm)

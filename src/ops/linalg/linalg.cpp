@@ -123,12 +123,12 @@ static detail::StructuredOutputs matmul_structured(
 
 static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition matmul_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(matmul_op) = detail::with_structure(
     detail::with_replay(detail::differentiable_op("MatMul", matmul_gradient, KeepSet::all(),
                                                   KeepSet::none(), matmul_tangent, matmul_batched),
                         matmul_replay),
     matmul_structured);
-constexpr OpDefinition batch_matmul_op =
+TAPEGRAD_BUILTIN_OP(batch_matmul_op) =
     detail::with_replay(detail::differentiable_op("BatchMatMulV2", matmul_gradient, KeepSet::all(),
                                                   KeepSet::none(), matmul_tangent, matmul_batched),
                         matmul_replay);
@@ -309,10 +309,6 @@ static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g) 
   return r;
 }
 
-namespace detail {
-
-void register_linalg_ops(OpRegistrar& registry) { registry.add({&matmul_op, &batch_matmul_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg)

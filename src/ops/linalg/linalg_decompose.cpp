@@ -37,9 +37,10 @@ static std::vector<Tensor> slogdet_outputs(const Tensor& a) {
   const SlogdetResult r = slogdet(a);
   return {r.sign, r.log_abs_det};
 }
-constexpr OpDefinition slogdet_op = detail::differentiable_op(
-    "LogMatrixDeterminant", slogdet_gradient, KeepSet::all(), KeepSet::none(), slogdet_tangent,
-    detail::batch_unary<&slogdet_outputs>);
+TAPEGRAD_BUILTIN_OP(slogdet_op) = detail::differentiable_op("LogMatrixDeterminant",
+                                                            slogdet_gradient, KeepSet::all(),
+                                                            KeepSet::none(), slogdet_tangent,
+                                                            detail::batch_unary<&slogdet_outputs>);
 
 SlogdetResult slogdet(const Tensor& a) {
   const std::size_t n = detail::require_square("slogdet", "a", a);
@@ -99,9 +100,10 @@ static std::vector<Tensor> eigh_outputs(const Tensor& a) {
   const EighResult r = eigh(a);
   return {r.eigenvalues, r.eigenvectors};
 }
-constexpr OpDefinition eigh_op =
-    detail::differentiable_op("SelfAdjointEigV2", eigh_gradient, KeepSet::none(), KeepSet::all(),
-                              eigh_tangent, detail::batch_unary<&eigh_outputs>);
+TAPEGRAD_BUILTIN_OP(eigh_op) = detail::differentiable_op("SelfAdjointEigV2", eigh_gradient,
+                                                         KeepSet::none(), KeepSet::all(),
+                                                         eigh_tangent,
+                                                         detail::batch_unary<&eigh_outputs>);
 
 EighResult eigh(const Tensor& a) {
   const std::size_t n = detail::require_square("eigh", "a", a);
@@ -187,9 +189,9 @@ static std::vector<Tensor> qr_outputs(const Tensor& a) {
   const QrResult r = qr(a);
   return {r.q, r.r};
 }
-constexpr OpDefinition qr_op =
-    detail::differentiable_op("Qr", qr_gradient, KeepSet::all(), KeepSet::all(), qr_tangent,
-                              detail::batch_unary<&qr_outputs>);
+TAPEGRAD_BUILTIN_OP(qr_op) = detail::differentiable_op("Qr", qr_gradient, KeepSet::all(),
+                                                       KeepSet::all(), qr_tangent,
+                                                       detail::batch_unary<&qr_outputs>);
 
 QrResult qr(const Tensor& a) {
   detail::require_matrices("qr", "a", a);
@@ -323,12 +325,6 @@ static Grads qr_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {concat({dx, matmul(q, dv)}, -1)};
 }
 
-namespace detail {
-
-void register_linalg_decompose_ops(OpRegistrar& registry) {
-  registry.add({&slogdet_op, &eigh_op, &qr_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg_decompose)

@@ -38,7 +38,7 @@ using detail::transpose_matrices;
 
 static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents inverse_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition inverse_op =
+TAPEGRAD_BUILTIN_OP(inverse_op) =
     detail::differentiable_op("MatrixInverse", inverse_gradient, KeepSet::none(), KeepSet::all(),
                               inverse_tangent, detail::batch_unary<&tapegrad::matrix_inverse>);
 
@@ -84,7 +84,7 @@ static Grads inverse_gradient(const OpContext& op, const std::vector<Tensor>& g)
 
 static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents determinant_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition determinant_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(determinant_op) = detail::differentiable_op(
     "MatrixDeterminant", determinant_gradient, KeepSet::all(), KeepSet::all(), determinant_tangent,
     detail::batch_unary<&tapegrad::matrix_determinant>);
 
@@ -132,7 +132,7 @@ static Grads determinant_gradient(const OpContext& op, const std::vector<Tensor>
 
 static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents solve_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition solve_op =
+TAPEGRAD_BUILTIN_OP(solve_op) =
     detail::differentiable_op("MatrixSolve", solve_gradient, KeepSet::only({0}), KeepSet::all(),
                               solve_tangent, detail::batch_all_batched<&tapegrad::solve>);
 
@@ -202,7 +202,7 @@ static Grads solve_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads cholesky_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cholesky_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition cholesky_op =
+TAPEGRAD_BUILTIN_OP(cholesky_op) =
     detail::differentiable_op("Cholesky", cholesky_gradient, KeepSet::none(), KeepSet::all(),
                               cholesky_tangent, detail::batch_unary<&tapegrad::cholesky>);
 
@@ -262,12 +262,6 @@ static Grads cholesky_gradient(const OpContext& op, const std::vector<Tensor>& g
   return {multiply(add(grad, transpose_matrices(grad)), scalar(0.5, grad.dtype()))};
 }
 
-namespace detail {
-
-void register_linalg_lapack_ops(OpRegistrar& registry) {
-  registry.add({&inverse_op, &determinant_op, &solve_op, &cholesky_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg_lapack)

@@ -58,11 +58,11 @@ static detail::ReplayOutputs triangular_solve_replay(const detail::ReplayContext
   return {
       triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"), attrs.get_bool("adjoint"))};
 }
-constexpr OpDefinition triangular_solve_op =
-    detail::with_replay(detail::differentiable_op(
-                            "MatrixTriangularSolve", triangular_solve_gradient, KeepSet::only({0}),
-                            KeepSet::all(), triangular_solve_tangent, triangular_solve_batched),
-                        triangular_solve_replay);
+TAPEGRAD_BUILTIN_OP(triangular_solve_op) = detail::with_replay(
+    detail::differentiable_op("MatrixTriangularSolve", triangular_solve_gradient,
+                              KeepSet::only({0}), KeepSet::all(), triangular_solve_tangent,
+                              triangular_solve_batched),
+    triangular_solve_replay);
 
 Tensor triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool adjoint) {
   const std::size_t n = detail::require_square("triangular_solve", "a", a);
@@ -173,10 +173,6 @@ Tensor lstsq(const Tensor& a, const Tensor& b, double l2) {
   return matmul(a, cholesky_solve(chol, b), true, false);
 }
 
-namespace detail {
-
-void register_linalg_solve_ops(OpRegistrar& registry) { registry.add({&triangular_solve_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg_solve)

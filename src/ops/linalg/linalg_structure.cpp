@@ -37,9 +37,10 @@ static void require_numeric_rank(const char* op, const char* name, const Tensor&
 
 static Grads diag_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents diag_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition diag_op =
-    detail::differentiable_op("MatrixDiag", diag_gradient, KeepSet::none(), KeepSet::none(),
-                              diag_tangent, detail::batch_unary<&tapegrad::diag>);
+TAPEGRAD_BUILTIN_OP(diag_op) = detail::differentiable_op("MatrixDiag", diag_gradient,
+                                                         KeepSet::none(), KeepSet::none(),
+                                                         diag_tangent,
+                                                         detail::batch_unary<&tapegrad::diag>);
 
 Tensor diag(const Tensor& v) {
   require_numeric_rank("diag", "v", v, 1, "a vector or a batch of vectors [..., n] (rank >= 1)");
@@ -74,7 +75,7 @@ static Grads diag_gradient(const OpContext&, const std::vector<Tensor>& g) {
 
 static Grads diag_part_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents diag_part_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition diag_part_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(diag_part_op) = detail::differentiable_op(
     "MatrixDiagPart", diag_part_gradient, KeepSet::none(), KeepSet::none(), diag_part_tangent,
     detail::batch_unary<&tapegrad::diag_part>);
 
@@ -140,7 +141,7 @@ static detail::ReplayOutputs band_part_replay(const detail::ReplayContext& op,
   const Attrs& attrs = op.attributes();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
-constexpr OpDefinition band_part_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(band_part_op) = detail::with_replay(
     detail::differentiable_op("MatrixBandPart", band_part_gradient, KeepSet::none(),
                               KeepSet::none(), band_part_tangent, band_part_batched),
     band_part_replay);
@@ -199,7 +200,7 @@ static Grads band_part_gradient(const OpContext& op, const std::vector<Tensor>& 
 static Grads cross_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cross_tangent(const ForwardContext& op, const Tangents& tangents);
 // cross does not broadcast: an unbatched operand is broadcast to the batch first.
-constexpr OpDefinition cross_op =
+TAPEGRAD_BUILTIN_OP(cross_op) =
     detail::differentiable_op("Cross", cross_gradient, KeepSet::all(), KeepSet::none(),
                               cross_tangent, detail::batch_all_batched<&tapegrad::cross>);
 
@@ -250,12 +251,6 @@ static Grads cross_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return r;
 }
 
-namespace detail {
-
-void register_linalg_structure_ops(OpRegistrar& registry) {
-  registry.add({&diag_op, &diag_part_op, &band_part_op, &cross_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg_structure)

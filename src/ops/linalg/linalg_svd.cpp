@@ -34,7 +34,7 @@ static detail::ReplayOutputs svd_replay(const detail::ReplayContext& op,
   const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
-constexpr OpDefinition svd_op =
+TAPEGRAD_BUILTIN_OP(svd_op) =
     detail::with_replay(detail::differentiable_op("Svd", svd_gradient, KeepSet::none(),
                                                   KeepSet::all(), svd_tangent, svd_batched),
                         svd_replay);
@@ -206,10 +206,6 @@ static Grads svd_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return {transposed ? transpose_matrices(grad) : grad};
 }
 
-namespace detail {
-
-void register_linalg_svd_ops(OpRegistrar& registry) { registry.add({&svd_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(linalg_svd)

@@ -23,7 +23,7 @@ static detail::ReplayOutputs cast_replay(const detail::ReplayContext& op,
 
 static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents cast_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr detail::OpDefinition cast_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(cast_op) = detail::with_replay(
     detail::differentiable_op("Cast", cast_gradient, detail::KeepSet::none(),
                               detail::KeepSet::none(), cast_tangent, cast_batched),
     cast_replay);
@@ -64,10 +64,6 @@ static std::vector<GradientValue> cast_gradient(const OpContext& op, const std::
   return {cast(g[0], op.input_dtype(0))};
 }
 
-namespace detail {
-
-void register_cast_ops(OpRegistrar& registry) { registry.add({&cast_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(cast)

@@ -21,17 +21,17 @@ namespace tapegrad {
 
 // ---- Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual ----------------------------
 
-constexpr OpDefinition equal_op =
+TAPEGRAD_BUILTIN_OP(equal_op) =
     detail::not_differentiable_op("Equal", detail::batch_binary_broadcasting<&tapegrad::equal>);
-constexpr OpDefinition not_equal_op = detail::not_differentiable_op(
+TAPEGRAD_BUILTIN_OP(not_equal_op) = detail::not_differentiable_op(
     "NotEqual", detail::batch_binary_broadcasting<&tapegrad::not_equal>);
-constexpr OpDefinition less_op =
+TAPEGRAD_BUILTIN_OP(less_op) =
     detail::not_differentiable_op("Less", detail::batch_binary_broadcasting<&tapegrad::less>);
-constexpr OpDefinition less_equal_op = detail::not_differentiable_op(
+TAPEGRAD_BUILTIN_OP(less_equal_op) = detail::not_differentiable_op(
     "LessEqual", detail::batch_binary_broadcasting<&tapegrad::less_equal>);
-constexpr OpDefinition greater_op =
+TAPEGRAD_BUILTIN_OP(greater_op) =
     detail::not_differentiable_op("Greater", detail::batch_binary_broadcasting<&tapegrad::greater>);
-constexpr OpDefinition greater_equal_op = detail::not_differentiable_op(
+TAPEGRAD_BUILTIN_OP(greater_equal_op) = detail::not_differentiable_op(
     "GreaterEqual", detail::batch_binary_broadcasting<&tapegrad::greater_equal>);
 
 template <class Predicate>
@@ -86,7 +86,7 @@ Tensor greater_equal(const Tensor& x, const Tensor& y) {
 
 static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents where_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition where_op =
+TAPEGRAD_BUILTIN_OP(where_op) =
     detail::differentiable_op("SelectV2", where_gradient, KeepSet::only({0}), KeepSet::none(),
                               where_tangent, detail::batch_broadcasting<&tapegrad::where>);
 
@@ -176,13 +176,6 @@ static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   return r;
 }
 
-namespace detail {
-
-void register_compare_ops(OpRegistrar& registry) {
-  registry.add({&equal_op, &not_equal_op, &less_op, &less_equal_op, &greater_op, &greater_equal_op,
-                &where_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(compare)

@@ -40,7 +40,7 @@ struct AddElement {
     return detail::wrapping_add(a, b);
   }
 };
-constexpr OpDefinition add_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(add_op) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op("Add", add_gradient, KeepSet::none(), KeepSet::none(),
                                   add_tangent, detail::batch_binary_broadcasting<&tapegrad::add>),
@@ -52,7 +52,7 @@ struct SubtractElement {
     return detail::wrapping_sub(a, b);
   }
 };
-constexpr OpDefinition subtract_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(subtract_op) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op("Sub", subtract_gradient, KeepSet::none(), KeepSet::none(),
                                   subtract_tangent,
@@ -136,7 +136,7 @@ struct MultiplyElement {
     return detail::wrapping_mul(a, b);
   }
 };
-constexpr OpDefinition multiply_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(multiply_op) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op("Mul", multiply_gradient, KeepSet::all(), KeepSet::none(),
                                   multiply_tangent,
@@ -200,7 +200,7 @@ struct DivideElement {
     return detail::wrapping_div(a, b);
   }
 };
-constexpr OpDefinition divide_op = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(divide_op) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op("RealDiv", divide_gradient, KeepSet::all(), KeepSet::none(),
                                   divide_tangent,
@@ -280,11 +280,11 @@ struct NegativeElement {
     return detail::wrapping_neg(v);
   }
 };
-constexpr OpDefinition negative_op = detail::with_structure(
-    detail::with_elementwise(
-        detail::differentiable_op("Neg", negative_gradient, KeepSet::none(), KeepSet::none(),
-                                  negative_tangent, detail::batch_unary<&tapegrad::negative>),
-        detail::unary_elementwise<NegativeElement>),
+TAPEGRAD_BUILTIN_OP(negative_op) = detail::with_structure(
+    detail::with_elementwise(detail::differentiable_op("Neg", negative_gradient, KeepSet::none(),
+                                                       KeepSet::none(), negative_tangent,
+                                                       detail::batch_unary<&tapegrad::negative>),
+                             detail::unary_elementwise<NegativeElement>),
     negative_structured);
 
 Tensor negative(const Tensor& x) {
@@ -311,7 +311,7 @@ static detail::StructuredOutputs negative_structured(
 
 static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition pow_op =
+TAPEGRAD_BUILTIN_OP(pow_op) =
     detail::differentiable_op("Pow", pow_gradient, KeepSet::all(), KeepSet::all(), pow_tangent,
                               detail::batch_binary_broadcasting<&tapegrad::pow>);
 
@@ -460,7 +460,7 @@ struct MaximumElement {
     return nan_or(a, b, a >= b ? a : b);
   }
 };
-constexpr OpDefinition maximum_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(maximum_op) = detail::with_elementwise(
     detail::differentiable_op("Maximum", maximum_gradient, KeepSet::all(), KeepSet::none(),
                               maximum_tangent,
                               detail::batch_binary_broadcasting<&tapegrad::maximum>),
@@ -471,7 +471,7 @@ struct MinimumElement {
     return nan_or(a, b, a <= b ? a : b);
   }
 };
-constexpr OpDefinition minimum_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(minimum_op) = detail::with_elementwise(
     detail::differentiable_op("Minimum", minimum_gradient, KeepSet::all(), KeepSet::none(),
                               minimum_tangent,
                               detail::batch_binary_broadcasting<&tapegrad::minimum>),
@@ -553,13 +553,6 @@ Tensor operator*(double x, const Tensor& y) {
 }
 Tensor operator/(double x, const Tensor& y) { return divide(scalar_operand("divide", y, x), y); }
 
-namespace detail {
-
-void register_math_ops(OpRegistrar& registry) {
-  registry.add({&add_op, &subtract_op, &multiply_op, &divide_op, &negative_op, &pow_op, &maximum_op,
-                &minimum_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math)

@@ -9,15 +9,18 @@
 
 namespace tapegrad {
 
-constexpr OpDefinition floor_op =
-    detail::differentiable_op("Floor", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
-                              detail::zero_tangent, detail::batch_unary<&tapegrad::floor>);
-constexpr OpDefinition ceil_op =
-    detail::differentiable_op("Ceil", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
-                              detail::zero_tangent, detail::batch_unary<&tapegrad::ceil>);
-constexpr OpDefinition round_op =
-    detail::differentiable_op("Round", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
-                              detail::zero_tangent, detail::batch_unary<&tapegrad::round>);
+TAPEGRAD_BUILTIN_OP(floor_op) = detail::differentiable_op("Floor", detail::zero_gradient,
+                                                          KeepSet::none(), KeepSet::none(),
+                                                          detail::zero_tangent,
+                                                          detail::batch_unary<&tapegrad::floor>);
+TAPEGRAD_BUILTIN_OP(ceil_op) = detail::differentiable_op("Ceil", detail::zero_gradient,
+                                                         KeepSet::none(), KeepSet::none(),
+                                                         detail::zero_tangent,
+                                                         detail::batch_unary<&tapegrad::ceil>);
+TAPEGRAD_BUILTIN_OP(round_op) = detail::differentiable_op("Round", detail::zero_gradient,
+                                                          KeepSet::none(), KeepSet::none(),
+                                                          detail::zero_tangent,
+                                                          detail::batch_unary<&tapegrad::round>);
 
 Tensor floor(const Tensor& x) {
   return detail::floating_unary_op(floor_op, "floor", x, [](auto v) { return std::floor(v); });
@@ -32,12 +35,6 @@ Tensor round(const Tensor& x) {
   return detail::floating_unary_op(round_op, "round", x, [](auto v) { return std::nearbyint(v); });
 }
 
-namespace detail {
-
-void register_math_rounding_ops(OpRegistrar& registry) {
-  registry.add({&floor_op, &ceil_op, &round_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math_rounding)

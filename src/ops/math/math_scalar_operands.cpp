@@ -56,3 +56,5 @@ TAPEGRAD_SCALAR_OPERAND_FORMS(greater_equal)
 Tensor pow(double x, const Tensor& y) { return pow(scalar_operand("pow", y, x), y); }
 
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math_scalar_operands)

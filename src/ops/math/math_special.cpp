@@ -36,12 +36,14 @@ static Tensor erf_slope(const Tensor& x) {
   return multiply(constant_like(M_2_SQRTPI, x), exp(negative(square(x))));
 }
 static Tensor erfc_slope(const Tensor& x) { return negative(erf_slope(x)); }
-constexpr OpDefinition erf_op = detail::differentiable_op(
-    "Erf", detail::slope_gradient<erf_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<erf_slope>, detail::batch_unary<&tapegrad::erf>);
-constexpr OpDefinition erfc_op = detail::differentiable_op(
-    "Erfc", detail::slope_gradient<erfc_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<erfc_slope>, detail::batch_unary<&tapegrad::erfc>);
+TAPEGRAD_BUILTIN_OP(erf_op) = detail::differentiable_op("Erf", detail::slope_gradient<erf_slope>,
+                                                        KeepSet::all(), KeepSet::none(),
+                                                        detail::slope_tangent<erf_slope>,
+                                                        detail::batch_unary<&tapegrad::erf>);
+TAPEGRAD_BUILTIN_OP(erfc_op) = detail::differentiable_op("Erfc", detail::slope_gradient<erfc_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<erfc_slope>,
+                                                         detail::batch_unary<&tapegrad::erfc>);
 
 Tensor erf(const Tensor& x) {
   return detail::floating_unary_op(erf_op, "erf", x,
@@ -56,9 +58,11 @@ Tensor erfc(const Tensor& x) {
 // ---- Lgamma: digamma ---------------------------------------------------------------------
 
 static Tensor lgamma_slope(const Tensor& x) { return digamma(x); }
-constexpr OpDefinition lgamma_op = detail::differentiable_op(
-    "Lgamma", detail::slope_gradient<lgamma_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<lgamma_slope>, detail::batch_unary<&tapegrad::lgamma>);
+TAPEGRAD_BUILTIN_OP(lgamma_op) = detail::differentiable_op("Lgamma",
+                                                           detail::slope_gradient<lgamma_slope>,
+                                                           KeepSet::all(), KeepSet::none(),
+                                                           detail::slope_tangent<lgamma_slope>,
+                                                           detail::batch_unary<&tapegrad::lgamma>);
 
 // lgamma_r, not std::lgamma: the latter writes the global signgam (a data race between
 // threads).
@@ -72,7 +76,7 @@ Tensor lgamma(const Tensor& x) {
 // ---- Digamma: polygamma(1, x) ------------------------------------------------------------
 
 static Tensor digamma_slope(const Tensor& x) { return detail::polygamma(1, x); }
-constexpr OpDefinition digamma_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(digamma_op) = detail::differentiable_op(
     "Digamma", detail::slope_gradient<digamma_slope>, KeepSet::all(), KeepSet::none(),
     detail::slope_tangent<digamma_slope>, detail::batch_unary<&tapegrad::digamma>);
 
@@ -93,7 +97,7 @@ static detail::ReplayOutputs polygamma_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& inputs) {
   return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
 }
-constexpr OpDefinition polygamma_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(polygamma_op) = detail::with_replay(
     detail::differentiable_op("Polygamma", polygamma_gradient, KeepSet::all(), KeepSet::none(),
                               polygamma_tangent, polygamma_batched),
     polygamma_replay);
@@ -150,7 +154,7 @@ static void require_floating_pair(const char* op, const char* a_name, const Tens
 
 static Grads atan2_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents atan2_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition atan2_op =
+TAPEGRAD_BUILTIN_OP(atan2_op) =
     detail::differentiable_op("Atan2", atan2_gradient, KeepSet::all(), KeepSet::none(),
                               atan2_tangent, detail::batch_binary_broadcasting<&tapegrad::atan2>);
 
@@ -197,7 +201,7 @@ static Grads atan2_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads floormod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents floormod_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition floormod_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(floormod_op) = detail::differentiable_op(
     "FloorMod", floormod_gradient, KeepSet::all(), KeepSet::none(), floormod_tangent,
     detail::batch_binary_broadcasting<&tapegrad::floormod>);
 
@@ -268,7 +272,7 @@ static std::vector<Tensor> clip_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs clip_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs);
-constexpr OpDefinition clip_op =
+TAPEGRAD_BUILTIN_OP(clip_op) =
     detail::with_replay(detail::differentiable_op("ClipByValue", clip_gradient, KeepSet::all(),
                                                   KeepSet::none(), clip_tangent, clip_batched),
                         clip_replay);
@@ -422,7 +426,7 @@ static Tangents clip_tangent(const ForwardContext& op, const Tangents& tangents)
 
 static Grads squared_difference_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents squared_difference_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition squared_difference_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(squared_difference_op) = detail::differentiable_op(
     "SquaredDifference", squared_difference_gradient, KeepSet::all(), KeepSet::none(),
     squared_difference_tangent, detail::batch_binary_broadcasting<&tapegrad::squared_difference>);
 
@@ -457,13 +461,6 @@ static Grads squared_difference_gradient(const OpContext& op, const std::vector<
   return r;
 }
 
-namespace detail {
-
-void register_math_special_ops(OpRegistrar& registry) {
-  registry.add({&erf_op, &erfc_op, &lgamma_op, &digamma_op, &polygamma_op, &atan2_op, &floormod_op,
-                &clip_op, &squared_difference_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math_special)

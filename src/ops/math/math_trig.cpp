@@ -16,9 +16,10 @@ static Tensor one_like(const Tensor& x) { return scalar(1.0, x.dtype()); }
 // ---- Tan: d tan x = 1 + tan^2 x ---------------------------------------------------------
 
 static Tensor tan_slope(const Tensor& x) { return add(one_like(x), square(tan(x))); }
-constexpr OpDefinition tan_op = detail::differentiable_op(
-    "Tan", detail::slope_gradient<tan_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<tan_slope>, detail::batch_unary<&tapegrad::tan>);
+TAPEGRAD_BUILTIN_OP(tan_op) = detail::differentiable_op("Tan", detail::slope_gradient<tan_slope>,
+                                                        KeepSet::all(), KeepSet::none(),
+                                                        detail::slope_tangent<tan_slope>,
+                                                        detail::batch_unary<&tapegrad::tan>);
 
 Tensor tan(const Tensor& x) {
   return detail::floating_unary_op(tan_op, "tan", x, [](auto v) { return std::tan(v); });
@@ -28,12 +29,14 @@ Tensor tan(const Tensor& x) {
 
 static Tensor asin_slope(const Tensor& x) { return rsqrt(subtract(one_like(x), square(x))); }
 static Tensor acos_slope(const Tensor& x) { return negative(asin_slope(x)); }
-constexpr OpDefinition asin_op = detail::differentiable_op(
-    "Asin", detail::slope_gradient<asin_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<asin_slope>, detail::batch_unary<&tapegrad::asin>);
-constexpr OpDefinition acos_op = detail::differentiable_op(
-    "Acos", detail::slope_gradient<acos_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<acos_slope>, detail::batch_unary<&tapegrad::acos>);
+TAPEGRAD_BUILTIN_OP(asin_op) = detail::differentiable_op("Asin", detail::slope_gradient<asin_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<asin_slope>,
+                                                         detail::batch_unary<&tapegrad::asin>);
+TAPEGRAD_BUILTIN_OP(acos_op) = detail::differentiable_op("Acos", detail::slope_gradient<acos_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<acos_slope>,
+                                                         detail::batch_unary<&tapegrad::acos>);
 
 Tensor asin(const Tensor& x) {
   return detail::floating_unary_op(asin_op, "asin", x, [](auto v) { return std::asin(v); });
@@ -46,9 +49,10 @@ Tensor acos(const Tensor& x) {
 // ---- Atan: 1 / (1 + x^2) ----------------------------------------------------------------
 
 static Tensor atan_slope(const Tensor& x) { return reciprocal(add(one_like(x), square(x))); }
-constexpr OpDefinition atan_op = detail::differentiable_op(
-    "Atan", detail::slope_gradient<atan_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<atan_slope>, detail::batch_unary<&tapegrad::atan>);
+TAPEGRAD_BUILTIN_OP(atan_op) = detail::differentiable_op("Atan", detail::slope_gradient<atan_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<atan_slope>,
+                                                         detail::batch_unary<&tapegrad::atan>);
 
 Tensor atan(const Tensor& x) {
   return detail::floating_unary_op(atan_op, "atan", x, [](auto v) { return std::atan(v); });
@@ -58,12 +62,14 @@ Tensor atan(const Tensor& x) {
 
 static Tensor sinh_slope(const Tensor& x) { return cosh(x); }
 static Tensor cosh_slope(const Tensor& x) { return sinh(x); }
-constexpr OpDefinition sinh_op = detail::differentiable_op(
-    "Sinh", detail::slope_gradient<sinh_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<sinh_slope>, detail::batch_unary<&tapegrad::sinh>);
-constexpr OpDefinition cosh_op = detail::differentiable_op(
-    "Cosh", detail::slope_gradient<cosh_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<cosh_slope>, detail::batch_unary<&tapegrad::cosh>);
+TAPEGRAD_BUILTIN_OP(sinh_op) = detail::differentiable_op("Sinh", detail::slope_gradient<sinh_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<sinh_slope>,
+                                                         detail::batch_unary<&tapegrad::sinh>);
+TAPEGRAD_BUILTIN_OP(cosh_op) = detail::differentiable_op("Cosh", detail::slope_gradient<cosh_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<cosh_slope>,
+                                                         detail::batch_unary<&tapegrad::cosh>);
 
 Tensor sinh(const Tensor& x) {
   return detail::floating_unary_op(sinh_op, "sinh", x, [](auto v) { return std::sinh(v); });
@@ -78,15 +84,21 @@ Tensor cosh(const Tensor& x) {
 static Tensor asinh_slope(const Tensor& x) { return rsqrt(add(square(x), one_like(x))); }
 static Tensor acosh_slope(const Tensor& x) { return rsqrt(subtract(square(x), one_like(x))); }
 static Tensor atanh_slope(const Tensor& x) { return reciprocal(subtract(one_like(x), square(x))); }
-constexpr OpDefinition asinh_op = detail::differentiable_op(
-    "Asinh", detail::slope_gradient<asinh_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<asinh_slope>, detail::batch_unary<&tapegrad::asinh>);
-constexpr OpDefinition acosh_op = detail::differentiable_op(
-    "Acosh", detail::slope_gradient<acosh_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<acosh_slope>, detail::batch_unary<&tapegrad::acosh>);
-constexpr OpDefinition atanh_op = detail::differentiable_op(
-    "Atanh", detail::slope_gradient<atanh_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<atanh_slope>, detail::batch_unary<&tapegrad::atanh>);
+TAPEGRAD_BUILTIN_OP(asinh_op) = detail::differentiable_op("Asinh",
+                                                          detail::slope_gradient<asinh_slope>,
+                                                          KeepSet::all(), KeepSet::none(),
+                                                          detail::slope_tangent<asinh_slope>,
+                                                          detail::batch_unary<&tapegrad::asinh>);
+TAPEGRAD_BUILTIN_OP(acosh_op) = detail::differentiable_op("Acosh",
+                                                          detail::slope_gradient<acosh_slope>,
+                                                          KeepSet::all(), KeepSet::none(),
+                                                          detail::slope_tangent<acosh_slope>,
+                                                          detail::batch_unary<&tapegrad::acosh>);
+TAPEGRAD_BUILTIN_OP(atanh_op) = detail::differentiable_op("Atanh",
+                                                          detail::slope_gradient<atanh_slope>,
+                                                          KeepSet::all(), KeepSet::none(),
+                                                          detail::slope_tangent<atanh_slope>,
+                                                          detail::batch_unary<&tapegrad::atanh>);
 
 Tensor asinh(const Tensor& x) {
   return detail::floating_unary_op(asinh_op, "asinh", x, [](auto v) { return std::asinh(v); });
@@ -100,13 +112,6 @@ Tensor atanh(const Tensor& x) {
   return detail::floating_unary_op(atanh_op, "atanh", x, [](auto v) { return std::atanh(v); });
 }
 
-namespace detail {
-
-void register_math_trig_ops(OpRegistrar& registry) {
-  registry.add(
-      {&tan_op, &asin_op, &acos_op, &atan_op, &sinh_op, &cosh_op, &asinh_op, &acosh_op, &atanh_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math_trig)

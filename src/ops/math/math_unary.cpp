@@ -23,9 +23,9 @@ namespace tapegrad {
 
 static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents abs_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition abs_op =
-    detail::differentiable_op("Abs", abs_gradient, KeepSet::all(), KeepSet::none(), abs_tangent,
-                              detail::batch_unary<&tapegrad::abs>);
+TAPEGRAD_BUILTIN_OP(abs_op) = detail::differentiable_op("Abs", abs_gradient, KeepSet::all(),
+                                                        KeepSet::none(), abs_tangent,
+                                                        detail::batch_unary<&tapegrad::abs>);
 
 template <class T>
 static T absolute(T v) {
@@ -55,9 +55,10 @@ static Grads abs_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 // sign is piecewise constant: TF registers a zero gradient rather than none, so a sign in a
 // loss does not make the sources look unconnected.
-constexpr OpDefinition sign_op =
-    detail::differentiable_op("Sign", detail::zero_gradient, KeepSet::none(), KeepSet::none(),
-                              detail::zero_tangent, detail::batch_unary<&tapegrad::sign>);
+TAPEGRAD_BUILTIN_OP(sign_op) = detail::differentiable_op("Sign", detail::zero_gradient,
+                                                         KeepSet::none(), KeepSet::none(),
+                                                         detail::zero_tangent,
+                                                         detail::batch_unary<&tapegrad::sign>);
 
 template <class T>
 static T sign_of(T v) {
@@ -81,7 +82,7 @@ struct SquareElement {
     return detail::wrapping_mul(v, v);
   }
 };
-constexpr OpDefinition square_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(square_op) = detail::with_elementwise(
     detail::differentiable_op("Square", square_gradient, KeepSet::all(), KeepSet::none(),
                               square_tangent, detail::batch_unary<&tapegrad::square>),
     detail::unary_elementwise<SquareElement>);
@@ -116,7 +117,7 @@ struct SqrtElement {
     return std::sqrt(v);
   }
 };
-constexpr OpDefinition sqrt_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(sqrt_op) = detail::with_elementwise(
     detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(), sqrt_tangent,
                               detail::batch_unary<&tapegrad::sqrt>),
     detail::unary_elementwise<SqrtElement>);
@@ -126,7 +127,7 @@ struct SqrtGradElement {
     return gv * T(0.5) / yv;
   }
 };
-constexpr OpDefinition sqrt_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(sqrt_grad_definition) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op(
             "SqrtGrad", sqrt_grad_gradient, KeepSet::all(), KeepSet::none(), sqrt_grad_tangent,
@@ -188,7 +189,7 @@ struct ExpElement {
     return std::exp(v);
   }
 };
-constexpr OpDefinition exp_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(exp_op) = detail::with_elementwise(
     detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(), exp_tangent,
                               detail::batch_unary<&tapegrad::exp>),
     detail::unary_elementwise<ExpElement, detail::kSmallKernel>);
@@ -198,7 +199,7 @@ struct LogElement {
     return std::log(v);
   }
 };
-constexpr OpDefinition log_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(log_op) = detail::with_elementwise(
     detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(), log_tangent,
                               detail::batch_unary<&tapegrad::log>),
     detail::unary_elementwise<LogElement, detail::kSmallKernel>);
@@ -238,9 +239,9 @@ static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads log1p_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents log1p_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition log1p_op =
-    detail::differentiable_op("Log1p", log1p_gradient, KeepSet::all(), KeepSet::none(),
-                              log1p_tangent, detail::batch_unary<&tapegrad::log1p>);
+TAPEGRAD_BUILTIN_OP(log1p_op) = detail::differentiable_op("Log1p", log1p_gradient, KeepSet::all(),
+                                                          KeepSet::none(), log1p_tangent,
+                                                          detail::batch_unary<&tapegrad::log1p>);
 
 Tensor log1p(const Tensor& x) {
   return detail::floating_unary_op(log1p_op, "log1p", x, [](auto v) { return std::log1p(v); });
@@ -269,7 +270,7 @@ struct SinElement {
     return std::sin(v);
   }
 };
-constexpr OpDefinition sin_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(sin_op) = detail::with_elementwise(
     detail::differentiable_op("Sin", sin_gradient, KeepSet::all(), KeepSet::none(), sin_tangent,
                               detail::batch_unary<&tapegrad::sin>),
     detail::unary_elementwise<SinElement>);
@@ -279,7 +280,7 @@ struct CosElement {
     return std::cos(v);
   }
 };
-constexpr OpDefinition cos_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(cos_op) = detail::with_elementwise(
     detail::differentiable_op("Cos", cos_gradient, KeepSet::all(), KeepSet::none(), cos_tangent,
                               detail::batch_unary<&tapegrad::cos>),
     detail::unary_elementwise<CosElement>);
@@ -325,7 +326,7 @@ struct TanhElement {
     return std::tanh(v);
   }
 };
-constexpr OpDefinition tanh_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(tanh_op) = detail::with_elementwise(
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(), tanh_tangent,
                               detail::batch_unary<&tapegrad::tanh>),
     detail::unary_elementwise<TanhElement, detail::kSmallKernel>);
@@ -335,7 +336,7 @@ struct TanhGradElement {
     return gv * (1 - yv * yv);
   }
 };
-constexpr OpDefinition tanh_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(tanh_grad_definition) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op(
             "TanhGrad", tanh_grad_gradient, KeepSet::all(), KeepSet::none(), tanh_grad_tangent,
@@ -398,7 +399,7 @@ struct ReciprocalElement {
     return T(1) / v;
   }
 };
-constexpr OpDefinition reciprocal_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(reciprocal_op) = detail::with_elementwise(
     detail::differentiable_op("Reciprocal", reciprocal_gradient, KeepSet::none(), KeepSet::all(),
                               reciprocal_tangent, detail::batch_unary<&tapegrad::reciprocal>),
     detail::unary_elementwise<ReciprocalElement>);
@@ -408,7 +409,7 @@ struct ReciprocalGradElement {
     return -(gv * (yv * yv));
   }
 };
-constexpr OpDefinition reciprocal_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(reciprocal_grad_definition) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op(
             "ReciprocalGrad", reciprocal_grad_gradient, KeepSet::all(), KeepSet::none(),
@@ -459,9 +460,11 @@ static Tensor reciprocal_grad_fixed_y(const Tensor& y, const Tensor& g) {
 // ---- Expm1: d (e^x - 1) = e^x -----------------------------------------------------------
 
 static Tensor expm1_slope(const Tensor& x) { return exp(x); }
-constexpr OpDefinition expm1_op = detail::differentiable_op(
-    "Expm1", detail::slope_gradient<expm1_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<expm1_slope>, detail::batch_unary<&tapegrad::expm1>);
+TAPEGRAD_BUILTIN_OP(expm1_op) = detail::differentiable_op("Expm1",
+                                                          detail::slope_gradient<expm1_slope>,
+                                                          KeepSet::all(), KeepSet::none(),
+                                                          detail::slope_tangent<expm1_slope>,
+                                                          detail::batch_unary<&tapegrad::expm1>);
 
 Tensor expm1(const Tensor& x) {
   return detail::floating_unary_op(expm1_op, "expm1", x, [](auto v) { return std::expm1(v); });
@@ -474,10 +477,10 @@ static Tangents rsqrt_tangent(const ForwardContext& op, const Tangents& tangents
 static Grads rsqrt_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents rsqrt_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g);
-constexpr OpDefinition rsqrt_op =
-    detail::differentiable_op("Rsqrt", rsqrt_gradient, KeepSet::none(), KeepSet::all(),
-                              rsqrt_tangent, detail::batch_unary<&tapegrad::rsqrt>);
-constexpr OpDefinition rsqrt_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(rsqrt_op) = detail::differentiable_op("Rsqrt", rsqrt_gradient, KeepSet::none(),
+                                                          KeepSet::all(), rsqrt_tangent,
+                                                          detail::batch_unary<&tapegrad::rsqrt>);
+TAPEGRAD_BUILTIN_OP(rsqrt_grad_definition) = detail::with_structure(
     detail::differentiable_op(
         "RsqrtGrad", rsqrt_grad_gradient, KeepSet::all(), KeepSet::none(), rsqrt_grad_tangent,
         detail::batch_fused_activation<&detail::rsqrt_grad_op, &rsqrt_grad_fixed_y>),
@@ -525,14 +528,6 @@ static Tensor rsqrt_grad_fixed_y(const Tensor& y, const Tensor& g) {
   return multiply(g, multiply(scalar(-0.5, y.dtype()), multiply(square(y), y)));
 }
 
-namespace detail {
-
-void register_math_unary_ops(OpRegistrar& registry) {
-  registry.add({&abs_op, &sign_op, &square_op, &sqrt_op, &sqrt_grad_definition, &exp_op, &log_op,
-                &log1p_op, &sin_op, &cos_op, &tanh_op, &tanh_grad_definition, &reciprocal_op,
-                &reciprocal_grad_definition, &expm1_op, &rsqrt_op, &rsqrt_grad_definition});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(math_unary)

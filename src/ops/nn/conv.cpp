@@ -102,7 +102,7 @@ static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& inputs);
 static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& inputs);
-constexpr OpDefinition conv2d_op =
+TAPEGRAD_BUILTIN_OP(conv2d_op) =
     detail::with_replay(detail::differentiable_op("Conv2D", conv2d_gradient, KeepSet::all(),
                                                   KeepSet::none(), conv2d_tangent, conv2d_batched),
                         conv2d_replay);
@@ -220,7 +220,7 @@ static detail::ReplayOutputs backprop_input_replay(const detail::ReplayContext& 
   return {conv2d_transpose(inputs[0], inputs[1], op.attributes().get_shape("output_shape"),
                            w.strides_list(), w.padding, w.dilations_list())};
 }
-constexpr OpDefinition backprop_input_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(backprop_input_op) = detail::with_replay(
     detail::differentiable_op("Conv2DBackpropInput", backprop_input_gradient, KeepSet::all(),
                               KeepSet::none(), backprop_input_tangent, backprop_input_batched),
     backprop_input_replay);
@@ -340,7 +340,7 @@ static detail::ReplayOutputs backprop_filter_replay(const detail::ReplayContext&
                                          inputs[1], w.strides_list(), w.padding,
                                          w.dilations_list())};
 }
-constexpr OpDefinition backprop_filter_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(backprop_filter_op) = detail::with_replay(
     detail::differentiable_op("Conv2DBackpropFilter", backprop_filter_gradient, KeepSet::all(),
                               KeepSet::none(), backprop_filter_tangent, backprop_filter_batched),
     backprop_filter_replay);
@@ -433,12 +433,6 @@ Tensor conv1d(const Tensor& x, const Tensor& filters, int stride, Padding paddin
   return conv1d(x, filters, stride, padding, 1, data_format);
 }
 
-namespace detail {
-
-void register_conv_ops(OpRegistrar& registry) {
-  registry.add({&conv2d_op, &backprop_input_op, &backprop_filter_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(conv)

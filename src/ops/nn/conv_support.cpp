@@ -200,3 +200,5 @@ std::vector<int> WindowAttrs::dilations_list() const { return pair_list(dilation
 std::vector<int> WindowAttrs::ksize_list() const { return pair_list(ksize); }
 
 }  // namespace tapegrad::detail
+
+TAPEGRAD_OP_SOURCE(conv_support)

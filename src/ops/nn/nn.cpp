@@ -34,7 +34,7 @@ struct ReluElement {
     return v > 0 || v != v ? v : T(0);
   }
 };
-constexpr OpDefinition relu_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(relu_op) = detail::with_elementwise(
     detail::differentiable_op("Relu", relu_gradient, KeepSet::none(), KeepSet::all(), relu_tangent,
                               detail::batch_unary<&tapegrad::relu>),
     detail::unary_elementwise<ReluElement>);
@@ -65,7 +65,7 @@ struct ReluGradElement {
     return yv > 0 ? gv : T(0);
   }
 };
-constexpr OpDefinition relu_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(relu_grad_definition) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op(
             "ReluGrad", relu_grad_gradient, KeepSet::only({0}), KeepSet::none(), relu_grad_tangent,
@@ -121,7 +121,7 @@ struct SigmoidElement {
     return stable_sigmoid(v);
   }
 };
-constexpr OpDefinition sigmoid_op = detail::with_elementwise(
+TAPEGRAD_BUILTIN_OP(sigmoid_op) = detail::with_elementwise(
     detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
                               sigmoid_tangent, detail::batch_unary<&tapegrad::sigmoid>),
     detail::unary_elementwise<SigmoidElement>);
@@ -152,7 +152,7 @@ struct SigmoidGradElement {
     return gv * yv * (1 - yv);
   }
 };
-constexpr OpDefinition sigmoid_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(sigmoid_grad_definition) = detail::with_structure(
     detail::with_elementwise(
         detail::differentiable_op(
             "SigmoidGrad", sigmoid_grad_gradient, KeepSet::all(), KeepSet::none(),
@@ -192,7 +192,7 @@ static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g) {
 
 static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition softplus_op =
+TAPEGRAD_BUILTIN_OP(softplus_op) =
     detail::differentiable_op("Softplus", softplus_gradient, KeepSet::all(), KeepSet::none(),
                               softplus_tangent, detail::batch_unary<&tapegrad::softplus>);
 
@@ -222,7 +222,7 @@ static Grads softplus_gradient(const OpContext& op, const std::vector<Tensor>& g
 static Grads softplus_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents softplus_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor softplus_grad_fixed_x(const Tensor& x, const Tensor& g);
-constexpr OpDefinition softplus_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(softplus_grad_definition) = detail::with_structure(
     detail::differentiable_op(
         "SoftplusGrad", softplus_grad_gradient, KeepSet::all(), KeepSet::none(),
         softplus_grad_tangent,
@@ -264,10 +264,11 @@ static Grads softmax_gradient(const OpContext& op, const std::vector<Tensor>& g)
 static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads log_softmax_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents log_softmax_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition softmax_op =
-    detail::differentiable_op("Softmax", softmax_gradient, KeepSet::none(), KeepSet::all(),
-                              softmax_tangent, detail::batch_axis<&tapegrad::softmax>);
-constexpr OpDefinition log_softmax_op =
+TAPEGRAD_BUILTIN_OP(softmax_op) = detail::differentiable_op("Softmax", softmax_gradient,
+                                                            KeepSet::none(), KeepSet::all(),
+                                                            softmax_tangent,
+                                                            detail::batch_axis<&tapegrad::softmax>);
+TAPEGRAD_BUILTIN_OP(log_softmax_op) =
     detail::differentiable_op("LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all(),
                               log_softmax_tangent, detail::batch_axis<&tapegrad::log_softmax>);
 
@@ -394,7 +395,7 @@ static void require_loss_operands(const char* op, const Tensor& labels, const Te
 
 static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents softmax_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition softmax_cross_entropy_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(softmax_cross_entropy_op) = detail::differentiable_op(
     "SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_gradient, KeepSet::all(),
     KeepSet::none(), softmax_cross_entropy_tangent,
     detail::batch_all_batched<&tapegrad::softmax_cross_entropy_with_logits>);
@@ -471,7 +472,7 @@ static Grads softmax_cross_entropy_gradient(const OpContext& op, const std::vect
 
 static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sigmoid_cross_entropy_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sigmoid_cross_entropy_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(sigmoid_cross_entropy_op) = detail::differentiable_op(
     "SigmoidCrossEntropyWithLogits", sigmoid_cross_entropy_gradient, KeepSet::all(),
     KeepSet::none(), sigmoid_cross_entropy_tangent,
     detail::batch_all_batched<&tapegrad::sigmoid_cross_entropy_with_logits>);
@@ -510,14 +511,6 @@ static Grads sigmoid_cross_entropy_gradient(const OpContext& op, const std::vect
   return r;
 }
 
-namespace detail {
-
-void register_nn_ops(OpRegistrar& registry) {
-  registry.add({&relu_op, &relu_grad_definition, &sigmoid_op, &sigmoid_grad_definition,
-                &softplus_op, &softplus_grad_definition, &softmax_op, &log_softmax_op,
-                &softmax_cross_entropy_op, &sigmoid_cross_entropy_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(nn)

@@ -71,7 +71,7 @@ static detail::ReplayOutputs leaky_relu_replay(const detail::ReplayContext& op,
                                                const std::vector<Tensor>& inputs) {
   return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
 }
-constexpr OpDefinition leaky_relu_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(leaky_relu_op) = detail::with_replay(
     detail::differentiable_op("LeakyRelu", leaky_relu_gradient, KeepSet::all(), KeepSet::none(),
                               leaky_relu_tangent, leaky_relu_batched),
     leaky_relu_replay);
@@ -113,10 +113,10 @@ static Grads elu_grad_gradient(const OpContext& op, const std::vector<Tensor>& h
 static Tangents elu_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g);
 // One fused op (TF's EluGrad) from the kept output instead of four.
-constexpr OpDefinition elu_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(elu_op) = detail::differentiable_op(
     "Elu", fused_gradient<&detail::elu_grad_op, Kept::Output>, KeepSet::none(), KeepSet::all(),
     fused_tangent<&detail::elu_grad_op, Kept::Output>, detail::batch_unary<&tapegrad::elu>);
-constexpr OpDefinition elu_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(elu_grad_definition) = detail::with_structure(
     detail::differentiable_op(
         "EluGrad", elu_grad_gradient, KeepSet::all(), KeepSet::none(), elu_grad_tangent,
         detail::batch_fused_activation<&detail::elu_grad_op, &elu_grad_fixed_y>),
@@ -164,9 +164,10 @@ static Tensor selu_slope(const Tensor& y) {
   return where(less(y, constant_like(0.0, y)), add(y, constant_like(kSeluScale * kSeluAlpha, y)),
                constant_like(kSeluScale, y));
 }
-constexpr OpDefinition selu_op = detail::differentiable_op(
-    "Selu", output_slope_gradient<selu_slope>, KeepSet::none(), KeepSet::all(),
-    output_slope_tangent<selu_slope>, detail::batch_unary<&tapegrad::selu>);
+TAPEGRAD_BUILTIN_OP(selu_op) = detail::differentiable_op("Selu", output_slope_gradient<selu_slope>,
+                                                         KeepSet::none(), KeepSet::all(),
+                                                         output_slope_tangent<selu_slope>,
+                                                         detail::batch_unary<&tapegrad::selu>);
 
 Tensor selu(const Tensor& x) {
   return detail::floating_unary_op(selu_op, "selu", x, in_double([](double v) {
@@ -225,19 +226,19 @@ static Tensor gelu_tanh_grad_fixed_x(const Tensor& x, const Tensor& g);
 // 11 and 18 ops).
 static Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
 static Tensor gelu_approximate(const Tensor& x) { return gelu(x, true); }
-constexpr OpDefinition gelu_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(gelu_op) = detail::differentiable_op(
     "Gelu", fused_gradient<&detail::gelu_grad_op, Kept::Input>, KeepSet::all(), KeepSet::none(),
     fused_tangent<&detail::gelu_grad_op, Kept::Input>, detail::batch_unary<&gelu_exact>);
-constexpr OpDefinition gelu_tanh_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(gelu_tanh_op) = detail::differentiable_op(
     "GeluTanh", fused_gradient<&detail::gelu_tanh_grad_op, Kept::Input>, KeepSet::all(),
     KeepSet::none(), fused_tangent<&detail::gelu_tanh_grad_op, Kept::Input>,
     detail::batch_unary<&gelu_approximate>);
-constexpr OpDefinition gelu_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(gelu_grad_definition) = detail::with_structure(
     detail::differentiable_op(
         "GeluGrad", gelu_grad_gradient, KeepSet::all(), KeepSet::none(), gelu_grad_tangent,
         detail::batch_fused_activation<&detail::gelu_grad_op, &gelu_grad_fixed_x>),
     detail::structure_fused_activation<&detail::gelu_grad_op>);
-constexpr OpDefinition gelu_tanh_grad_definition = detail::with_structure(
+TAPEGRAD_BUILTIN_OP(gelu_tanh_grad_definition) = detail::with_structure(
     detail::differentiable_op(
         "GeluTanhGrad", gelu_tanh_grad_gradient, KeepSet::all(), KeepSet::none(),
         gelu_tanh_grad_tangent,
@@ -332,9 +333,10 @@ static Tensor silu_slope(const Tensor& x) {
   const Tensor s = sigmoid(x);
   return multiply(s, add(constant_like(1.0, x), multiply(x, subtract(constant_like(1.0, x), s))));
 }
-constexpr OpDefinition silu_op = detail::differentiable_op(
-    "Silu", detail::slope_gradient<silu_slope>, KeepSet::all(), KeepSet::none(),
-    detail::slope_tangent<silu_slope>, detail::batch_unary<&tapegrad::silu>);
+TAPEGRAD_BUILTIN_OP(silu_op) = detail::differentiable_op("Silu", detail::slope_gradient<silu_slope>,
+                                                         KeepSet::all(), KeepSet::none(),
+                                                         detail::slope_tangent<silu_slope>,
+                                                         detail::batch_unary<&tapegrad::silu>);
 
 // Never exponentiates a positive number (as nn.cpp's sigmoid).
 static double stable_sigmoid(double v) {
@@ -351,7 +353,7 @@ Tensor silu(const Tensor& x) {
 // ---- LogSigmoid: -softplus(-x) = min(x, 0) - log1p(e^-|x|); slope sigmoid(-x) -----------
 
 static Tensor log_sigmoid_slope(const Tensor& x) { return sigmoid(negative(x)); }
-constexpr OpDefinition log_sigmoid_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(log_sigmoid_op) = detail::differentiable_op(
     "LogSigmoid", detail::slope_gradient<log_sigmoid_slope>, KeepSet::all(), KeepSet::none(),
     detail::slope_tangent<log_sigmoid_slope>, detail::batch_unary<&tapegrad::log_sigmoid>);
 
@@ -366,7 +368,7 @@ Tensor log_sigmoid(const Tensor& x) {
 static Tensor softsign_slope(const Tensor& x) {
   return reciprocal(square(add(constant_like(1.0, x), abs(x))));
 }
-constexpr OpDefinition softsign_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(softsign_op) = detail::differentiable_op(
     "Softsign", detail::slope_gradient<softsign_slope>, KeepSet::all(), KeepSet::none(),
     detail::slope_tangent<softsign_slope>, detail::batch_unary<&tapegrad::softsign>);
 
@@ -379,7 +381,7 @@ Tensor softsign(const Tensor& x) {
 
 static Grads sparse_xent_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sparse_xent_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sparse_xent_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(sparse_xent_op) = detail::differentiable_op(
     "SparseSoftmaxCrossEntropyWithLogits", sparse_xent_gradient, KeepSet::all(), KeepSet::none(),
     sparse_xent_tangent, detail::batch_all_batched<&sparse_softmax_cross_entropy_with_logits>);
 
@@ -472,14 +474,6 @@ static Grads sparse_xent_gradient(const OpContext& op, const std::vector<Tensor>
   return r;
 }
 
-namespace detail {
-
-void register_nn_activations_ops(OpRegistrar& registry) {
-  registry.add({&leaky_relu_op, &elu_op, &elu_grad_definition, &selu_op, &gelu_op, &gelu_tanh_op,
-                &gelu_grad_definition, &gelu_tanh_grad_definition, &silu_op, &log_sigmoid_op,
-                &softsign_op, &sparse_xent_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(nn_activations)

@@ -107,3 +107,5 @@ Tensor l2_normalize(const Tensor& x, const std::vector<int>& axes, double epsilo
 }
 
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(nn_normalization)

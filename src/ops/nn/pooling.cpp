@@ -75,7 +75,7 @@ static detail::ReplayOutputs max_pool_replay(const detail::ReplayContext& op,
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {max_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
-constexpr OpDefinition max_pool_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(max_pool_op) = detail::with_replay(
     detail::differentiable_op("MaxPool", max_pool_gradient, KeepSet::all(), KeepSet::none(),
                               max_pool_tangent, max_pool_batched),
     max_pool_replay);
@@ -179,12 +179,12 @@ static detail::ReplayOutputs pair_replay(const detail::ReplayContext& op,
   return {Kernel(inputs[0], inputs[1], w.ksize_list(), w.strides_list(), w.padding)};
 }
 
-constexpr OpDefinition max_pool_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(max_pool_grad_op) = detail::with_replay(
     detail::differentiable_op("MaxPoolGrad", max_pool_grad_gradient, KeepSet::only({0}),
                               KeepSet::none(), max_pool_grad_tangent,
                               pair_batched<&detail::max_pool_grad>),
     pair_replay<&detail::max_pool_grad>);
-constexpr OpDefinition max_pool_grad_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(max_pool_grad_grad_op) = detail::with_replay(
     detail::differentiable_op("MaxPoolGradGrad", max_pool_grad_grad_gradient, KeepSet::only({0}),
                               KeepSet::none(), max_pool_grad_grad_tangent,
                               pair_batched<&detail::max_pool_grad_grad>),
@@ -263,7 +263,7 @@ static detail::ReplayOutputs avg_pool_replay(const detail::ReplayContext& op,
   const WindowAttrs w = WindowAttrs::from(op.attributes());
   return {avg_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
-constexpr OpDefinition avg_pool_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(avg_pool_op) = detail::with_replay(
     detail::differentiable_op("AvgPool", avg_pool_gradient, KeepSet::none(), KeepSet::none(),
                               avg_pool_tangent, avg_pool_batched),
     avg_pool_replay);
@@ -320,7 +320,7 @@ static detail::ReplayOutputs avg_pool_grad_replay(const detail::ReplayContext& o
   return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"), w.ksize_list(),
                                 w.strides_list(), w.padding)};
 }
-constexpr OpDefinition avg_pool_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(avg_pool_grad_op) = detail::with_replay(
     detail::differentiable_op("AvgPoolGrad", avg_pool_grad_gradient, KeepSet::none(),
                               KeepSet::none(), avg_pool_grad_tangent, avg_pool_grad_batched),
     avg_pool_grad_replay);
@@ -361,13 +361,6 @@ static Grads avg_pool_grad_gradient(const OpContext& op, const std::vector<Tenso
   return {avg_pool2d(g[0], w.ksize_list(), w.strides_list(), w.padding)};
 }
 
-namespace detail {
-
-void register_pooling_ops(OpRegistrar& registry) {
-  registry.add(
-      {&max_pool_op, &max_pool_grad_op, &max_pool_grad_grad_op, &avg_pool_op, &avg_pool_grad_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(pooling)

@@ -171,9 +171,9 @@ static std::vector<Tensor> dropout_batched(const detail::BatchingContext& op,
 static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents dropout_tangent(const ForwardContext& op, const Tangents& tangents);
 // No replay rule: each call draws a new mask (a Function that traces dropout runs eagerly).
-constexpr OpDefinition dropout_op =
-    detail::differentiable_op("Dropout", dropout_gradient, KeepSet::only({1}), KeepSet::none(),
-                              dropout_tangent, dropout_batched);
+TAPEGRAD_BUILTIN_OP(dropout_op) = detail::differentiable_op("Dropout", dropout_gradient,
+                                                            KeepSet::only({1}), KeepSet::none(),
+                                                            dropout_tangent, dropout_batched);
 
 // The scaled keep mask (0 or 1/(1 - rate) in T, kept where a unit uniform is >= rate, as TF)
 // and x * mask, where a dropped element is 0 even when x is NaN or infinite (TF selects rather
@@ -228,10 +228,6 @@ static Grads dropout_gradient(const OpContext& op, const std::vector<Tensor>& g)
   return {multiply(g[0], op.inputs()[1]), GradientValue()};
 }
 
-namespace detail {
-
-void register_random_ops(OpRegistrar& registry) { registry.add({&dropout_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(random)

@@ -29,7 +29,7 @@ static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents) 
 
 static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition sum_op =
+TAPEGRAD_BUILTIN_OP(sum_op) =
     detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(), sum_tangent,
                               detail::batch_reduction<&tapegrad::reduce_sum>);
 
@@ -87,7 +87,7 @@ static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents)
 
 static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition mean_op =
+TAPEGRAD_BUILTIN_OP(mean_op) =
     detail::differentiable_op("Mean", mean_gradient, KeepSet::none(), KeepSet::none(), mean_tangent,
                               detail::batch_reduction<&tapegrad::reduce_mean>);
 
@@ -125,7 +125,7 @@ static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents prod_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition prod_op =
+TAPEGRAD_BUILTIN_OP(prod_op) =
     detail::differentiable_op("Prod", prod_gradient, KeepSet::all(), KeepSet::all(), prod_tangent,
                               detail::batch_reduction<&tapegrad::reduce_prod>);
 
@@ -223,7 +223,7 @@ static Grads prod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents logsumexp_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition logsumexp_op = detail::differentiable_op(
+TAPEGRAD_BUILTIN_OP(logsumexp_op) = detail::differentiable_op(
     "ReduceLogSumExp", logsumexp_gradient, KeepSet::all(), KeepSet::all(), logsumexp_tangent,
     detail::batch_reduction<&tapegrad::reduce_logsumexp>);
 
@@ -271,12 +271,6 @@ static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& 
   return {multiply(detail::broadcast_to_input(op, g[0]), softmax)};
 }
 
-namespace detail {
-
-void register_reduce_ops(OpRegistrar& registry) {
-  registry.add({&sum_op, &mean_op, &prod_op, &logsumexp_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(reduce)

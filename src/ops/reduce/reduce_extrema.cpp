@@ -20,10 +20,10 @@ namespace tapegrad {
 
 static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents extremum_tangent(const ForwardContext& op, const Tangents& tangents);
-constexpr OpDefinition max_op =
+TAPEGRAD_BUILTIN_OP(max_op) =
     detail::differentiable_op("Max", extremum_gradient, KeepSet::all(), KeepSet::all(),
                               extremum_tangent, detail::batch_reduction<&tapegrad::reduce_max>);
-constexpr OpDefinition min_op =
+TAPEGRAD_BUILTIN_OP(min_op) =
     detail::differentiable_op("Min", extremum_gradient, KeepSet::all(), KeepSet::all(),
                               extremum_tangent, detail::batch_reduction<&tapegrad::reduce_min>);
 
@@ -141,7 +141,7 @@ static detail::ReplayOutputs extremum_grad_replay(const detail::ReplayContext& o
   return {detail::extremum_grad(inputs[0], inputs[1], inputs[2],
                                 std::vector<std::size_t>(recorded.begin(), recorded.end()))};
 }
-constexpr OpDefinition extremum_grad_op = detail::with_replay(
+TAPEGRAD_BUILTIN_OP(extremum_grad_op) = detail::with_replay(
     detail::differentiable_op("ExtremumGrad", extremum_grad_gradient, KeepSet::only({0, 1}),
                               KeepSet::none(), extremum_grad_tangent, extremum_grad_batched),
     extremum_grad_replay);
@@ -239,12 +239,6 @@ static Grads extremum_gradient(const OpContext& op, const std::vector<Tensor>& g
   return {detail::extremum_grad(op.inputs()[0], op.outputs()[0], g[0], detail::reduction_axes(op))};
 }
 
-namespace detail {
-
-void register_reduce_extrema_ops(OpRegistrar& registry) {
-  registry.add({&max_op, &min_op, &extremum_grad_op});
-}
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(reduce_extrema)

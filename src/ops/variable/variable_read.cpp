@@ -10,7 +10,7 @@ namespace tapegrad {
 
 // ---- ReadVariableOp ---------------------------------------------------------------------
 
-constexpr OpDefinition read_variable_op =
+TAPEGRAD_BUILTIN_OP(read_variable_op) =
     detail::identity_gradient_op("ReadVariableOp", detail::batch_unary<&tapegrad::identity>);
 
 // Recorded on each watching tape itself rather than through detail::record: a tape watches
@@ -26,10 +26,6 @@ void detail::read_variable(const Variable& v, const Tensor& value) {
   }
 }
 
-namespace detail {
-
-void register_variable_read_ops(OpRegistrar& registry) { registry.add({&read_variable_op}); }
-
-}  // namespace detail
-
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(variable_read)
