@@ -23,9 +23,9 @@ std::vector<Tensor> marked_scale_tangent(const detail::ForwardContext& ctx,
   REQUIRE(std::string(ctx.op.name) == "ForwardRuleTestScale");
   REQUIRE(ctx.inputs.size() == 1);
   REQUIRE(ctx.outputs.size() == 1);
-  REQUIRE(ctx.attrs != nullptr);
+  REQUIRE(ctx.recorded_attrs != nullptr);
   REQUIRE(ctx.outputs[0].shape() == ctx.inputs[0].shape());
-  return {tangents[0] * (10.0 * ctx.attrs->get_double("scale"))};
+  return {tangents[0] * (10.0 * ctx.attrs().get_double("scale"))};
 }
 
 std::vector<Tensor> misshapen_tangent(const detail::ForwardContext&,

@@ -8,11 +8,6 @@
 
 namespace tapegrad::detail {
 
-const Attrs& BatchingContext::attributes() const {
-  static const Attrs none;
-  return attrs != nullptr ? *attrs : none;
-}
-
 Shape BatchingContext::batched_output_shape(std::size_t j) const {
   Shape shape{batch_size};
   shape.insert(shape.end(), output_shapes.at(j).begin(), output_shapes.at(j).end());
@@ -91,24 +86,24 @@ std::vector<int> recorded_axes(const Attrs& attrs, int shift) {
 }  // namespace
 
 int shifted_axis(const BatchingContext& op, const char* name) {
-  return recorded_int("vectorized_map", "batch", op.op, op.attrs, name) + 1;
+  return recorded_int("vectorized_map", "batch", op.op, op.recorded_attrs, name) + 1;
 }
 
 std::vector<Tensor> reduce_batch(const BatchingContext& op, const std::vector<Tensor>& inputs,
                                  Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
-  const std::vector<int> axes = recorded_axes(op.attributes(), 1);
+  const std::vector<int> axes = recorded_axes(op.attrs(), 1);
   if (axes.empty()) return {inputs[0]};  // a rank-0 example: nothing is reduced
-  return {reduce(inputs[0], axes, op.attributes().get_bool("keepdims"))};
+  return {reduce(inputs[0], axes, op.attrs().get_bool("keepdims"))};
 }
 
 int recorded_axis(const ReplayContext& op, const char* name) {
-  return recorded_int("function", "replay", op.op, op.attrs, name);
+  return recorded_int("function", "replay", op.op, op.recorded_attrs, name);
 }
 
 // Recorded empty only for a rank-0 input, where "every axis" (an empty list) is none too.
 ReplayOutputs replay_reduce(const ReplayContext& op, const std::vector<Tensor>& inputs,
                             Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
-  return reduce(inputs[0], recorded_axes(op.attributes(), 0), op.attributes().get_bool("keepdims"));
+  return reduce(inputs[0], recorded_axes(op.attrs(), 0), op.attrs().get_bool("keepdims"));
 }
 
 std::vector<Tensor> row_of(const BatchingContext& op, const std::vector<Tensor>& inputs,

@@ -63,3 +63,12 @@ bool Keep::keeps(std::size_t index) const {
 }
 
 }  // namespace tapegrad
+
+namespace tapegrad::detail {
+
+const Attrs& attrs_or_empty(const Attrs* recorded) {
+  static const Attrs none;
+  return recorded != nullptr ? *recorded : none;
+}
+
+}  // namespace tapegrad::detail

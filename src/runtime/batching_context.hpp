@@ -18,15 +18,15 @@ namespace tapegrad::detail {
 // example's own values, shared by every row). Lives for the rule's call only.
 struct BatchingContext {
   const OpDefinition& op;
-  const Attrs* attrs;                // null when the op recorded none
+  const Attrs* recorded_attrs;       // null when the op recorded none
   const std::vector<bool>& batched;  // one per input
   std::size_t batch_size;
   const std::vector<Shape>& output_shapes;  // the outputs of one example (no batch axis)
   const std::vector<DType>& output_dtypes;
 
   bool is_batched(std::size_t input) const { return batched[input]; }
-  // The attributes (an empty set when the op recorded none).
-  const Attrs& attributes() const;
+  // The attributes (an empty set when the op recorded none), as every rule reads them.
+  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
   // [batch_size] ++ the example shape of output j.
   Shape batched_output_shape(std::size_t j) const;
 };

@@ -6,13 +6,15 @@
 
 namespace tapegrad::detail {
 
-// The op as it just ran: its inputs, outputs and attributes (null when it has none). Lives for
-// the rule's call only.
+// The op as it just ran: its inputs, outputs and attributes. Lives for the rule's call only.
 struct ForwardContext {
   const OpDefinition& op;
   OpInputs inputs;
   OpOutputs outputs;
-  const Attrs* attrs;
+  const Attrs* recorded_attrs;  // null when the op recorded none
+
+  // The attributes (an empty set when the op recorded none), as every rule reads them.
+  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
 };
 
 // While one lives, this thread's accumulators ignore forward rules and use the generic

@@ -176,18 +176,11 @@ constexpr OpDefinition identity_gradient_op(const char* name, GenericRules rules
 }
 constexpr OpDefinition not_differentiable_op(const char* name,
                                              BatchingRule batching_rule = nullptr) {
-  return OpDefinition{name,
-                      GradientKind::NotDifferentiable,
-                      nullptr,
-                      KeepSet::none(),
-                      KeepSet::none(),
-                      nullptr,
-                      batching_rule};
+  return not_differentiable_op(name, GenericRules{batching_rule, nullptr});
 }
 constexpr OpDefinition identity_gradient_op(const char* name,
                                             BatchingRule batching_rule = nullptr) {
-  return OpDefinition{name,    GradientKind::Identity, nullptr, KeepSet::none(), KeepSet::none(),
-                      nullptr, batching_rule};
+  return identity_gradient_op(name, GenericRules{batching_rule, nullptr});
 }
 
 // `definition` with its replay rule (an op whose batching rule is written by hand).
@@ -207,6 +200,10 @@ constexpr OpDefinition with_structure(OpDefinition definition, StructureRule rul
   definition.structure_rule = rule;
   return definition;
 }
+
+// `*recorded`, or an empty set when the op recorded no attributes: what every rule's context
+// returns from attrs().
+const Attrs& attrs_or_empty(const Attrs* recorded);
 
 // Adds one built-in definition to the registry (runtime/op_registry.cpp) during static
 // initialisation; TAPEGRAD_BUILTIN_OP makes one beside each definition.

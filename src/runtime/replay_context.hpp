@@ -17,15 +17,12 @@ namespace tapegrad::detail {
 // the rule's call only.
 struct ReplayContext {
   const OpDefinition& op;
-  const Attrs* attrs;  // null when the op recorded none
+  const Attrs* recorded_attrs;  // null when the op recorded none
   const std::vector<Shape>& output_shapes;
   const std::vector<DType>& output_dtypes;
 
-  // The attributes (an empty set when the op recorded none).
-  const Attrs& attributes() const {
-    static const Attrs none;
-    return attrs != nullptr ? *attrs : none;
-  }
+  // The attributes (an empty set when the op recorded none), as every rule reads them.
+  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
 };
 
 // A replay rule's outputs: up to two held inline, so that the common op (one output) costs a

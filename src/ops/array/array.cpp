@@ -48,7 +48,7 @@ static std::vector<Tensor> reshape_batched(const detail::BatchingContext& op,
 static std::vector<Tensor> transpose_batched(const detail::BatchingContext& op,
                                              const std::vector<Tensor>& in) {
   std::vector<int> perm{0};
-  for (std::int64_t p : op.attributes().get_ints("perm")) perm.push_back(static_cast<int>(p) + 1);
+  for (std::int64_t p : op.attrs().get_ints("perm")) perm.push_back(static_cast<int>(p) + 1);
   return {transpose(in[0], perm)};
 }
 static std::vector<Tensor> broadcast_to_batched(const detail::BatchingContext& op,
@@ -64,7 +64,7 @@ static detail::ReplayOutputs reshape_replay(const detail::ReplayContext& op,
 }
 static detail::ReplayOutputs transpose_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& in) {
-  const auto& perm = op.attributes().get_ints("perm");
+  const auto& perm = op.attrs().get_ints("perm");
   return {transpose(in[0], std::vector<int>(perm.begin(), perm.end()))};
 }
 static detail::ReplayOutputs broadcast_to_replay(const detail::ReplayContext& op,
@@ -268,7 +268,7 @@ Tensor transpose(const Tensor& x, std::vector<int> perm) {
 }
 
 static Tangents transpose_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const auto& perm = op.attrs->get_ints("perm");
+  const auto& perm = op.attrs().get_ints("perm");
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return transpose(dx, std::vector<int>(perm.begin(), perm.end()));
   });

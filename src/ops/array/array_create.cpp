@@ -17,13 +17,13 @@ namespace tapegrad {
 // Over leading axes: the recorded depth and dtype, on the whole batch.
 static std::vector<Tensor> one_hot_batched(const detail::BatchingContext& op,
                                            const std::vector<Tensor>& inputs) {
-  return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
-                  op.output_dtypes.at(0))};
+  return {
+      one_hot(inputs[0], static_cast<int>(op.attrs().get_int("depth")), op.output_dtypes.at(0))};
 }
 static detail::ReplayOutputs one_hot_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& inputs) {
-  return {one_hot(inputs[0], static_cast<int>(op.attributes().get_int("depth")),
-                  op.output_dtypes.at(0))};
+  return {
+      one_hot(inputs[0], static_cast<int>(op.attrs().get_int("depth")), op.output_dtypes.at(0))};
 }
 
 TAPEGRAD_BUILTIN_OP(one_hot_op) =

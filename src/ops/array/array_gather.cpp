@@ -44,7 +44,7 @@ static Tensor row_offsets(std::size_t batch, std::size_t step, std::size_t rank,
 // one, each row's indices offset into its own block.
 static std::vector<Tensor> gather_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& in) {
-  const auto axis = static_cast<std::size_t>(op.attributes().get_int("axis"));
+  const auto axis = static_cast<std::size_t>(op.attrs().get_int("axis"));
   const Tensor& params = in[0];
   const Tensor& indices = in[1];
   if (!op.is_batched(1)) return {gather(params, indices, static_cast<int>(axis) + 1)};
@@ -173,7 +173,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
 
 // Linear in params: the same gather of its tangent (the indices carry none).
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  const int axis = static_cast<int>(op.attrs().get_int("axis"));
   return {
       detail::output_tangent(op, 0, {detail::if_defined(tangents[0], [&](const Tensor& dparams) {
                                return gather(dparams, op.inputs[1], axis);

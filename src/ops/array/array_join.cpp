@@ -170,8 +170,8 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
 
 // Linear: the tangents concatenated (zeros for an input without one).
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents) {
-  return {
-      concat(detail::tangents_or_zeros(op, tangents), static_cast<int>(op.attrs->get_int("axis")))};
+  return {concat(detail::tangents_or_zeros(op, tangents),
+                 static_cast<int>(op.attrs().get_int("axis")))};
 }
 
 // The gradient of each concatenated input is its slice of g along the axis: one split when
@@ -250,7 +250,7 @@ std::vector<Tensor> split(const Tensor& x, int num, int axis) {
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(op.outputs.size());
   return split(tangents[0], static_cast<int>(op.outputs.size()),
-               static_cast<int>(op.attrs->get_int("axis")));
+               static_cast<int>(op.attrs().get_int("axis")));
 }
 
 // The runtime passes zeros for outputs nobody used, so every part is defined here.

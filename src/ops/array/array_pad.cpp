@@ -236,13 +236,13 @@ static Paddings batch_paddings(const Attrs& attrs) {
 
 static std::vector<Tensor> pad_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {pad(inputs[0], batch_paddings(attrs), mode_of(attrs), attrs.get_double("value"))};
 }
 
 static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op,
                                                const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {mirror_pad_grad(inputs[0], op.batched_output_shape(0), batch_paddings(attrs),
                           mode_of(attrs))};
 }
@@ -250,26 +250,26 @@ static std::vector<Tensor> mirror_grad_batched(const detail::BatchingContext& op
 // Replay rules: the recorded paddings, mode and value; MirrorPadGrad's traced output shape.
 static detail::ReplayOutputs pad_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {pad(inputs[0], paddings_of(attrs), mode_of(attrs), attrs.get_double("value"))};
 }
 
 static detail::ReplayOutputs mirror_grad_replay(const detail::ReplayContext& op,
                                                 const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {mirror_pad_grad(inputs[0], op.output_shapes[0], paddings_of(attrs), mode_of(attrs))};
 }
 
 // Linear in x (the constant does not move with it): the same padding of the tangent, with 0.
 static Tangents pad_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return pad(dx, paddings_of(*op.attrs), mode_of(*op.attrs), 0);
+    return pad(dx, paddings_of(op.attrs()), mode_of(op.attrs()), 0);
   });
 }
 
 static Tangents mirror_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dg) {
-    return mirror_pad_grad(dg, op.outputs[0].shape(), paddings_of(*op.attrs), mode_of(*op.attrs));
+    return mirror_pad_grad(dg, op.outputs[0].shape(), paddings_of(op.attrs()), mode_of(op.attrs()));
   });
 }
 

@@ -28,23 +28,23 @@ static std::vector<Tensor> pack_batched(const detail::BatchingContext& op,
   std::vector<Tensor> rows;
   rows.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) rows.push_back(detail::with_batch_axis(op, in, i));
-  return {detail::pack_rows(rows, op.batched_output_shape(0), op.batch_size * outer_of(*op.attrs))};
+  return {
+      detail::pack_rows(rows, op.batched_output_shape(0), op.batch_size * outer_of(op.attrs()))};
 }
 static std::vector<Tensor> unpack_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& in) {
   return unpack_rows(detail::with_batch_axis(op, in, 0), op.batched_output_shape(0),
-                     op.output_shapes.size(), op.batch_size * outer_of(*op.attrs));
+                     op.output_shapes.size(), op.batch_size * outer_of(op.attrs()));
 }
 
 // Replays: the row and packed shapes are not recorded, but are the traced outputs'.
 static detail::ReplayOutputs pack_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
-  return {detail::pack_rows(in, op.output_shapes.at(0), outer_of(op.attributes()))};
+  return {detail::pack_rows(in, op.output_shapes.at(0), outer_of(op.attrs()))};
 }
 static detail::ReplayOutputs unpack_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& in) {
-  return unpack_rows(in[0], op.output_shapes.at(0), op.output_shapes.size(),
-                     outer_of(op.attributes()));
+  return unpack_rows(in[0], op.output_shapes.at(0), op.output_shapes.size(), outer_of(op.attrs()));
 }
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -118,12 +118,12 @@ static std::vector<Tensor> unpack_rows(const Tensor& packed, const Shape& row_sh
 // Each linear: the op applied to the tangents (zeros for a row without one).
 static Tangents pack_tangent(const ForwardContext& op, const Tangents& tangents) {
   return {detail::pack_rows(detail::tangents_or_zeros(op, tangents), op.outputs[0].shape(),
-                            outer_of(*op.attrs))};
+                            outer_of(op.attrs()))};
 }
 
 static Tangents unpack_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(op.outputs.size());
-  return unpack_rows(tangents[0], op.outputs[0].shape(), op.outputs.size(), outer_of(*op.attrs));
+  return unpack_rows(tangents[0], op.outputs[0].shape(), op.outputs.size(), outer_of(op.attrs()));
 }
 
 static Grads pack_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -141,13 +141,13 @@ static Grads unpack_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 // Batching rules: a batch of B inputs is B times as many blocks, the block size unchanged.
 static std::vector<Tensor> diagonal_blocks_batched(const detail::BatchingContext& op,
                                                    const std::vector<Tensor>& in) {
-  const auto n = static_cast<std::size_t>(op.attrs->get_int("n"));
+  const auto n = static_cast<std::size_t>(op.attrs().get_int("n"));
   return {
       detail::diagonal_blocks(detail::with_batch_axis(op, in, 0), n, op.batched_output_shape(0))};
 }
 static std::vector<Tensor> diagonal_part_batched(const detail::BatchingContext& op,
                                                  const std::vector<Tensor>& in) {
-  const auto n = static_cast<std::size_t>(op.attrs->get_int("n"));
+  const auto n = static_cast<std::size_t>(op.attrs().get_int("n"));
   return {detail::diagonal_blocks_part(detail::with_batch_axis(op, in, 0), n,
                                        op.batched_output_shape(0))};
 }
@@ -159,12 +159,12 @@ static Tangents diagonal_part_tangent(const ForwardContext& op, const Tangents& 
 // Replays: the output shape is not recorded, but is the traced output's.
 static detail::ReplayOutputs diagonal_blocks_replay(const detail::ReplayContext& op,
                                                     const std::vector<Tensor>& in) {
-  const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
+  const auto n = static_cast<std::size_t>(op.attrs().get_int("n"));
   return {detail::diagonal_blocks(in[0], n, op.output_shapes.at(0))};
 }
 static detail::ReplayOutputs diagonal_part_replay(const detail::ReplayContext& op,
                                                   const std::vector<Tensor>& in) {
-  const auto n = static_cast<std::size_t>(op.attributes().get_int("n"));
+  const auto n = static_cast<std::size_t>(op.attrs().get_int("n"));
   return {detail::diagonal_blocks_part(in[0], n, op.output_shapes.at(0))};
 }
 TAPEGRAD_BUILTIN_OP(diagonal_blocks_op) = detail::with_replay(
@@ -231,12 +231,12 @@ static std::size_t block_size(const Attrs& attrs) {
 // Both linear: the op applied to the tangent.
 static Tangents diagonal_blocks_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(1);
-  return {detail::diagonal_blocks(tangents[0], block_size(*op.attrs), op.outputs[0].shape())};
+  return {detail::diagonal_blocks(tangents[0], block_size(op.attrs()), op.outputs[0].shape())};
 }
 
 static Tangents diagonal_part_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[0].defined()) return Tangents(1);
-  return {detail::diagonal_blocks_part(tangents[0], block_size(*op.attrs), op.outputs[0].shape())};
+  return {detail::diagonal_blocks_part(tangents[0], block_size(op.attrs()), op.outputs[0].shape())};
 }
 
 static Grads diagonal_blocks_gradient(const OpContext& op, const std::vector<Tensor>& g) {

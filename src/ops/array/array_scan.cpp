@@ -71,14 +71,14 @@ static Tensor cumsum_of(const Tensor& x, const ScanAttrs& s) {
 template <Tensor (*Scan)(const Tensor&, int, bool, bool)>
 static std::vector<Tensor> scan_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs) {
-  const ScanAttrs s = scan_attrs(op.attributes());
+  const ScanAttrs s = scan_attrs(op.attrs());
   return {Scan(inputs[0], static_cast<int>(s.axis) + 1, s.exclusive, s.reverse)};
 }
 // Its replay: the recorded scan.
 template <Tensor (*Scan)(const Tensor&, int, bool, bool)>
 static detail::ReplayOutputs scan_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs) {
-  const ScanAttrs s = scan_attrs(op.attributes());
+  const ScanAttrs s = scan_attrs(op.attrs());
   return {Scan(inputs[0], static_cast<int>(s.axis), s.exclusive, s.reverse)};
 }
 
@@ -100,7 +100,7 @@ Tensor cumsum(const Tensor& x, int axis, bool exclusive, bool reverse) {
 
 static Tangents cumsum_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(
-      op, tangents, [&](const Tensor& dx) { return cumsum_of(dx, scan_attrs(*op.attrs)); });
+      op, tangents, [&](const Tensor& dx) { return cumsum_of(dx, scan_attrs(op.attrs())); });
 }
 
 // Each output sums the inputs before (or after) it, so each input collects the gradients of
@@ -180,7 +180,7 @@ CumprodPartials cumprod_partials(const Tensor& x, const ScanAttrs& s) {
 // y_j is the product of the x_i it covers, so dy_j = y_j sum_i dx_i / x_i over the same i
 // (or, with a zero in x, sum_k partials[k, j] dx_k).
 static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const ScanAttrs s = scan_attrs(*op.attrs);
+  const ScanAttrs s = scan_attrs(op.attrs());
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     if (!has_zero(op.inputs[0])) {
       return multiply(op.outputs[0], cumsum_of(divide(dx, op.inputs[0]), s));
@@ -213,13 +213,13 @@ static Tangents reverse_tangent(const ForwardContext& op, const Tangents& tangen
 static std::vector<Tensor> reverse_batched(const detail::BatchingContext& op,
                                            const std::vector<Tensor>& inputs) {
   std::vector<int> axes;
-  for (std::int64_t a : op.attributes().get_ints("axes")) axes.push_back(static_cast<int>(a) + 1);
+  for (std::int64_t a : op.attrs().get_ints("axes")) axes.push_back(static_cast<int>(a) + 1);
   return {reverse(inputs[0], axes)};
 }
 static Tensor reverse_like(const Tensor& t, const Attrs& attrs);
 static detail::ReplayOutputs reverse_replay(const detail::ReplayContext& op,
                                             const std::vector<Tensor>& inputs) {
-  return {reverse_like(inputs[0], op.attributes())};
+  return {reverse_like(inputs[0], op.attrs())};
 }
 TAPEGRAD_BUILTIN_OP(reverse_op) = detail::with_replay(
     detail::differentiable_op("ReverseV2", reverse_gradient, KeepSet::none(), KeepSet::none(),
@@ -265,7 +265,7 @@ static Tensor reverse_like(const Tensor& t, const Attrs& attrs) {
 
 static Tangents reverse_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents,
-                               [&](const Tensor& dx) { return reverse_like(dx, *op.attrs); });
+                               [&](const Tensor& dx) { return reverse_like(dx, op.attrs()); });
 }
 
 static Grads reverse_gradient(const OpContext& op, const std::vector<Tensor>& g) {

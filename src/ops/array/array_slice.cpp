@@ -25,21 +25,20 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
 static std::vector<Tensor> slice_batched(const detail::BatchingContext& op,
                                          const std::vector<Tensor>& in) {
   std::vector<std::int64_t> begin{0};
-  for (std::int64_t b : op.attributes().get_ints("begin")) begin.push_back(b);
+  for (std::int64_t b : op.attrs().get_ints("begin")) begin.push_back(b);
   const Shape size = op.batched_output_shape(0);
   return {slice(in[0], begin, std::vector<std::int64_t>(size.begin(), size.end()))};
 }
 static std::vector<Tensor> slice_grad_batched(const detail::BatchingContext& op,
                                               const std::vector<Tensor>& in) {
   std::vector<std::size_t> begin{0};
-  for (std::int64_t b : op.attributes().get_ints("begin"))
-    begin.push_back(static_cast<std::size_t>(b));
+  for (std::int64_t b : op.attrs().get_ints("begin")) begin.push_back(static_cast<std::size_t>(b));
   return {pad_into_zeros(in[0], begin, op.batched_output_shape(0))};
 }
 static std::vector<Tensor> tile_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& in) {
   std::vector<std::size_t> multiples{1};
-  for (std::int64_t m : op.attributes().get_ints("multiples"))
+  for (std::int64_t m : op.attrs().get_ints("multiples"))
     multiples.push_back(static_cast<std::size_t>(m));
   return {tile(in[0], multiples)};
 }
@@ -47,17 +46,15 @@ static std::vector<Tensor> tile_batched(const detail::BatchingContext& op,
 // Replay rules: the recorded begin (or multiples), the box the trace took (or padded into).
 static detail::ReplayOutputs slice_replay(const detail::ReplayContext& op,
                                           const std::vector<Tensor>& in) {
-  return {
-      slice(in[0], op.attributes().get_ints("begin"), detail::signed_shape(op.output_shapes[0]))};
+  return {slice(in[0], op.attrs().get_ints("begin"), detail::signed_shape(op.output_shapes[0]))};
 }
 static detail::ReplayOutputs slice_grad_replay(const detail::ReplayContext& op,
                                                const std::vector<Tensor>& in) {
-  return {
-      pad_into_zeros(in[0], unsigned_ints(op.attributes().get_ints("begin")), op.output_shapes[0])};
+  return {pad_into_zeros(in[0], unsigned_ints(op.attrs().get_ints("begin")), op.output_shapes[0])};
 }
 static detail::ReplayOutputs tile_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& in) {
-  return {tile(in[0], unsigned_ints(op.attributes().get_ints("multiples")))};
+  return {tile(in[0], unsigned_ints(op.attrs().get_ints("multiples")))};
 }
 
 static Grads slice_gradient(const OpContext& op, const std::vector<Tensor>& g);
@@ -124,13 +121,13 @@ static Tensor pad_into_zeros(const Tensor& g, const std::vector<std::size_t>& be
 // Each linear: the op applied to the tangent.
 static Tangents slice_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return slice(dx, op.attrs->get_ints("begin"), detail::signed_shape(op.outputs[0].shape()));
+    return slice(dx, op.attrs().get_ints("begin"), detail::signed_shape(op.outputs[0].shape()));
   });
 }
 
 static Tangents slice_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dg) {
-    return pad_into_zeros(dg, unsigned_ints(op.attrs->get_ints("begin")), op.outputs[0].shape());
+    return pad_into_zeros(dg, unsigned_ints(op.attrs().get_ints("begin")), op.outputs[0].shape());
   });
 }
 
@@ -238,7 +235,7 @@ Tensor tile(const Tensor& x, std::vector<std::size_t> multiples) {
 }
 
 static Tangents tile_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const auto& multiples = op.attrs->get_ints("multiples");
+  const auto& multiples = op.attrs().get_ints("multiples");
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return tile(dx, std::vector<std::size_t>(multiples.begin(), multiples.end()));
   });

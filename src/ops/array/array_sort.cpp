@@ -119,38 +119,38 @@ static std::size_t axis_attr(const Attrs& attrs) {
 static std::vector<Tensor> take_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs) {
   return {take_along_axis(detail::with_batch_axis(op, inputs, 0),
-                          detail::with_batch_axis(op, inputs, 1), axis_attr(op.attributes()) + 1)};
+                          detail::with_batch_axis(op, inputs, 1), axis_attr(op.attrs()) + 1)};
 }
 
 static std::vector<Tensor> put_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs) {
   return {put_along_axis(detail::with_batch_axis(op, inputs, 0),
-                         detail::with_batch_axis(op, inputs, 1), axis_attr(op.attributes()) + 1,
-                         static_cast<std::size_t>(op.attributes().get_int("n")))};
+                         detail::with_batch_axis(op, inputs, 1), axis_attr(op.attrs()) + 1,
+                         static_cast<std::size_t>(op.attrs().get_int("n")))};
 }
 
 static detail::ReplayOutputs take_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs) {
-  return {take_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()))};
+  return {take_along_axis(inputs[0], inputs[1], axis_attr(op.attrs()))};
 }
 
 static detail::ReplayOutputs put_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& inputs) {
-  return {put_along_axis(inputs[0], inputs[1], axis_attr(op.attributes()),
-                         static_cast<std::size_t>(op.attributes().get_int("n")))};
+  return {put_along_axis(inputs[0], inputs[1], axis_attr(op.attrs()),
+                         static_cast<std::size_t>(op.attrs().get_int("n")))};
 }
 
 // Both linear in their first input: the op applied to the tangent.
 static Tangents take_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return take_along_axis(dx, op.inputs[1], axis_attr(*op.attrs));
+    return take_along_axis(dx, op.inputs[1], axis_attr(op.attrs()));
   });
 }
 
 static Tangents put_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dg) {
-    return put_along_axis(dg, op.inputs[1], axis_attr(*op.attrs),
-                          static_cast<std::size_t>(op.attrs->get_int("n")));
+    return put_along_axis(dg, op.inputs[1], axis_attr(op.attrs()),
+                          static_cast<std::size_t>(op.attrs().get_int("n")));
   });
 }
 
@@ -177,13 +177,13 @@ static Tensor sorted_positions(const char* op, const Tensor& x, std::size_t axis
 // axis further in, on the whole batch.
 static std::vector<Tensor> sorted_positions_batched(const detail::BatchingContext& op,
                                                     const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs) + 1, attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }
 static detail::ReplayOutputs sorted_positions_replay(const detail::ReplayContext& op,
                                                      const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {sorted_positions("argsort", inputs[0], axis_attr(attrs), attrs.get_bool("descending"),
                            static_cast<std::size_t>(attrs.get_int("k")))};
 }

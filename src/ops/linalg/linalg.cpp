@@ -29,8 +29,8 @@ namespace tapegrad {
 // are laid side by side into [k, B n]. Otherwise a batched matmul, the batch axes broadcast.
 static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& in) {
-  const bool ta = op.attributes().get_bool("transpose_a");
-  const bool tb = op.attributes().get_bool("transpose_b");
+  const bool ta = op.attrs().get_bool("transpose_a");
+  const bool tb = op.attrs().get_bool("transpose_b");
   Tensor a = in[0];
   Tensor b = in[1];
   const std::size_t ra = detail::example_rank(op, in, 0);
@@ -79,7 +79,7 @@ static std::vector<Tensor> matmul_batched(const detail::BatchingContext& op,
 
 static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& in) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {matmul(in[0], in[1], attrs.get_bool("transpose_a"), attrs.get_bool("transpose_b"))};
 }
 
@@ -90,9 +90,9 @@ static detail::ReplayOutputs matmul_replay(const detail::ReplayContext& op,
 static detail::StructuredOutputs matmul_structured(
     const detail::StructureContext& op, const std::vector<detail::StructuredValue>& values,
     const std::vector<Tensor>& constants) {
-  if (op.attrs == nullptr) return std::nullopt;
-  const bool ta = op.attributes().get_bool("transpose_a");
-  const bool tb = op.attributes().get_bool("transpose_b");
+  if (op.recorded_attrs == nullptr) return std::nullopt;
+  const bool ta = op.attrs().get_bool("transpose_a");
+  const bool tb = op.attrs().get_bool("transpose_b");
   const Shape& out_example = op.output_shapes[0];
   std::vector<std::int64_t> out{0};
   out.insert(out.end(), out_example.begin(), out_example.end());
@@ -270,8 +270,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 static Tangents matmul_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& a = op.inputs[0];
   const Tensor& b = op.inputs[1];
-  const bool ta = op.attrs->get_bool("transpose_a");
-  const bool tb = op.attrs->get_bool("transpose_b");
+  const bool ta = op.attrs().get_bool("transpose_a");
+  const bool tb = op.attrs().get_bool("transpose_b");
   const Tensor from_a =
       detail::if_defined(tangents[0], [&](const Tensor& da) { return matmul(da, b, ta, tb); });
   const Tensor from_b =

@@ -47,14 +47,14 @@ static Tangents triangular_solve_tangent(const ForwardContext& op, const Tangent
 // call with the recorded flags.
 static std::vector<Tensor> triangular_solve_batched(const detail::BatchingContext& op,
                                                     const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {triangular_solve(detail::with_batch_axis(op, inputs, 0),
                            detail::with_batch_axis(op, inputs, 1), attrs.get_bool("lower"),
                            attrs.get_bool("adjoint"))};
 }
 static detail::ReplayOutputs triangular_solve_replay(const detail::ReplayContext& op,
                                                      const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {
       triangular_solve(inputs[0], inputs[1], attrs.get_bool("lower"), attrs.get_bool("adjoint"))};
 }
@@ -104,8 +104,8 @@ static Tensor triangle(const Tensor& x, bool lower) {
 
 // X = op(A)^-1 B: dX = op(A)^-1 (dB - op(dA) X), dA restricted to the triangle A reads.
 static Tangents triangular_solve_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const bool lower = op.attrs->get_bool("lower");
-  const bool adjoint = op.attrs->get_bool("adjoint");
+  const bool lower = op.attrs().get_bool("lower");
+  const bool adjoint = op.attrs().get_bool("adjoint");
   const Tensor& x = op.outputs[0];
   const Tensor from_a = detail::if_defined(tangents[0], [&](const Tensor& da) {
     return negative(matmul(triangle(da, lower), x, adjoint, false));

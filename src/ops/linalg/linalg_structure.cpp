@@ -133,12 +133,12 @@ static Tangents band_part_tangent(const ForwardContext& op, const Tangents& tang
 // Over leading axes: the recorded band, on the whole batch.
 static std::vector<Tensor> band_part_batched(const detail::BatchingContext& op,
                                              const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
 static detail::ReplayOutputs band_part_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& inputs) {
-  const Attrs& attrs = op.attributes();
+  const Attrs& attrs = op.attrs();
   return {band_part(inputs[0], attrs.get_int("lower"), attrs.get_int("upper"))};
 }
 TAPEGRAD_BUILTIN_OP(band_part_op) = detail::with_replay(
@@ -185,8 +185,8 @@ Tensor band_part(const Tensor& a, std::int64_t lower, std::int64_t upper) {
 }
 
 static Tangents band_part_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const std::int64_t lower = op.attrs->get_int("lower");
-  const std::int64_t upper = op.attrs->get_int("upper");
+  const std::int64_t lower = op.attrs().get_int("lower");
+  const std::int64_t upper = op.attrs().get_int("upper");
   return detail::unary_tangent(op, tangents,
                                [&](const Tensor& da) { return band_part(da, lower, upper); });
 }

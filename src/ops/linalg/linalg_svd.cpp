@@ -26,12 +26,12 @@ static Tangents svd_tangent(const ForwardContext& op, const Tangents& tangents);
 // svd runs over leading axes: one call on the batch with the recorded full_matrices.
 static std::vector<Tensor> svd_batched(const detail::BatchingContext& op,
                                        const std::vector<Tensor>& inputs) {
-  const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
+  const SvdResult r = svd(inputs[0], op.attrs().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
 static detail::ReplayOutputs svd_replay(const detail::ReplayContext& op,
                                         const std::vector<Tensor>& inputs) {
-  const SvdResult r = svd(inputs[0], op.attributes().get_bool("full_matrices"));
+  const SvdResult r = svd(inputs[0], op.attrs().get_bool("full_matrices"));
   return {r.s, r.u, r.v};
 }
 TAPEGRAD_BUILTIN_OP(svd_op) =
@@ -150,7 +150,7 @@ static Tangents svd_tangent(const ForwardContext& op, const Tangents& tangents) 
   const Tensor& v = op.outputs[2];
   const Shape& a_shape = op.inputs[0].shape();
   const std::size_t m = a_shape[a_shape.size() - 2], n = a_shape.back();
-  if (op.attrs->get_bool("full_matrices") && m != n) {
+  if (op.attrs().get_bool("full_matrices") && m != n) {
     unsupported_full_matrices(a_shape, "forward-mode derivative");
   }
   const Tensor s_mat = diag(s);

@@ -91,11 +91,11 @@ static Tangents polygamma_tangent(const ForwardContext& op, const Tangents& tang
 // Elementwise: the recorded order n, on the whole batch.
 static std::vector<Tensor> polygamma_batched(const detail::BatchingContext& op,
                                              const std::vector<Tensor>& inputs) {
-  return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
+  return {detail::polygamma(static_cast<int>(op.attrs().get_int("n")), inputs[0])};
 }
 static detail::ReplayOutputs polygamma_replay(const detail::ReplayContext& op,
                                               const std::vector<Tensor>& inputs) {
-  return {detail::polygamma(static_cast<int>(op.attributes().get_int("n")), inputs[0])};
+  return {detail::polygamma(static_cast<int>(op.attrs().get_int("n")), inputs[0])};
 }
 TAPEGRAD_BUILTIN_OP(polygamma_op) = detail::with_replay(
     detail::differentiable_op("Polygamma", polygamma_gradient, KeepSet::all(), KeepSet::none(),
@@ -119,7 +119,7 @@ static int order_of(const Attrs& attrs) { return static_cast<int>(attrs.get_int(
 
 static Tangents polygamma_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
-  const int n = order_of(*op.attrs);
+  const int n = order_of(op.attrs());
   return detail::unary_tangent(
       op, tangents, [&](const Tensor& dx) { return multiply(dx, detail::polygamma(n + 1, x)); });
 }

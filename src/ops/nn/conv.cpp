@@ -141,7 +141,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, 
 // a grouped convolution).
 static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
                                           const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   const auto conv = [&](const Tensor& x, const Tensor& filters) {
     return conv2d(x, filters, w.strides_list(), w.padding, w.dilations_list());
   };
@@ -156,13 +156,13 @@ static std::vector<Tensor> conv2d_batched(const detail::BatchingContext& op,
 // The recorded op is channels last, conv2d's default layout.
 static detail::ReplayOutputs conv2d_replay(const detail::ReplayContext& op,
                                            const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return {conv2d(inputs[0], inputs[1], w.strides_list(), w.padding, w.dilations_list())};
 }
 
 // Bilinear: d conv(x, w) = conv(dx, w) + conv(x, dw).
 static Tangents conv2d_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   const Tensor& x = op.inputs[0];
   const Tensor& filters = op.inputs[1];
   const auto conv = [&](const Tensor& a, const Tensor& b) {
@@ -197,8 +197,8 @@ static Tangents backprop_input_tangent(const ForwardContext& op, const Tangents&
 // filters fold into their input channels (the output's channels here).
 static std::vector<Tensor> backprop_input_batched(const detail::BatchingContext& op,
                                                   const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  Shape shape = op.attributes().get_shape("output_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  Shape shape = op.attrs().get_shape("output_shape");
   if (only_batched(op, 1)) {
     shape[3] *= op.batch_size;
     const Tensor out = conv2d_transpose(inputs[0], fold_batch_into(inputs[1], 2), shape,
@@ -216,8 +216,8 @@ static std::vector<Tensor> backprop_input_batched(const detail::BatchingContext&
 }
 static detail::ReplayOutputs backprop_input_replay(const detail::ReplayContext& op,
                                                    const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {conv2d_transpose(inputs[0], inputs[1], op.attributes().get_shape("output_shape"),
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {conv2d_transpose(inputs[0], inputs[1], op.attrs().get_shape("output_shape"),
                            w.strides_list(), w.padding, w.dilations_list())};
 }
 TAPEGRAD_BUILTIN_OP(backprop_input_op) = detail::with_replay(
@@ -277,8 +277,8 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& out
 }
 
 static Tangents backprop_input_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
-  const Shape& shape = op.attrs->get_shape("output_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  const Shape& shape = op.attrs().get_shape("output_shape");
   const auto transpose = [&](const Tensor& a, const Tensor& b) {
     return conv2d_transpose(a, b, shape, w.strides_list(), w.padding, w.dilations_list());
   };
@@ -314,8 +314,8 @@ static Tangents backprop_filter_tangent(const ForwardContext& op, const Tangents
 // channels (the filter's output channels); one call either way. Both batched: one call per row.
 static std::vector<Tensor> backprop_filter_batched(const detail::BatchingContext& op,
                                                    const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  const Shape& shape = op.attributes().get_shape("filter_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  const Shape& shape = op.attrs().get_shape("filter_shape");
   const auto backprop = [&](const Tensor& x, const Shape& filter_shape, const Tensor& g) {
     return detail::conv2d_backprop_filter(x, filter_shape, g, w.strides_list(), w.padding,
                                           w.dilations_list());
@@ -335,10 +335,9 @@ static std::vector<Tensor> backprop_filter_batched(const detail::BatchingContext
 }
 static detail::ReplayOutputs backprop_filter_replay(const detail::ReplayContext& op,
                                                     const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {detail::conv2d_backprop_filter(inputs[0], op.attributes().get_shape("filter_shape"),
-                                         inputs[1], w.strides_list(), w.padding,
-                                         w.dilations_list())};
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {detail::conv2d_backprop_filter(inputs[0], op.attrs().get_shape("filter_shape"), inputs[1],
+                                         w.strides_list(), w.padding, w.dilations_list())};
 }
 TAPEGRAD_BUILTIN_OP(backprop_filter_op) = detail::with_replay(
     detail::differentiable_op("Conv2DBackpropFilter", backprop_filter_gradient, KeepSet::all(),
@@ -378,8 +377,8 @@ Tensor detail::conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape
 }
 
 static Tangents backprop_filter_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
-  const Shape& shape = op.attrs->get_shape("filter_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  const Shape& shape = op.attrs().get_shape("filter_shape");
   const auto backprop = [&](const Tensor& a, const Tensor& b) {
     return detail::conv2d_backprop_filter(a, shape, b, w.strides_list(), w.padding,
                                           w.dilations_list());

@@ -339,7 +339,7 @@ static int axis_attr(const OpContext& op) { return static_cast<int>(op.attrs().g
 // dy = y * (dx - sum(dx * y)) along the axis.
 static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
-  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  const int axis = static_cast<int>(op.attrs().get_int("axis"));
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return multiply(y, subtract(dx, reduce_sum(multiply(dx, y), {axis}, /*keepdims=*/true)));
   });
@@ -348,7 +348,7 @@ static Tangents softmax_tangent(const ForwardContext& op, const Tangents& tangen
 // dy = dx - sum(softmax * dx) along the axis; softmax = exp(log_softmax).
 static Tangents log_softmax_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& y = op.outputs[0];
-  const int axis = static_cast<int>(op.attrs->get_int("axis"));
+  const int axis = static_cast<int>(op.attrs().get_int("axis"));
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return subtract(dx, reduce_sum(multiply(exp(y), dx), {axis}, /*keepdims=*/true));
   });

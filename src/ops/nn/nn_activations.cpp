@@ -65,11 +65,11 @@ static Tangents leaky_relu_tangent(const ForwardContext& op, const Tangents& tan
 // Elementwise: the recorded alpha, on the whole batch.
 static std::vector<Tensor> leaky_relu_batched(const detail::BatchingContext& op,
                                               const std::vector<Tensor>& inputs) {
-  return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
+  return {leaky_relu(inputs[0], op.attrs().get_double("alpha"))};
 }
 static detail::ReplayOutputs leaky_relu_replay(const detail::ReplayContext& op,
                                                const std::vector<Tensor>& inputs) {
-  return {leaky_relu(inputs[0], op.attributes().get_double("alpha"))};
+  return {leaky_relu(inputs[0], op.attrs().get_double("alpha"))};
 }
 TAPEGRAD_BUILTIN_OP(leaky_relu_op) = detail::with_replay(
     detail::differentiable_op("LeakyRelu", leaky_relu_gradient, KeepSet::all(), KeepSet::none(),
@@ -97,7 +97,7 @@ static Tensor leaky_relu_times_slope(const Tensor& x, double alpha, const Tensor
 }
 
 static Tangents leaky_relu_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const double alpha = op.attrs->get_double("alpha");
+  const double alpha = op.attrs().get_double("alpha");
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return leaky_relu_times_slope(op.inputs[0], alpha, dx);
   });

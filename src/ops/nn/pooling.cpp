@@ -54,35 +54,34 @@ void check_input(const char* op, const Tensor& x, const Described& described,
   }
 }
 
-Shape pooled_shape(const ConvGeometry& g) { return {g.batch, g.out_h, g.out_w, g.in_c}; }
-
-}  // namespace
-
-// ---- MaxPool ----------------------------------------------------------------------------
-
-static Grads max_pool_gradient(const OpContext& op, const std::vector<Tensor>& g);
-static Tangents max_pool_tangent(const ForwardContext& op, const Tangents& tangents);
+// The batching and replay rules of max_pool2d and avg_pool2d, `pool` being the op's forward.
 // Pooling has one input: the batch is always merged into its examples axis (one call).
-static std::vector<Tensor> max_pool_batched(const detail::BatchingContext& op,
-                                            const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
+using PoolForward = Tensor (*)(const Tensor&, std::vector<int>, std::vector<int>, Padding,
+                               DataFormat);
+template <PoolForward pool>
+std::vector<Tensor> pool_batched(const detail::BatchingContext& op,
+                                 const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return detail::batch_into_first_axis(op, inputs, [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{max_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
+    return std::vector<Tensor>{
+        pool(in[0], w.ksize_list(), w.strides_list(), w.padding, DataFormat::NHWC)};
   });
 }
-static detail::ReplayOutputs max_pool_replay(const detail::ReplayContext& op,
-                                             const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {max_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
+template <PoolForward pool>
+detail::ReplayOutputs pool_replay(const detail::ReplayContext& op,
+                                  const std::vector<Tensor>& inputs) {
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {pool(inputs[0], w.ksize_list(), w.strides_list(), w.padding, DataFormat::NHWC)};
 }
-TAPEGRAD_BUILTIN_OP(max_pool_op) = detail::with_replay(
-    detail::differentiable_op("MaxPool", max_pool_gradient, KeepSet::all(), KeepSet::none(),
-                              max_pool_tangent, max_pool_batched),
-    max_pool_replay);
 
-Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
-                  Padding padding, DataFormat data_format) {
-  const char* op = "max_pool2d";
+Shape pooled_shape(const ConvGeometry& g) { return {g.batch, g.out_h, g.out_w, g.in_c}; }
+
+// What max_pool2d and avg_pool2d share: the checks, the layout, the geometry and the record;
+// `pool(g, input, y)` fills y from the NHWC input.
+template <class Pool>
+Tensor pool2d(const char* op, const detail::OpDefinition& definition, const Tensor& x,
+              const std::vector<int>& ksize, const std::vector<int>& strides, Padding padding,
+              DataFormat data_format, Pool pool) {
   const Described operands = [&] { return detail::describe(op, x); };
   const ImageLayout layout(data_format, 4, operands);
   const Described described = layout.describing(operands);
@@ -91,18 +90,36 @@ Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
   const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides, padding,
                                        described, data_format);
   const Tensor input = layout.to_channels_last(x);
-  Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
-    detail::max_pool_forward(g, detail::data_of(input, y), y, nullptr);
-  });
-  detail::record(max_pool_op, {&input}, out, [&] { return w.to_attrs(); });
+  Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g),
+                                        [&](auto* y) { pool(g, detail::data_of(input, y), y); });
+  detail::record(definition, {&input}, out, [&] { return w.to_attrs(); });
   return layout.from_channels_last(out);
+}
+
+}  // namespace
+
+// ---- MaxPool ----------------------------------------------------------------------------
+
+static Grads max_pool_gradient(const OpContext& op, const std::vector<Tensor>& g);
+static Tangents max_pool_tangent(const ForwardContext& op, const Tangents& tangents);
+TAPEGRAD_BUILTIN_OP(max_pool_op) = detail::with_replay(
+    detail::differentiable_op("MaxPool", max_pool_gradient, KeepSet::all(), KeepSet::none(),
+                              max_pool_tangent, pool_batched<&max_pool2d>),
+    pool_replay<&max_pool2d>);
+
+Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
+                  Padding padding, DataFormat data_format) {
+  return pool2d("max_pool2d", max_pool_op, x, ksize, strides, padding, data_format,
+                [](const ConvGeometry& g, const auto* input, auto* y) {
+                  detail::max_pool_forward(g, input, y, nullptr);
+                });
 }
 
 // The maxima's positions are found inside the kernels below from x, never handed to a rule
 // as a tensor: a position read from x outside an op would be a constant of a vectorized_map
 // trace, slice 0's positions reused for every slice.
 static Tangents max_pool_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return detail::max_pool_grad_grad(op.inputs[0], dx, w.ksize_list(), w.strides_list(),
                                       w.padding);
@@ -164,7 +181,7 @@ template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::
                            Padding)>
 static std::vector<Tensor> pair_batched(const detail::BatchingContext& op,
                                         const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   const Tensor x = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 0));
   const Tensor second = detail::merge_first_two_axes(detail::with_batch_axis(op, inputs, 1));
   return {detail::split_first_axis(Kernel(x, second, w.ksize_list(), w.strides_list(), w.padding),
@@ -175,7 +192,7 @@ template <Tensor (*Kernel)(const Tensor&, const Tensor&, std::vector<int>, std::
                            Padding)>
 static detail::ReplayOutputs pair_replay(const detail::ReplayContext& op,
                                          const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return {Kernel(inputs[0], inputs[1], w.ksize_list(), w.strides_list(), w.padding)};
 }
 
@@ -223,7 +240,7 @@ Tensor detail::max_pool_grad_grad(const Tensor& x, const Tensor& h, std::vector<
 // The tangent of g passes through; x's does not (the positions are piecewise constant).
 static Tangents max_pool_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[1].defined()) return {Tensor()};
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return {detail::max_pool_grad(op.inputs[0], tangents[1], w.ksize_list(), w.strides_list(),
                                 w.padding)};
 }
@@ -236,7 +253,7 @@ static Grads max_pool_grad_gradient(const OpContext& op, const std::vector<Tenso
 
 static Tangents max_pool_grad_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[1].defined()) return {Tensor()};
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return {detail::max_pool_grad_grad(op.inputs[0], tangents[1], w.ksize_list(), w.strides_list(),
                                      w.padding)};
 }
@@ -251,43 +268,21 @@ static Grads max_pool_grad_grad_gradient(const OpContext& op, const std::vector<
 
 static Grads avg_pool_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents avg_pool_tangent(const ForwardContext& op, const Tangents& tangents);
-static std::vector<Tensor> avg_pool_batched(const detail::BatchingContext& op,
-                                            const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return detail::batch_into_first_axis(op, inputs, [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{avg_pool2d(in[0], w.ksize_list(), w.strides_list(), w.padding)};
-  });
-}
-static detail::ReplayOutputs avg_pool_replay(const detail::ReplayContext& op,
-                                             const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {avg_pool2d(inputs[0], w.ksize_list(), w.strides_list(), w.padding)};
-}
 TAPEGRAD_BUILTIN_OP(avg_pool_op) = detail::with_replay(
     detail::differentiable_op("AvgPool", avg_pool_gradient, KeepSet::none(), KeepSet::none(),
-                              avg_pool_tangent, avg_pool_batched),
-    avg_pool_replay);
+                              avg_pool_tangent, pool_batched<&avg_pool2d>),
+    pool_replay<&avg_pool2d>);
 
 Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
                   Padding padding, DataFormat data_format) {
-  const char* op = "avg_pool2d";
-  const Described operands = [&] { return detail::describe(op, x); };
-  const ImageLayout layout(data_format, 4, operands);
-  const Described described = layout.describing(operands);
-  check_input(op, x, described, layout.name());
-  WindowAttrs w;
-  const ConvGeometry g = pool_geometry(layout.channels_last(x.shape()), w, ksize, strides, padding,
-                                       described, data_format);
-  const Tensor input = layout.to_channels_last(x);
-  Tensor out = detail::compute_floating(op, x.dtype(), pooled_shape(g), [&](auto* y) {
-    detail::avg_pool_forward(g, detail::data_of(input, y), y);
-  });
-  detail::record(avg_pool_op, {&input}, out, [&] { return w.to_attrs(); });
-  return layout.from_channels_last(out);
+  return pool2d("avg_pool2d", avg_pool_op, x, ksize, strides, padding, data_format,
+                [](const ConvGeometry& g, const auto* input, auto* y) {
+                  detail::avg_pool_forward(g, input, y);
+                });
 }
 
 static Tangents avg_pool_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
     return avg_pool2d(dx, w.ksize_list(), w.strides_list(), w.padding);
   });
@@ -306,8 +301,8 @@ static Tangents avg_pool_grad_tangent(const ForwardContext& op, const Tangents& 
 // g's batch merged into its examples axis, and into the recorded input shape's.
 static std::vector<Tensor> avg_pool_grad_batched(const detail::BatchingContext& op,
                                                  const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  Shape shape = op.attributes().get_shape("input_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  Shape shape = op.attrs().get_shape("input_shape");
   shape[0] *= op.batch_size;
   return detail::merged_into_first_axis(op, inputs, [&](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{
@@ -316,8 +311,8 @@ static std::vector<Tensor> avg_pool_grad_batched(const detail::BatchingContext& 
 }
 static detail::ReplayOutputs avg_pool_grad_replay(const detail::ReplayContext& op,
                                                   const std::vector<Tensor>& inputs) {
-  const WindowAttrs w = WindowAttrs::from(op.attributes());
-  return {detail::avg_pool_grad(inputs[0], op.attributes().get_shape("input_shape"), w.ksize_list(),
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  return {detail::avg_pool_grad(inputs[0], op.attrs().get_shape("input_shape"), w.ksize_list(),
                                 w.strides_list(), w.padding)};
 }
 TAPEGRAD_BUILTIN_OP(avg_pool_grad_op) = detail::with_replay(
@@ -349,8 +344,8 @@ Tensor detail::avg_pool_grad(const Tensor& g, const Shape& input_shape, std::vec
 }
 
 static Tangents avg_pool_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
-  const WindowAttrs w = WindowAttrs::from(*op.attrs);
-  const Shape& shape = op.attrs->get_shape("input_shape");
+  const WindowAttrs w = WindowAttrs::from(op.attrs());
+  const Shape& shape = op.attrs().get_shape("input_shape");
   return detail::unary_tangent(op, tangents, [&](const Tensor& dg) {
     return detail::avg_pool_grad(dg, shape, w.ksize_list(), w.strides_list(), w.padding);
   });

@@ -81,7 +81,7 @@ static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
 
 static Tangents mean_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    return reduce_mean(dx, detail::reduction_axes(op), op.attrs->get_bool("keepdims"));
+    return reduce_mean(dx, detail::reduction_axes(op), op.attrs().get_bool("keepdims"));
   });
 }
 

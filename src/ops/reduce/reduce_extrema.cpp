@@ -129,7 +129,7 @@ static Tangents extremum_grad_tangent(const ForwardContext& op, const Tangents& 
 static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& op,
                                                  const std::vector<Tensor>& inputs) {
   std::vector<std::size_t> axes;
-  for (std::int64_t a : op.attributes().get_ints("axes"))
+  for (std::int64_t a : op.attrs().get_ints("axes"))
     axes.push_back(static_cast<std::size_t>(a) + 1);
   return {detail::extremum_grad(detail::with_batch_axis(op, inputs, 0),
                                 detail::with_batch_axis(op, inputs, 1),
@@ -137,7 +137,7 @@ static std::vector<Tensor> extremum_grad_batched(const detail::BatchingContext& 
 }
 static detail::ReplayOutputs extremum_grad_replay(const detail::ReplayContext& op,
                                                   const std::vector<Tensor>& inputs) {
-  const auto& recorded = op.attributes().get_ints("axes");
+  const auto& recorded = op.attrs().get_ints("axes");
   return {detail::extremum_grad(inputs[0], inputs[1], inputs[2],
                                 std::vector<std::size_t>(recorded.begin(), recorded.end()))};
 }
@@ -221,7 +221,8 @@ static Grads extremum_grad_gradient(const OpContext& op, const std::vector<Tenso
 
 static Tangents extremum_grad_tangent(const ForwardContext& op, const Tangents& tangents) {
   if (!tangents[2].defined()) return {Tensor()};
-  return {detail::extremum_grad(op.inputs[0], op.inputs[1], tangents[2], recorded_axes(*op.attrs))};
+  return {
+      detail::extremum_grad(op.inputs[0], op.inputs[1], tangents[2], recorded_axes(op.attrs()))};
 }
 
 // ---- the gradient and tangent of Max and Min ----------------------------------------------

@@ -88,13 +88,13 @@ inline Tensor broadcast_to_input(const OpContext& op, const Tensor& reduced) {
 
 // In a forward rule: the axes the reduction recorded, as the public ops take them.
 inline std::vector<int> reduction_axes(const ForwardContext& op) {
-  const auto& a = op.attrs->get_ints("axes");
+  const auto& a = op.attrs().get_ints("axes");
   return std::vector<int>(a.begin(), a.end());
 }
 
 // In a forward rule: sum(t) over the reduction's groups, in the output's shape. Differentiable.
 inline Tensor sum_over_reduced_axes(const ForwardContext& op, const Tensor& t) {
-  return reduce_sum(t, reduction_axes(op), op.attrs->get_bool("keepdims"));
+  return reduce_sum(t, reduction_axes(op), op.attrs().get_bool("keepdims"));
 }
 
 // In a forward rule: the output broadcast back over the reduced axes to the input's shape.
