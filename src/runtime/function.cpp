@@ -402,10 +402,9 @@ struct FunctionState {
   }
 
   // Under tapes: the gradient of fn as a Function of (args, output gradients) -> (the
-  // gradients of args, then of `variables`), one per argument count and list of variables
-  // fn read. Its replay is
-  // fn's forward and backward ops; under an outer tape it is one recorded op in turn (higher
-  // orders).
+  // gradients of args, then of `variables`), one per argument count and list of variables fn
+  // read. Its replay is fn's forward and backward ops; under an outer tape it is one recorded
+  // op in turn (higher orders).
   std::vector<std::pair<std::vector<std::uint64_t>, Function>> gradient_functions;
 
   Function gradient_function(const std::vector<Variable>& variables, std::size_t argument_count) {
