@@ -27,7 +27,8 @@ struct AccumulatorState;
 /// accumulator sees the tangent computations of the accumulators created after it (nested
 /// accumulators give higher derivatives). An op's tangents come from its forward rule or, when
 /// it has none, from TF's generic fallback: the transpose of its gradient (a user primitive
-/// says so once on stderr). Tangents are kept until the accumulator dies.
+/// without register_forward_rule says so once on stderr). Tangents are kept until the accumulator
+/// dies.
 ///
 /// Errors: InvalidArgument when the lists differ in length, a primal or tangent is undefined,
 /// a tangent's shape or dtype differs from its primal's (both named), or a primal is given

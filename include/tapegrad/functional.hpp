@@ -57,12 +57,12 @@ std::pair<Tensor, VJP> make_vjp(const Fn& f, const std::vector<Tensor>& args);
 /// results equal a loop of fn over the slices (a trace holds no value of a slice: what ops and
 /// gradients derive from values are op outputs, batched). fn runs once per slice instead when
 /// it reads a slice-dependent value from C++ (array(), item(), Variable::assign), when an op has
-/// no batching rule (a user primitive), or when its two traces differ (random draws, state,
-/// value-dependent shapes): a one-time warning naming the read, op or difference, or
-/// InvalidArgument naming it when fallback_to_loop is false.
-/// A zero-size batch traces fn once on placeholders it cannot read: results shaped [0, ...].
-/// InvalidArgument when elems is empty, an elem is undefined or a scalar, or the leading sizes
-/// differ. The result is differentiable under an outer tape (ordinary recorded ops).
+/// no batching rule (a user primitive without register_batching_rule), or when its two traces
+/// differ (random draws, state, value-dependent shapes): a one-time warning naming the read, op or
+/// difference, or InvalidArgument naming it when fallback_to_loop is false. A zero-size batch
+/// traces fn once on placeholders it cannot read: results shaped [0, ...]. InvalidArgument when
+/// elems is empty, an elem is undefined or a scalar, or the leading sizes differ. The result is
+/// differentiable under an outer tape (ordinary recorded ops).
 std::vector<Tensor> vectorized_map(
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
     const std::vector<Tensor>& elems, bool fallback_to_loop = true);

@@ -36,7 +36,8 @@ struct JacobianOptions {
   UnconnectedGradients unconnected = UnconnectedGradients::None;
   /// One batched backward pass over the rows' output gradients (vectorized_map of the
   /// gradient, every op's batching rule), instead of one backward pass per row. Equal results;
-  /// an op without a batching rule (a user primitive) falls back to the loop with a warning.
+  /// an op without a batching rule (a user primitive without register_batching_rule) falls
+  /// back to the loop with a warning.
   /// batch_jacobian with at most two values per example loops anyway (as cheap: the batched
   /// pass would first trace two rows).
   bool vectorize = true;

@@ -197,7 +197,9 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
       (values[in.value].is_diagonal() ? any_diagonal : any_dense) = true;
     }
     std::optional<std::vector<StructuredValue>> structured_outputs;
-    if (any_diagonal && !any_dense && op.op->structure_rule != nullptr) {
+    const StructureRule structure_rule =
+        any_diagonal && !any_dense ? structure_rule_of(*op.op) : nullptr;
+    if (structure_rule != nullptr) {
       structured.clear();
       constants.clear();
       for (const TracedInput& in : op.inputs) {
@@ -206,7 +208,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         constants.push_back(is_value ? Tensor() : in.constant);
       }
       const StructureContext context{{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes}};
-      structured_outputs = op.op->structure_rule(context, structured, constants);
+      structured_outputs = structure_rule(context, structured, constants);
     }
     std::vector<Tensor> outputs;
     if (!structured_outputs) {
@@ -219,7 +221,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
       }
       const BatchingContext context{*op.op, op.attrs.get(),   batched,
                                     batch,  op.output_shapes, op.output_dtypes};
-      outputs = op.op->batching_rule(context, inputs);
+      outputs = batching_rule_of(*op.op)(context, inputs);
     }
     const char* rule = structured_outputs ? "structure" : "batching";
     const std::size_t count = structured_outputs ? structured_outputs->size() : outputs.size();
@@ -446,7 +448,7 @@ bool vectorizable(const TracedCall& first, const TracedCall& last, const std::ve
   } else {
     for (std::size_t k = 0; k < first.trace.ops.size() && !why_not; ++k) {
       const OpDefinition& op = *first.trace.ops[k].op;
-      if (needed[k] && op.batching_rule == nullptr) {
+      if (needed[k] && batching_rule_of(op) == nullptr) {
         key = caller + "-no-batching-rule-" + op.name;
         why_not = caller + ": op '" + op.name + "' has no batching rule";
       }

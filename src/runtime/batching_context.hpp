@@ -31,6 +31,11 @@ struct BatchingContext {
   Shape batched_output_shape(std::size_t j) const;
 };
 
+// The op's batching rule, as vectorized_map asks for it: a built-in op's own (null when it has
+// none), or, for a user primitive, the one that runs its published rule
+// (register_batching_rule; null while none is published). runtime/user_rules.cpp.
+BatchingRule batching_rule_of(const OpDefinition& op);
+
 // What a batching rule throws when the op has no batched form for these inputs (an output
 // whose size depends on each row's values): vectorized_map then loops over the batch (with one
 // warning), or rethrows it when fallback_to_loop is false. The message names the op.
@@ -62,5 +67,10 @@ struct StructuredValue {
 // these). A type of its own only so that op_definition.hpp can declare it. Lives for the
 // rule's call only.
 struct StructureContext : ReplayContext {};
+
+// The op's structure rule, as the vectorized Jacobian asks for it: a built-in op's own, or, for a
+// user primitive, the one that runs its published rule (register_structure_rule); null when
+// there is none (yet). runtime/user_rules.cpp.
+StructureRule structure_rule_of(const OpDefinition& op);
 
 }  // namespace tapegrad::detail

@@ -17,6 +17,11 @@ struct ForwardContext {
   const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
 };
 
+// The op's forward rule, as forward mode asks for it: a built-in op's own (null when it has
+// none), or, for a user primitive, the one that runs its published rule
+// (register_forward_rule; null while none is published). runtime/user_rules.cpp.
+ForwardRule forward_rule_of(const OpDefinition& op);
+
 // While one lives, this thread's accumulators ignore forward rules and use the generic
 // fallback (the transpose of the gradient rule): the tests compare the two through it.
 class ForceGenericForwardFallback {

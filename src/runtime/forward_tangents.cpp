@@ -99,7 +99,7 @@ std::vector<Tensor> transposed_gradient_tangents(const OpDefinition& op, OpInput
 
 bool is_user_primitive_without_rule(const OpDefinition& op,
                                     const SparseGradientFunction* custom_backward) {
-  return op.kind == GradientKind::Registered && op.forward_rule == nullptr &&
+  return op.kind == GradientKind::Registered && forward_rule_of(op) == nullptr &&
          (custom_backward == nullptr || !*custom_backward);
 }
 
@@ -108,8 +108,9 @@ std::vector<Tensor> output_tangents_of(const OpDefinition& op, OpInputs inputs, 
                                        const SparseGradientFunction* custom_backward,
                                        const std::vector<Tensor>& input_tangents) {
   const bool has_custom_backward = custom_backward != nullptr && *custom_backward;
-  if (op.forward_rule != nullptr && !has_custom_backward && !generic_fallback_forced) {
-    return op.forward_rule(ForwardContext{op, inputs, outputs, attrs}, input_tangents);
+  const ForwardRule forward_rule = forward_rule_of(op);
+  if (forward_rule != nullptr && !has_custom_backward && !generic_fallback_forced) {
+    return forward_rule(ForwardContext{op, inputs, outputs, attrs}, input_tangents);
   }
   if (!has_custom_backward) {
     if (op.kind == GradientKind::NotDifferentiable) return std::vector<Tensor>(outputs.size());

@@ -5,19 +5,12 @@
 
 #include "runtime/error_context.hpp"
 #include "runtime/floating_dtype.hpp"
+#include "runtime/op_context_factory.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
-
-// The one place an OpContext is built (its constructor is private to the public API).
-class OpContextFactory {
- public:
-  static OpContext make(const OpEntry& e, const CallBuffers& b) {
-    return OpContext(e, b.needs, b.saved_inputs, b.saved_outputs);
-  }
-};
 
 namespace {
 
@@ -63,7 +56,7 @@ void gather_saved(Tensor* saved, std::size_t n, bool take, std::vector<Tensor>& 
 
 std::vector<GradientValue> call_rule(const OpEntry& e, const Differentiation& how,
                                      const CallBuffers& b) {
-  const OpContext ctx = OpContextFactory::make(e, b);
+  const OpContext ctx = OpContextFactory::make(e, b.needs, b.saved_inputs, b.saved_outputs);
   if (how.user == nullptr && how.custom == nullptr) return e.op->gradient(ctx, b.output_gradients);
   // A user's code: a value it reads inside vectorized_map's fn is blamed on it.
   std::optional<ValueReaderScope> reader;

@@ -73,6 +73,28 @@ class Registry final {
     gradients_.push_back(std::move(gradient));
   }
 
+  // Publishes a user primitive's forward, batching or structure rule in `slot` of its op.
+  template <class Function>
+  void publish_rule(const char* caller, const char* what, const std::string& name,
+                    std::atomic<const Function*> RegisteredOp::*slot, Function fn) {
+    if (!fn) {
+      throw InvalidArgument(std::string(caller) + ": empty " + what + " function for '" + name +
+                            "'");
+    }
+    if (builtin(name) != nullptr) {
+      throw InvalidArgument(std::string(caller) + ": '" + name + "' is a built-in op; its " + what +
+                            " cannot be replaced");
+    }
+    RegisteredOp& op = user_op(name);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if ((op.*slot).load(std::memory_order_relaxed) != nullptr) {
+      throw InvalidArgument(std::string(caller) + ": op type '" + name + "' already has a " + what);
+    }
+    auto owned = std::make_shared<const Function>(std::move(fn));
+    (op.*slot).store(owned.get(), std::memory_order_release);
+    rules_.push_back(std::move(owned));
+  }
+
   // Runs during static initialisation, one op at a time: before main, on one thread.
   void add(const OpDefinition& definition) {
     if (!builtins_.emplace(definition.name, &definition).second) {
@@ -100,6 +122,8 @@ class Registry final {
   std::mutex mutex_;
   std::unordered_map<std::string, std::unique_ptr<RegisteredOp>> user_ops_;
   std::vector<std::unique_ptr<UserGradient>> gradients_;
+  std::vector<std::shared_ptr<const void>> rules_;  // the published forward, batching and
+                                                    // structure rules
 };
 
 void publish(const std::string& op_type, std::unique_ptr<UserGradient> gradient) {
@@ -147,6 +171,21 @@ void register_sparse_gradient(const std::string& op_type, SparseGradientFunction
   gradient->keep_inputs = detail::KeepSet::from(keep_inputs);
   gradient->keep_outputs = detail::KeepSet::from(keep_outputs);
   detail::publish(op_type, std::move(gradient));
+}
+
+void register_forward_rule(const std::string& op_type, ForwardRuleFunction fn) {
+  detail::Registry::instance().publish_rule("register_forward_rule", "forward rule", op_type,
+                                            &detail::RegisteredOp::user_forward, std::move(fn));
+}
+
+void register_batching_rule(const std::string& op_type, BatchingRuleFunction fn) {
+  detail::Registry::instance().publish_rule("register_batching_rule", "batching rule", op_type,
+                                            &detail::RegisteredOp::user_batching, std::move(fn));
+}
+
+void register_structure_rule(const std::string& op_type, StructureRuleFunction fn) {
+  detail::Registry::instance().publish_rule("register_structure_rule", "structure rule", op_type,
+                                            &detail::RegisteredOp::user_structure, std::move(fn));
 }
 
 void not_differentiable(const std::string& op_type) {

@@ -21,12 +21,17 @@ struct UserGradient {
 };
 
 // A user op type: created on its first mention (recording or registering), never moved or
-// freed, so tape entries point at it. Its gradient may be registered after it is recorded:
-// the walk reads `gradient` when it runs.
+// freed, so tape entries point at it. Its gradient and other rules may be registered after it
+// is recorded: the walk reads `gradient` when it runs, the other paths the rule they need
+// (forward_rule_of in runtime/forward_context.hpp, batching_rule_of and structure_rule_of in
+// runtime/batching_context.hpp). Each is published once.
 struct RegisteredOp : OpDefinition {
   explicit RegisteredOp(std::string op_name);
   std::string name_storage;
   std::atomic<const UserGradient*> gradient{nullptr};
+  std::atomic<const ForwardRuleFunction*> user_forward{nullptr};      // register_forward_rule
+  std::atomic<const BatchingRuleFunction*> user_batching{nullptr};    // register_batching_rule
+  std::atomic<const StructureRuleFunction*> user_structure{nullptr};  // register_structure_rule
 };
 
 // The definition named `op_type`: the built-in one, or the user op (created if new).
