@@ -57,9 +57,10 @@ std::string label(const OpSample& s) {
 const detail::OpDefinition& definition_of(const OpSample& s) { return detail::op_named(s.op); }
 
 // Tolerances by dtype: float64 results are compared to 1e-6 (first order against central
-// differences with step 1e-6) and 1e-5 (second order); a float32 run against the float64 one
-// to 1e-4 in its values and 1e-3 in its gradients (float32 rounds at 6e-8 relative, and the
-// ops' condition numbers on the samples are below 1e3).
+// differences with step 1e-6, as require_gradient_matches) and 1e-5 (second order, as
+// require_second_order_matches); a float32 run against the float64 one to 1e-4 in its values
+// and 1e-3 in its gradients (float32 rounds at 6e-8 relative; the samples' inputs are of order
+// 1, away from the ops' singularities).
 constexpr double kFirstOrderTolerance = 1e-6;
 constexpr double kSecondOrderTolerance = 1e-5;
 constexpr double kForwardRuleTolerance = 1e-10;

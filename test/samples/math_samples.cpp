@@ -590,6 +590,9 @@ std::vector<OpSample> math_samples() {
   std::vector<OpSample> s = op_samples();
   attach(s, batch_cases());
   attach_structure_cases(s);
+  // The cases over several functions go to the first: "sqrt/log of negative and zero" to
+  // Sqrt, "unary math of an empty tensor" (exp, negative) to Exp, "comparisons with NaN" to
+  // Less.
   attach_by_function(s, math_misuse(),
                      {{"add", "Add"},         {"subtract", "Sub"}, {"multiply", "Mul"},
                       {"divide", "RealDiv"},  {"pow", "Pow"},      {"maximum", "Maximum"},

@@ -252,7 +252,7 @@ std::vector<BatchCase> batch_cases() {
                                }),
                    {batch_of({2, 3, 3, 2}, 150)}});
 
-  // Sparse cross entropy; argmax, argmin, one_hot.
+  // Sparse cross entropy.
   const Tensor class_ids = ints({3, 0}, {2}, DType::Int32);
   const Tensor logits_fixed = random_tensor({2, 4}, 151);
   cases.push_back({"SparseSoftmaxCrossEntropyWithLogits",

@@ -62,10 +62,11 @@ std::vector<OpSample> variable_samples() {
   read.no_gradient = reason;
   read.no_second_order = reason;
   std::vector<OpSample> s{read};
+  // The variable family has one op: every misuse of variables and their handles is its.
   attach_by_function(s, variable_misuse(),
                      {{"handle", "ReadVariableOp"},
                       {"handle.array()", "ReadVariableOp"},
-                      {"the", "ReadVariableOp"},
+                      {"the", "ReadVariableOp"},  // "the variable's value is usable ..."
                       {"Variable", "ReadVariableOp"}});
   return s;
 }
