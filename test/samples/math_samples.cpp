@@ -579,7 +579,7 @@ MisuseCases cast_misuse() {
     REQUIRE(elements<bool>(cast(f64({kNaN, 0.0}), DType::Bool)) == std::vector<bool>{true, false});
   });
   misuse(t, "cast: a variable handle", [] { cast(variable_handle(), DType::Float32); },
-         {"variable handle", "[3]"});
+         {"cast", "variable handle", "[3]"});
   misuse(t, "cast: undefined", [] { cast(Tensor(), DType::Float32); }, {"cast", "undefined"});
   return t;
 }
