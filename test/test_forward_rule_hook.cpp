@@ -58,7 +58,7 @@ TEST_CASE("an op's forward rule gives its tangents; without one the fallback doe
   require_close(acc.jvp(scaled(kScale, x, 3.0)), {2}, {30.0, 15.0});
   require_close(acc.jvp(scaled(kScaleWithoutRule, x, 3.0)), {2}, {3.0, 1.5});
   {
-    // Forced, the fallback runs even where a rule exists (how test_forward_rules compares).
+    // Forced, the fallback runs even where a rule exists (how test_op_samples compares).
     detail::ForceGenericForwardFallback force;
     require_close(acc.jvp(scaled(kScale, x, 3.0)), {2}, {3.0, 1.5});
   }

@@ -1,7 +1,7 @@
 // tapegrad::function: traces per signature, replays that equal the eager call, Variables read
 // and assigned at each call, and the cases that must run eagerly (observers, value reads,
 // random draws, a Variable made in fn). Every op's replay rule is checked against its eager
-// call in test_vectorized_map.cpp ("every built-in op of the table through function").
+// call in test_op_samples.cpp ("each op through function"), on every op's batch cases.
 #include <cmath>
 #include <string>
 #include <vector>

@@ -111,7 +111,7 @@ TEST_CASE("every built-in op has a replay rule, or makes a Function run eagerly 
 
 // The ops a diagonal batch of the vectorized Jacobian passes through (a structure rule): the
 // linear ops of a backward walk, and MatMul of a constant matrix with a diagonal column or row.
-// test_structure_rules checks each rule against the op's forward, row by row.
+// test_op_samples checks each rule against the op's forward, row by row.
 const std::set<std::string> kStructured = {
     "Identity",     "Reshape",   "Neg",      "Add",          "Sub",
     "Mul",          "RealDiv",   "TanhGrad", "SigmoidGrad",  "ReluGrad",

@@ -3,7 +3,7 @@
 // array<T>() of a strided view is a contiguous copy built once; view<T>() never copies; a
 // shared buffer is counted once; and immutability holds (a view never sees a later
 // Variable::assign, and the walk's in-place sums never write a buffer someone else can read).
-// That every op takes strided inputs is checked op by op in test_vectorized_map.cpp.
+// That every op takes strided inputs is checked op by op in test_op_samples.cpp.
 #include "support.hpp"
 
 #include <cstdint>
