@@ -39,10 +39,6 @@ std::string describe(const char* op, const std::vector<Operand>& operands);
 std::string describe(const char* op, const Tensor& x, const Tensor& y);
 std::string describe(const char* op, const Tensor& x);
 
-// Same dtype for both operands (no implicit promotion); InvalidArgument otherwise.
-void require_same_dtype(const char* op, const Tensor& x, const Tensor& y);
-void require_defined(const char* op, const Tensor& x);
-
 // The largest element count of a tensor: TF's limit (int64), so every count, offset and
 // signed dimension fits in std::int64_t.
 constexpr std::size_t kMaxElements =
