@@ -79,10 +79,6 @@ decltype(auto) with_allocation_check(const char* op, const Shape& shape, DType d
   }
 }
 
-// A rank-0 tensor of `value` in `dtype`; InvalidArgument naming `op` when the dtype cannot
-// hold the value exactly (0.5 or NaN for an integer dtype, 2 for bool).
-Tensor scalar_of(const char* op, double value, DType dtype);
-
 // Row-major strides (in elements) of a shape.
 std::vector<std::size_t> row_major_strides(const Shape& shape);
 // The element strides of an operand of shape `operand` in the index space of `out`, the shape

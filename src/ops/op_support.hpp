@@ -8,6 +8,7 @@
 
 #include "kernels/shape_util.hpp"
 #include "ops/math_kernels.hpp"
+#include "runtime/new_tensor.hpp"
 #include "runtime/operand_checks.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/math.hpp"
