@@ -1,6 +1,7 @@
-// Elementwise kernels: plain loops for small and same-shape cases (xtensor's expression
-// machinery costs more than the arithmetic on tiny tensors), xtensor/xsimd expressions for
-// large unary math, and one strided loop for NumPy broadcasting.
+// Elementwise kernels over buffers: plain loops for small and same-shape cases (xtensor's
+// expression machinery costs more than the arithmetic on tiny tensors) and one strided loop for
+// NumPy broadcasting. Writing them into new tensors, and the xtensor/xsimd expressions for
+// large unary math, is the compute layer's: ops/elementwise_tensors.hpp.
 #pragma once
 
 #include <cstddef>
@@ -8,13 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
-#include <xtensor/xnoalias.hpp>
 
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
-#include "runtime/new_tensor.hpp"
 
 namespace tapegrad::detail {
 
@@ -118,50 +116,6 @@ template <class R, class A, class B, class S, class ScalarFn>
 xt::xarray<R> map_binary(const A& a, const B& b, const S& shape, ScalarFn fn) {
   xt::xarray<R> out = xt::empty<R>(shape);
   binary_loop<R>(a, b, shape, out.size(), out.data(), fn);
-  return out;
-}
-
-// The same, built in place as a new Tensor (the fast path of the elementwise ops).
-template <class R, class A, class B, class S, class ScalarFn>
-Tensor binary_tensor(const A& a, const B& b, const S& shape, ScalarFn fn) {
-  R* o = nullptr;
-  Tensor out = new_tensor<R>(shape, o);
-  std::size_t n = 1;
-  for (auto d : shape) n *= d;
-  binary_loop<R>(a, b, shape, n, o, fn);
-  return out;
-}
-
-// out[i] = fn(a[i]) as a new Tensor; expr(a) (xtensor, vectorised by xsimd) for large inputs.
-template <class A, class ScalarFn>
-Tensor unary_tensor(const A& a, ScalarFn fn) {
-  using T = element_of<A>;
-  T* o = nullptr;
-  Tensor out = new_tensor<T>(a.shape(), o);
-  const T* in = a.data();
-  const std::size_t n = a.size();
-  for (std::size_t i = 0; i < n; ++i) o[i] = fn(in[i]);
-  return out;
-}
-
-template <class T, class ScalarFn, class ExprFn>
-Tensor unary_tensor_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
-  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
-  xt::xarray<T>* array = nullptr;
-  Tensor out = new_tensor_array<T>(a.shape(), array);
-  xt::noalias(*array) = expr(a);
-  return out;
-}
-
-// The same for a tensor's elements read in place (an xtensor adaptor over them).
-template <class T, class ScalarFn, class ExprFn>
-Tensor unary_tensor_vectorised(const KernelInput<T>& a, ScalarFn fn, ExprFn expr) {
-  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
-  xt::xarray<T>* array = nullptr;
-  Tensor out = new_tensor_array<T>(a.shape(), array);
-  const auto input = xt::adapt(a.data(), a.size(), xt::no_ownership(),
-                               xt::svector<std::size_t, 4>(a.shape().begin(), a.shape().end()));
-  xt::noalias(*array) = expr(input);
   return out;
 }
 

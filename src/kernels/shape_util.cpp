@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
-#include "runtime/tensor_impl.hpp"
+#include "tapegrad/errors.hpp"
 
 namespace tapegrad::detail {
 
@@ -99,21 +100,6 @@ void throw_resource_exhausted(const char* op, const Shape& shape, DType dtype) {
                           shape_to_string(shape) + " and dtype " + dtype_name(dtype) + " (" +
                           std::to_string(n) + " x " + std::to_string(dtype_size(dtype)) +
                           " bytes)");
-}
-
-void require_defined(const char* op, const Tensor& x) {
-  if (!x.defined()) throw InvalidArgument(std::string(op) + ": an argument is an undefined tensor");
-  const TensorImpl& impl = impl_of(x);
-  if (!impl.holds_elements) throw_variable_handle(op, impl);
-}
-
-void require_same_dtype(const char* op, const Tensor& x, const Tensor& y) {
-  require_defined(op, x);
-  require_defined(op, y);
-  if (x.dtype() != y.dtype()) {
-    throw InvalidArgument(describe(op, x, y) +
-                          ": the dtypes differ (no implicit promotion; cast one)");
-  }
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {

@@ -39,10 +39,6 @@ std::string describe(const char* op, const std::vector<Operand>& operands);
 std::string describe(const char* op, const Tensor& x, const Tensor& y);
 std::string describe(const char* op, const Tensor& x);
 
-// Same dtype for both operands (no implicit promotion); InvalidArgument otherwise.
-void require_same_dtype(const char* op, const Tensor& x, const Tensor& y);
-void require_defined(const char* op, const Tensor& x);
-
 // The largest element count of a tensor: TF's limit (int64), so every count, offset and
 // signed dimension fits in std::int64_t.
 constexpr std::size_t kMaxElements =
@@ -82,10 +78,6 @@ decltype(auto) with_allocation_check(const char* op, const Shape& shape, DType d
     throw_resource_exhausted(op, shape, dtype);
   }
 }
-
-// A rank-0 tensor of `value` in `dtype`; InvalidArgument naming `op` when the dtype cannot
-// hold the value exactly (0.5 or NaN for an integer dtype, 2 for bool).
-Tensor scalar_of(const char* op, double value, DType dtype);
 
 // Row-major strides (in elements) of a shape.
 std::vector<std::size_t> row_major_strides(const Shape& shape);

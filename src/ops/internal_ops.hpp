@@ -1,23 +1,17 @@
-// The built-in ops that are not public API, defined in src/ops/ like every other op: those
-// tapegrad's runtime records for itself, ReadVariableOp (variable_read.cpp), JacobianPack and
-// JacobianUnpack and JacobianDiagonal, JacobianDiagonalPart (array_rows.cpp), and the fused
-// activation gradients, which the activations' rules call. Others call only these functions
-// (the vectorized Jacobian's dense batch of a diagonal: functional/identity_rows.cpp); the ops'
-// definitions and rules stay in their files.
+// The built-in ops that are not public API, defined in src/ops/ like every other op:
+// JacobianPack and JacobianUnpack and JacobianDiagonal, JacobianDiagonalPart (array_rows.cpp),
+// which the Jacobians of src/derivatives/ record, and the fused activation gradients, which
+// the activations' rules call. Others call only these functions (the vectorized Jacobian's
+// dense batch of a diagonal: derivatives/identity_rows.cpp); the ops' definitions and rules
+// stay in their files. (ReadVariableOp, which the runtime records, is found by name in the
+// registry: runtime/variable_read.cpp.)
 #pragma once
 
 #include <vector>
 
 #include "tapegrad/tensor.hpp"
-#include "tapegrad/variable.hpp"
 
 namespace tapegrad::detail {
-
-// Records that variable `v` was read and gave `value` (TF's ReadVariableOp, whose gradient is
-// the identity): every tape on this thread that watches accessed variables starts watching a
-// trainable `v`, and every tape that watches `v` records, once per value, that `value` came
-// from it. Call only when a tape is active.
-void read_variable(const Variable& v, const Tensor& value);
 
 // `rows` (one shape, one floating dtype) as one tensor of `shape`, recorded as JacobianPack,
 // whose gradient splits the output gradient back into rows (JacobianUnpack, whose gradient

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/math_kernels.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/math_kernels.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/math_kernels.hpp"
+#include "runtime/new_tensor.hpp"
+#include "runtime/operand_checks.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/registry.hpp"

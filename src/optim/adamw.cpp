@@ -1,7 +1,7 @@
-// AdamW: Adam's step after a decoupled weight decay (torch.optim.AdamW's rule).
+// AdamW: Adam's step after a decoupled weight decay (torch.optim.AdamW's rule). Its
+// hyperparameters; the step itself is src/ops/training/apply_adam.cpp.
 #include <string>
 
-#include "optim/adam_update.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/optim.hpp"
 
@@ -38,21 +38,5 @@ void AdamW::set_learning_rate(double learning_rate) {
 }
 
 std::vector<std::string> AdamW::slot_names() const { return {"m", "v"}; }
-
-void AdamW::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t step) {
-  const detail::AdamRule rule{learning_rate_,
-                              beta_1_,
-                              beta_2_,
-                              epsilon_,
-                              /*epsilon_on_v_hat=*/true,
-                              weight_decay_};
-  detail::adam_update(name(), rule, variable, grad, slots, step);
-}
-
-void AdamW::update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
-                          const Tensor& summed_rows, Slots& slots, std::int64_t step) {
-  update_dense(variable, detail::densify_rows(name(), variable, unique_indices, summed_rows), slots,
-               step);
-}
 
 }  // namespace tapegrad

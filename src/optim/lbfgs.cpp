@@ -9,8 +9,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "kernels/dispatch.hpp"
-#include "kernels/shape_util.hpp"
 #include "optim/line_search.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/optim.hpp"
@@ -21,6 +19,14 @@ namespace {
 
 constexpr const char* kOp = "minimize_lbfgs";
 using Vec = std::vector<double>;
+
+// f(float{}) or f(double{}) for a float32 or float64 dtype: every tensor L-BFGS reads or writes
+// was checked to be one of the two (the variables when the problem is built, the loss at each
+// evaluation). A switch of its own: src/optim/ sees only the public headers.
+template <class F>
+decltype(auto) with_floating_type(DType dtype, F&& f) {
+  return dtype == DType::Float32 ? f(float{}) : f(double{});
+}
 
 double dot(const Vec& a, const Vec& b) {
   double sum = 0.0;
@@ -75,7 +81,7 @@ class Problem {
   void assign(const Vec& x) {
     std::size_t offset = 0;
     for (Variable& v : variables_) {
-      detail::dispatch_floating(kOp, v.dtype(), [&](auto zero) {
+      with_floating_type(v.dtype(), [&](auto zero) {
         using T = decltype(zero);
         xt::xarray<T> values = xt::empty<T>(v.shape());
         for (std::size_t i = 0; i < values.size(); ++i) {
@@ -105,7 +111,7 @@ class Problem {
                             shape_to_string(p.loss.shape()) + " and dtype " +
                             dtype_name(p.loss.dtype()));
     }
-    p.f = detail::dispatch_floating(kOp, p.loss.dtype(), [&](auto zero) {
+    p.f = with_floating_type(p.loss.dtype(), [&](auto zero) {
       return static_cast<double>(p.loss.item<decltype(zero)>());
     });
     const std::vector<Tensor> grads = tape.gradient(p.loss, variables_, UnconnectedGradients::Zero);
@@ -117,7 +123,7 @@ class Problem {
 
  private:
   static void append(Vec& out, const Tensor& t) {
-    detail::dispatch_floating(kOp, t.dtype(), [&](auto zero) {
+    with_floating_type(t.dtype(), [&](auto zero) {
       using T = decltype(zero);
       for (T v : t.array<T>()) out.push_back(static_cast<double>(v));
     });

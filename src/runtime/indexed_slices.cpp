@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/shape_util.hpp"
+#include "runtime/operand_checks.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {

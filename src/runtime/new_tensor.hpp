@@ -1,4 +1,4 @@
-// Building a new tensor in place: the kernels write straight into its storage.
+// Building a new tensor in place (the kernels write straight into its storage), and a scalar.
 #pragma once
 
 #include <memory>
@@ -36,5 +36,10 @@ Tensor new_tensor(const S& shape, T*& data) {
   data = array->data();
   return out;
 }
+
+// A rank-0 tensor of `value` in `dtype`; InvalidArgument naming `op` when the dtype cannot
+// hold the value exactly (0.5 or NaN for an integer dtype, 2 for bool). Defined in
+// runtime/tensor.cpp.
+Tensor scalar_of(const char* op, double value, DType dtype);
 
 }  // namespace tapegrad::detail

@@ -71,7 +71,7 @@ struct BatchingContext;
 // of size B) -> its outputs, each with the leading batch axis, computed by one call of the
 // batched kernel. Written with tapegrad ops, so that tapes and accumulators observe it. Generic
 // makers for the common shapes of rule are in ops/batching_support.hpp. An op without one
-// makes vectorized_map fall back to a loop (functional/vectorize.cpp).
+// makes vectorized_map fall back to a loop (derivatives/vectorize.cpp).
 using BatchingRule = std::vector<Tensor> (*)(const BatchingContext& op,
                                              const std::vector<Tensor>& inputs);
 

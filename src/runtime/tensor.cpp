@@ -12,6 +12,7 @@
 #include "kernels/int_arith.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_copy.hpp"
+#include "runtime/new_tensor.hpp"
 
 namespace tapegrad {
 

@@ -6,12 +6,12 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
-#include "ops/internal_ops.hpp"
 #include "runtime/in_place.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "runtime/variable_observer.hpp"
+#include "runtime/variable_read.hpp"
 
 namespace tapegrad {
 namespace detail {

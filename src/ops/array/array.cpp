@@ -10,9 +10,9 @@
 #include <string>
 
 #include "kernels/dispatch.hpp"
-#include "kernels/elementwise.hpp"
 #include "kernels/strided_cursor.hpp"
 #include "ops/batching_support.hpp"
+#include "ops/elementwise_tensors.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"

@@ -10,6 +10,7 @@
 
 #include "kernels/shape_util.hpp"
 #include "runtime/op_trace.hpp"
+#include "runtime/operand_checks.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"

@@ -7,11 +7,11 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/math_kernels.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/math_kernels.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/ops/array.hpp"

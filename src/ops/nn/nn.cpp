@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/math_kernels.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
+#include "ops/math_kernels.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "tapegrad/ops/array.hpp"

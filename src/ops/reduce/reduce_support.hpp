@@ -9,6 +9,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/reduce_kernel.hpp"
 #include "runtime/forward_context.hpp"
+#include "runtime/operand_checks.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/array.hpp"

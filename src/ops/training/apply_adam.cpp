@@ -1,17 +1,35 @@
-// Adam's and AdamW's shared step (see adam_update.hpp).
-#include "optim/adam_update.hpp"
-
+// Adam's and AdamW's step (TF's training op ResourceApplyAdam): one step of m, v and the
+// variable, in the variable's dtype, in their own buffers when no one else holds them (plain
+// loops: an update is never differentiated). Among the ops, not in src/optim/, because the
+// in-place update is the runtime's (runtime/in_place.hpp); the optimizers' hyperparameters
+// and slots stay in src/optim/.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/dispatch.hpp"
 #include "runtime/in_place.hpp"
+#include "runtime/op_definition.hpp"
+#include "tapegrad/optim.hpp"
 
-namespace tapegrad::detail {
+namespace tapegrad {
 
 namespace {
+
+struct AdamRule {
+  double learning_rate;
+  double beta_1;
+  double beta_2;
+  double epsilon;
+  // false: Keras's rule, epsilon added to sqrt(v) after folding the bias corrections into the
+  // learning rate; true: PyTorch's, epsilon added to sqrt(v_hat).
+  bool epsilon_on_v_hat;
+  // AdamW's decoupled decay: w *= 1 - learning_rate * weight_decay first (0: none).
+  double weight_decay;
+};
 
 template <class T>
 struct AdamConstants {
@@ -60,20 +78,20 @@ void adam_pass(T* w, T* m, T* v, const T* g, std::size_t n, const AdamConstants<
   for (; i < n; ++i) adam_element<kDecay, kEpsilonOnVHat>(w[i], m[i], v[i], g[i], c);
 }
 
-}  // namespace
-
+// One step at `step` (1-based) of `variable` from the dense gradient `grad` (the variable's
+// shape and dtype, checked by the caller); slots[0] is m, slots[1] is v.
 void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable,
                  const Tensor& grad, std::vector<Tensor>& slots, std::int64_t step) {
   const double t = static_cast<double>(step);
   const double correction_1 = 1.0 - std::pow(rule.beta_1, t);
   const double correction_2 = 1.0 - std::pow(rule.beta_2, t);
-  dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
+  detail::dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
     // m and v in the optimizer's own buffers, unless someone holds them (a checkpoint being
     // written): then on copies that replace them.
-    T* m = elements_to_overwrite<T>(slots[0]);
-    T* v = elements_to_overwrite<T>(slots[1]);
-    const T* g = kernel_data<T>(grad);
+    T* m = detail::elements_to_overwrite<T>(slots[0]);
+    T* v = detail::elements_to_overwrite<T>(slots[1]);
+    const T* g = detail::kernel_data<T>(grad);
     const T b1 = static_cast<T>(rule.beta_1), b2 = static_cast<T>(rule.beta_2);
     const T eps = static_cast<T>(rule.epsilon);
     // 1 - beta in the variable's dtype (Keras) or rounded from double (PyTorch): the two
@@ -86,8 +104,8 @@ void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable
     const T root_correction_2 = static_cast<T>(std::sqrt(correction_2));
     const AdamConstants<T> c{b1,   b2, one_minus_b1, one_minus_b2,     eps,
                              keep, a,  step_size,    root_correction_2};
-    update_variable(variable, [&](Tensor& value) {
-      T* w = elements_to_overwrite<T>(value);
+    detail::update_variable(variable, [&](Tensor& value) {
+      T* w = detail::elements_to_overwrite<T>(value);
       const std::size_t n = value.size();
       const bool decay = rule.weight_decay != 0.0;
       if (rule.epsilon_on_v_hat) {
@@ -101,9 +119,11 @@ void adam_update(const char* optimizer, const AdamRule& rule, Variable& variable
   });
 }
 
+// The dense gradient of `variable`'s shape holding `summed_rows` at `unique_indices` and
+// zeros elsewhere (TF's non-lazy Adam treats a sparse gradient as this).
 Tensor densify_rows(const char* optimizer, const Variable& variable,
                     const std::vector<std::int64_t>& unique_indices, const Tensor& summed_rows) {
-  return dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
+  return detail::dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const Shape shape = variable.shape();
     std::size_t width = 1;
@@ -118,4 +138,35 @@ Tensor densify_rows(const char* optimizer, const Variable& variable,
   });
 }
 
-}  // namespace tapegrad::detail
+}  // namespace
+
+void Adam::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t step) {
+  const AdamRule rule{learning_rate_, beta_1_, beta_2_, epsilon_, pytorch_epsilon_, 0.0};
+  adam_update(name(), rule, variable, grad, slots, step);
+}
+
+void Adam::update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                         const Tensor& summed_rows, Slots& slots, std::int64_t step) {
+  // TF's Adam decays m and v on every row, then adds the (deduplicated) rows: the same as the
+  // dense update with zeros in the rows not named.
+  update_dense(variable, densify_rows(name(), variable, unique_indices, summed_rows), slots, step);
+}
+
+void AdamW::update_dense(Variable& variable, const Tensor& grad, Slots& slots, std::int64_t step) {
+  const AdamRule rule{learning_rate_,
+                      beta_1_,
+                      beta_2_,
+                      epsilon_,
+                      /*epsilon_on_v_hat=*/true,
+                      weight_decay_};
+  adam_update(name(), rule, variable, grad, slots, step);
+}
+
+void AdamW::update_sparse(Variable& variable, const std::vector<std::int64_t>& unique_indices,
+                          const Tensor& summed_rows, Slots& slots, std::int64_t step) {
+  update_dense(variable, densify_rows(name(), variable, unique_indices, summed_rows), slots, step);
+}
+
+}  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(apply_adam)

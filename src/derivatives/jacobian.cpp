@@ -3,7 +3,7 @@
 // Vectorized (JacobianOptions::vectorize, the default): the backward walk, as a function of
 // the target's output gradient u, is vectorized_map-ped over the rows of the identity (every
 // op the walk runs on u is traced, then replayed once with the ops' batching rules:
-// functional/vectorize.hpp), in passes of parallel_iterations rows. Otherwise a loop over
+// derivatives/vectorize.hpp), in passes of parallel_iterations rows. Otherwise a loop over
 // target elements: one backward run per row, seeded with a one-hot output gradient. Either way
 // the walk is planned once (detail::plan_backward) and re-run, so the pruning, the use counts
 // and the validation are not redone for every row. The rows are
@@ -12,7 +12,7 @@
 // differentiable.
 #include <algorithm>
 
-#include "functional/vectorize.hpp"
+#include "derivatives/vectorize.hpp"
 #include "kernels/dispatch.hpp"
 #include "ops/internal_ops.hpp"
 #include "runtime/imperative_grad.hpp"

@@ -3,8 +3,8 @@
 #include <optional>
 #include <string>
 
-#include "functional/function_result.hpp"
-#include "functional/vectorize.hpp"
+#include "derivatives/function_result.hpp"
+#include "derivatives/vectorize.hpp"
 #include "tapegrad/forward.hpp"
 #include "tapegrad/ops/array.hpp"
 
@@ -58,7 +58,7 @@ Tensor jacobian_forward(const std::function<Tensor(const Tensor&)>& f, const Ten
     return zeros(shape, y.dtype());
   }
   // Column j is the derivative along the j-th basis vector of x's space. The columns are one
-  // vectorized pass (functional/vectorize.hpp): the tangent computation is traced for two
+  // vectorized pass (derivatives/vectorize.hpp): the tangent computation is traced for two
   // basis vectors and replayed over all of them at once by the ops' batching rules, with the
   // identity kept diagonal while the ops allow it; an op without a batching rule makes it a
   // loop of one accumulator per column (with vectorized_map's one-time warning).

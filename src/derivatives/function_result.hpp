@@ -1,4 +1,5 @@
-// What every functional form checks of the function it differentiates.
+// What every functional form checks of the function it differentiates (the forms are all in
+// src/derivatives/, so this is private to it).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "functional/identity_rows.hpp"
+#include "derivatives/identity_rows.hpp"
 
 #include "ops/internal_ops.hpp"
 

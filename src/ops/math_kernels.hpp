@@ -7,8 +7,9 @@
 #include <type_traits>
 
 #include "kernels/dispatch.hpp"
-#include "kernels/elementwise.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/elementwise_tensors.hpp"
+#include "runtime/operand_checks.hpp"
 
 namespace tapegrad::detail {
 

@@ -1,9 +1,12 @@
-// The functional forms: each builds its own tapes around one call of f.
+// The functional forms: each builds its own tapes around one call of f. In src/derivatives/
+// because make_vjp keeps a bare tape past the call (the tape's internals), and the forms share
+// their check of f's result (function_result.hpp) with forward.cpp, whose jacobian_forward
+// runs on the vectorized trace.
 #include "tapegrad/functional.hpp"
 
 #include <string>
 
-#include "functional/function_result.hpp"
+#include "derivatives/function_result.hpp"
 #include "runtime/imperative_grad.hpp"
 #include "runtime/tape_stack.hpp"
 #include "tapegrad/ops/array.hpp"

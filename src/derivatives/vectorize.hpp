@@ -35,7 +35,7 @@ std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>
 // floating dtype), the results reshaped into `final_shapes` (one per output of fn, each with
 // the output's element count; e.g. target.shape ++ source.shape for a Jacobian). A
 // single-pass replay never builds the identity: the values derived from it linearly stay
-// diagonals (n numbers: functional/identity_rows.hpp) while their ops allow it, and an output
+// diagonals (n numbers: derivatives/identity_rows.hpp) while their ops allow it, and an output
 // still diagonal at the end is written once, in its final shape. The identity is built only
 // when an op needs it dense, for a loop fallback, or for passes of rows_per_pass < n rows.
 std::vector<Tensor> vectorize_over_identity(const BatchFunction& fn, const Shape& example,

@@ -1,12 +1,12 @@
 // vectorized_map's engine: trace fn on two slices, check the traces agree, replay the trace
 // with the ops' batching rules (a loop when that cannot be done). See vectorize.hpp.
-#include "functional/vectorize.hpp"
+#include "derivatives/vectorize.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
-#include "functional/identity_rows.hpp"
+#include "derivatives/identity_rows.hpp"
 #include "kernels/dispatch.hpp"
 #include "runtime/batching_context.hpp"
 #include "runtime/op_trace.hpp"

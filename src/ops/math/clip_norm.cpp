@@ -1,11 +1,13 @@
 // clip_by_norm and clip_by_global_norm: compositions of differentiable ops (no op of their
-// own), so their gradients and higher derivatives are those of the parts.
+// own), so their gradients and higher derivatives are those of the parts. Declared with the
+// optimizers (tapegrad/optim.hpp), but ops like norm (TF's clip_ops): they live here, where
+// they validate their operands as every op does (require_defined, describe, normalize_axes).
 #include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "kernels/shape_util.hpp"
+#include "ops/op_support.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
@@ -83,3 +85,5 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
 }
 
 }  // namespace tapegrad
+
+TAPEGRAD_OP_SOURCE(clip_norm)
