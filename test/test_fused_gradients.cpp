@@ -310,7 +310,7 @@ TEST_CASE("the vectorized Jacobian keeps a diagonal seed diagonal through each f
     structured[1].diagonal = d;
     const std::vector<Shape> output_shapes{x.shape()};
     const std::vector<DType> output_dtypes{x.dtype()};
-    const detail::StructureContext context{{op, nullptr, output_shapes, output_dtypes}};
+    const detail::StructureContext context{{{op, nullptr}, output_shapes, output_dtypes}};
     const auto diagonal = op.structure_rule(context, structured, {v, Tensor()});
     REQUIRE(diagonal.has_value());
     REQUIRE(diagonal->size() == 1);

@@ -510,7 +510,7 @@ TEST_CASE("each structure rule equals its op's forward on the one-hot rows, exac
       const std::vector<Shape> output_shapes{sc.output};
       const std::vector<DType> output_dtypes{DType::Float64};
       const Attrs* attrs = sc.attrs ? &*sc.attrs : nullptr;
-      const detail::StructureContext context{{op, attrs, output_shapes, output_dtypes}};
+      const detail::StructureContext context{{{op, attrs}, output_shapes, output_dtypes}};
       const auto result = op.structure_rule(context, structured, constants);
       ++checked;
       if (sc.expected.empty()) {
@@ -528,7 +528,7 @@ TEST_CASE("each structure rule equals its op's forward on the one-hot rows, exac
       // The op's forward on each one-hot row (its replay rule calls it as the eager call did).
       std::vector<Tensor> rows;
       for (std::size_t b = 0; b < n; ++b) {
-        const detail::ReplayContext replay{op, attrs, output_shapes, output_dtypes};
+        const detail::ReplayContext replay{{op, attrs}, output_shapes, output_dtypes};
         rows.push_back(op.replay_rule(replay, row_inputs(sc, b))[0]);
       }
       const Tensor by_rows = stack(rows, 0);

@@ -124,7 +124,7 @@ TEST_CASE("batch_into_first_axis merges the batch into the examples axis, or loo
   for (const bool weight_batched : {false, true}) {
     INFO("weight batched: " << weight_batched);
     const std::vector<bool> batched{true, weight_batched};
-    const detail::BatchingContext context{op, nullptr, batched, kBatch, shapes, dtypes};
+    const detail::BatchingContext context{{op, nullptr}, batched, kBatch, shapes, dtypes};
     const std::vector<Tensor> out =
         detail::batch_into_first_axis<&rows_times>(context, {x, weight_batched ? ws : w});
     REQUIRE(out.size() == 1);
@@ -139,7 +139,7 @@ TEST_CASE("ReadVariableOp's batching rule passes the batch on", "[vectorized_map
   const std::vector<bool> batched{true};
   const std::vector<Shape> shapes{{2}};
   const std::vector<DType> dtypes{DType::Float64};
-  const detail::BatchingContext context{op, nullptr, batched, kBatch, shapes, dtypes};
+  const detail::BatchingContext context{{op, nullptr}, batched, kBatch, shapes, dtypes};
   const std::vector<Tensor> out = op.batching_rule(context, {x});
   REQUIRE(out.size() == 1);
   require_same(out[0], x, 0);

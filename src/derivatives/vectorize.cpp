@@ -207,7 +207,8 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         structured.push_back(is_value ? values[in.value] : StructuredValue{});
         constants.push_back(is_value ? Tensor() : in.constant);
       }
-      const StructureContext context{{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes}};
+      const StructureContext context{
+          {{*op.op, op.attrs.get()}, op.output_shapes, op.output_dtypes}};
       structured_outputs = structure_rule(context, structured, constants);
     }
     std::vector<Tensor> outputs;
@@ -219,8 +220,8 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         inputs.push_back(is_value ? dense(values[in.value]) : in.constant);
         batched.push_back(is_value);
       }
-      const BatchingContext context{*op.op, op.attrs.get(),   batched,
-                                    batch,  op.output_shapes, op.output_dtypes};
+      const BatchingContext context{
+          {*op.op, op.attrs.get()}, batched, batch, op.output_shapes, op.output_dtypes};
       outputs = batching_rule_of(*op.op)(context, inputs);
     }
     const char* rule = structured_outputs ? "structure" : "batching";

@@ -13,20 +13,16 @@
 
 namespace tapegrad::detail {
 
-// The op as it ran on one example (a slice of the batch), and which of the inputs handed to
-// the rule now carry the extra leading batch axis of size `batch_size` (the others are the
-// example's own values, shared by every row). Lives for the rule's call only.
-struct BatchingContext {
-  const OpDefinition& op;
-  const Attrs* recorded_attrs;       // null when the op recorded none
+// The op as it ran on one example (a slice of the batch): its definition and attributes
+// (OpView), and which of the inputs handed to the rule now carry the extra leading batch axis
+// of size `batch_size` (the others are the example's own values, shared by every row).
+struct BatchingContext : OpView {
   const std::vector<bool>& batched;  // one per input
   std::size_t batch_size;
   const std::vector<Shape>& output_shapes;  // the outputs of one example (no batch axis)
   const std::vector<DType>& output_dtypes;
 
   bool is_batched(std::size_t input) const { return batched[input]; }
-  // The attributes (an empty set when the op recorded none), as every rule reads them.
-  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
   // [batch_size] ++ the example shape of output j.
   Shape batched_output_shape(std::size_t j) const;
 };

@@ -6,15 +6,10 @@
 
 namespace tapegrad::detail {
 
-// The op as it just ran: its inputs, outputs and attributes. Lives for the rule's call only.
-struct ForwardContext {
-  const OpDefinition& op;
+// The op as it just ran: its definition and attributes (OpView), its inputs and outputs.
+struct ForwardContext : OpView {
   OpInputs inputs;
   OpOutputs outputs;
-  const Attrs* recorded_attrs;  // null when the op recorded none
-
-  // The attributes (an empty set when the op recorded none), as every rule reads them.
-  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
 };
 
 // The op's forward rule, as forward mode asks for it: a built-in op's own (null when it has

@@ -110,7 +110,7 @@ std::vector<Tensor> output_tangents_of(const OpDefinition& op, OpInputs inputs, 
   const bool has_custom_backward = custom_backward != nullptr && *custom_backward;
   const ForwardRule forward_rule = forward_rule_of(op);
   if (forward_rule != nullptr && !has_custom_backward && !generic_fallback_forced) {
-    return forward_rule(ForwardContext{op, inputs, outputs, attrs}, input_tangents);
+    return forward_rule(ForwardContext{{op, attrs}, inputs, outputs}, input_tangents);
   }
   if (!has_custom_backward) {
     if (op.kind == GradientKind::NotDifferentiable) return std::vector<Tensor>(outputs.size());

@@ -291,7 +291,7 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
 
 // One op through its replay rule, its outputs stored in `values`.
 void replay_op(const TracedOp& op, const std::vector<Tensor>& inputs, std::vector<Tensor>& values) {
-  const ReplayContext context{*op.op, op.attrs.get(), op.output_shapes, op.output_dtypes};
+  const ReplayContext context{{*op.op, op.attrs.get()}, op.output_shapes, op.output_dtypes};
   ReplayOutputs outputs = op.op->replay_rule(context, inputs);
   if (outputs.size() != op.outputs.size()) {
     throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +

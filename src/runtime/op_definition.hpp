@@ -201,9 +201,20 @@ constexpr OpDefinition with_structure(OpDefinition definition, StructureRule rul
   return definition;
 }
 
-// `*recorded`, or an empty set when the op recorded no attributes: what every rule's context
-// returns from attrs().
+// `*recorded`, or an empty set when the op recorded no attributes.
 const Attrs& attrs_or_empty(const Attrs* recorded);
+
+// What every built-in rule but the gradient sees of its op, read the same way whatever the rule:
+// the definition and the recorded attributes. The forward, batching, replay and structure
+// contexts extend it with what their rule adds (the gradient's OpContext, a public class that
+// user primitives see too, has the same attrs()). Lives for the rule's call only.
+struct OpView {
+  const OpDefinition& op;
+  const Attrs* recorded_attrs;  // null when the op recorded none
+
+  // The attributes (an empty set when the op recorded none).
+  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
+};
 
 // Adds one built-in definition to the registry (runtime/op_registry.cpp) during static
 // initialisation; TAPEGRAD_BUILTIN_OP makes one beside each definition.

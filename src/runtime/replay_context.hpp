@@ -12,17 +12,12 @@
 
 namespace tapegrad::detail {
 
-// The op as a Function traced it: its recorded attributes and its outputs' shapes and dtypes
-// (a replay's inputs have the traced shapes and dtypes, so its outputs have these). Lives for
-// the rule's call only.
-struct ReplayContext {
-  const OpDefinition& op;
-  const Attrs* recorded_attrs;  // null when the op recorded none
+// The op as a Function traced it: its definition and attributes (OpView), and its outputs'
+// shapes and dtypes (a replay's inputs have the traced shapes and dtypes, so its outputs have
+// these).
+struct ReplayContext : OpView {
   const std::vector<Shape>& output_shapes;
   const std::vector<DType>& output_dtypes;
-
-  // The attributes (an empty set when the op recorded none), as every rule reads them.
-  const Attrs& attrs() const { return attrs_or_empty(recorded_attrs); }
 };
 
 // A replay rule's outputs: up to two held inline, so that the common op (one output) costs a
