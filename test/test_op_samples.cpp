@@ -1,11 +1,13 @@
 // Every generic check on every op sample (test/samples/: one file per family of src/ops/): the
 // gradient against central differences to first and second order, every supported dtype
-// against float64, the forward rule against the transpose of the gradient, the batching rule
-// against a loop (values, per-example gradients, empty batches, strided views, a Function's
-// replay), the structure rule against the op's forward on one-hot rows, and the op's misuse
-// cases. The coverage tests fail when a registered op has no sample, or an op's rule no
+// against float64 (the integer ones exactly, on integer-valued inputs; an op that declares no
+// integer dtype must reject integers), the forward rule against the transpose of the gradient, the
+// batching rule against a loop (values, per-example gradients, empty batches, strided views, a
+// Function's replay), the structure rule against the op's forward on one-hot rows, and the op's
+// misuse cases. The coverage tests fail when a registered op has no sample, or an op's rule no
 // sample that checks it. Each check names the sample it fails on.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -242,6 +244,93 @@ TEST_CASE("each op in every supported dtype agrees with float64", "[samples][dty
     }
   }
   CHECK(checked >= 139);
+}
+
+namespace {
+
+// The sample's inputs with each floating one made integer-valued, round(8 x), in float64; an
+// x that is not zero stays nonzero of its sign (so that divisors stay nonzero and positive
+// inputs positive); index inputs stay as they are.
+std::vector<Tensor> integer_valued_inputs(const OpSample& s) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : s.inputs) {
+    if (!is_floating(x.dtype())) {
+      out.push_back(x);
+      continue;
+    }
+    std::vector<double> v = values(x);
+    for (double& e : v) {
+      const double r = std::round(8.0 * e);
+      e = (r == 0.0 && e != 0.0) ? (e > 0.0 ? 1.0 : -1.0) : r;
+    }
+    out.push_back(from_values(v, x.shape(), DType::Float64));
+  }
+  return out;
+}
+
+std::vector<Tensor> cast_floating(const std::vector<Tensor>& inputs, DType dtype) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : inputs) out.push_back(is_floating(x.dtype()) ? cast(x, dtype) : x);
+  return out;
+}
+
+}  // namespace
+
+// Each integer dtype a sample declares (with_integers): the op on its integer-valued floating
+// inputs cast to it gives that dtype where float64 gives float64 (bool stays bool) and exactly
+// the float64 values on the same inputs, which must themselves be integers. Where the op's
+// integer result differs from the real one on purpose (integer division and means truncate
+// toward zero), the sample's integer_reference gives that documented result instead.
+TEST_CASE("each op in every supported integer dtype agrees exactly with float64",
+          "[samples][dtypes]") {
+  std::size_t checked = 0;
+  for (const OpSample& s : all_samples()) {
+    if (s.integer_dtypes.empty()) continue;
+    const std::vector<Tensor> integral = integer_valued_inputs(s);
+    const Outputs reference = s.integer_reference ? s.integer_reference(integral) : s.run(integral);
+    for (DType dtype : s.integer_dtypes) {
+      INFO(label(s) << " in " << dtype_name(dtype));
+      const Outputs got = s.run(cast_floating(integral, dtype));
+      REQUIRE(got.size() == reference.size());
+      for (std::size_t j = 0; j < got.size(); ++j) {
+        INFO("output " << j);
+        const DType expected =
+            reference[j].dtype() == DType::Float64 ? dtype : reference[j].dtype();
+        CHECK(got[j].dtype() == expected);
+        REQUIRE(got[j].shape() == reference[j].shape());
+        const std::vector<double> want = values(reference[j]);
+        for (double v : want) CHECK(v == std::round(v));
+        CHECK(values(got[j]) == want);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked >= 110);
+}
+
+// The converse, so that the declarations cannot rot: a sample without integer dtypes whose op
+// takes floating inputs rejects them cast to int32 with InvalidArgument naming the dtype; one
+// whose integer run reaches no op (integers_unreached: a tape gives integers no gradient)
+// gives an undefined output instead.
+TEST_CASE("each op without integer dtypes rejects integer inputs", "[samples][dtypes]") {
+  std::size_t rejected = 0;
+  std::size_t unreached = 0;
+  for (const OpSample& s : all_samples()) {
+    if (!s.integer_dtypes.empty() || floating_inputs(s).empty()) continue;
+    const std::vector<Tensor> inputs = cast_floating(integer_valued_inputs(s), DType::Int32);
+    if (!s.integers_unreached.empty()) {
+      INFO(label(s) << " on int32 inputs: " << s.integers_unreached);
+      const Outputs got = s.run(inputs);
+      CHECK(std::any_of(got.begin(), got.end(), [](const Tensor& y) { return !y.defined(); }));
+      ++unreached;
+      continue;
+    }
+    testing::expect_misuse<InvalidArgument>(label(s) + " on int32 inputs",
+                                            [&s, &inputs] { s.run(inputs); }, {"dtype int32"});
+    ++rejected;
+  }
+  CHECK(rejected >= 82);
+  CHECK(unreached >= 4);
 }
 
 // ---- forward rules ----------------------------------------------------------------------------

@@ -47,6 +47,19 @@ OpSample named(OpSample s, std::string variant) {
   return s;
 }
 
+OpSample with_integers(OpSample s, RunFn integer_reference) {
+  s.integer_dtypes = {DType::Int32, DType::Int64};
+  s.integer_reference = std::move(integer_reference);
+  return s;
+}
+
+OpSample integers_unreached(OpSample s, std::string reason) {
+  s.integers_unreached = std::move(reason);
+  return s;
+}
+
+Tensor truncated_toward_zero(const Tensor& q) { return multiply(sign(q), floor(abs(q))); }
+
 namespace {
 
 OpSample& sample_of(std::vector<OpSample>& samples, const std::string& op,

@@ -20,59 +20,66 @@ std::vector<OpSample> op_samples() {
   const std::string positions = "its output is integer positions";
   std::vector<OpSample> s;
   // array.cpp
-  s.push_back(no_second_order(unary_sample("Identity", tapegrad::identity, a), linear));
-  s.push_back(not_differentiable(unary_sample("StopGradient", tapegrad::stop_gradient, a),
-                                 "it stops gradients by definition"));
-  s.push_back(no_second_order(sample("Reshape", {a},
-                                     [](const auto& in) {
-                                       return Outputs{reshape(in[0], {3, 2})};
-                                     }),
-                              linear));
-  s.push_back(no_second_order(
-      sample("Transpose", {a}, [](const auto& in) { return Outputs{transpose(in[0])}; }), linear));
-  s.push_back(no_second_order(sample("BroadcastTo", {row},
-                                     [](const auto& in) {
-                                       return Outputs{broadcast_to(in[0], {2, 3})};
-                                     }),
-                              linear));
+  s.push_back(
+      with_integers(no_second_order(unary_sample("Identity", tapegrad::identity, a), linear)));
+  s.push_back(
+      with_integers(not_differentiable(unary_sample("StopGradient", tapegrad::stop_gradient, a),
+                                       "it stops gradients by definition")));
+  s.push_back(with_integers(no_second_order(sample("Reshape", {a},
+                                                   [](const auto& in) {
+                                                     return Outputs{reshape(in[0], {3, 2})};
+                                                   }),
+                                            linear)));
+  s.push_back(with_integers(no_second_order(
+      sample("Transpose", {a}, [](const auto& in) { return Outputs{transpose(in[0])}; }), linear)));
+  s.push_back(with_integers(no_second_order(sample("BroadcastTo", {row},
+                                                   [](const auto& in) {
+                                                     return Outputs{broadcast_to(in[0], {2, 3})};
+                                                   }),
+                                            linear)));
   // array_gather.cpp
-  s.push_back(no_second_order(
+  s.push_back(with_integers(no_second_order(
       sample("GatherV2", {a, ids}, [](const auto& in) { return Outputs{gather(in[0], in[1], 1)}; }),
-      linear));
-  s.push_back(no_second_order(
+      linear)));
+  s.push_back(with_integers(no_second_order(
       sample("UnsortedSegmentSum", {random_tensor({3, 2}, 5), ids},
              [](const auto& in) { return Outputs{unsorted_segment_sum(in[0], in[1], 3)}; }),
-      linear));
+      linear)));
   // array_join.cpp, array_slice.cpp
-  s.push_back(
+  s.push_back(with_integers(
       no_second_order(sample("ConcatV2", {a, b, row},
                              [](const auto& in) {
                                return Outputs{concat({in[0], in[1], reshape(in[2], {1, 3})}, 0)};
                              }),
-                      linear));
-  s.push_back(no_second_order(
-      sample("Split", {a}, [](const auto& in) { return split(in[0], 3, 1); }), linear));
-  s.push_back(no_second_order(sample("Slice", {a},
-                                     [](const auto& in) {
-                                       return Outputs{slice(in[0], {1, 1}, {1, 2})};
-                                     }),
-                              linear));
+                      linear)));
+  s.push_back(with_integers(no_second_order(
+      sample("Split", {a}, [](const auto& in) { return split(in[0], 3, 1); }), linear)));
+  s.push_back(with_integers(no_second_order(sample("Slice", {a},
+                                                   [](const auto& in) {
+                                                     return Outputs{slice(in[0], {1, 1}, {1, 2})};
+                                                   }),
+                                            linear)));
   // SliceGrad runs as slice's gradient, with the watched output gradient as its input.
-  s.push_back(no_second_order(sample("SliceGrad", {random_tensor({1, 2}, 6)},
-                                     [a64 = a](const auto& in) {
-                                       // a in the output gradient's dtype, for the other-dtype runs
-                                       const Tensor a = cast(a64, in[0].dtype());
-                                       GradientTape tape;
-                                       tape.watch(a);
-                                       const Tensor y = slice(a, {1, 1}, {1, 2});
-                                       return tape.gradient({y}, {a}, {in[0]});
-                                     }),
-                              linear));
-  s.push_back(no_second_order(sample("Tile", {a},
-                                     [](const auto& in) {
-                                       return Outputs{tile(in[0], {2, 1})};
-                                     }),
-                              linear));
+  const std::string no_integer_gradient =
+      "a tape gives an integer tensor no gradient (GradientTape::watch warns): the op is not "
+      "reached";
+  s.push_back(integers_unreached(no_second_order(sample("SliceGrad", {random_tensor({1, 2}, 6)},
+                                                        [a64 = a](const auto& in) {
+                                                          // a in the output gradient's dtype, for
+                                                          // the other-dtype runs
+                                                          const Tensor a = cast(a64, in[0].dtype());
+                                                          GradientTape tape;
+                                                          tape.watch(a);
+                                                          const Tensor y = slice(a, {1, 1}, {1, 2});
+                                                          return tape.gradient({y}, {a}, {in[0]});
+                                                        }),
+                                                 linear),
+                                 no_integer_gradient));
+  s.push_back(with_integers(no_second_order(sample("Tile", {a},
+                                                   [](const auto& in) {
+                                                     return Outputs{tile(in[0], {2, 1})};
+                                                   }),
+                                            linear)));
   // array_rows.cpp: end to end, and interleaved as 3 blocks of 1 ([3, 2]: out[o, r] =
   // rows[r][o]); JacobianUnpack runs as pack_rows's gradient.
   s.push_back(no_second_order(sample("JacobianPack", {row, random_tensor({3}, 7)},
@@ -107,72 +114,78 @@ std::vector<OpSample> op_samples() {
              [](const auto& in) { return Outputs{detail::diagonal_blocks_part(in[0], 3, {6})}; }),
       linear));
   // array_sort.cpp, array_scan.cpp: PutAlongAxis runs as sort's gradient.
-  s.push_back(no_second_order(
+  s.push_back(with_integers(no_second_order(
       sample("TakeAlongAxis", {a}, [](const auto& in) { return Outputs{sort(in[0], 0, true)}; }),
-      "piecewise linear (a permutation of x)"));
-  s.push_back(no_second_order(sample("PutAlongAxis", {b},
-                                     [a64 = a](const auto& in) {
-                                       // a in the output gradient's dtype, for the other-dtype runs
-                                       const Tensor a = cast(a64, in[0].dtype());
-                                       GradientTape tape;
-                                       tape.watch(a);
-                                       return tape.gradient({sort(a, 1)}, {a}, {in[0]});
-                                     }),
-                              linear));
-  s.push_back(not_differentiable(
+      "piecewise linear (a permutation of x)")));
+  s.push_back(integers_unreached(no_second_order(sample("PutAlongAxis", {b},
+                                                        [a64 = a](const auto& in) {
+                                                          // a in the output gradient's dtype, for
+                                                          // the other-dtype runs
+                                                          const Tensor a = cast(a64, in[0].dtype());
+                                                          GradientTape tape;
+                                                          tape.watch(a);
+                                                          return tape.gradient({sort(a, 1)}, {a},
+                                                                               {in[0]});
+                                                        }),
+                                                 linear),
+                                 no_integer_gradient));
+  s.push_back(with_integers(not_differentiable(
       sample("ArgSort", {a}, [](const auto& in) { return Outputs{argsort(in[0], -1)}; }),
-      positions));
-  s.push_back(no_second_order(
+      positions)));
+  s.push_back(with_integers(no_second_order(
       sample("Cumsum", {a}, [](const auto& in) { return Outputs{cumsum(in[0], 1, true, true)}; }),
-      linear));
+      linear)));
   // The third with zeros in x: the exact partials instead of TF's division by x.
-  s.push_back(sample("Cumprod", {positive({2, 3}, 4)}, [](const auto& in) {
+  s.push_back(with_integers(sample("Cumprod", {positive({2, 3}, 4)}, [](const auto& in) {
     const Tensor holes = from_values({1, 0, 1, 0, 1, 1}, {2, 3}, in[0].dtype());
     return Outputs{cumprod(in[0], 1), cumprod(in[0], 0, true, true),
                    cumprod(multiply(in[0], holes), 1, false, true)};
-  }));
-  s.push_back(no_second_order(sample("ReverseV2", {a},
-                                     [](const auto& in) {
-                                       return Outputs{reverse(in[0], {0, 1})};
-                                     }),
-                              linear));
+  })));
+  s.push_back(with_integers(no_second_order(sample("ReverseV2", {a},
+                                                   [](const auto& in) {
+                                                     return Outputs{reverse(in[0], {0, 1})};
+                                                   }),
+                                            linear)));
   // array_pad.cpp: MirrorPadGrad runs as a mirror pad's gradient.
-  s.push_back(
+  s.push_back(with_integers(
       no_second_order(sample("PadV2", {a},
                              [](const auto& in) {
                                return Outputs{pad(in[0], {{1, 0}, {0, 2}}, PadMode::Constant, 3)};
                              }),
-                      linear));
-  s.push_back(no_second_order(sample("MirrorPad", {a},
-                                     [](const auto& in) {
-                                       return Outputs{
-                                           pad(in[0], {{1, 1}, {2, 1}}, PadMode::Reflect),
-                                           pad(in[0], {{2, 0}, {0, 3}}, PadMode::Symmetric)};
-                                     }),
-                              linear));
-  s.push_back(no_second_order(sample("MirrorPadGrad", {random_tensor({4, 6}, 13)},
-                                     [a64 = a](const auto& in) {
-                                       // a in the output gradient's dtype, for the other-dtype runs
-                                       const Tensor a = cast(a64, in[0].dtype());
-                                       GradientTape tape;
-                                       tape.watch(a);
-                                       const Tensor y = pad(a, {{1, 1}, {2, 1}}, PadMode::Reflect);
-                                       return tape.gradient({y}, {a}, {in[0]});
-                                     }),
-                              linear));
+                      linear)));
+  s.push_back(with_integers(
+      no_second_order(sample("MirrorPad", {a},
+                             [](const auto& in) {
+                               return Outputs{pad(in[0], {{1, 1}, {2, 1}}, PadMode::Reflect),
+                                              pad(in[0], {{2, 0}, {0, 3}}, PadMode::Symmetric)};
+                             }),
+                      linear)));
+  s.push_back(integers_unreached(
+      no_second_order(sample("MirrorPadGrad", {random_tensor({4, 6}, 13)},
+                             [a64 = a](const auto& in) {
+                               // a in the output gradient's dtype, for the other-dtype runs
+                               const Tensor a = cast(a64, in[0].dtype());
+                               GradientTape tape;
+                               tape.watch(a);
+                               const Tensor y = pad(a, {{1, 1}, {2, 1}}, PadMode::Reflect);
+                               return tape.gradient({y}, {a}, {in[0]});
+                             }),
+                      linear),
+      no_integer_gradient));
   // array_scatter.cpp
-  s.push_back(no_second_order(
+  s.push_back(with_integers(no_second_order(
       sample("GatherNd", {a, nd}, [](const auto& in) { return Outputs{gather_nd(in[0], in[1])}; }),
-      linear));
-  s.push_back(no_second_order(sample("ScatterNd", {nd, random_tensor({2}, 14)},
-                                     [](const auto& in) {
-                                       return Outputs{scatter_nd(in[0], in[1], {2, 3})};
-                                     }),
-                              linear));
-  s.push_back(no_second_order(
+      linear)));
+  s.push_back(
+      with_integers(no_second_order(sample("ScatterNd", {nd, random_tensor({2}, 14)},
+                                           [](const auto& in) {
+                                             return Outputs{scatter_nd(in[0], in[1], {2, 3})};
+                                           }),
+                                    linear)));
+  s.push_back(with_integers(no_second_order(
       sample("TensorScatterUpdate", {a, nd, random_tensor({2}, 15)},
              [](const auto& in) { return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])}; }),
-      linear));
+      linear)));
   // boolean_mask records its mask's true positions (Where) before gathering them.
   s.push_back(float64_only(
       not_differentiable(
@@ -186,10 +199,10 @@ std::vector<OpSample> op_samples() {
                                 [](const auto& in) { return Outputs{one_hot(in[0], 4)}; }),
                          "its input is integer indices"),
       "no floating input to cast"));
-  s.push_back(not_differentiable(
-      sample("ArgMax", {a}, [](const auto& in) { return Outputs{argmax(in[0], 1)}; }), positions));
-  s.push_back(not_differentiable(
-      sample("ArgMin", {a}, [](const auto& in) { return Outputs{argmin(in[0], 0)}; }), positions));
+  s.push_back(with_integers(not_differentiable(
+      sample("ArgMax", {a}, [](const auto& in) { return Outputs{argmax(in[0], 1)}; }), positions)));
+  s.push_back(with_integers(not_differentiable(
+      sample("ArgMin", {a}, [](const auto& in) { return Outputs{argmin(in[0], 0)}; }), positions)));
   return s;
 }
 

@@ -29,19 +29,23 @@ std::vector<OpSample> op_samples() {
   // cholesky reads one triangle, and its gradient is symmetrized (TF): the sample symmetrizes
   // its input first, so that every entry of it moves the result as the gradient says.
   s.push_back(sample("Cholesky", {add(matmul(m, m, false, true), eye3)}, [](const auto& in) {
+    // integers straight to cholesky, so that its own dtype check rejects them (0.5 would not be
+    // representable in an integer dtype)
+    if (!is_floating(in[0].dtype())) return Outputs{cholesky(in[0])};
     const Tensor half = scalar(0.5, in[0].dtype());
     return Outputs{cholesky(multiply(add(in[0], transpose(in[0])), half))};
   }));
   // linalg_structure.cpp, linalg_solve.cpp, linalg_decompose.cpp, linalg_svd.cpp (the
   // multi-output ops give every output).
-  s.push_back(no_second_order(unary_sample("MatrixDiag", tapegrad::diag, a), linear));
-  s.push_back(no_second_order(
-      unary_sample("MatrixDiagPart", tapegrad::diag_part, random_tensor({2, 4, 3}, 13)), linear));
   s.push_back(
+      with_integers(no_second_order(unary_sample("MatrixDiag", tapegrad::diag, a), linear)));
+  s.push_back(with_integers(no_second_order(
+      unary_sample("MatrixDiagPart", tapegrad::diag_part, random_tensor({2, 4, 3}, 13)), linear)));
+  s.push_back(with_integers(
       no_second_order(sample("MatrixBandPart", {batch},
                              [](const auto& in) { return Outputs{band_part(in[0], 1, 0)}; }),
-                      linear));
-  s.push_back(binary_sample("Cross", tapegrad::cross, a, b));
+                      linear)));
+  s.push_back(with_integers(binary_sample("Cross", tapegrad::cross, a, b)));
   s.push_back(sample("MatrixTriangularSolve", {m, random_tensor({3, 2}, 14)}, [](const auto& in) {
     return Outputs{triangular_solve(in[0], in[1], true, true)};
   }));

@@ -27,9 +27,13 @@ std::vector<OpSample> op_samples() {
   const std::string compare = "a comparison: its output is bool";
   std::vector<OpSample> s;
   // math_unary.cpp
-  s.push_back(no_second_order(unary_sample("Abs", tapegrad::abs, a), kinks));
-  s.push_back(no_second_order(unary_sample("Sign", tapegrad::sign, a), steps));
-  s.push_back(unary_sample("Square", tapegrad::square, a));
+  // Integer division truncates toward zero (include/tapegrad/ops/math.hpp).
+  const RunFn divide_truncates = [](const std::vector<Tensor>& in) {
+    return Outputs{truncated_toward_zero(divide(in[0], in[1]))};
+  };
+  s.push_back(with_integers(no_second_order(unary_sample("Abs", tapegrad::abs, a), kinks)));
+  s.push_back(with_integers(no_second_order(unary_sample("Sign", tapegrad::sign, a), steps)));
+  s.push_back(with_integers(unary_sample("Square", tapegrad::square, a)));
   s.push_back(unary_sample("Sqrt", tapegrad::sqrt, p));
   s.push_back(unary_sample("Exp", tapegrad::exp, a));
   s.push_back(unary_sample("Log", tapegrad::log, p));
@@ -60,27 +64,39 @@ std::vector<OpSample> op_samples() {
   s.push_back(
       binary_sample("ReciprocalGrad", detail::reciprocal_grad_op, tapegrad::reciprocal(p), b));
   // math.cpp: the broadcasting ones with a row operand on either side.
-  s.push_back(binary_sample("Add", tapegrad::add, a, row));
-  s.push_back(binary_sample("Sub", tapegrad::subtract, row, a));
-  s.push_back(binary_sample("Mul", tapegrad::multiply, a, row));
-  s.push_back(binary_sample("RealDiv", tapegrad::divide, row, p));
-  s.push_back(unary_sample("Neg", tapegrad::negative, a));
+  s.push_back(with_integers(binary_sample("Add", tapegrad::add, a, row)));
+  s.push_back(with_integers(binary_sample("Sub", tapegrad::subtract, row, a)));
+  s.push_back(with_integers(binary_sample("Mul", tapegrad::multiply, a, row)));
+  s.push_back(with_integers(binary_sample("RealDiv", tapegrad::divide, row, p), divide_truncates));
+  s.push_back(with_integers(unary_sample("Neg", tapegrad::negative, a)));
   s.push_back(binary_sample("Pow", tapegrad::pow, p, a));
-  s.push_back(no_second_order(binary_sample("Maximum", tapegrad::maximum, a, row), kinks));
-  s.push_back(no_second_order(binary_sample("Minimum", tapegrad::minimum, row, b), kinks));
+  // Integers take pow to nonnegative integer powers only: a second sample with small positive
+  // exponents (integer-valued 1 to 3), small enough for int32.
+  s.push_back(named(with_integers(binary_sample("Pow", tapegrad::pow, p,
+                                                from_values({0.25, 0.125, 0.375, 0.25, 0.125, 0.25},
+                                                            {2, 3}, DType::Float64))),
+                    "small exponents"));
+  s.push_back(
+      with_integers(no_second_order(binary_sample("Maximum", tapegrad::maximum, a, row), kinks)));
+  s.push_back(
+      with_integers(no_second_order(binary_sample("Minimum", tapegrad::minimum, row, b), kinks)));
   // compare.cpp, cast.cpp
-  s.push_back(not_differentiable(binary_sample("Equal", tapegrad::equal, a, row), compare));
-  s.push_back(not_differentiable(binary_sample("NotEqual", tapegrad::not_equal, a, row), compare));
-  s.push_back(not_differentiable(binary_sample("Less", tapegrad::less, a, row), compare));
   s.push_back(
-      not_differentiable(binary_sample("LessEqual", tapegrad::less_equal, row, b), compare));
-  s.push_back(not_differentiable(binary_sample("Greater", tapegrad::greater, a, b), compare));
+      with_integers(not_differentiable(binary_sample("Equal", tapegrad::equal, a, row), compare)));
+  s.push_back(with_integers(
+      not_differentiable(binary_sample("NotEqual", tapegrad::not_equal, a, row), compare)));
   s.push_back(
-      not_differentiable(binary_sample("GreaterEqual", tapegrad::greater_equal, b, a), compare));
-  s.push_back(
+      with_integers(not_differentiable(binary_sample("Less", tapegrad::less, a, row), compare)));
+  s.push_back(with_integers(
+      not_differentiable(binary_sample("LessEqual", tapegrad::less_equal, row, b), compare)));
+  s.push_back(with_integers(
+      not_differentiable(binary_sample("Greater", tapegrad::greater, a, b), compare)));
+  s.push_back(with_integers(
+      not_differentiable(binary_sample("GreaterEqual", tapegrad::greater_equal, b, a), compare)));
+  s.push_back(with_integers(
       no_second_order(sample("SelectV2", {greater(a, b), a, row},
                              [](const auto& in) { return Outputs{where(in[0], in[1], in[2])}; }),
-                      "linear in a and b"));
+                      "linear in a and b")));
   {
     OpSample to_float32 =
         sample("Cast", {a}, [](const auto& in) { return Outputs{cast(in[0], DType::Float32)}; });
@@ -89,7 +105,7 @@ std::vector<OpSample> op_samples() {
     // forward-rule check compares its gradient's transpose with its forward rule.
     to_float32.no_gradient = to_float32.no_second_order =
         "its float32 output cannot resolve central differences of step 1e-6";
-    s.push_back(to_float32);
+    s.push_back(with_integers(to_float32));
   }
   // math_special.cpp
   s.push_back(unary_sample("Erf", tapegrad::erf, a));
@@ -99,12 +115,13 @@ std::vector<OpSample> op_samples() {
   s.push_back(sample("Polygamma", {p},
                      [](const auto& in) { return Outputs{detail::polygamma(2, in[0])}; }));
   s.push_back(binary_sample("Atan2", tapegrad::atan2, a, row));
-  s.push_back(binary_sample("FloorMod", tapegrad::floormod, a, positive({3}, 13)));
-  s.push_back(no_second_order(
+  s.push_back(with_integers(binary_sample("FloorMod", tapegrad::floormod, a, positive({3}, 13))));
+  s.push_back(with_integers(no_second_order(
       sample("ClipByValue", {a, f64({-0.5, -0.2, 0.1}, {3}), f64({0.6}, {1})},
              [](const auto& in) { return Outputs{clip_by_value(in[0], in[1], in[2])}; }),
-      kinks));
-  s.push_back(binary_sample("SquaredDifference", tapegrad::squared_difference, a, row));
+      kinks)));
+  s.push_back(
+      with_integers(binary_sample("SquaredDifference", tapegrad::squared_difference, a, row)));
   return s;
 }
 

@@ -16,7 +16,7 @@ std::vector<OpSample> activation_samples() {
   const std::string kinks = "piecewise linear: its second derivative is zero where it exists";
   std::vector<OpSample> s;
   // nn.cpp
-  s.push_back(no_second_order(unary_sample("Relu", tapegrad::relu, a), kinks));
+  s.push_back(with_integers(no_second_order(unary_sample("Relu", tapegrad::relu, a), kinks)));
   {
     // y = relu(a) has exact zeros, at the kink of y > 0 ? g : 0: central differences there jump.
     OpSample at_zeros = binary_sample("ReluGrad", detail::relu_grad_op, tapegrad::relu(a), b);

@@ -62,6 +62,16 @@ struct OpSample {
   RunFn run;
   // Besides float64: each is run with the floating inputs cast to it, against float64.
   std::vector<DType> other_dtypes{DType::Float32};
+  // The integer dtypes the op accepts (with_integers): each is run with integer-valued floating
+  // inputs cast to it, exactly against float64 on the same values. Empty: the op must reject
+  // integer inputs with InvalidArgument (unless integers_unreached, below).
+  std::vector<DType> integer_dtypes;
+  // Where the op's documented integer result differs from the real one (integer division and
+  // means truncate toward zero): that result, in float64, on the integer-valued inputs.
+  RunFn integer_reference;
+  // A run on integers that reaches no op to check: why (a tape gives an integer tensor no
+  // gradient). It must then give an undefined output rather than throw.
+  OptOut integers_unreached;
   OptOut no_gradient;      // first order against central differences
   OptOut no_second_order;  // the gradient of the gradient against central differences
   OptOut no_other_dtypes;  // other_dtypes is empty: why
@@ -82,6 +92,12 @@ OpSample not_differentiable(OpSample s, std::string reason);
 OpSample no_second_order(OpSample s, std::string reason);
 OpSample float64_only(OpSample s, std::string reason);
 OpSample named(OpSample s, std::string variant);
+// The op accepts int32 and int64 inputs where the sample's are floating (with its documented
+// integer result, where that is not the real one).
+OpSample with_integers(OpSample s, RunFn integer_reference = nullptr);
+OpSample integers_unreached(OpSample s, std::string reason);
+// q truncated toward zero: integer division's and integer means' result on integer values.
+Tensor truncated_toward_zero(const Tensor& q);
 
 // The families (test/samples/<family>_samples.cpp), each sample's cases attached.
 std::vector<OpSample> math_samples();

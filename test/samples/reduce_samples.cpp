@@ -17,26 +17,33 @@ std::vector<OpSample> op_samples() {
   const std::string linear = "linear: its second derivative is zero";
   const std::string maxima = "piecewise linear (the extrema's positions are piecewise constant)";
   std::vector<OpSample> s;
-  s.push_back(no_second_order(
+  // Integer means truncate toward zero, as TF (include/tapegrad/ops/reduce.hpp).
+  const RunFn mean_truncates = [](const std::vector<Tensor>& in) {
+    return Outputs{truncated_toward_zero(reduce_mean(in[0]))};
+  };
+  s.push_back(with_integers(no_second_order(
       sample("Sum", {a}, [](const auto& in) { return Outputs{reduce_sum(in[0], {1}, true)}; }),
-      linear));
-  s.push_back(no_second_order(
-      sample("Mean", {a}, [](const auto& in) { return Outputs{reduce_mean(in[0])}; }), linear));
-  s.push_back(sample("Prod", {with_zero}, [](const auto& in) {
+      linear)));
+  s.push_back(with_integers(
+      no_second_order(
+          sample("Mean", {a}, [](const auto& in) { return Outputs{reduce_mean(in[0])}; }), linear),
+      mean_truncates));
+  s.push_back(with_integers(sample("Prod", {with_zero}, [](const auto& in) {
     return Outputs{reduce_prod(in[0], {1}), reduce_prod(in[0], {0}, true)};
-  }));
+  })));
   s.push_back(sample("ReduceLogSumExp", {a},
                      [](const auto& in) { return Outputs{reduce_logsumexp(in[0], {0})}; }));
   // The tie: central differences move one of the tied maxima and see half the slope on each
   // side, which the tape's split of the gradient between the ties (TF) gives too.
-  s.push_back(no_second_order(sample("Max", {with_tie},
-                                     [](const auto& in) {
-                                       return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
-                                     }),
-                              maxima));
-  s.push_back(no_second_order(
+  s.push_back(with_integers(
+      no_second_order(sample("Max", {with_tie},
+                             [](const auto& in) {
+                               return Outputs{reduce_max(in[0], {1}), reduce_max(in[0])};
+                             }),
+                      maxima)));
+  s.push_back(with_integers(no_second_order(
       sample("Min", {a}, [](const auto& in) { return Outputs{reduce_min(in[0], {0}, true)}; }),
-      maxima));
+      maxima)));
   // Max's gradient op, with a tie in the first row: linear in g, nothing through x or y.
   const Tensor maxima_of_rows = from_values({0.9, 0.2}, {2});
   OpSample all_inputs = sample(

@@ -61,6 +61,9 @@ std::vector<OpSample> variable_samples() {
       "(test_variables.cpp checks the gradient through reads)";
   read.no_gradient = reason;
   read.no_second_order = reason;
+  // The read accepts integers, but the second output is the gradient, which a tape does not
+  // give an integer variable.
+  read = integers_unreached(read, "a tape gives an integer variable no gradient");
   std::vector<OpSample> s{read};
   // The variable family has one op: every misuse of variables and their handles is its.
   attach_by_function(s, variable_misuse(),
