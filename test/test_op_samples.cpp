@@ -209,6 +209,17 @@ TEST_CASE("each op's second-order gradient matches central differences of its gr
 
 // ---- dtypes ---------------------------------------------------------------------------------
 
+namespace {
+
+// The inputs with each floating one cast to `dtype` (index inputs as they are).
+std::vector<Tensor> cast_floating(const std::vector<Tensor>& inputs, DType dtype) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : inputs) out.push_back(is_floating(x.dtype()) ? cast(x, dtype) : x);
+  return out;
+}
+
+}  // namespace
+
 // Each dtype a sample supports besides float64: the op on its floating inputs cast to it gives
 // that dtype where float64 gives float64, the float64 values to the dtype's tolerance, and
 // (when differentiable) the float64 gradient to the dtype's tolerance.
@@ -218,9 +229,7 @@ TEST_CASE("each op in every supported dtype agrees with float64", "[samples][dty
     const Outputs reference = s.run(s.inputs);
     for (DType dtype : s.other_dtypes) {
       INFO(label(s) << " in " << dtype_name(dtype));
-      std::vector<Tensor> inputs;
-      for (const Tensor& x : s.inputs)
-        inputs.push_back(is_floating(x.dtype()) ? cast(x, dtype) : x);
+      const std::vector<Tensor> inputs = cast_floating(s.inputs, dtype);
       const Outputs got = s.run(inputs);
       REQUIRE(got.size() == reference.size());
       for (std::size_t j = 0; j < got.size(); ++j) {
@@ -265,12 +274,6 @@ std::vector<Tensor> integer_valued_inputs(const OpSample& s) {
     }
     out.push_back(from_values(v, x.shape(), DType::Float64));
   }
-  return out;
-}
-
-std::vector<Tensor> cast_floating(const std::vector<Tensor>& inputs, DType dtype) {
-  std::vector<Tensor> out;
-  for (const Tensor& x : inputs) out.push_back(is_floating(x.dtype()) ? cast(x, dtype) : x);
   return out;
 }
 

@@ -58,41 +58,36 @@ class Registry final {
     return *op;
   }
 
-  void publish(const std::string& name, std::unique_ptr<UserGradient> gradient) {
+  // Publishes `value` in `slot` of the user op `name`, once. `caller` names the registering
+  // function in the errors, `rule` what it registers, `already` what a second one would meet.
+  template <class Value>
+  void publish(const char* caller, const char* rule, const char* already, const std::string& name,
+               std::atomic<const Value*> RegisteredOp::*slot, std::shared_ptr<const Value> value) {
     if (builtin(name) != nullptr) {
-      throw InvalidArgument("register_gradient: '" + name +
-                            "' is a built-in op; its gradient cannot be replaced");
-    }
-    RegisteredOp& op = user_op(name);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (op.gradient.load(std::memory_order_relaxed) != nullptr) {
-      throw InvalidArgument("register_gradient: op type '" + name +
-                            "' already has a gradient or is marked not differentiable");
-    }
-    op.gradient.store(gradient.get(), std::memory_order_release);
-    gradients_.push_back(std::move(gradient));
-  }
-
-  // Publishes a user primitive's forward, batching or structure rule in `slot` of its op.
-  template <class Function>
-  void publish_rule(const char* caller, const char* what, const std::string& name,
-                    std::atomic<const Function*> RegisteredOp::*slot, Function fn) {
-    if (!fn) {
-      throw InvalidArgument(std::string(caller) + ": empty " + what + " function for '" + name +
-                            "'");
-    }
-    if (builtin(name) != nullptr) {
-      throw InvalidArgument(std::string(caller) + ": '" + name + "' is a built-in op; its " + what +
+      throw InvalidArgument(std::string(caller) + ": '" + name + "' is a built-in op; its " + rule +
                             " cannot be replaced");
     }
     RegisteredOp& op = user_op(name);
     std::lock_guard<std::mutex> lock(mutex_);
     if ((op.*slot).load(std::memory_order_relaxed) != nullptr) {
-      throw InvalidArgument(std::string(caller) + ": op type '" + name + "' already has a " + what);
+      throw InvalidArgument(std::string(caller) + ": op type '" + name + "' already has " +
+                            already);
     }
-    auto owned = std::make_shared<const Function>(std::move(fn));
-    (op.*slot).store(owned.get(), std::memory_order_release);
-    rules_.push_back(std::move(owned));
+    (op.*slot).store(value.get(), std::memory_order_release);
+    published_.push_back(std::move(value));
+  }
+
+  // A user primitive's forward, batching or structure rule.
+  template <class Function>
+  void publish_rule(const char* caller, const char* rule, const std::string& name,
+                    std::atomic<const Function*> RegisteredOp::*slot, Function fn) {
+    if (!fn) {
+      throw InvalidArgument(std::string(caller) + ": empty " + rule + " function for '" + name +
+                            "'");
+    }
+    const std::string already = std::string("a ") + rule;
+    publish(caller, rule, already.c_str(), name, slot,
+            std::make_shared<const Function>(std::move(fn)));
   }
 
   // Runs during static initialisation, one op at a time: before main, on one thread.
@@ -121,13 +116,15 @@ class Registry final {
   std::vector<const OpDefinition*> builtin_list_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::unique_ptr<RegisteredOp>> user_ops_;
-  std::vector<std::unique_ptr<UserGradient>> gradients_;
-  std::vector<std::shared_ptr<const void>> rules_;  // the published forward, batching and
-                                                    // structure rules
+  std::vector<std::shared_ptr<const void>> published_;  // every user gradient and rule
 };
 
+// A user primitive's gradient (or its not-differentiable mark): register_gradient's errors for
+// all three registering functions, as before.
 void publish(const std::string& op_type, std::unique_ptr<UserGradient> gradient) {
-  Registry::instance().publish(op_type, std::move(gradient));
+  Registry::instance().publish(
+      "register_gradient", "gradient", "a gradient or is marked not differentiable", op_type,
+      &RegisteredOp::gradient, std::shared_ptr<const UserGradient>(std::move(gradient)));
 }
 
 }  // namespace

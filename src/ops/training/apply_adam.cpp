@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/dispatch.hpp"
+#include "ops/training/training_support.hpp"
 #include "runtime/in_place.hpp"
 #include "runtime/op_definition.hpp"
 #include "tapegrad/optim.hpp"
@@ -126,8 +127,7 @@ Tensor densify_rows(const char* optimizer, const Variable& variable,
   return detail::dispatch_floating(optimizer, variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const Shape shape = variable.shape();
-    std::size_t width = 1;
-    for (std::size_t d = 1; d < shape.size(); ++d) width *= shape[d];
+    const std::size_t width = detail::elements_per_row(shape);
     xt::xarray<T> g = xt::zeros<T>(shape);
     const T* rows = summed_rows.array<T>().data();
     for (std::size_t k = 0; k < unique_indices.size(); ++k) {

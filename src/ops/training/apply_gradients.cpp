@@ -9,6 +9,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
+#include "ops/training/training_support.hpp"
 #include "runtime/op_definition.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/warn.hpp"
@@ -22,13 +23,6 @@ namespace {
 std::string describe_variable(const char* optimizer, const Variable& v) {
   return std::string(optimizer) + "::apply_gradients: variable '" + v.name() + "' (shape " +
          shape_to_string(v.shape()) + ", dtype " + dtype_name(v.dtype()) + ")";
-}
-
-// The elements of one row (axis 0) of `shape`.
-std::size_t elements_per_row(const Shape& shape) {
-  std::size_t n = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) n *= shape[d];
-  return n;
 }
 
 void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices& s) {
@@ -64,7 +58,7 @@ std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, 
                                                          const IndexedSlices& s) {
   const std::vector<std::int64_t> raw = detail::index_values(s.indices);
   const std::size_t rows = v.shape()[0];
-  const std::size_t width = elements_per_row(v.shape());
+  const std::size_t width = detail::elements_per_row(v.shape());
   std::unordered_map<std::int64_t, std::size_t> position;
   std::vector<std::int64_t> unique;
   for (std::int64_t index : raw) {

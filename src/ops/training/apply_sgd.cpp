@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
+#include "ops/training/training_support.hpp"
 #include "runtime/in_place.hpp"
 #include "runtime/op_definition.hpp"
 #include "tapegrad/optim.hpp"
@@ -13,13 +14,6 @@
 namespace tapegrad {
 
 namespace {
-
-// The elements of one row (axis 0) of `shape`.
-std::size_t sgd_row_width(const Shape& shape) {
-  std::size_t n = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) n *= shape[d];
-  return n;
-}
 
 // One SGD step on `n` elements: w[at[i]] from g[i] (and velocity[at[i]]).
 template <class T>
@@ -54,7 +48,7 @@ void SGD::update_sparse(Variable& variable, const std::vector<std::int64_t>& uni
                         const Tensor& summed_rows, Slots& slots, std::int64_t) {
   detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const std::size_t width = sgd_row_width(variable.shape());
+    const std::size_t width = detail::elements_per_row(variable.shape());
     std::vector<std::size_t> at;
     at.reserve(unique_indices.size() * width);
     for (std::int64_t row : unique_indices) {
