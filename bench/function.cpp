@@ -13,6 +13,7 @@
 //   ./bench_function --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -231,6 +232,59 @@ void BM_mlp_function_adam_step(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(step({})[0].id());
 }
 BENCHMARK(BM_mlp_function_adam_step)->Unit(benchmark::kMicrosecond);
+
+// ---- lse --------------------------------------------------------------------------------
+// GradBench's lse gradient at its largest workload (n = 1,280,000 float64): log(sum(exp(x - m)))
+// + m with m = max(x), differentiated by a tape, eagerly and as one Function, against the same
+// gradient written by hand (three passes: the max, the sum of exponentials, softmax).
+
+constexpr std::size_t kLseSize = 1280000;
+
+const tg::Tensor& lse_input() {
+  static const tg::Tensor x = [] {
+    tg::Generator generator(3);
+    return tg::random_normal({kLseSize}, generator, 0.0, 1.0);
+  }();
+  return x;
+}
+
+std::vector<tg::Tensor> lse_value_and_gradient(const std::vector<tg::Tensor>& args) {
+  tg::GradientTape tape;
+  tape.watch(args[0]);
+  const tg::Tensor m = tg::reduce_max(args[0]);
+  const tg::Tensor y = tg::add(tg::log(tg::reduce_sum(tg::exp(tg::subtract(args[0], m)))), m);
+  return {y, tape.gradient(y, args[0])};
+}
+
+void BM_lse_handwritten_value_and_gradient(benchmark::State& state) {
+  const auto& x = lse_input().array<double>();
+  std::vector<double> gradient(kLseSize);
+  for (auto _ : state) {
+    const double* in = x.data();
+    const double m = *std::max_element(in, in + kLseSize);
+    double sum = 0.0;
+    for (std::size_t i = 0; i < kLseSize; ++i) sum += std::exp(in[i] - m);
+    const double value = std::log(sum) + m;
+    for (std::size_t i = 0; i < kLseSize; ++i) gradient[i] = std::exp(in[i] - value);
+    benchmark::DoNotOptimize(gradient.data());
+    benchmark::DoNotOptimize(value);
+  }
+}
+BENCHMARK(BM_lse_handwritten_value_and_gradient)->Unit(benchmark::kMillisecond);
+
+void BM_lse_eager_value_and_gradient(benchmark::State& state) {
+  const std::vector<tg::Tensor> args = {lse_input()};
+  for (auto _ : state) benchmark::DoNotOptimize(lse_value_and_gradient(args)[1].id());
+}
+BENCHMARK(BM_lse_eager_value_and_gradient)->Unit(benchmark::kMillisecond);
+
+void BM_lse_function_value_and_gradient(benchmark::State& state) {
+  const tg::Function f = tg::function(lse_value_and_gradient);
+  const std::vector<tg::Tensor> args = {lse_input()};
+  f(args);  // the trace
+  for (auto _ : state) benchmark::DoNotOptimize(f(args)[1].id());
+}
+BENCHMARK(BM_lse_function_value_and_gradient)->Unit(benchmark::kMillisecond);
 
 // ---- checks -----------------------------------------------------------------------------
 

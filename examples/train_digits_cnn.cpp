@@ -115,7 +115,7 @@ struct Cnn : tg::Module {
 // [-kMaxShift, kMaxShift], with zeros shifted in: a digit a pixel off looks like the same
 // digit, so the network learns not to care where exactly it sits.
 tg::Tensor shifted_images(const tg::Tensor& features, std::mt19937& generator) {
-  const xt::xarray<float>& in = features.array<float>();
+  const auto& in = features.array<float>();  // the tensor's own array: no copy
   const std::size_t count = in.shape()[0];
   xt::xarray<float> out = xt::zeros<float>({count, kSide * kSide});
   std::uniform_int_distribution<int> shift(-kMaxShift, kMaxShift);

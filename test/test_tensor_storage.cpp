@@ -93,6 +93,23 @@ TEST_CASE("every dtype converts from an xarray of another allocator") {
   CHECK(values(flags) == std::vector<double>{1.0, 0.0});
 }
 
+TEST_CASE("a scalar and an empty xarray of another allocator convert with their shapes") {
+  StdArray scalar = xt::xarray<double>(2.5);
+  const Tensor s(scalar);
+  CHECK(s.rank() == 0);
+  CHECK(s.item<double>() == 2.5);
+  StdArray empty = StdArray::from_shape({0, 3});
+  const Tensor e(empty);
+  CHECK(e.shape() == Shape{0, 3});
+  CHECK(e.size() == 0);
+  // A rank-5 array: more dimensions than the shape's inline room.
+  Avx2Array deep = xt::arange<double>(32.0);
+  deep.reshape({2, 2, 2, 2, 2});
+  const Tensor d(deep);
+  CHECK(d.shape() == Shape{2, 2, 2, 2, 2});
+  CHECK(d.array<double>()(1, 1, 1, 1, 0) == 30.0);
+}
+
 TEST_CASE("a column-major xarray keeps its logical element order") {
   ColumnMajor a = {{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}};
   const Tensor t(a);

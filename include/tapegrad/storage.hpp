@@ -46,5 +46,17 @@ template <class A>
 using xarray_element_t =
     typename xarray_element<std::remove_cv_t<std::remove_reference_t<A>>>::type;
 
+// True for a row-major xt::xarray whose elements are one contiguous buffer (an xt::uvector of
+// any allocator) and whose shape holds std::size_t: its data() and shape().data() describe it.
+template <class A>
+struct is_row_major_buffer_array : std::false_type {};
+template <class T, class Allocator, class SC>
+struct is_row_major_buffer_array<xt::xarray_container<
+    xt::uvector<T, Allocator>, xt::layout_type::row_major, SC, xt::xtensor_expression_tag>>
+    : std::is_same<typename SC::value_type, std::size_t> {};
+template <class A>
+inline constexpr bool is_row_major_buffer_array_v =
+    is_row_major_buffer_array<std::remove_cv_t<std::remove_reference_t<A>>>::value;
+
 }  // namespace detail
 }  // namespace tapegrad

@@ -73,6 +73,29 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<double>&& a);
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int32_t>&& a);
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>&& a);
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a);
+// A new tensor holding a copy of `shape`'s row-major elements at `data`. A consumer's
+// row-major xt::xarray converts through these, so its program instantiates no xtensor
+// assignment for the conversion (that was a fifth of a small program's compile time).
+std::shared_ptr<const TensorHeader> make_tensor_impl(const float* data, const std::size_t* shape,
+                                                     std::size_t rank);
+std::shared_ptr<const TensorHeader> make_tensor_impl(const double* data, const std::size_t* shape,
+                                                     std::size_t rank);
+std::shared_ptr<const TensorHeader> make_tensor_impl(const std::int32_t* data,
+                                                     const std::size_t* shape, std::size_t rank);
+std::shared_ptr<const TensorHeader> make_tensor_impl(const std::int64_t* data,
+                                                     const std::size_t* shape, std::size_t rank);
+std::shared_ptr<const TensorHeader> make_tensor_impl(const bool* data, const std::size_t* shape,
+                                                     std::size_t rank);
+
+// A consumer's xt::xarray of another allocator: its elements copied, in row-major order.
+template <class A>
+std::shared_ptr<const TensorHeader> make_tensor_impl_from(const A& a) {
+  if constexpr (is_row_major_buffer_array_v<A>) {
+    return make_tensor_impl(a.data(), a.shape().data(), a.shape().size());
+  } else {
+    return make_tensor_impl(storage_array<xarray_element_t<A>>(a));
+  }
+}
 
 // Traces alive in the process (vectorized_map's and Function's, on any thread). While there is one,
 // Tensor::array<T>() and item<T>() report the read to note_value_read, which tells the traces
@@ -122,7 +145,7 @@ class Tensor {
                                  !std::is_same_v<std::decay_t<A>, storage_array<T>>,
                              int> = 0>
   Tensor(A&& a)  // NOLINT(google-explicit-constructor, bugprone-forwarding-reference-overload)
-      : impl_(detail::make_tensor_impl(storage_array<T>(a))) {}
+      : impl_(detail::make_tensor_impl_from(a)) {}
 
   bool defined() const noexcept { return impl_ != nullptr; }
   explicit operator bool() const noexcept { return defined(); }

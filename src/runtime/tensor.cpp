@@ -225,6 +225,37 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a) {
   return make_impl(std::move(a));
 }
 
+namespace {
+template <class T>
+std::shared_ptr<const TensorHeader> copied_impl(const T* data, const std::size_t* shape,
+                                                std::size_t rank) {
+  storage_array<T> a(typename storage_array<T>::shape_type(shape, shape + rank));
+  std::copy_n(data, a.size(), a.data());
+  return make_impl(std::move(a));
+}
+}  // namespace
+
+std::shared_ptr<const TensorHeader> make_tensor_impl(const float* data, const std::size_t* shape,
+                                                     std::size_t rank) {
+  return copied_impl(data, shape, rank);
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(const double* data, const std::size_t* shape,
+                                                     std::size_t rank) {
+  return copied_impl(data, shape, rank);
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(const std::int32_t* data,
+                                                     const std::size_t* shape, std::size_t rank) {
+  return copied_impl(data, shape, rank);
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(const std::int64_t* data,
+                                                     const std::size_t* shape, std::size_t rank) {
+  return copied_impl(data, shape, rank);
+}
+std::shared_ptr<const TensorHeader> make_tensor_impl(const bool* data, const std::size_t* shape,
+                                                     std::size_t rank) {
+  return copied_impl(data, shape, rank);
+}
+
 const void* materialize_view(const TensorHeader& header) {
   const auto& impl = static_cast<const TensorImpl&>(header);
   return impl.as_view().materialized()->elements();
