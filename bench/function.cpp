@@ -1,7 +1,8 @@
 // tapegrad::function against the eager calls it replays, in one process:
 //   chain   value + gradient of the 999-op chain on 1-element float64 tensors (chain_workload):
 //           the raw xt::xarray forward ops alone (the baseline), eager (a tape and a backward
-//           walk every call), and one Function whose trace holds the forward and backward ops;
+//           walk every call), and one Function whose trace holds the forward and backward ops
+//           (and the first call of a new Function: its trace and planning);
 //           also the forward alone, eager with no tape and through a Function; and, when
 //           ADOL-C is installed (Debian: libadolc-dev), the same chain taped once by ADOL-C
 //           and evaluated per call (zos_forward for the value, fos_reverse for the gradient);
@@ -73,6 +74,18 @@ void BM_chain_function_value_and_gradient(benchmark::State& state) {
   report_ns_per_op(state);
 }
 BENCHMARK(BM_chain_function_value_and_gradient);
+
+// The first call of a new Function: the trace (an eager call that records every op) and the
+// planning of its replay. Compare with BM_chain_eager_value_and_gradient.
+void BM_chain_function_first_call(benchmark::State& state) {
+  const std::vector<tg::Tensor> args = {chain_inputs().x};
+  for (auto _ : state) {
+    const tg::Function f = tg::function(chain_value_and_gradient);
+    benchmark::DoNotOptimize(f(args)[1].id());
+  }
+  report_ns_per_op(state);
+}
+BENCHMARK(BM_chain_function_first_call);
 
 void BM_chain_eager_forward(benchmark::State& state) {
   const std::vector<tg::Tensor> args = {chain_inputs().x};

@@ -60,7 +60,7 @@ TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices
     call.outputs.push_back(std::move(where));
   }
   if (keep_results) call.results = std::move(outputs);
-  call.trace.value_of_id.clear();
+  call.trace.value_of_id = IdMap<std::size_t>();
   return call;
 }
 

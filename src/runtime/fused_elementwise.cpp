@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
-#include <unordered_map>
 
+#include "runtime/id_map.hpp"
 #include "runtime/new_tensor.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/errors.hpp"
@@ -167,31 +167,33 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   fused.elements = element_count(fused.shape);
 
   // The last op of the run that reads each value the run computes.
-  std::unordered_map<std::size_t, std::size_t> last_use;
+  // Flat maps keyed by trace value + 1 (IdMap keeps 0 for an empty cell): a trace of small ops
+  // has thousands of short runs, and a node-based map per run was most of its planning.
+  const auto key = [](std::size_t value) { return static_cast<std::uint64_t>(value) + 1; };
+  IdMap<std::size_t> last_use;
   for (std::size_t i = run.first; i < run.second; ++i) {
     const TracedOp& op = trace.ops[kept[i]];
     for (const TracedInput& in : op.inputs) {
-      if (in.value != TracedInput::kConstant) last_use[in.value] = i;
+      if (in.value != TracedInput::kConstant) last_use.assign(key(in.value), i);
     }
   }
 
-  std::unordered_map<std::size_t, OperandRef> computed;     // trace value -> where it lives
-  std::unordered_map<std::size_t, std::uint32_t> input_of;  // trace value -> input number
-  std::unordered_map<std::uint64_t, std::uint32_t> constant_input_of;  // tensor id -> input
+  IdMap<OperandRef> computed;              // trace value -> where it lives
+  IdMap<std::uint32_t> input_of;           // trace value -> input number
+  IdMap<std::uint32_t> constant_input_of;  // tensor id -> input
   std::vector<std::uint32_t> free_scratch;
   const auto operand_for = [&](const TracedInput& in) -> OperandRef {
     if (in.value != TracedInput::kConstant) {
-      auto it = computed.find(in.value);
-      if (it != computed.end()) return it->second;
+      if (const OperandRef* where = computed.find(key(in.value))) return *where;
       auto [slot, added] =
-          input_of.emplace(in.value, static_cast<std::uint32_t>(fused.inputs.size()));
+          input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
       if (added) fused.inputs.push_back(in);
-      return {OperandRef::Kind::Input, slot->second};
+      return {OperandRef::Kind::Input, *slot};
     }
-    auto [slot, added] = constant_input_of.emplace(in.constant.id(),
-                                                   static_cast<std::uint32_t>(fused.inputs.size()));
+    auto [slot, added] = constant_input_of.try_emplace(
+        in.constant.id(), static_cast<std::uint32_t>(fused.inputs.size()));
     if (added) fused.inputs.push_back(in);
-    return {OperandRef::Kind::Input, slot->second};
+    return {OperandRef::Kind::Input, *slot};
   };
 
   struct PendingInstruction {
@@ -219,19 +221,19 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
       instruction.destination = {OperandRef::Kind::Scratch,
                                  static_cast<std::uint32_t>(fused.scratch_blocks++)};
     }
-    computed[value] = instruction.destination;
+    computed.assign(key(value), instruction.destination);
     // Scratch whose last reader this op is may be written by the ops after it.
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {
       const std::size_t v = op.inputs[k].value;
       if (v == TracedInput::kConstant) continue;
-      auto it = computed.find(v);
+      const OperandRef* where = computed.find(key(v));
       const bool first_read_here =
           std::find_if(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(k),
                        [&](const TracedInput& in) { return in.value == v; }) ==
           op.inputs.begin() + static_cast<std::ptrdiff_t>(k);
-      if (it != computed.end() && it->second.kind == OperandRef::Kind::Scratch &&
-          last_use[v] == i && first_read_here) {
-        free_scratch.push_back(it->second.index);
+      if (where != nullptr && where->kind == OperandRef::Kind::Scratch &&
+          *last_use.find(key(v)) == i && first_read_here) {
+        free_scratch.push_back(where->index);
       }
     }
     pending.push_back(instruction);

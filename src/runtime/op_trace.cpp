@@ -61,6 +61,9 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
         read.absorbed = read.absorbed || in.value == read.value;
     }
   }
+  traced.outputs.reserve(outputs.size());
+  traced.output_shapes.reserve(outputs.size());
+  traced.output_dtypes.reserve(outputs.size());
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     traced.outputs.push_back(trace.add_value(outputs[j]));
     traced.output_shapes.push_back(outputs[j].shape());
@@ -73,15 +76,15 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
 
 std::size_t OpTrace::add_value(const Tensor& t) {
   const std::size_t v = num_values++;
-  value_of_id[t.id()] = v;
+  value_of_id.assign(t.id(), v);
   value_shapes.push_back(t.shape());
   value_dtypes.push_back(t.dtype());
   return v;
 }
 
 std::size_t OpTrace::value_of(const Tensor& t) const {
-  auto it = value_of_id.find(t.id());
-  return it == value_of_id.end() ? TracedInput::kConstant : it->second;
+  const std::size_t* v = value_of_id.find(t.id());
+  return v == nullptr ? TracedInput::kConstant : *v;
 }
 
 TraceScope::TraceScope(OpTrace& trace) : trace_(trace) {

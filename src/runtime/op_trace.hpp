@@ -11,9 +11,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "runtime/id_map.hpp"
 #include "runtime/op_definition.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/registry.hpp"
@@ -77,7 +77,7 @@ struct OpTrace {
   // Each traced value's shape and dtype, by index (a Function's fused loops read them).
   std::vector<Shape> value_shapes;
   std::vector<DType> value_dtypes;
-  std::unordered_map<std::uint64_t, std::size_t> value_of_id;  // while tracing
+  IdMap<std::size_t> value_of_id;  // tensor id -> value index, while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
   // ("Tensor::item() of a float64 value of shape [] ... in fn"). A read is a user primitive's
   // own kernel when a later op recorded with record_operation takes the value read as an
