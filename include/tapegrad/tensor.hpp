@@ -75,7 +75,7 @@ std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<std::int64_t>
 std::shared_ptr<const TensorHeader> make_tensor_impl(storage_array<bool>&& a);
 // A new tensor holding a copy of `shape`'s row-major elements at `data`. A consumer's
 // row-major xt::xarray converts through these, so its program instantiates no xtensor
-// assignment for the conversion (that was a fifth of a small program's compile time).
+// assignment for the conversion (0.2 s of the CNN example's 2.6 s of compile CPU).
 std::shared_ptr<const TensorHeader> make_tensor_impl(const float* data, const std::size_t* shape,
                                                      std::size_t rank);
 std::shared_ptr<const TensorHeader> make_tensor_impl(const double* data, const std::size_t* shape,
