@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build times, in CPU seconds (user + system of the compiler processes), ccache off:
 #   1. the library (Release -O2), compiled one file at a time and as a unity build;
-#   2. a user's program at -O2 against the installed headers, the median of REPEAT compiles:
+#   2. a user's program at -O2, the median of REPEAT compiles (bench/time_programs.sh):
 #      an empty main that includes <tapegrad/tapegrad.hpp>, one that includes only
 #      <xtensor/xarray.hpp>, examples/poisson_pinn.cpp and examples/train_digits_cnn.cpp.
 # CPU time rises on a busy machine: run it on a quiet one and compare figures of one run.
@@ -32,16 +32,4 @@ for unity in OFF ON; do
 done
 
 echo "== a user's program, -O2 (median of $REPEAT compiles)"
-INCLUDES=(-Iinclude -I"$WORK/library-unity-ON/include" -Iexamples)
-printf '#include <tapegrad/tapegrad.hpp>\nint main() { return 0; }\n' > "$WORK/empty_main.cpp"
-printf '#include <xtensor/xarray.hpp>\nint main() { return 0; }\n' > "$WORK/xarray_main.cpp"
-for source in "$WORK/xarray_main.cpp" "$WORK/empty_main.cpp" examples/poisson_pinn.cpp \
-  examples/train_digits_cnn.cpp; do
-  samples=()
-  for _ in $(seq "$REPEAT"); do
-    samples+=("$(cpu_seconds c++ -std=c++17 -O2 -DNDEBUG -DXTENSOR_USE_XSIMD "${INCLUDES[@]}" \
-      -DTAPEGRAD_DIGITS_CSV='""' -c "$source" -o "$WORK/program.o")")
-  done
-  median=$(printf '%s\n' "${samples[@]}" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
-  echo "$(basename "$source"): median $median s CPU (samples ${samples[*]})"
-done
+bench/time_programs.sh "$WORK/library-unity-ON/include" "$REPEAT"

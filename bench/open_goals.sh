@@ -88,18 +88,5 @@ echo "   lse value + gradient (n = 1,280,000): eager" \
   "Function $(ratio "$(median_of "$WORK/function.txt" BM_lse_function_value_and_gradient)" "$hand") hand-written"
 
 echo "-- issue 26: a user's program at -O2, CPU seconds (median of $REPEAT; goal <= 2 s)"
-INCLUDES=(-Iinclude -I"$BUILD/include" -Iexamples)
-printf '#include <xtensor/xarray.hpp>\nint main() { return 0; }\n' > "$WORK/xarray_main.cpp"
-printf '#include <tapegrad/tapegrad.hpp>\nint main() { return 0; }\n' > "$WORK/empty_main.cpp"
-for source in "$WORK/xarray_main.cpp" "$WORK/empty_main.cpp" examples/poisson_pinn.cpp \
-  examples/train_digits_cnn.cpp; do
-  samples=()
-  for _ in $(seq "$REPEAT"); do
-    CCACHE_DISABLE=1 /usr/bin/time -f "%U %S" -o "$WORK/time.txt" c++ -std=c++17 -O2 -DNDEBUG \
-      -DXTENSOR_USE_XSIMD "${INCLUDES[@]}" -DTAPEGRAD_DIGITS_CSV='""' -c "$source" -o "$WORK/program.o"
-    samples+=("$(awk '{printf "%.2f", $1 + $2}' "$WORK/time.txt")")
-  done
-  echo "   $(basename "$source"): $(printf '%s\n' "${samples[@]}" | sort -n |
-    awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}') s (samples ${samples[*]})"
-done
+bench/time_programs.sh "$BUILD/include" "$REPEAT" | sed 's/^/   /'
 echo "== load $(cut -d' ' -f1-3 /proc/loadavg)"
