@@ -3,45 +3,27 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <string>
 
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/array.hpp"
 #include "tapegrad/tape.hpp"
 
 namespace tapegrad {
 namespace {
 
-// check_gradient sees only the public headers (docs/design.md, "The map"), so it switches on
-// the dtype itself, as src/files/ does, rather than through the kernels' dispatch.
 std::vector<double> as_doubles(const Tensor& t) {
-  const auto doubles = [](const auto& a) { return std::vector<double>(a.begin(), a.end()); };
-  switch (t.dtype()) {
-    case DType::Float32:
-      return doubles(t.array<float>());
-    case DType::Float64:
-      return doubles(t.array<double>());
-    case DType::Int32:
-      return doubles(t.array<std::int32_t>());
-    case DType::Int64:
-      return doubles(t.array<std::int64_t>());
-    case DType::Bool:
-      return doubles(t.array<bool>());
-  }
-  throw InvalidArgument(std::string("check_gradient: unknown dtype ") + dtype_name(t.dtype()));
+  const Tensor as_double = cast(t, DType::Float64);
+  const auto& values = as_double.array<double>();
+  return std::vector<double>(values.begin(), values.end());
 }
 
-// x with element j moved by `step`, in x's own dtype (a floating one: checked by the caller).
-template <class T>
-Tensor perturbed_as(const Tensor& x, std::size_t j, double step) {
-  xt::xarray<T> a = x.array<T>();
-  a.data()[j] = static_cast<T>(a.data()[j] + step);
-  return Tensor(std::move(a));
-}
-
+// x with element j moved by `step`, in x's own dtype: the sum is taken in float64 and rounded
+// once to x's dtype.
 Tensor perturbed(const Tensor& x, std::size_t j, double step) {
-  return x.dtype() == DType::Float32 ? perturbed_as<float>(x, j, step)
-                                     : perturbed_as<double>(x, j, step);
+  std::vector<double> values = as_doubles(x);
+  values[j] += step;
+  return from_values(values, x.shape(), x.dtype());
 }
 
 }  // namespace

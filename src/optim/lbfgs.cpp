@@ -11,6 +11,7 @@
 
 #include "optim/line_search.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/array.hpp"
 #include "tapegrad/optim.hpp"
 #include "tapegrad/tape.hpp"
 
@@ -19,14 +20,6 @@ namespace {
 
 constexpr const char* kOp = "minimize_lbfgs";
 using Vec = std::vector<double>;
-
-// f(float{}) or f(double{}) for a float32 or float64 dtype: every tensor L-BFGS reads or writes
-// was checked to be one of the two (the variables when the problem is built, the loss at each
-// evaluation). A switch of its own: src/optim/ sees only the public headers.
-template <class F>
-decltype(auto) with_floating_type(DType dtype, F&& f) {
-  return dtype == DType::Float32 ? f(float{}) : f(double{});
-}
 
 double dot(const Vec& a, const Vec& b) {
   double sum = 0.0;
@@ -81,15 +74,13 @@ class Problem {
   void assign(const Vec& x) {
     std::size_t offset = 0;
     for (Variable& v : variables_) {
-      with_floating_type(v.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        xt::xarray<T> values = xt::empty<T>(v.shape());
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          values.data()[i] = static_cast<T>(x[offset + i]);
-        }
-        offset += values.size();
-        v.assign(Tensor(std::move(values)));
-      });
+      // from_values rounds each double to a float32 variable's dtype, as the iterate's copy
+      // in the variable's dtype should be.
+      const auto first = x.begin() + static_cast<std::ptrdiff_t>(offset);
+      const std::size_t n = v.peek().size();
+      v.assign(
+          from_values(Vec(first, first + static_cast<std::ptrdiff_t>(n)), v.shape(), v.dtype()));
+      offset += n;
     }
   }
 
@@ -111,10 +102,8 @@ class Problem {
                             shape_to_string(p.loss.shape()) + " and dtype " +
                             dtype_name(p.loss.dtype()));
     }
-    p.f = with_floating_type(p.loss.dtype(), [&](auto zero) {
-      return static_cast<double>(p.loss.item<decltype(zero)>());
-    });
     const std::vector<Tensor> grads = tape.gradient(p.loss, variables_, UnconnectedGradients::Zero);
+    p.f = cast(p.loss, DType::Float64).item<double>();  // read after the tape has stopped
     for (const Tensor& g : grads) append(p.g, g);
     return p;
   }
@@ -123,10 +112,9 @@ class Problem {
 
  private:
   static void append(Vec& out, const Tensor& t) {
-    with_floating_type(t.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      for (T v : t.array<T>()) out.push_back(static_cast<double>(v));
-    });
+    const Tensor as_double = cast(t, DType::Float64);
+    const auto& values = as_double.array<double>();
+    out.insert(out.end(), values.begin(), values.end());
   }
 
   const std::function<Tensor()>& loss_;
