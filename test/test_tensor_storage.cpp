@@ -207,6 +207,28 @@ TEST_CASE("the buffer cache: classes, bytes in use, peak") {
   CHECK(memory_stats().peak_bytes_in_use == base);
 }
 
+TEST_CASE("the memory figures count 10,000 small buffers of one thread exactly") {
+  // A thread counts its own buffers and adds them to the shared figures in steps of 64 KiB
+  // (test_thread_stress.cpp has several threads): memory_stats() still adds up to the byte,
+  // and one thread's peak is exact.
+  release_cached_memory();
+  reset_peak_memory();
+  const MemoryStats before = memory_stats();
+  const std::size_t small = class_bytes_of(3 * sizeof(double));
+  {
+    std::vector<Tensor> many;
+    for (int i = 0; i < 10000; ++i) many.push_back(zeros({3}));
+    const MemoryStats during = memory_stats();
+    CHECK(during.bytes_in_use == before.bytes_in_use + 10000 * small);
+    CHECK(during.peak_bytes_in_use == during.bytes_in_use);
+    CHECK((during.system_allocations - before.system_allocations) +
+              (during.cache_hits - before.cache_hits) ==
+          10000);
+  }
+  CHECK(memory_stats().bytes_in_use == before.bytes_in_use);
+  CHECK(memory_stats().peak_bytes_in_use == before.bytes_in_use + 10000 * small);
+}
+
 TEST_CASE("a loop of the same shapes obtains nothing from the system after its first step") {
   const Tensor w = fill({32, 16}, 0.25);
   const Tensor x = fill({8, 32}, 0.5);

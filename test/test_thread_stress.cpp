@@ -229,6 +229,41 @@ TEST_CASE("buffers freed on other threads than their own, and threads that exit"
   CHECK(memory_stats().system_allocations == after.system_allocations);
 }
 
+TEST_CASE("the memory figures add up every thread's own counts", "[threads][memory]") {
+  // Each thread counts its buffers itself and adds them to the shared figures in steps of
+  // 64 KiB; memory_stats() adds every live thread's share and an exited thread's is kept.
+  const std::size_t small = 32;  // the class of three float64s
+  const auto taken = [](const MemoryStats& from, const MemoryStats& to) {
+    return (to.system_allocations - from.system_allocations) + (to.cache_hits - from.cache_hits);
+  };
+  const MemoryStats start = memory_stats();
+  std::vector<Tensor> handed;  // taken on a thread that then exits, freed here
+  std::thread([&handed] {
+    for (int i = 0; i < 5000; ++i) handed.push_back(zeros({3}));
+  }).join();
+  const MemoryStats joined = memory_stats();
+  CHECK(joined.bytes_in_use == start.bytes_in_use + 5000 * small);
+  CHECK(taken(start, joined) == 5000);
+  handed.clear();
+  CHECK(memory_stats().bytes_in_use == start.bytes_in_use);
+
+  // Two threads at once, each freeing what it took, while this one reads the figures.
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([] {
+      for (int round = 0; round < 200; ++round) {
+        std::vector<Tensor> kept;
+        for (int i = 0; i < 100; ++i) kept.push_back(zeros({3 + static_cast<std::size_t>(i % 7)}));
+      }
+    });
+  }
+  for (int read = 0; read < 100; ++read) CHECK(memory_stats().bytes_in_use >= start.bytes_in_use);
+  for (std::thread& worker : workers) worker.join();
+  const MemoryStats after = memory_stats();
+  CHECK(after.bytes_in_use == start.bytes_in_use);
+  CHECK(taken(joined, after) == 2 * 200 * 100);
+}
+
 TEST_CASE("release_cached_memory while other threads allocate and free", "[threads][memory]") {
   const std::size_t in_use = memory_stats().bytes_in_use;
   std::atomic<bool> stop{false};

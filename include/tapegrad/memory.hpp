@@ -11,6 +11,10 @@ namespace tapegrad {
 
 /// Process-wide figures, in bytes of whole buffers (a request up to 4 KiB is rounded up to its
 /// size class, at most 25 % more and at least 16 bytes; a larger one to a multiple of 64).
+/// Each thread counts its own buffers, and memory_stats() adds every thread's up: the figures
+/// are exact. The peak is exact for one thread's buffers; while several threads allocate at
+/// once, it may miss up to 64 KiB per other thread (their counts reach the shared one in
+/// steps of 64 KiB, so that no allocation pays for a locked instruction).
 struct MemoryStats {
   std::size_t bytes_in_use = 0;          // buffers alive now, on every thread
   std::size_t bytes_cached = 0;          // held for reuse, not in use
