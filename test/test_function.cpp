@@ -461,6 +461,29 @@ TEST_CASE("function: a replay holds no more intermediate buffers than the eager 
   CHECK(memory_stats().system_allocations == from_system);
 }
 
+TEST_CASE("function: an op of a hundred inputs, constants among them, replays as eager",
+          "[function]") {
+  // concat reads 100 values once each, and a constant between them: every traced input is
+  // moved into it (its last reader), past the 64 that one bit mask per op could mark.
+  const Tensor x = random_tensor({100, 3}, 11);
+  const Tensor c = random_tensor({1, 3}, 12);
+  const auto body = [&](const Tensor& arg) {
+    std::vector<Tensor> parts = split(arg, 100, 0);
+    for (Tensor& part : parts) part = sin(part);
+    parts.insert(parts.begin() + 50, c);
+    return concat(parts, 0);
+  };
+  const Function f =
+      function([&](const std::vector<Tensor>& args) { return std::vector<Tensor>{body(args[0])}; });
+  const Tensor expected = body(x);
+  CHECK(expected.shape() == Shape{101, 3});
+  require_identical(f({x})[0], expected);  // the trace
+  require_identical(f({x})[0], expected);  // a replay
+  const Tensor y = random_tensor({100, 3}, 13);
+  require_identical(f({y})[0], body(y));
+  CHECK(f.trace_count() == 1);
+}
+
 TEST_CASE("function misuse: the error names function and the argument", "[function][misuse]") {
   const Function f = function([](const std::vector<Tensor>& args) { return args; });
   CHECK(message_of<InvalidArgument>([&] {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -24,21 +25,22 @@ class Attrs {
   using Value = std::variant<std::int64_t, double, bool, DType, std::vector<std::int64_t>, Shape>;
 
   Attrs& set(std::string name, Value value);
-  bool has(const std::string& name) const;
+  /// Names are looked up as views: a literal costs no std::string.
+  bool has(std::string_view name) const;
   /// Each getter throws InvalidArgument when the name is missing or holds another type.
-  std::int64_t get_int(const std::string& name) const;
-  double get_double(const std::string& name) const;
-  bool get_bool(const std::string& name) const;
-  DType get_dtype(const std::string& name) const;
-  const std::vector<std::int64_t>& get_ints(const std::string& name) const;
-  const Shape& get_shape(const std::string& name) const;
+  std::int64_t get_int(std::string_view name) const;
+  double get_double(std::string_view name) const;
+  bool get_bool(std::string_view name) const;
+  DType get_dtype(std::string_view name) const;
+  const std::vector<std::int64_t>& get_ints(std::string_view name) const;
+  const Shape& get_shape(std::string_view name) const;
   bool empty() const { return items_.empty(); }
   /// Same names, in the same order, with equal values.
   bool operator==(const Attrs& other) const;  // out of line: costly to compile in every file
   bool operator!=(const Attrs& other) const { return !(*this == other); }
 
  private:
-  const Value& find(const std::string& name) const;
+  const Value& find(std::string_view name) const;
   std::vector<std::pair<std::string, Value>> items_;
 };
 

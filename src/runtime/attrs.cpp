@@ -18,43 +18,45 @@ Attrs& Attrs::set(std::string name, Value value) {
 
 bool Attrs::operator==(const Attrs& other) const { return items_ == other.items_; }
 
-bool Attrs::has(const std::string& name) const {
+bool Attrs::has(std::string_view name) const {
   return std::any_of(items_.begin(), items_.end(),
                      [&](const auto& item) { return item.first == name; });
 }
 
-const Attrs::Value& Attrs::find(const std::string& name) const {
+const Attrs::Value& Attrs::find(std::string_view name) const {
   for (const auto& item : items_) {
     if (item.first == name) return item.second;
   }
-  throw InvalidArgument("Attrs: no attribute '" + name + "'");
+  throw InvalidArgument("Attrs: no attribute '" + std::string(name) + "'");
 }
 
 namespace {
 template <class T>
-const T& get_as(const Attrs::Value& v, const std::string& name, const char* type) {
+const T& get_as(const Attrs::Value& v, std::string_view name, const char* type) {
   const T* p = std::get_if<T>(&v);
-  if (p == nullptr) throw InvalidArgument("Attrs: attribute '" + name + "' is not " + type);
+  if (p == nullptr) {
+    throw InvalidArgument("Attrs: attribute '" + std::string(name) + "' is not " + type);
+  }
   return *p;
 }
 }  // namespace
 
-std::int64_t Attrs::get_int(const std::string& name) const {
+std::int64_t Attrs::get_int(std::string_view name) const {
   return get_as<std::int64_t>(find(name), name, "an int");
 }
-double Attrs::get_double(const std::string& name) const {
+double Attrs::get_double(std::string_view name) const {
   return get_as<double>(find(name), name, "a double");
 }
-bool Attrs::get_bool(const std::string& name) const {
+bool Attrs::get_bool(std::string_view name) const {
   return get_as<bool>(find(name), name, "a bool");
 }
-DType Attrs::get_dtype(const std::string& name) const {
+DType Attrs::get_dtype(std::string_view name) const {
   return get_as<DType>(find(name), name, "a dtype");
 }
-const std::vector<std::int64_t>& Attrs::get_ints(const std::string& name) const {
+const std::vector<std::int64_t>& Attrs::get_ints(std::string_view name) const {
   return get_as<std::vector<std::int64_t>>(find(name), name, "a list of ints");
 }
-const Shape& Attrs::get_shape(const std::string& name) const {
+const Shape& Attrs::get_shape(std::string_view name) const {
   return get_as<Shape>(find(name), name, "a shape");
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <numeric>
@@ -58,11 +59,29 @@ struct FunctionTrace {
   std::vector<TracedInput> results;  // fn's outputs
   std::vector<ReplayItem> items;     // in trace order
   std::vector<FusedElementwise> fused;
-  // After the i-th item, the values nothing later reads: a replay lets them go, so that it
-  // holds no more than the eager call would (a forward chain keeps one buffer, not all).
-  std::vector<std::vector<std::size_t>> released_after;
-  // Bit k of the i-th entry: the i-th item takes input k by move (its last reader).
-  std::vector<std::uint64_t> moved_inputs;
+  // What the replay's loop reads, item by item, from a few contiguous arrays (plan_lifetimes):
+  // the trace's own vectors, one set per op, lie scattered over the heap, and GradBench's lstm
+  // (about 50,000 items) spent a quarter of its replay waiting for them.
+  struct ReplayInput {
+    std::uint32_t index;  // into the values, or into `constants`
+    bool constant = false;
+    bool move = false;  // the item is the value's last reader and reads it once
+  };
+  struct ItemPlan {
+    const TracedOp* op;  // null for a fused run; its definition and attributes follow
+    const OpDefinition* definition;
+    const Attrs* attrs;
+    std::uint32_t first_input, input_count;      // in `replay_inputs`
+    std::uint32_t first_output, output_count;    // in `replay_outputs`
+    std::uint32_t first_release, release_count;  // in `releases`
+  };
+  std::vector<ItemPlan> item_plans;
+  std::vector<ReplayInput> replay_inputs;
+  std::vector<std::uint32_t> replay_outputs;  // the values each item makes
+  // After each item, the values nothing later reads: a replay lets them go, so that it holds
+  // no more than the eager call would (a forward chain keeps one buffer, not all).
+  std::vector<std::uint32_t> releases;
+  std::vector<Tensor> constants;
   std::string eager_reason;  // set: this signature runs fn eagerly
   // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
   // Variable, runs no host step and returns defined floating tensors.
@@ -237,26 +256,55 @@ void plan_lifetimes(FunctionTrace& compiled) {
   for (const TracedInput& result : compiled.results) {
     if (result.value != TracedInput::kConstant) last_reader[result.value] = item_count;
   }
-  std::vector<std::vector<std::size_t>> plan(item_count);
-  std::vector<std::uint64_t> moves(item_count, 0);
+  std::vector<std::vector<std::size_t>> released_after(item_count);
   for (std::size_t i = 0; i < item_count; ++i) {
-    const std::vector<TracedInput>& inputs = compiled.inputs_of(compiled.items[i]);
     for (std::size_t v : compiled.outputs_of(compiled.items[i])) {  // read by nothing: gone
-      if (last_reader[v] == kNever) plan[i].push_back(v);
-    }
-    for (std::size_t k = 0; k < inputs.size() && k < 64; ++k) {
-      const std::size_t v = inputs[k].value;
-      if (v == TracedInput::kConstant || last_reader[v] != i) continue;
-      const auto reads = std::count_if(inputs.begin(), inputs.end(),
-                                       [&](const TracedInput& in) { return in.value == v; });
-      if (reads == 1) moves[i] |= std::uint64_t{1} << k;
+      if (last_reader[v] == kNever) released_after[i].push_back(v);
     }
   }
   for (std::size_t v = 0; v < last_reader.size(); ++v) {
-    if (last_reader[v] < item_count) plan[last_reader[v]].push_back(v);
+    if (last_reader[v] < item_count) released_after[last_reader[v]].push_back(v);
   }
-  compiled.released_after = std::move(plan);
-  compiled.moved_inputs = std::move(moves);
+  if (trace.num_values > std::numeric_limits<std::uint32_t>::max()) {
+    throw Error("function: a trace of " + std::to_string(trace.num_values) +
+                " values is more than a replay plan can number");
+  }
+  const auto index = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
+  compiled.item_plans.reserve(item_count);
+  for (std::size_t i = 0; i < item_count; ++i) {
+    FunctionTrace::ItemPlan plan{};
+    if (compiled.items[i].op != ReplayItem::kNone) {
+      plan.op = &trace.ops[compiled.items[i].op];
+      plan.definition = plan.op->op;
+      plan.attrs = plan.op->attrs.get();
+    }
+    const std::vector<TracedInput>& inputs = compiled.inputs_of(compiled.items[i]);
+    plan.first_input = index(compiled.replay_inputs.size());
+    plan.input_count = index(inputs.size());
+    for (const TracedInput& in : inputs) {
+      FunctionTrace::ReplayInput replay_input{};
+      if (in.value == TracedInput::kConstant) {
+        replay_input.index = index(compiled.constants.size());
+        replay_input.constant = true;
+        compiled.constants.push_back(in.constant);
+      } else {
+        replay_input.index = index(in.value);
+        replay_input.move =
+            last_reader[in.value] == i &&
+            std::count_if(inputs.begin(), inputs.end(),
+                          [&](const TracedInput& other) { return other.value == in.value; }) == 1;
+      }
+      compiled.replay_inputs.push_back(replay_input);
+    }
+    const std::vector<std::size_t>& outputs = compiled.outputs_of(compiled.items[i]);
+    plan.first_output = index(compiled.replay_outputs.size());
+    plan.output_count = index(outputs.size());
+    for (std::size_t v : outputs) compiled.replay_outputs.push_back(index(v));
+    plan.first_release = index(compiled.releases.size());
+    plan.release_count = index(released_after[i].size());
+    for (std::size_t v : released_after[i]) compiled.releases.push_back(index(v));
+    compiled.item_plans.push_back(plan);
+  }
 }
 
 const Tensor& value_of(const TracedInput& in, const std::vector<Tensor>& values) {
@@ -289,16 +337,18 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
   }
 }
 
-// One op through its replay rule, its outputs stored in `values`.
-void replay_op(const TracedOp& op, const std::vector<Tensor>& inputs, std::vector<Tensor>& values) {
-  const ReplayContext context{{*op.op, op.attrs.get()}, op.output_shapes, op.output_dtypes};
-  ReplayOutputs outputs = op.op->replay_rule(context, inputs);
-  if (outputs.size() != op.outputs.size()) {
-    throw Error(std::string("function: the replay of op '") + op.op->name + "' gave " +
+// One op through its replay rule: its outputs. Only a rule that reads its outputs' shapes or
+// dtypes reaches the traced op itself.
+ReplayOutputs replay_op(const FunctionTrace::ItemPlan& plan, const std::vector<Tensor>& inputs) {
+  const ReplayContext context{
+      {*plan.definition, plan.attrs}, plan.op->output_shapes, plan.op->output_dtypes};
+  ReplayOutputs outputs = plan.definition->replay_rule(context, inputs);
+  if (outputs.size() != plan.output_count) {
+    throw Error(std::string("function: the replay of op '") + plan.definition->name + "' gave " +
                 std::to_string(outputs.size()) + " outputs; the trace has " +
-                std::to_string(op.outputs.size()));
+                std::to_string(plan.output_count));
   }
-  for (std::size_t j = 0; j < outputs.size(); ++j) values[op.outputs[j]] = std::move(outputs[j]);
+  return outputs;
 }
 
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
@@ -313,28 +363,27 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
       run_step(steps[next_step++], values);
     }
+    const FunctionTrace::ItemPlan& plan = compiled.item_plans[i];
     inputs.clear();
-    const std::vector<TracedInput>& item_inputs = compiled.inputs_of(item);
-    const std::uint64_t moves = compiled.moved_inputs[i];
-    for (std::size_t slot = 0; slot < item_inputs.size(); ++slot) {
-      const TracedInput& in = item_inputs[slot];
-      if (slot < 64 && ((moves >> slot) & 1U) != 0) {
-        inputs.push_back(std::move(values[in.value]));
+    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + plan.first_input;
+    for (std::uint32_t k = 0; k < plan.input_count; ++k, ++in) {
+      if (in->constant) {
+        inputs.push_back(compiled.constants[in->index]);
+      } else if (in->move) {
+        inputs.push_back(std::move(values[in->index]));
       } else {
-        inputs.push_back(value_of(in, values));
+        inputs.push_back(values[in->index]);
       }
     }
-    if (item.fused != ReplayItem::kNone) {
-      const FusedElementwise& fused = compiled.fused[item.fused];
-      std::vector<Tensor> outputs = run_fused(fused, inputs);
-      for (std::size_t j = 0; j < outputs.size(); ++j) {
-        values[fused.outputs[j]] = std::move(outputs[j]);
-      }
-    } else {
-      replay_op(trace.ops[item.op], inputs, values);
-    }
-    for (std::size_t v : compiled.released_after[i]) {
-      if (values[v].defined()) values[v] = Tensor();  // most were moved into their last reader
+    ReplayOutputs outputs = item.fused != ReplayItem::kNone
+                                ? ReplayOutputs(run_fused(compiled.fused[item.fused], inputs))
+                                : replay_op(plan, inputs);
+    const std::uint32_t* output = compiled.replay_outputs.data() + plan.first_output;
+    for (std::uint32_t j = 0; j < plan.output_count; ++j) values[output[j]] = std::move(outputs[j]);
+    const std::uint32_t* release = compiled.releases.data() + plan.first_release;
+    for (std::uint32_t k = 0; k < plan.release_count; ++k) {
+      Tensor& value = values[release[k]];
+      if (value.defined()) value = Tensor();  // most were moved into their last reader
     }
   }
   while (next_step < steps.size()) run_step(steps[next_step++], values);
