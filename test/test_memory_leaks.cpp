@@ -13,8 +13,10 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "kernels/impl_blocks.hpp"
 #include "support.hpp"
 
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
@@ -37,7 +39,8 @@ constexpr int kScale = 1;
 // What the allocator has handed out, less the buffers tapegrad's cache holds for reuse (they
 // are free from the program's point of view: docs/guide.md, "Memory").
 std::size_t heap_in_use() {
-  const std::size_t cached = memory_stats().bytes_cached;
+  // What the caches hold is not in use: element buffers, and freed tensor handles.
+  const std::size_t cached = memory_stats().bytes_cached + detail::impl_blocks_cached();
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
   return __sanitizer_get_current_allocated_bytes() - cached;
 #else
@@ -176,4 +179,42 @@ TEST_CASE("bytes_held() is what the tape adds to the heap, within 5 %", "[memory
     CHECK(held > static_cast<std::size_t>(3000 / kScale) * 8000);
     CHECK(static_cast<double>(held) == Approx(static_cast<double>(grown)).epsilon(0.05));
   }
+}
+
+TEST_CASE("freed tensor handles wait in the freeing thread's lists for its next tensors",
+          "[memory]") {
+  // Each tensor's handle (its TensorImpl and control block) is one block; a freed one joins
+  // the freeing thread's list of its size (at most 4,096), the next tensor takes it back, and
+  // release_cached_memory() hands the list back to the system. Under ASan nothing is kept,
+  // so that a use after free is still caught.
+  release_cached_memory();
+  CHECK(detail::impl_blocks_cached() == 0);
+  std::vector<Tensor> tensors;
+  for (int i = 0; i < 100; ++i) tensors.push_back(fill({3}, static_cast<double>(i)));
+  tensors.clear();
+  const std::size_t hundred = detail::impl_blocks_cached();
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
+  CHECK(hundred == 0);
+#else
+  const std::size_t block = hundred / 100;
+  CHECK(hundred == 100 * block);
+  CHECK(block >= 64);
+  // Taken back by the next tensors, whose values are their own.
+  for (int i = 0; i < 100; ++i) tensors.push_back(fill({3}, static_cast<double>(2 * i)));
+  CHECK(detail::impl_blocks_cached() == 0);
+  for (int i = 0; i < 100; ++i) CHECK(tensors[i].array<double>()(1) == 2.0 * i);
+  tensors.clear();
+  // Made on another thread, freed here: this thread's list.
+  std::thread([&tensors] {
+    for (int i = 0; i < 50; ++i) tensors.push_back(zeros({3}));
+  }).join();
+  tensors.clear();
+  CHECK(detail::impl_blocks_cached() == 150 * block);
+  // At most 4,096 of a size.
+  for (int i = 0; i < 5000; ++i) tensors.push_back(zeros({3}));
+  tensors.clear();
+  CHECK(detail::impl_blocks_cached() == 4096 * block);
+#endif
+  release_cached_memory();
+  CHECK(detail::impl_blocks_cached() == 0);
 }

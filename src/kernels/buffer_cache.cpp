@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/buffer_cache.hpp"
+#include "kernels/impl_blocks.hpp"
 #include "tapegrad/buffer_allocator.hpp"
 #include "tapegrad/memory.hpp"
 
@@ -465,6 +466,7 @@ void reset_peak_memory() {
 }
 
 void release_cached_memory() {
+  detail::release_impl_blocks();
   detail::buffer_counters.release_epoch.fetch_add(1, std::memory_order_relaxed);
   if (detail::ThreadBuffers* own = detail::thread_buffers()) {
     own->epoch = detail::buffer_counters.release_epoch.load(std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "kernels/impl_blocks.hpp"
 #include "runtime/tensor_impl.hpp"
 
 namespace tapegrad::detail {
@@ -17,10 +18,10 @@ template <class T, class S>
   using ArrayShape = typename Array::shape_type;
   std::shared_ptr<TensorImpl> impl;
   if constexpr (std::is_same_v<S, ArrayShape>) {
-    impl = std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
+    impl = make_impl_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
                                         std::in_place_type<Array>, shape);
   } else {
-    impl = std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
+    impl = make_impl_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
                                         std::in_place_type<Array>,
                                         ArrayShape(shape.begin(), shape.end()));
   }

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "kernels/buffer_cache.hpp"
+#include "kernels/impl_blocks.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
 #include "runtime/warn.hpp"
@@ -192,13 +193,13 @@ std::size_t malloc_footprint(std::size_t n) {
 }
 
 // The heap bytes behind one tensor handle that the tape keeps: its storage block (the
-// TensorImpl with the shared_ptr's control block, built by make_shared), a large rank's
+// TensorImpl with the shared_ptr's control block, kernels/impl_blocks.hpp), a large rank's
 // dimensions, and the elements' buffer unless another kept handle's counted it already (views
 // share their base's; a view's contiguous copy, once built, is a buffer of its own).
 std::size_t tensor_footprint(const Tensor& t, std::unordered_set<const TensorImpl*>& buffers) {
   const TensorImpl& impl = impl_of(t);
   std::size_t bytes =
-      malloc_footprint((impl.is_view() ? sizeof(TensorViewImpl) : sizeof(TensorImpl)) + 16);
+      impl_block_footprint((impl.is_view() ? sizeof(TensorViewImpl) : sizeof(TensorImpl)) + 16);
   // The array of a base, once however many kept views read it.
   auto count_buffer = [&](const TensorImpl& owner) {
     if (!buffers.insert(&owner).second) return;

@@ -65,7 +65,7 @@ namespace {
 
 template <class T>
 std::shared_ptr<const TensorImpl> make_impl(storage_array<T>&& a) {
-  return std::make_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
+  return make_impl_shared<TensorImpl>(next_tensor_id(), dtype_of<T>::value,
                                       std::in_place_type<storage_array<T>>, std::move(a));
 }
 
@@ -158,7 +158,7 @@ std::shared_ptr<const TensorImpl> TensorViewImpl::materialized() const {
         storage_array<T> copy = allocate_array<T>("Tensor::array (a copy of a view)", shape());
         copy_strided(owner.data(), view_offset, dims.data(), view_strides.data(), dims.size(),
                      copy.data());
-        return std::make_shared<const TensorImpl>(
+        return make_impl_shared<const TensorImpl>(
             next_tensor_id(), dtype, std::in_place_type<storage_array<T>>, std::move(copy));
       },
       base->data);
@@ -282,7 +282,7 @@ std::shared_ptr<const TensorImpl> buffer_owner_of(const Tensor& t) {
 
 Tensor make_view(std::shared_ptr<const TensorImpl> owner, Shape shape, TensorImpl::Strides strides,
                  std::size_t offset) {
-  return TensorAccess::wrap(std::make_shared<const TensorViewImpl>(
+  return TensorAccess::wrap(make_impl_shared<const TensorViewImpl>(
       next_tensor_id(), std::move(owner), std::move(shape), std::move(strides), offset));
 }
 
