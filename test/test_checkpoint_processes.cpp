@@ -172,7 +172,14 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
   std::mt19937 random(20261127);
   std::int64_t last_round = 0;
   int kills = 0, kills_mid_save = 0;
-  for (int kill = 0; kill < 200; ++kill) {
+  // At least 200 kills, and more (up to 600) while the writers have made fewer than 100 rounds
+  // or few kills hit a save: on a loaded machine (a sanitizer build beside other tests) a
+  // writer's round can take several of the parent's measured saves, and the kills land earlier
+  // in it. Every kill checks the same invariants either way.
+  const auto enough = [&](int kill) {
+    return kill >= 200 && last_round >= 100 && kills_mid_save >= 20;
+  };
+  for (int kill = 0; kill < 600 && !enough(kill); ++kill) {
     {
       Child writer({program, path}, true);
       REQUIRE(writer.wait_for_line());  // restored and saving
@@ -211,7 +218,7 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
   }
   INFO("rounds " << last_round << ", kills " << kills << ", of them during a save "
                  << kills_mid_save << ", one save " << save_seconds[1] << " s");
-  CHECK(kills == 200);
+  CHECK(kills >= 200);
   CHECK(last_round >= 100);     // the writers kept making progress (about 1.5 rounds a kill)
   CHECK(kills_mid_save >= 20);  // and many kills hit a save in progress
 }
