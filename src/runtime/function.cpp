@@ -46,12 +46,21 @@ struct FunctionSignature {
   }
 };
 
-// What a replay runs next: one kept op, or a run of them fused into one loop.
+// What a replay runs next: one kept op, or a run of them fused into one loop. Its op's
+// definition and attributes, and where its inputs, outputs and releases start in the plan's
+// arrays (plan_lifetimes fills them), sit here, so that the replay's loop reads items and those
+// arrays in order: the trace's own vectors, one set per op, lie scattered over the heap, and
+// GradBench's lstm (about 50,000 items) spent a quarter of its replay waiting for them.
 struct ReplayItem {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::size_t position;       // the trace index of its (first) op: steps before it run first
   std::size_t op = kNone;     // into trace.ops
   std::size_t fused = kNone;  // into FunctionTrace::fused
+  const OpDefinition* definition = nullptr;  // an op's, and its attributes
+  const Attrs* attrs = nullptr;
+  std::uint32_t first_input = 0, input_count = 0;      // in FunctionTrace::replay_inputs
+  std::uint32_t first_output = 0, output_count = 0;    // in FunctionTrace::replay_outputs
+  std::uint32_t first_release = 0, release_count = 0;  // in FunctionTrace::releases
 };
 
 struct FunctionTrace {
@@ -59,23 +68,11 @@ struct FunctionTrace {
   std::vector<TracedInput> results;  // fn's outputs
   std::vector<ReplayItem> items;     // in trace order
   std::vector<FusedElementwise> fused;
-  // What the replay's loop reads, item by item, from a few contiguous arrays (plan_lifetimes):
-  // the trace's own vectors, one set per op, lie scattered over the heap, and GradBench's lstm
-  // (about 50,000 items) spent a quarter of its replay waiting for them.
   struct ReplayInput {
     std::uint32_t index;  // into the values, or into `constants`
     bool constant = false;
     bool move = false;  // the item is the value's last reader and reads it once
   };
-  struct ItemPlan {
-    const TracedOp* op;  // null for a fused run; its definition and attributes follow
-    const OpDefinition* definition;
-    const Attrs* attrs;
-    std::uint32_t first_input, input_count;      // in `replay_inputs`
-    std::uint32_t first_output, output_count;    // in `replay_outputs`
-    std::uint32_t first_release, release_count;  // in `releases`
-  };
-  std::vector<ItemPlan> item_plans;
   std::vector<ReplayInput> replay_inputs;
   std::vector<std::uint32_t> replay_outputs;  // the values each item makes
   // After each item, the values nothing later reads: a replay lets them go, so that it holds
@@ -265,23 +262,24 @@ void plan_lifetimes(FunctionTrace& compiled) {
   for (std::size_t v = 0; v < last_reader.size(); ++v) {
     if (last_reader[v] < item_count) released_after[last_reader[v]].push_back(v);
   }
-  if (trace.num_values > std::numeric_limits<std::uint32_t>::max()) {
-    throw Error("function: a trace of " + std::to_string(trace.num_values) +
-                " values is more than a replay plan can number");
-  }
-  const auto index = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
-  compiled.item_plans.reserve(item_count);
+  const auto index = [](std::size_t i) {
+    if (i > std::numeric_limits<std::uint32_t>::max()) {
+      throw Error(
+          "function: a trace of more than 2^32 values, inputs or releases is more than "
+          "a replay plan can number");
+    }
+    return static_cast<std::uint32_t>(i);
+  };
   std::vector<std::size_t> read_values;
   for (std::size_t i = 0; i < item_count; ++i) {
-    FunctionTrace::ItemPlan plan{};
-    if (compiled.items[i].op != ReplayItem::kNone) {
-      plan.op = &trace.ops[compiled.items[i].op];
-      plan.definition = plan.op->op;
-      plan.attrs = plan.op->attrs.get();
+    ReplayItem& item = compiled.items[i];
+    if (item.op != ReplayItem::kNone) {
+      item.definition = trace.ops[item.op].op;
+      item.attrs = trace.ops[item.op].attrs.get();
     }
-    const std::vector<TracedInput>& inputs = compiled.inputs_of(compiled.items[i]);
-    plan.first_input = index(compiled.replay_inputs.size());
-    plan.input_count = index(inputs.size());
+    const std::vector<TracedInput>& inputs = compiled.inputs_of(item);
+    item.first_input = index(compiled.replay_inputs.size());
+    item.input_count = index(inputs.size());
     // The item's traced inputs, sorted: how often it reads a value, in O(log k) (a concat of
     // thousands of parts reads each once).
     read_values.clear();
@@ -305,14 +303,13 @@ void plan_lifetimes(FunctionTrace& compiled) {
       }
       compiled.replay_inputs.push_back(replay_input);
     }
-    const std::vector<std::size_t>& outputs = compiled.outputs_of(compiled.items[i]);
-    plan.first_output = index(compiled.replay_outputs.size());
-    plan.output_count = index(outputs.size());
+    const std::vector<std::size_t>& outputs = compiled.outputs_of(item);
+    item.first_output = index(compiled.replay_outputs.size());
+    item.output_count = index(outputs.size());
     for (std::size_t v : outputs) compiled.replay_outputs.push_back(index(v));
-    plan.first_release = index(compiled.releases.size());
-    plan.release_count = index(released_after[i].size());
+    item.first_release = index(compiled.releases.size());
+    item.release_count = index(released_after[i].size());
     for (std::size_t v : released_after[i]) compiled.releases.push_back(index(v));
-    compiled.item_plans.push_back(plan);
   }
 }
 
@@ -348,14 +345,14 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
 
 // One op through its replay rule: its outputs. Only a rule that reads its outputs' shapes or
 // dtypes reaches the traced op itself.
-ReplayOutputs replay_op(const FunctionTrace::ItemPlan& plan, const std::vector<Tensor>& inputs) {
-  const ReplayContext context{
-      {*plan.definition, plan.attrs}, plan.op->output_shapes, plan.op->output_dtypes};
-  ReplayOutputs outputs = plan.definition->replay_rule(context, inputs);
-  if (outputs.size() != plan.output_count) {
-    throw Error(std::string("function: the replay of op '") + plan.definition->name + "' gave " +
+ReplayOutputs replay_op(const ReplayItem& item, const TracedOp& op,
+                        const std::vector<Tensor>& inputs) {
+  const ReplayContext context{{*item.definition, item.attrs}, op.output_shapes, op.output_dtypes};
+  ReplayOutputs outputs = item.definition->replay_rule(context, inputs);
+  if (outputs.size() != item.output_count) {
+    throw Error(std::string("function: the replay of op '") + item.definition->name + "' gave " +
                 std::to_string(outputs.size()) + " outputs; the trace has " +
-                std::to_string(plan.output_count));
+                std::to_string(item.output_count));
   }
   return outputs;
 }
@@ -372,10 +369,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
       run_step(steps[next_step++], values);
     }
-    const FunctionTrace::ItemPlan& plan = compiled.item_plans[i];
     inputs.clear();
-    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + plan.first_input;
-    for (std::uint32_t k = 0; k < plan.input_count; ++k, ++in) {
+    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
       if (in->constant) {
         inputs.push_back(compiled.constants[in->index]);
       } else if (in->move) {
@@ -386,11 +382,11 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     }
     ReplayOutputs outputs = item.fused != ReplayItem::kNone
                                 ? ReplayOutputs(run_fused(compiled.fused[item.fused], inputs))
-                                : replay_op(plan, inputs);
-    const std::uint32_t* output = compiled.replay_outputs.data() + plan.first_output;
-    for (std::uint32_t j = 0; j < plan.output_count; ++j) values[output[j]] = std::move(outputs[j]);
-    const std::uint32_t* release = compiled.releases.data() + plan.first_release;
-    for (std::uint32_t k = 0; k < plan.release_count; ++k) {
+                                : replay_op(item, trace.ops[item.op], inputs);
+    const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
+    for (std::uint32_t j = 0; j < item.output_count; ++j) values[output[j]] = std::move(outputs[j]);
+    const std::uint32_t* release = compiled.releases.data() + item.first_release;
+    for (std::uint32_t k = 0; k < item.release_count; ++k) {
       Tensor& value = values[release[k]];
       if (value.defined()) value = Tensor();  // most were moved into their last reader
     }
