@@ -398,6 +398,11 @@ void* allocate_from_system(std::size_t bytes) {
 
 std::size_t buffer_class_bytes(std::size_t bytes) noexcept { return rounded_bytes(bytes); }
 
+std::size_t malloc_footprint(std::size_t bytes) noexcept {
+  if (bytes == 0) return 0;
+  return std::max<std::size_t>(32, (bytes + 8 + 15) / 16 * 16);
+}
+
 void* acquire_buffer(std::size_t bytes) {
   const std::size_t size = rounded_bytes(bytes);
   ThreadBuffers* own = thread_buffers();
@@ -406,10 +411,7 @@ void* acquire_buffer(std::size_t bytes) {
     own->follow_releases();
     if (size <= kLargeAbove) {
       buffer = pop(own->lists[small_class_of(size)]);
-      if (buffer != nullptr) {
-        own->bytes.store(own->bytes.load(std::memory_order_relaxed) - size,
-                         std::memory_order_relaxed);
-      }
+      if (buffer != nullptr) add_own(own->bytes, -static_cast<std::int64_t>(size));
     }
   }
   if (buffer == nullptr) buffer = buffer_pool().take(size);

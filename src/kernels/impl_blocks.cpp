@@ -4,9 +4,10 @@
 // that a use after free is still caught.
 #include "kernels/impl_blocks.hpp"
 
-#include <algorithm>
 #include <array>
 #include <new>
+
+#include "kernels/buffer_cache.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -98,19 +99,12 @@ void give_back_impl_block(void* block, std::size_t bytes) noexcept {
   ::operator delete(block);
 }
 
-std::size_t impl_block_footprint(std::size_t bytes) noexcept {
-  if (bytes == 0) return 0;
-  // Pooled or not, the block comes from operator new (rounded to 16 bytes when pooled, as
-  // glibc rounds anyway): glibc's size word, 16-byte granules, at least 32.
-  return std::max<std::size_t>(32, (bytes + 8 + 15) / 16 * 16);
-}
-
 std::size_t impl_blocks_cached() noexcept {
   const BlockLists* lists = own_lists();
   if (lists == nullptr) return 0;
   std::size_t bytes = 0;
   for (std::size_t list = 0; list < lists->length.size(); ++list) {
-    bytes += lists->length[list] * impl_block_footprint((list + 1) * kStep);
+    bytes += lists->length[list] * malloc_footprint((list + 1) * kStep);
   }
   return bytes;
 }

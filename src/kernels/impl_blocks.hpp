@@ -14,8 +14,6 @@ namespace tapegrad::detail {
 
 void* take_impl_block(std::size_t bytes);
 void give_back_impl_block(void* block, std::size_t bytes) noexcept;
-// The heap bytes a block of `bytes` takes (what GradientTape::bytes_held counts for it).
-std::size_t impl_block_footprint(std::size_t bytes) noexcept;
 // The bytes of the freed blocks the calling thread's lists hold, and handing them back to the
 // system (release_cached_memory does, for the calling thread).
 std::size_t impl_blocks_cached() noexcept;

@@ -8,7 +8,6 @@
 #include <variant>
 
 #include "kernels/buffer_cache.hpp"
-#include "kernels/impl_blocks.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/tape_stack.hpp"
 #include "runtime/warn.hpp"
@@ -185,13 +184,6 @@ TapeImpl::~TapeImpl() {
 
 namespace {
 
-// What the allocator hands out for a request of n bytes (glibc: 8 bytes of header, rounded up
-// to 16, at least 32): close to what malloc_usable_size would say, without asking it.
-std::size_t malloc_footprint(std::size_t n) {
-  if (n == 0) return 0;
-  return std::max<std::size_t>(32, (n + 8 + 15) / 16 * 16);
-}
-
 // The heap bytes behind one tensor handle that the tape keeps: its storage block (the
 // TensorImpl with the shared_ptr's control block, kernels/impl_blocks.hpp), a large rank's
 // dimensions, and the elements' buffer unless another kept handle's counted it already (views
@@ -199,7 +191,7 @@ std::size_t malloc_footprint(std::size_t n) {
 std::size_t tensor_footprint(const Tensor& t, std::unordered_set<const TensorImpl*>& buffers) {
   const TensorImpl& impl = impl_of(t);
   std::size_t bytes =
-      impl_block_footprint((impl.is_view() ? sizeof(TensorViewImpl) : sizeof(TensorImpl)) + 16);
+      malloc_footprint((impl.is_view() ? sizeof(TensorViewImpl) : sizeof(TensorImpl)) + 16);
   // The array of a base, once however many kept views read it.
   auto count_buffer = [&](const TensorImpl& owner) {
     if (!buffers.insert(&owner).second) return;
