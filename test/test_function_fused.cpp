@@ -192,3 +192,234 @@ TEST_CASE(
   REQUIRE(fused_peak <= 4);
   REQUIRE(unfused_peak >= 20);
 }
+
+TEST_CASE(
+    "function fused: inputs that broadcast to the run's shape (a column, a row, a middle "
+    "axis, a scalar) go through the fused loop as through the eager kernels",
+    "[function][fused]") {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    // m x n x 3 outputs: 12 x 7 x 3 fits one block, 40 x 50 x 3 takes six and a tail; the
+    // [n, 1] column repeats every 3n elements (less than a block for n = 7, more for n = 500).
+    for (const auto& [m, n] : {std::pair<std::size_t, std::size_t>{12, 7}, {40, 50}, {3, 500}}) {
+      INFO("dtype " << dtype_name(dtype) << ", " << m << " x " << n << " x 3");
+      const auto fn = [&](const std::vector<Tensor>& args) {
+        const Tensor& g = args[0];       // [m, n, 3]
+        const Tensor& column = args[1];  // [n, 1]
+        const Tensor& row = args[2];     // [3]
+        const Tensor& middle = args[3];  // [m, 1, 3]
+        const Tensor one = scalar(1.0, dtype);
+        Tensor y = multiply(column, g) + multiply(subtract(one, column), sin(g));
+        y = negative(add(multiply(y, row), divide(middle, add(square(y), one))));
+        return std::vector<Tensor>{y, maximum(y, column)};
+      };
+      const Function f = function(fn);
+      const std::vector<Tensor> args = {
+          reshape(ramp(m * n * 3, dtype),
+                  {static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), 3}),
+          reshape(ramp(n, dtype, 0.7), {static_cast<std::int64_t>(n), 1}),
+          from_values({0.5, -2.0, 1.25}, {3}, dtype),
+          reshape(ramp(m * 3, dtype, -1.3), {static_cast<std::int64_t>(m), 1, 3})};
+      require_all_bitwise_equal(f(args), fn(args));
+      std::vector<Tensor> other = args;
+      other[1] = reshape(ramp(n, dtype, -0.4), {static_cast<std::int64_t>(n), 1});
+      require_all_bitwise_equal(f(other), fn(other));
+      REQUIRE(f.trace_count() == 1);
+    }
+  }
+}
+
+TEST_CASE(
+    "function fused: a run with broadcast columns keeps no intermediate as a tensor, and "
+    "its gradient equals the eager and the analytic one",
+    "[function][fused]") {
+  // ht's barycentric combination in forward mode over [8, 512, 3] float64 (96 KiB a buffer),
+  // u0 and u1 [512, 1] columns: y = -(u0 a + u1 b + (1 - u0 - u1) c).
+  const std::size_t m = 8, n = 512;
+  const std::size_t buffer = m * n * 3 * sizeof(double);
+  const Shape column_shape = {n, 1};
+  const Shape tangent_shape = {m, n, 3};
+  const auto combination = [](const std::vector<Tensor>& args) {
+    const Tensor &u0 = args[0], &u1 = args[1], &a = args[2], &b = args[3], &c = args[4];
+    const Tensor one = scalar(1.0, DType::Float64);
+    return negative(multiply(u0, a) + multiply(u1, b) +
+                    multiply(subtract(subtract(one, u0), u1), c));
+  };
+  const auto value = [&](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{combination(args)};
+  };
+  const auto value_and_gradient = [&](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[2]);
+    const Tensor y = combination(args);
+    return std::vector<Tensor>{y, tape.gradient(reduce_sum(square(y)), args[2])};
+  };
+  const std::vector<Tensor> args = {
+      reshape(ramp(n, DType::Float64, 0.5), {static_cast<std::int64_t>(n), 1}),
+      reshape(ramp(n, DType::Float64, 0.3), {static_cast<std::int64_t>(n), 1}),
+      reshape(ramp(m * n * 3, DType::Float64), {8, 512, 3}),
+      reshape(ramp(m * n * 3, DType::Float64, -1.5), {8, 512, 3}),
+      reshape(ramp(m * n * 3, DType::Float64, 2.0), {8, 512, 3})};
+  REQUIRE(args[0].shape() == column_shape);
+  REQUIRE(args[2].shape() == tangent_shape);
+
+  const Function fused = function(value);
+  const Function unfused = function(value, FunctionOptions{16, false});
+  require_all_bitwise_equal(fused(args), value(args));
+  require_all_bitwise_equal(unfused(args), value(args));
+  const std::size_t fused_peak = peak_buffers(fused, args, buffer);
+  const std::size_t unfused_peak = peak_buffers(unfused, args, buffer);
+  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
+  // Fused: the result and the three columns' patterns (3n + a block each, 60 KiB in all). Op
+  // by op: two products and their sum alive at once.
+  REQUIRE(fused_peak <= 2);
+  REQUIRE(unfused_peak >= 3);
+
+  const Function with_gradient = function(value_and_gradient);
+  const std::vector<Tensor> results = with_gradient(args);
+  require_all_bitwise_equal(results, value_and_gradient(args));
+  // d/da sum(y^2) = 2 y * -u0, element by element.
+  const auto& y = results[0].array<double>();
+  const auto& dy = results[1].array<double>();
+  const auto& u0 = args[0].array<double>();
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t k = 0; k < 3; ++k)
+        REQUIRE(dy(i, j, k) == Approx(-2.0 * y(i, j, k) * u0(j, 0)).epsilon(1e-13));
+}
+
+TEST_CASE(
+    "function fused: forward mode's dense tangents fuse, a run ends before an op that reads "
+    "its value, and the replay equals the eager Jacobian",
+    "[function][fused]") {
+  // jacobian_forward carries 256 tangents: each op after u = W t runs on the [256] primal and on
+  // the dense [256, 256] tangents. Each shape's elementwise ops make runs; the reduce_sum reads
+  // a run's value, so that run ends before it.
+  const std::size_t n = 256;
+  const std::size_t buffer = n * n * sizeof(double);
+  std::vector<double> w_values(n * n);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < n; ++j)
+      w_values[k * n + j] =
+          0.05 * std::sin(0.3 * static_cast<double>(k) + 0.7 * static_cast<double>(j)) +
+          (k == j ? 1.0 : 0.0);
+  const Tensor w = from_values(w_values, {n, n});
+  const auto mixed = [&](const Tensor& t) {
+    return reshape(matmul(w, reshape(t, {static_cast<std::int64_t>(n), 1})), {-1});
+  };
+  const auto f = [&](const Tensor& t) {
+    const Tensor u = mixed(t);
+    const Tensor s = sin(u);
+    const Tensor scale = reduce_sum(square(s));  // not elementwise
+    return multiply(add(multiply(s, u), square(u)), scale) - exp(negative(u));
+  };
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{jacobian_forward(f, args[0])};
+  };
+  const std::vector<Tensor> args = {ramp(n, DType::Float64, 0.8)};
+  const Function fused = function(fn);
+  const Function unfused = function(fn, FunctionOptions{16, false});
+  const std::vector<Tensor> eager = fn(args);
+  require_all_bitwise_equal(fused(args), eager);
+  require_all_bitwise_equal(unfused(args), eager);
+  const std::vector<Tensor> other = {ramp(n, DType::Float64, -0.3)};
+  require_all_bitwise_equal(fused(other), fn(other));
+
+  // J = (dy/du) W, dy_i/du_k = [i = k] ((u_i cos u_i + s_i + 2 u_i) c + exp(-u_i))
+  //                            + (s_i u_i + u_i^2) 2 s_k cos u_k, with c = sum s^2.
+  const auto& t = args[0].array<double>();
+  const auto& jacobian = eager[0].array<double>();
+  std::vector<double> u(n, 0.0);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < n; ++j) u[k] += w_values[k * n + j] * t(j);
+  double c = 0.0;
+  for (std::size_t k = 0; k < n; ++k) c += std::sin(u[k]) * std::sin(u[k]);
+  for (std::size_t i : {std::size_t{0}, std::size_t{17}, n - 1}) {
+    const double s = std::sin(u[i]);
+    const double inner = s * u[i] + u[i] * u[i];
+    for (std::size_t j : {std::size_t{0}, std::size_t{17}, std::size_t{200}}) {
+      double expected =
+          ((u[i] * std::cos(u[i]) + s + 2.0 * u[i]) * c + std::exp(-u[i])) * w_values[i * n + j];
+      for (std::size_t k = 0; k < n; ++k)
+        expected += inner * 2.0 * std::sin(u[k]) * std::cos(u[k]) * w_values[k * n + j];
+      REQUIRE(jacobian(i, j) == Approx(expected).epsilon(1e-10));
+    }
+  }
+
+  // Without the reduction, the tangents' products and sums are one loop: only its result
+  // becomes a tensor, where op by op several [256, 256] intermediates are alive at once.
+  const auto g = [&](const Tensor& t) {
+    const Tensor v = mixed(t);
+    return multiply(sin(v), cos(v)) + multiply(exp(v), square(v));
+  };
+  const auto gn = [&](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{jacobian_forward(g, a[0])};
+  };
+  const Function g_fused = function(gn);
+  const Function g_unfused = function(gn, FunctionOptions{16, false});
+  require_all_bitwise_equal(g_fused(args), gn(args));
+  const std::size_t fused_peak = peak_buffers(g_fused, args, buffer);
+  const std::size_t unfused_peak = peak_buffers(g_unfused, args, buffer);
+  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
+  REQUIRE(fused_peak < unfused_peak);
+}
+
+TEST_CASE(
+    "function fused: a run goes on past ops that read none of its values (gathers between its "
+    "products), which then run first",
+    "[function][fused]") {
+  // z = -(sin(big * a) * b) over [32, 500, 3], a and b [500, 3] rows gathered from a table
+  // between the products: the four elementwise ops are one loop, computed after both gathers;
+  // split at the second gather they would be two, with sin(big * a) a tensor between them.
+  const std::size_t m = 32, n = 500;
+  const std::size_t buffer = m * n * 3 * sizeof(double);
+  std::vector<std::int64_t> rows_a(n), rows_b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    rows_a[i] = static_cast<std::int64_t>((7 * i) % 64);
+    rows_b[i] = static_cast<std::int64_t>((13 * i + 5) % 64);
+  }
+  const auto indices = [](const std::vector<std::int64_t>& rows) {
+    return cast(from_values(std::vector<double>(rows.begin(), rows.end()), {rows.size()}),
+                DType::Int64);
+  };
+  const Tensor index_a = indices(rows_a), index_b = indices(rows_b);
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    const Tensor& table = args[0];  // [64, 3]
+    const Tensor& big = args[1];    // [m, n, 3]
+    const Tensor y = sin(multiply(big, gather(table, index_a)));
+    const Tensor z = negative(multiply(y, gather(table, index_b)));
+    return std::vector<Tensor>{z, reduce_sum(z)};  // the reduction reads the run's result
+  };
+  const std::vector<Tensor> args = {
+      reshape(ramp(64 * 3, DType::Float64, 1.3), {64, 3}),
+      reshape(ramp(m * n * 3, DType::Float64),
+              {static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), 3})};
+  const Function fused = function(fn);
+  const Function unfused = function(fn, FunctionOptions{16, false});
+  const std::vector<Tensor> eager = fn(args);
+  require_all_bitwise_equal(fused(args), eager);
+  require_all_bitwise_equal(unfused(args), eager);
+  const auto& z = eager[0].array<double>();
+  const auto& table = args[0].array<double>();
+  const auto& big = args[1].array<double>();
+  for (std::size_t i : {std::size_t{0}, std::size_t{9}, m - 1})
+    for (std::size_t j : {std::size_t{0}, std::size_t{123}, n - 1})
+      for (std::size_t k = 0; k < 3; ++k) {
+        const double expected =
+            -std::sin(big(i, j, k) * table(static_cast<std::size_t>(rows_a[j]), k)) *
+            table(static_cast<std::size_t>(rows_b[j]), k);
+        REQUIRE(z(i, j, k) == expected);
+      }
+
+  const auto peak_bytes = [&](const Function& f) {
+    const std::size_t before = memory_stats().bytes_in_use;
+    reset_peak_memory();
+    const std::vector<Tensor> results = f(args);
+    return memory_stats().peak_bytes_in_use - before;
+  };
+  const std::size_t fused_peak = peak_bytes(fused);
+  const std::size_t unfused_peak = peak_bytes(unfused);
+  INFO("fused " << fused_peak << " bytes, unfused " << unfused_peak << ", a buffer " << buffer);
+  // One loop: z and the two small gathers. Op by op: two [m, n, 3] tensors at once.
+  REQUIRE(fused_peak < buffer + buffer / 2);
+  REQUIRE(unfused_peak >= 2 * buffer);
+}

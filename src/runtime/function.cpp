@@ -53,7 +53,7 @@ struct FunctionSignature {
 // GradBench's lstm (about 50,000 items) spent a quarter of its replay waiting for them.
 struct ReplayItem {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::size_t position;       // the trace index of its (first) op: steps before it run first
+  std::size_t position;       // the trace index of its (last) op: steps before it run first
   std::size_t op = kNone;     // into trace.ops
   std::size_t fused = kNone;  // into FunctionTrace::fused
   const OpDefinition* definition = nullptr;  // an op's, and its attributes
@@ -187,13 +187,13 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
 // compute is one item, and only the values read after the run are made tensors.
 void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, bool optimize) {
   const OpTrace& trace = compiled.trace;
-  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  std::vector<std::vector<std::size_t>> runs;
   if (optimize) runs = fusable_runs(trace, kept);
   constexpr std::size_t kNone = ReplayItem::kNone;
   std::vector<std::size_t> run_of_kept(kept.size(), kNone);
   std::vector<std::size_t> producer_run(trace.num_values, kNone);
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    for (std::size_t i = runs[r].first; i < runs[r].second; ++i) {
+    for (std::size_t i : runs[r]) {
       run_of_kept[i] = r;
       for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
     }
@@ -212,16 +212,16 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   for (const TraceStep& step : trace.steps) for_each_read(step, read_after_run);
   for (const TracedInput& result : compiled.results) read_after_run(result);
 
-  for (std::size_t i = 0; i < kept.size();) {
-    if (run_of_kept[i] == kNone) {
+  // A run is one item where its last op is: the ops between its ops that are not its own
+  // read none of its values (fusable_runs), so they may run first.
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const std::size_t r = run_of_kept[i];
+    if (r == kNone) {
       compiled.items.push_back({kept[i], kept[i], kNone});
-      ++i;
-      continue;
+    } else if (runs[r].back() == i) {
+      compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
+      compiled.fused.push_back(fuse_run(trace, kept, runs[r], read_outside));
     }
-    const auto run = runs[run_of_kept[i]];
-    compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
-    compiled.fused.push_back(fuse_run(trace, kept, run, read_outside));
-    i = run.second;
   }
 }
 

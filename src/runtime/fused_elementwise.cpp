@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "runtime/id_map.hpp"
 #include "runtime/new_tensor.hpp"
@@ -30,8 +31,95 @@ DType dtype_of_input(const OpTrace& trace, const TracedInput& in) {
   return in.value == TracedInput::kConstant ? in.constant.dtype() : trace.value_dtypes[in.value];
 }
 
+// How an input of shape `input` is read over a run of shape `output`, or nothing when it does
+// not broadcast to it (aligned at the right, each dimension equal or 1) or a loop should not
+// read it. Its values repeat over the run's row-major elements with a period: the product of
+// output's dimensions from input's first one that is not 1. They are the input's own elements
+// in order when no later axis broadcasts (`expanded` false: a row [3] against [n, 3], an input
+// of the run's shape, or with leading 1s); otherwise one period is built per call (a column
+// [n, 1] against [m, n, 3]: 3n values), and that buffer may take a quarter of the run at most,
+// so that a loop never holds more than the op's own output would.
+std::optional<FusedElementwise::InputRead> broadcast_read(const Shape& input, const Shape& output) {
+  if (input.size() > output.size()) return std::nullopt;
+  const std::size_t lead = output.size() - input.size();
+  std::size_t first = output.size();
+  bool broadcast_after_first = false;
+  for (std::size_t d = 0; d < input.size(); ++d) {
+    if (input[d] != 1 && input[d] != output[lead + d]) return std::nullopt;
+    if (input[d] != 1 && first == output.size()) first = lead + d;
+    if (input[d] == 1 && output[lead + d] != 1 && first != output.size()) {
+      broadcast_after_first = true;
+    }
+  }
+  const std::size_t elements = element_count(output);
+  if (element_count(input) == elements) return FusedElementwise::InputRead{0, false};
+  const std::size_t period = std::accumulate(output.begin() + static_cast<std::ptrdiff_t>(first),
+                                             output.end(), std::size_t{1}, std::multiplies<>());
+  const bool expanded = broadcast_after_first || first == output.size();
+  if (expanded && period > 1 && period > elements / 4) return std::nullopt;
+  return FusedElementwise::InputRead{period, expanded};
+}
+
+// pattern[0, period): the values an input of `input_shape` (broadcast_read's `expanded`) takes
+// over the first `period` of the run's elements.
+template <class T>
+void expand_period(const T* input, const Shape& input_shape, const Shape& output,
+                   std::size_t period, T* pattern) {
+  if (period == 1) {
+    pattern[0] = input[0];
+    return;
+  }
+  const std::size_t rank = output.size();
+  const std::size_t lead = rank - input_shape.size();
+  // The input's strides over the output's axes: 0 where it broadcasts.
+  std::vector<std::size_t> strides(rank, 0);
+  std::size_t stride = 1;
+  for (std::size_t d = input_shape.size(); d-- > 0;) {
+    if (input_shape[d] != 1) strides[lead + d] = stride;
+    stride *= input_shape[d];
+  }
+  std::size_t first = rank;  // the first axis the period spans
+  for (std::size_t covered = 1; covered < period;) covered *= output[--first];
+  const std::size_t row = output[rank - 1];
+  std::vector<std::size_t> index(rank, 0);
+  std::size_t offset = 0;
+  for (T* out = pattern; out < pattern + period; out += row) {
+    if (strides[rank - 1] == 0) {
+      std::fill(out, out + row, input[offset]);
+    } else {
+      std::copy(input + offset, input + offset + row, out);
+    }
+    for (std::size_t d = rank - 1; d-- > first;) {
+      offset += strides[d];
+      if (++index[d] < output[d]) break;
+      offset -= strides[d] * output[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// One period of an input's values and how a block reads them: a block starting at the run's
+// element i reads `length - i % period` values from data + i % period, or, where a block
+// crosses the end, a copy put together in `wrap`.
+template <class T>
+struct PeriodicInput {
+  const T* data = nullptr;
+  std::size_t period = 0;
+  std::size_t length = 0;  // period, or a whole number of periods >= period + block
+  T* wrap = nullptr;       // one block, when length is the period
+
+  const T* block(std::size_t start, std::size_t count) const {
+    const std::size_t offset = start % period;
+    if (offset + count <= length) return data + offset;
+    const std::size_t head = period - offset;
+    std::copy(data + offset, data + period, wrap);
+    std::copy(data, data + (count - head), wrap + head);
+    return wrap;
+  }
+};
+
 // One loop may compute the op: an elementwise rule, one float output, and every input of
-// the output's dtype and of its shape or a single element.
+// the output's dtype and of its shape or broadcasting to it.
 bool fusable(const OpTrace& trace, const TracedOp& op) {
   const ElementwiseRule* rule = op.op->elementwise_rule;
   if (rule == nullptr || op.outputs.size() != 1 || op.inputs.size() != rule->arity) return false;
@@ -42,8 +130,7 @@ bool fusable(const OpTrace& trace, const TracedOp& op) {
   if (elements == 0 || elements > rule->max_elements) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
     if (!defined_input(in) || dtype_of_input(trace, in) != dtype) return false;
-    const Shape& input_shape = shape_of(trace, in);
-    return input_shape == shape || element_count(input_shape) == 1;
+    return broadcast_read(shape_of(trace, in), shape).has_value();
   });
 }
 
@@ -59,15 +146,13 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   const std::size_t input_count = fused.inputs.size();
   const std::size_t scratch = fused.scratch_blocks;
   const std::size_t output_count = fused.outputs.size();
-  const std::size_t spread_count =
-      static_cast<std::size_t>(std::count(fused.spread.begin(), fused.spread.end(), true));
 
   // Blocks of at most 1,024 elements whose scratch stays within 256 KiB (a few hundred live
   // intermediates shrink the block, down to 64 elements).
   constexpr std::size_t kMaxBlock = 1024;
   constexpr std::size_t kMinBlock = 64;
   constexpr std::size_t kScratchBytes = std::size_t{256} * 1024;
-  const std::size_t bytes_per_element = (scratch + spread_count) * sizeof(T);
+  const std::size_t bytes_per_element = scratch * sizeof(T);
   std::size_t block = kMaxBlock;
   if (bytes_per_element * block > kScratchBytes) {
     block = std::max(kMinBlock, kScratchBytes / std::max<std::size_t>(bytes_per_element, 1));
@@ -81,25 +166,58 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   std::vector<const T*> input_data(input_count);
   for (std::size_t e = 0; e < input_count; ++e) input_data[e] = kernel_data<T>(inputs[e]);
 
-  std::vector<T> scratch_memory((scratch + spread_count) * block);
+  std::vector<T> scratch_memory(scratch * block);
   std::vector<const T*> read(input_count + scratch + output_count);
   std::vector<T*> write(scratch + output_count);
   for (std::size_t s = 0; s < scratch; ++s) {
     write[s] = scratch_memory.data() + s * block;
     read[input_count + s] = write[s];
   }
-  std::size_t next_spread = scratch;
+
+  // The inputs that repeat: a period shorter than a block is repeated past period + block, so
+  // that no block wraps; a longer one is the input itself when its elements are the period,
+  // else built once here (both at most a block's copy where a block crosses its end).
+  std::vector<PeriodicInput<T>> periodic(input_count);
+  std::vector<Tensor> period_buffers;
+  std::vector<std::vector<T>> small_buffers;
   for (std::size_t e = 0; e < input_count; ++e) {
-    if (!fused.spread[e]) continue;
-    T* spread = scratch_memory.data() + (next_spread++) * block;
-    std::fill(spread, spread + block, input_data[e][0]);
-    read[e] = spread;
+    const FusedElementwise::InputRead& how = fused.reads[e];
+    if (how.period == 0) continue;
+    PeriodicInput<T>& p = periodic[e];
+    p.period = how.period;
+    const T* one_period = input_data[e];
+    if (how.expanded) {
+      if (how.period < block) {
+        small_buffers.emplace_back(how.period);
+        one_period = small_buffers.back().data();
+        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period,
+                      small_buffers.back().data());
+      } else {
+        T* data = nullptr;
+        period_buffers.push_back(new_tensor(Shape{how.period}, data));
+        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period, data);
+        one_period = data;
+      }
+    }
+    if (how.period < block) {
+      const std::size_t repeats = (how.period + block + how.period - 1) / how.period;
+      std::vector<T>& repeated = small_buffers.emplace_back(repeats * how.period);
+      for (std::size_t r = 0; r < repeats; ++r) {
+        std::copy(one_period, one_period + how.period, repeated.data() + r * how.period);
+      }
+      p.data = repeated.data();
+      p.length = repeated.size();
+    } else {
+      p.data = one_period;
+      p.length = how.period;
+      p.wrap = small_buffers.emplace_back(block).data();
+    }
   }
 
   for (std::size_t start = 0; start < fused.elements; start += block) {
     const std::size_t count = std::min(block, fused.elements - start);
     for (std::size_t e = 0; e < input_count; ++e) {
-      if (!fused.spread[e]) read[e] = input_data[e] + start;
+      read[e] = periodic[e].period == 0 ? input_data[e] + start : periodic[e].block(start, count);
     }
     for (std::size_t o = 0; o < output_count; ++o) {
       write[scratch + o] = output_data[o] + start;
@@ -115,8 +233,8 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
 
 }  // namespace
 
-std::vector<std::pair<std::size_t, std::size_t>> fusable_runs(
-    const OpTrace& trace, const std::vector<std::size_t>& kept) {
+std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
+                                                   const std::vector<std::size_t>& kept) {
   std::vector<std::size_t> step_positions;
   step_positions.reserve(trace.steps.size());
   for (const TraceStep& step : trace.steps) step_positions.push_back(step.position);
@@ -126,41 +244,85 @@ std::vector<std::pair<std::size_t, std::size_t>> fusable_runs(
     return it != step_positions.end() && *it <= b;
   };
 
-  std::vector<std::pair<std::size_t, std::size_t>> runs;
-  std::size_t start = 0;
-  std::size_t length = 0;
-  const auto close = [&](std::size_t end) {
-    if (length >= 2) runs.emplace_back(start, end);
-    length = 0;
+  // The runs being built, one per dtype and shape: forward mode and vectorized code
+  // interleave ops of two shapes (a primal and its batch of tangents), and each shape's ops
+  // make a run of their own. A run is computed where its last op is, so an op between two of
+  // its ops may run first unless it reads a value of the run: then the run ends before it.
+  constexpr std::size_t kMaxOpen = 4;
+  constexpr std::int32_t kNoRun = -1;
+  std::vector<std::vector<std::size_t>> open;  // kept indices; empty when the slot is free
+  std::vector<std::int32_t> open_run_of(trace.num_values, kNoRun);
+  std::vector<std::vector<std::size_t>> runs;
+  const auto close = [&](std::size_t slot) {
+    std::vector<std::size_t>& members = open[slot];
+    for (std::size_t i : members) {
+      for (std::size_t v : trace.ops[kept[i]].outputs) open_run_of[v] = kNoRun;
+    }
+    if (members.size() >= 2) runs.push_back(std::move(members));
+    members.clear();
+  };
+  const auto close_all = [&] {
+    for (std::size_t slot = 0; slot < open.size(); ++slot) close(slot);
   };
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const TracedOp& op = trace.ops[kept[i]];
-    if (!fusable(trace, op)) {
-      close(i);
-      continue;
-    }
-    if (length != 0) {
-      const TracedOp& first = trace.ops[kept[start]];
-      const bool joins = op.output_dtypes[0] == first.output_dtypes[0] &&
-                         op.output_shapes[0] == first.output_shapes[0] &&
-                         !step_between(kept[i - 1], kept[i]);
-      if (joins) {
-        ++length;
-        continue;
+    if (i > 0 && step_between(kept[i - 1], kept[i])) close_all();
+    const bool can_fuse = fusable(trace, op);
+    std::size_t joins = open.size();
+    if (can_fuse) {
+      for (std::size_t slot = 0; slot < open.size(); ++slot) {
+        if (open[slot].empty()) continue;
+        const TracedOp& first = trace.ops[kept[open[slot].front()]];
+        if (first.output_dtypes[0] == op.output_dtypes[0] &&
+            first.output_shapes[0] == op.output_shapes[0]) {
+          joins = slot;
+          break;
+        }
       }
-      close(i);
     }
-    start = i;
-    length = 1;
+    // A run whose value this op reads from outside it must be computed before this op.
+    for (const TracedInput& in : op.inputs) {
+      if (in.value == TracedInput::kConstant) continue;
+      const std::int32_t slot = open_run_of[in.value];
+      if (slot != kNoRun && static_cast<std::size_t>(slot) != joins) {
+        close(static_cast<std::size_t>(slot));
+      }
+    }
+    if (!can_fuse) continue;
+    if (joins == open.size() || open[joins].empty()) {
+      joins = open.size();
+      for (std::size_t slot = 0; slot < open.size(); ++slot) {
+        if (open[slot].empty()) {
+          joins = slot;
+          break;
+        }
+      }
+      if (joins == open.size()) {
+        if (open.size() < kMaxOpen) {
+          open.emplace_back();
+        } else {  // the run that started first gives way
+          joins = 0;
+          for (std::size_t slot = 1; slot < open.size(); ++slot) {
+            if (open[slot].front() < open[joins].front()) joins = slot;
+          }
+          close(joins);
+        }
+      }
+    }
+    open[joins].push_back(i);
+    for (std::size_t v : op.outputs) open_run_of[v] = static_cast<std::int32_t>(joins);
   }
-  close(kept.size());
+  close_all();
+  // In the order the replay meets them: by their last op.
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a.back() < b.back(); });
   return runs;
 }
 
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
-                          std::pair<std::size_t, std::size_t> run,
+                          const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside) {
-  const TracedOp& first = trace.ops[kept[run.first]];
+  const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
   fused.dtype = first.output_dtypes[0];
   fused.shape = first.output_shapes[0];
@@ -171,7 +333,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   // has thousands of short runs, and a node-based map per run was most of its planning.
   const auto key = [](std::size_t value) { return static_cast<std::uint64_t>(value) + 1; };
   IdMap<std::size_t> last_use;
-  for (std::size_t i = run.first; i < run.second; ++i) {
+  for (std::size_t i : run) {
     const TracedOp& op = trace.ops[kept[i]];
     for (const TracedInput& in : op.inputs) {
       if (in.value != TracedInput::kConstant) last_use.assign(key(in.value), i);
@@ -202,7 +364,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     OperandRef destination;
   };
   std::vector<PendingInstruction> pending;
-  for (std::size_t i = run.first; i < run.second; ++i) {
+  for (std::size_t i : run) {
     const TracedOp& op = trace.ops[kept[i]];
     PendingInstruction instruction{op.op->elementwise_rule, {}, {}};
     for (std::size_t k = 0; k < 2; ++k) {
@@ -257,9 +419,9 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
                              {number(p.operands[0]), number(p.operands[1])},
                              number(p.destination) - input_count});
   }
-  fused.spread.reserve(fused.inputs.size());
+  fused.reads.reserve(fused.inputs.size());
   for (const TracedInput& in : fused.inputs) {
-    fused.spread.push_back(fused.elements > 1 && element_count(shape_of(trace, in)) == 1);
+    fused.reads.push_back(*broadcast_read(shape_of(trace, in), fused.shape));
   }
   return fused;
 }

@@ -17,8 +17,16 @@ struct FusedElementwise {
   Shape shape;  // every op's output shape
   std::size_t elements;
   std::vector<TracedInput> inputs;
-  // Per input: 1 element spread over the whole shape (a broadcast scalar) when true.
-  std::vector<bool> spread;
+  // Per input, how the loop reads it (broadcast_read in fused_elementwise.cpp): as it is
+  // (period 0: the run's shape, but for leading 1s), or as values that repeat over the run's
+  // row-major elements with this period (1 for a single element, 3 for a [3] against [n, 3],
+  // 3n for an [n, 1] against [m, n, 3]), one period of which is built per call when `expanded`
+  // (a later axis broadcasts) and is the input's own elements otherwise.
+  struct InputRead {
+    std::size_t period;
+    bool expanded;
+  };
+  std::vector<InputRead> reads;
   std::vector<std::size_t> outputs;  // trace values made tensors
   // Operands are numbered: the inputs, then the scratch blocks, then the outputs.
   struct Instruction {
@@ -30,17 +38,20 @@ struct FusedElementwise {
   std::size_t scratch_blocks = 0;
 };
 
-// The runs of kept ops (indices into trace.ops, ascending) that one loop may compute: ranges
-// [first, end) of `kept`, each of at least two ops of one float dtype and output shape, every
-// input of that shape or a single element, with no Variable read, assignment or host step
-// between two of them.
-std::vector<std::pair<std::size_t, std::size_t>> fusable_runs(const OpTrace& trace,
-                                                              const std::vector<std::size_t>& kept);
+// The runs of kept ops that one loop may compute, each as the indices into `kept` of its ops
+// (ascending), the runs ordered by their last op: at least two ops of one float dtype and
+// output shape, every input of that shape or broadcasting to it, with no Variable read,
+// assignment or host step between the first and the last. Ops of other shapes may lie between
+// a run's ops (forward mode interleaves primals and tangents) when they read none of its
+// values: the replay computes a run where its last op was, after them.
+std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
+                                                   const std::vector<std::size_t>& kept);
 
-// The fused loop of the ops trace.ops[kept[first..end)], one of fusable_runs(); `read_outside`
-// says, per trace value, whether anything after the run (an op, a step, a result) reads it.
+// The fused loop of the ops trace.ops[kept[i]] for i in `run`, one of fusable_runs();
+// `read_outside` says, per trace value, whether anything outside the run (an op, a step, a
+// result) reads it.
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
-                          std::pair<std::size_t, std::size_t> run,
+                          const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside);
 
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
