@@ -92,7 +92,8 @@ TEST_CASE("views of views compose onto the first tensor's buffer", "[views]") {
   CHECK(shares_storage(a, x));
   // a[i, j] = x^T[1 + i, 3 - j] = x[3 - j, 1 + i] = 6 (3 - j) + 1 + i.
   CHECK(values(a) == std::vector<double>{19, 13, 7, 1, 20, 14, 8, 2});
-  // A contiguous view reshapes into another view of x; a strided one reshapes its own copy.
+  // A contiguous view reshapes into another view of x; a strided one whose axes do not merge
+  // evenly (a's strides are 1 and -6) reshapes its own copy.
   const Tensor rows = slice(x, {1, 0}, {2, 6});
   CHECK(shares_storage(reshape(rows, {3, 4}), x));
   CHECK(values(reshape(rows, {3, 4})) ==
@@ -100,6 +101,81 @@ TEST_CASE("views of views compose onto the first tensor's buffer", "[views]") {
   const Tensor flat = reshape(a, {8});
   CHECK_FALSE(shares_storage(flat, x));
   CHECK(values(flat) == values(a));
+}
+
+TEST_CASE("a strided view reshapes into a strided view where its axes merge or split evenly",
+          "[views]") {
+  const Tensor x = iota({4, 5, 3});
+  const Tensor t =
+      transpose(x, {1, 2, 0});  // [5, 3, 4], strides (3, 1, 15): t[a, b, c] = x[c, a, b]
+  const MemoryStats before = memory_stats();
+  const Tensor merged = reshape(t, {15, 4});       // (a, b) merge: stride 1
+  const Tensor split = reshape(t, {5, 3, 2, 2});   // c splits: strides (30, 15)
+  const Tensor rv = reverse(iota({4, 6}), {0});    // strides (-6, 1)
+  const Tensor rv_split = reshape(rv, {2, 2, 6});  // strides (-12, -6, 1)
+  CHECK(memory_stats().bytes_in_use == before.bytes_in_use + 24 * sizeof(double));  // iota's
+  CHECK(shares_storage(merged, x));
+  CHECK(shares_storage(split, x));
+  CHECK(shares_storage(rv_split, rv));
+  std::vector<double> expected_merged;  // merged[r, c] = x[c, r / 3, r % 3] = 15 c + r
+  for (int r = 0; r < 15; ++r)
+    for (int c = 0; c < 4; ++c) expected_merged.push_back(15 * c + r);
+  CHECK(viewed(merged) == expected_merged);
+  CHECK(values(merged) == expected_merged);
+  std::vector<double> expected_split;  // split[a, b, c1, c2] = x[2 c1 + c2, a, b]
+  for (int a = 0; a < 5; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 4; ++c) expected_split.push_back(15 * c + 3 * a + b);
+  CHECK(values(split) == expected_split);
+  std::vector<double> expected_rv;  // rv[i, j] = 6 (3 - i) + j
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) expected_rv.push_back(6 * (3 - i) + j);
+  CHECK(values(rv_split) == expected_rv);
+  // (a, b) and c do not merge (1 != 15 * 4): a copy, with t's elements in order.
+  const Tensor flat = reshape(transpose(x, {1, 2, 0}), {60});
+  CHECK_FALSE(shares_storage(flat, x));
+  std::vector<double> expected_flat;
+  for (double v : expected_merged) expected_flat.push_back(v);
+  CHECK(values(flat) == expected_flat);
+}
+
+TEST_CASE("concat reads strided parts where they lie, along every axis and for every dtype",
+          "[views]") {
+  // The parts: a transpose (strided, no copy built) and a contiguous tensor, along each axis;
+  // the expected result joins a contiguous copy of the same transpose.
+  for (DType dtype : {DType::Float64, DType::Int64, DType::Bool}) {
+    for (int axis : {0, 1, 2}) {
+      INFO(dtype_name(dtype) << ", axis " << axis);
+      Shape other_shape = {6, 5, 4};
+      other_shape[static_cast<std::size_t>(axis)] = 3;
+      const auto strided = [&] { return transpose(cast(iota({5, 4, 6}), dtype), {2, 0, 1}); };
+      const Tensor other = cast(iota(other_shape), dtype);
+      const Tensor copy =
+          cast(from_values(values(cast(strided(), DType::Float64)), {6, 5, 4}), dtype);
+      const Tensor got = concat({strided(), other, strided()}, axis);
+      const Tensor expected = concat({copy, other, copy}, axis);
+      CHECK(got.shape() == expected.shape());
+      CHECK(values(cast(got, DType::Float64)) == values(cast(expected, DType::Float64)));
+    }
+  }
+  // A 1.2 MB transposed part: the concat takes its output and a chunk of at most 256 KiB, and
+  // leaves the transpose without a copy (its array<T>() builds one afterwards).
+  const Tensor big = transpose(iota({300, 512}));  // [512, 300]
+  const Tensor column = iota({512, 4});
+  const std::size_t output_bytes = 512 * 304 * sizeof(double);
+  const MemoryStats before = memory_stats();
+  reset_peak_memory();
+  const Tensor joined = concat({column, big}, 1);
+  const MemoryStats after = memory_stats();
+  CHECK(after.bytes_in_use - before.bytes_in_use == output_bytes);
+  CHECK(after.peak_bytes_in_use - before.bytes_in_use <= output_bytes + 300 * 1024);
+  const auto& rows = joined.array<double>();
+  CHECK(rows(7, 3) == 7 * 4 + 3);        // column[7, 3]
+  CHECK(rows(7, 4 + 9) == 9 * 512 + 7);  // big[7, 9] = x[9, 7]
+  CHECK(rows(511, 303) == 299 * 512 + 511);
+  const std::size_t before_copy = memory_stats().bytes_in_use;
+  (void)big.array<double>();
+  CHECK(memory_stats().bytes_in_use == before_copy + 512 * 300 * sizeof(double));
 }
 
 TEST_CASE("array<T>() of a view is a contiguous copy, built once and kept", "[views]") {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "kernels/dispatch.hpp"
@@ -21,13 +22,70 @@
 
 namespace tapegrad {
 
+// Strides that read a strided tensor of dimensions `from` (strides `strides`) in the row-major
+// order of `to` (the same element count): each run of `from`'s axes that `to` merges or splits
+// must step evenly through the buffer (NumPy's reshape without a copy). [n, 3, k] read with
+// strides (3, 1, 3n), a transposed [k, n, 3], becomes [3n, k] with strides (1, 3n); [3, 2] read
+// with strides (1, 3) has no such [6]. Nothing for an empty tensor.
+static std::optional<detail::TensorImpl::Strides> strides_without_copy(
+    const Shape& from, const detail::TensorImpl::Strides& strides, const Shape& to) {
+  std::vector<std::size_t> dims;
+  std::vector<std::ptrdiff_t> steps;
+  for (std::size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == 0) return std::nullopt;
+    if (from[d] != 1) {
+      dims.push_back(from[d]);
+      steps.push_back(strides[d]);
+    }
+  }
+  detail::TensorImpl::Strides result(to.size(), 0);  // an axis of length 1 takes any stride
+  std::size_t old_axis = 0;
+  std::size_t new_axis = 0;
+  while (new_axis < to.size()) {
+    if (to[new_axis] == 1) {
+      ++new_axis;
+      continue;
+    }
+    if (old_axis == dims.size()) return std::nullopt;
+    // The smallest runs [old_axis, old_end) and [new_axis, new_end) of equal products.
+    std::size_t old_end = old_axis + 1, new_end = new_axis + 1;
+    std::size_t old_product = dims[old_axis], new_product = to[new_axis];
+    while (old_product != new_product) {
+      if (new_product < old_product) {
+        if (new_end == to.size()) return std::nullopt;
+        new_product *= to[new_end++];
+      } else {
+        if (old_end == dims.size()) return std::nullopt;
+        old_product *= dims[old_end++];
+      }
+    }
+    for (std::size_t k = old_axis; k + 1 < old_end; ++k) {
+      if (steps[k] != steps[k + 1] * static_cast<std::ptrdiff_t>(dims[k + 1])) return std::nullopt;
+    }
+    result[new_end - 1] = steps[old_end - 1];
+    for (std::size_t k = new_end - 1; k > new_axis; --k) {
+      result[k - 1] = result[k] * static_cast<std::ptrdiff_t>(to[k]);
+    }
+    old_axis = old_end;
+    new_axis = new_end;
+  }
+  if (old_axis != dims.size()) return std::nullopt;
+  return result;
+}
+
 // x's elements, in order, as a tensor of `shape` (same element count), without copying them:
 // a view of x's buffer (identity, stop_gradient, reshape, expand_dims, squeeze). A strided x
-// (a transpose, say) is not in row-major order in its buffer: the view is of its contiguous
-// copy, built once and kept by x.
+// (a transpose, say) is a strided view too where its strides allow (strides_without_copy);
+// otherwise the view is of its contiguous copy, built once and kept by x.
 static Tensor view_with_shape(const Tensor& x, const Shape& shape) {
   const detail::TensorImpl& impl = detail::impl_of(x);
   if (impl.is_view() && !impl.contiguous()) {
+    if (impl.elements() == nullptr) {  // no copy yet: read the base where it lies
+      if (auto strides = strides_without_copy(x.shape(), impl.strides(), shape)) {
+        return detail::make_view(detail::buffer_owner_of(x), shape, std::move(*strides),
+                                 impl.offset());
+      }
+    }
     return detail::make_view(impl.as_view().materialized(), shape,
                              detail::row_major_strides_signed(shape), 0);
   }

@@ -3,13 +3,16 @@
 // linkage (static, constexpr).
 #include <algorithm>
 #include <iterator>
+#include <memory>
 
 #include "kernels/box_copy.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/strided_copy.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
 #include "runtime/new_tensor.hpp"
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/ops/array.hpp"
 
 namespace tapegrad {
@@ -102,7 +105,92 @@ static Dims concat_dims(const std::vector<Tensor>& values, int axis, std::size_t
   return out;
 }
 
-// The parts laid side by side along `axis`.
+// A part that is a strided view with no contiguous copy yet (a transpose, the Jacobian
+// jacobian_forward returns): concat reads it where it lies instead of building that copy.
+static bool read_in_place(const Tensor& v) {
+  const detail::TensorImpl& impl = detail::impl_of(v);
+  return impl.is_view() && !impl.contiguous() && impl.elements() == nullptr &&
+         impl.holds_elements && v.size() > 0;
+}
+
+// The parts laid side by side along `axis`. A strided part is copied a chunk of leading rows at
+// a time into a block that stays in cache, and joined from there: one pass over the output
+// instead of a copy of the part and then the join.
+template <class T>
+static void join_parts(const std::vector<Tensor>& values, std::size_t axis, const Dims& out_dims,
+                       T* out) {
+  const AxisBlocks b = axis_blocks(out_dims, axis);
+  std::vector<const T*> parts;
+  std::vector<std::size_t> widths;  // each part's contiguous run per outer block
+  std::vector<std::size_t> strided;
+  parts.reserve(values.size());
+  widths.reserve(values.size());
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const Tensor& v = values[k];
+    widths.push_back(detail::impl_of(v).dims_ref().data[axis] * b.inner);
+    if (read_in_place(v)) {
+      strided.push_back(k);
+      parts.push_back(nullptr);
+    } else {
+      parts.push_back(detail::kernel_data<T>(v));
+    }
+  }
+  if (strided.empty()) {
+    detail::join_rows(parts, widths, b.outer, out);
+    return;
+  }
+  const auto copy_rows = [&](std::size_t k, std::size_t first_row, std::size_t rows, T* to) {
+    const detail::ElementLayout layout =
+        detail::element_layout(*detail::TensorAccess::pointer(values[k]));
+    xt::svector<std::size_t, 4> shape = layout.shape;
+    shape[0] = rows;
+    const std::ptrdiff_t offset = static_cast<std::ptrdiff_t>(layout.offset) +
+                                  static_cast<std::ptrdiff_t>(first_row) * layout.strides[0];
+    detail::copy_strided(static_cast<const T*>(layout.data), static_cast<std::size_t>(offset),
+                         shape.data(), layout.strides.data(), shape.size(), to);
+  };
+  if (axis == 0) {  // each part is one block of the output
+    T* to = out;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (parts[k] == nullptr) {
+        copy_rows(k, 0, detail::impl_of(values[k]).dims_ref().data[0], to);
+      } else {
+        std::copy(parts[k], parts[k] + widths[k], to);
+      }
+      to += widths[k];
+    }
+    return;
+  }
+  // Chunks of the leading axis whose strided parts fill about 256 KiB.
+  const std::size_t rows = out_dims[0];
+  const std::size_t outer_per_row = b.outer / rows;
+  std::size_t strided_width = 0;
+  for (std::size_t k : strided) strided_width += widths[k];
+  const std::size_t row_bytes = outer_per_row * strided_width * sizeof(T);
+  const std::size_t chunk_rows = std::clamp<std::size_t>(
+      std::size_t{256} * 1024 / std::max<std::size_t>(row_bytes, 1), 1, rows);
+  // Not a std::vector: T may be bool.
+  const auto scratch = std::make_unique<T[]>(chunk_rows * outer_per_row * strided_width);
+  std::size_t total_width = 0;
+  for (std::size_t w : widths) total_width += w;
+  std::vector<const T*> chunk_parts(parts.size());
+  for (std::size_t first = 0; first < rows; first += chunk_rows) {
+    const std::size_t count = std::min(chunk_rows, rows - first);
+    T* next = scratch.get();
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      if (parts[k] == nullptr) {
+        copy_rows(k, first, count, next);
+        chunk_parts[k] = next;
+        next += count * outer_per_row * widths[k];
+      } else {
+        chunk_parts[k] = parts[k] + first * outer_per_row * widths[k];
+      }
+    }
+    detail::join_rows(chunk_parts, widths, count * outer_per_row,
+                      out + first * outer_per_row * total_width);
+  }
+}
+
 static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
                             const Dims& out_dims) {
   const Shape out_shape(out_dims.begin(), out_dims.end());
@@ -111,16 +199,7 @@ static Tensor concat_kernel(const std::vector<Tensor>& values, std::size_t axis,
       using T = decltype(zero);
       T* out = nullptr;
       Tensor result = detail::new_tensor<T>(out_dims, out);
-      const AxisBlocks b = axis_blocks(out_dims, axis);
-      std::vector<const T*> parts;
-      std::vector<std::size_t> widths;  // each part's contiguous run per outer block
-      parts.reserve(values.size());
-      widths.reserve(values.size());
-      for (const auto& v : values) {
-        parts.push_back(detail::kernel_data<T>(v));
-        widths.push_back(detail::impl_of(v).dims_ref().data[axis] * b.inner);
-      }
-      detail::join_rows(parts, widths, b.outer, out);
+      join_parts<T>(values, axis, out_dims, out);
       return result;
     });
   });
