@@ -198,11 +198,57 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
       for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
     }
   }
+  // Gathers whose output only one run reads, of its dtype and shape: the run's loop reads
+  // their params instead, and they are not items of their own.
+  constexpr std::size_t kAbsorbed = kNone - 1;
+  std::vector<std::size_t> gathered_by(trace.num_values, kNoGather);
+  if (!runs.empty()) {
+    std::vector<std::uint32_t> reads(trace.num_values, 0);
+    const auto count_read = [&](const TracedInput& in) {
+      if (in.value != TracedInput::kConstant) ++reads[in.value];
+    };
+    for (std::size_t i : kept)
+      for (const TracedInput& in : trace.ops[i].inputs) count_read(in);
+    for (const TraceStep& step : trace.steps) for_each_read(step, count_read);
+    for (const TracedInput& result : compiled.results) count_read(result);
+    std::vector<std::size_t> producer(trace.num_values, kNone);  // into kept
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
+    }
+    std::vector<std::uint32_t> reads_in_run(trace.num_values, 0);
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      const TracedOp& first = trace.ops[kept[runs[r].front()]];
+      std::vector<std::size_t> candidates;
+      for (std::size_t i : runs[r]) {
+        for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+          if (in.value == TracedInput::kConstant) continue;
+          const std::size_t p = producer[in.value];
+          if (p == kNone || run_of_kept[p] != kNone) continue;
+          if (!gather_readable(trace.ops[kept[p]], first.output_dtypes[0],
+                               first.output_shapes[0])) {
+            continue;
+          }
+          if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
+        }
+      }
+      for (std::size_t v : candidates) {
+        if (reads_in_run[v] == reads[v]) {
+          const std::size_t p = producer[v];
+          gathered_by[v] = kept[p];
+          run_of_kept[p] = kAbsorbed;
+          producer_run[v] = r;
+        }
+        reads_in_run[v] = 0;
+      }
+    }
+  }
+
   std::vector<bool> read_outside(trace.num_values, false);
   const auto read_after_run = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) read_outside[in.value] = true;
   };
   for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (run_of_kept[i] == kAbsorbed) continue;  // its inputs are the run's now
     for (const TracedInput& in : trace.ops[kept[i]].inputs) {
       if (in.value != TracedInput::kConstant && producer_run[in.value] != run_of_kept[i]) {
         read_outside[in.value] = true;
@@ -218,9 +264,9 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
     const std::size_t r = run_of_kept[i];
     if (r == kNone) {
       compiled.items.push_back({kept[i], kept[i], kNone});
-    } else if (runs[r].back() == i) {
+    } else if (r != kAbsorbed && runs[r].back() == i) {
       compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
-      compiled.fused.push_back(fuse_run(trace, kept, runs[r], read_outside));
+      compiled.fused.push_back(fuse_run(trace, kept, runs[r], read_outside, gathered_by));
     }
   }
 }

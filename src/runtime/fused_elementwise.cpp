@@ -118,6 +118,38 @@ struct PeriodicInput {
   }
 };
 
+// A gather's output read from its params: element f of the run is row rows[k] of params'
+// axis, where f = ((o K) + k) inner + j over outer o, index position k (K of them) and inner j.
+template <class T>
+struct GatheredInput {
+  const T* params = nullptr;
+  std::vector<std::int64_t> rows;
+  std::size_t limit = 0;  // params' length along the axis
+  std::size_t inner = 1;
+  T* scratch = nullptr;  // one block
+
+  const T* block(std::size_t start, std::size_t count) const {
+    const std::size_t positions = rows.size();
+    std::size_t j = start % inner;
+    std::size_t k = (start / inner) % positions;
+    std::size_t o = start / inner / positions;
+    T* out = scratch;
+    for (std::size_t left = count; left > 0;) {
+      const T* from = params + (o * limit + static_cast<std::size_t>(rows[k])) * inner + j;
+      const std::size_t n = std::min(inner - j, left);
+      for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
+      out += n;
+      left -= n;
+      j = 0;
+      if (++k == positions) {
+        k = 0;
+        ++o;
+      }
+    }
+    return scratch;
+  }
+};
+
 // One loop may compute the op: an elementwise rule, one float output, and every input of
 // the output's dtype and of its shape or broadcasting to it.
 bool fusable(const OpTrace& trace, const TracedOp& op) {
@@ -164,7 +196,9 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   for (std::size_t o = 0; o < output_count; ++o)
     outputs[o] = new_tensor(fused.shape, output_data[o]);
   std::vector<const T*> input_data(input_count);
-  for (std::size_t e = 0; e < input_count; ++e) input_data[e] = kernel_data<T>(inputs[e]);
+  for (std::size_t e = 0; e < input_count; ++e) {
+    if (!fused.reads[e].indices_only) input_data[e] = kernel_data<T>(inputs[e]);
+  }
 
   std::vector<T> scratch_memory(scratch * block);
   std::vector<const T*> read(input_count + scratch + output_count);
@@ -178,10 +212,23 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   // that no block wraps; a longer one is the input itself when its elements are the period,
   // else built once here (both at most a block's copy where a block crosses its end).
   std::vector<PeriodicInput<T>> periodic(input_count);
+  std::vector<GatheredInput<T>> gathered(input_count);
   std::vector<Tensor> period_buffers;
   std::vector<std::vector<T>> small_buffers;
   for (std::size_t e = 0; e < input_count; ++e) {
     const FusedElementwise::InputRead& how = fused.reads[e];
+    if (how.gather != nullptr) {
+      GatheredInput<T>& g = gathered[e];
+      const Shape& params_shape = inputs[e].shape();
+      g.params = input_data[e];
+      g.rows = how.gather->rows(inputs[e], inputs[e + 1], how.gather_axis);
+      g.limit = params_shape[how.gather_axis];
+      g.inner =
+          std::accumulate(params_shape.begin() + static_cast<std::ptrdiff_t>(how.gather_axis) + 1,
+                          params_shape.end(), std::size_t{1}, std::multiplies<>());
+      g.scratch = small_buffers.emplace_back(block).data();
+      continue;
+    }
     if (how.period == 0) continue;
     PeriodicInput<T>& p = periodic[e];
     p.period = how.period;
@@ -217,7 +264,14 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   for (std::size_t start = 0; start < fused.elements; start += block) {
     const std::size_t count = std::min(block, fused.elements - start);
     for (std::size_t e = 0; e < input_count; ++e) {
-      read[e] = periodic[e].period == 0 ? input_data[e] + start : periodic[e].block(start, count);
+      const FusedElementwise::InputRead& how = fused.reads[e];
+      if (how.gather != nullptr) {
+        read[e] = gathered[e].block(start, count);
+      } else if (how.indices_only) {
+        read[e] = nullptr;  // no instruction reads it
+      } else {
+        read[e] = how.period == 0 ? input_data[e] + start : periodic[e].block(start, count);
+      }
     }
     for (std::size_t o = 0; o < output_count; ++o) {
       write[scratch + o] = output_data[o] + start;
@@ -319,9 +373,16 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
   return runs;
 }
 
+bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
+  return op.op->gather_rule != nullptr && op.outputs.size() == 1 && op.inputs.size() == 2 &&
+         op.output_dtypes[0] == dtype && op.output_shapes[0] == shape && op.attrs != nullptr &&
+         op.attrs->has("axis") && element_count(shape) > 0;
+}
+
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
-                          const std::vector<bool>& read_outside) {
+                          const std::vector<bool>& read_outside,
+                          const std::vector<std::size_t>& gathered_by) {
   const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
   fused.dtype = first.output_dtypes[0];
@@ -344,17 +405,39 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   IdMap<std::uint32_t> input_of;           // trace value -> input number
   IdMap<std::uint32_t> constant_input_of;  // tensor id -> input
   std::vector<std::uint32_t> free_scratch;
+  IdMap<std::uint32_t> gather_input_of;  // trace value of a gather's output -> params input
+  const auto add_input = [&](const TracedInput& in) {
+    fused.inputs.push_back(in);
+    fused.reads.push_back(*broadcast_read(shape_of(trace, in), fused.shape));
+  };
   const auto operand_for = [&](const TracedInput& in) -> OperandRef {
     if (in.value != TracedInput::kConstant) {
       if (const OperandRef* where = computed.find(key(in.value))) return *where;
+      if (gathered_by[in.value] != kNoGather) {
+        auto [slot, added] = gather_input_of.try_emplace(
+            key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
+        if (added) {
+          const TracedOp& gather = trace.ops[gathered_by[in.value]];
+          FusedElementwise::InputRead params_read;
+          params_read.gather = gather.op->gather_rule;
+          params_read.gather_axis = static_cast<std::size_t>(gather.attrs->get_int("axis"));
+          fused.inputs.push_back(gather.inputs[0]);
+          fused.reads.push_back(params_read);
+          FusedElementwise::InputRead indices_read;
+          indices_read.indices_only = true;
+          fused.inputs.push_back(gather.inputs[1]);
+          fused.reads.push_back(indices_read);
+        }
+        return {OperandRef::Kind::Input, *slot};
+      }
       auto [slot, added] =
           input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
-      if (added) fused.inputs.push_back(in);
+      if (added) add_input(in);
       return {OperandRef::Kind::Input, *slot};
     }
     auto [slot, added] = constant_input_of.try_emplace(
         in.constant.id(), static_cast<std::uint32_t>(fused.inputs.size()));
-    if (added) fused.inputs.push_back(in);
+    if (added) add_input(in);
     return {OperandRef::Kind::Input, *slot};
   };
 
@@ -418,10 +501,6 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     fused.program.push_back({p.rule,
                              {number(p.operands[0]), number(p.operands[1])},
                              number(p.destination) - input_count});
-  }
-  fused.reads.reserve(fused.inputs.size());
-  for (const TracedInput& in : fused.inputs) {
-    fused.reads.push_back(*broadcast_read(shape_of(trace, in), fused.shape));
   }
   return fused;
 }

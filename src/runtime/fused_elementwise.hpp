@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/gather_rule.hpp"
 #include "runtime/op_trace.hpp"
 
 namespace tapegrad::detail {
@@ -22,9 +23,16 @@ struct FusedElementwise {
   // row-major elements with this period (1 for a single element, 3 for a [3] against [n, 3],
   // 3n for an [n, 1] against [m, n, 3]), one period of which is built per call when `expanded`
   // (a later axis broadcasts) and is the input's own elements otherwise.
+  //
+  // An input may also stand for a gather's output that the loop reads from the gather's params
+  // (this input, `gather` set) and indices (the next input, `indices_only`), rows along
+  // `gather_axis`: the gather itself does not run, its rule checks the indices.
   struct InputRead {
-    std::size_t period;
-    bool expanded;
+    std::size_t period = 0;
+    bool expanded = false;
+    const GatherRule* gather = nullptr;
+    std::size_t gather_axis = 0;
+    bool indices_only = false;
   };
   std::vector<InputRead> reads;
   std::vector<std::size_t> outputs;  // trace values made tensors
@@ -49,10 +57,18 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
 
 // The fused loop of the ops trace.ops[kept[i]] for i in `run`, one of fusable_runs();
 // `read_outside` says, per trace value, whether anything outside the run (an op, a step, a
-// result) reads it.
+// result) reads it; `gathered_by`, per trace value, the trace op of a gather (one with a
+// GatherRule, of the run's dtype and shape) that only the run reads and whose output the loop
+// reads from its params instead (kNoGather for the rest).
+constexpr std::size_t kNoGather = static_cast<std::size_t>(-1);
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
-                          const std::vector<bool>& read_outside);
+                          const std::vector<bool>& read_outside,
+                          const std::vector<std::size_t>& gathered_by);
+
+// Whether the loop of a run of `dtype` and `shape` may read the output of the traced op `op`
+// from its params: a gather with a GatherRule, one output of that dtype and shape.
+bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/elementwise_rule.hpp"
+#include "runtime/gather_rule.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/registry.hpp"
 
@@ -132,6 +133,9 @@ struct OpDefinition {
   // Set on the linear ops a diagonal batch passes through (null: the vectorized Jacobian
   // makes the batch dense before the op).
   StructureRule structure_rule = nullptr;
+  // Set on gather: a Function's fused loop may read the op's output from its params (null:
+  // the op writes its output).
+  const GatherRule* gather_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -192,6 +196,12 @@ constexpr OpDefinition with_replay(OpDefinition definition, ReplayRule replay) {
 // `definition` with its elementwise rule (runtime/elementwise_rule.hpp).
 constexpr OpDefinition with_elementwise(OpDefinition definition, const ElementwiseRule& rule) {
   definition.elementwise_rule = &rule;
+  return definition;
+}
+
+// `definition` with its gather rule (runtime/gather_rule.hpp).
+constexpr OpDefinition with_gather(OpDefinition definition, const GatherRule& rule) {
+  definition.gather_rule = &rule;
   return definition;
 }
 

@@ -93,12 +93,36 @@ static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
   return {unsorted_segment_sum(in[0], in[1], op.output_shapes[0][0])};
 }
 
+// The flat indices, each checked against params' axis `a` (`axis` as the caller gave it).
+static std::vector<std::int64_t> checked_rows(const Tensor& params, const Tensor& indices, int axis,
+                                              std::size_t a) {
+  std::vector<std::int64_t> index = detail::index_values(indices);
+  const std::size_t limit = params.shape()[a];
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
+      throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                            ": index " + std::to_string(index[k]) + " (indices[" +
+                            std::to_string(k) + "] in flat order) is out of range [0, " +
+                            std::to_string(limit) + ") along axis " + std::to_string(axis));
+    }
+  }
+  return index;
+}
+
+// A Function's fused loop reads the gathered rows itself (runtime/gather_rule.hpp).
+static std::vector<std::int64_t> fused_rows(const Tensor& params, const Tensor& indices,
+                                            std::size_t axis) {
+  return checked_rows(params, indices, static_cast<int>(axis), axis);
+}
+static constexpr detail::GatherRule gather_rows_rule{&fused_rows};
+
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
-TAPEGRAD_BUILTIN_OP(gather_op) =
+TAPEGRAD_BUILTIN_OP(gather_op) = detail::with_gather(
     detail::with_replay(detail::differentiable_op("GatherV2", gather_gradient, KeepSet::only({1}),
                                                   KeepSet::none(), gather_tangent, gather_batched),
-                        gather_replay);
+                        gather_replay),
+    gather_rows_rule);
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   detail::require_defined("gather", params);
@@ -111,14 +135,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const Shape& shape = params.shape();
   const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
-  const std::vector<std::int64_t> index = detail::index_values(indices);
-  for (std::size_t k = 0; k < index.size(); ++k) {
-    if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
-      throw InvalidArgument(described() + ": index " + std::to_string(index[k]) + " (indices[" +
-                            std::to_string(k) + "] in flat order) is out of range [0, " +
-                            std::to_string(limit) + ") along axis " + std::to_string(axis));
-    }
-  }
+  const std::vector<std::int64_t> index = checked_rows(params, indices, axis, a);
   const auto axis_position = shape.begin() + static_cast<std::ptrdiff_t>(a);
   Shape out_shape(shape.begin(), axis_position);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
