@@ -202,6 +202,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   // their params instead, and they are not items of their own.
   constexpr std::size_t kAbsorbed = kNone - 1;
   std::vector<std::size_t> gathered_by(trace.num_values, kNoGather);
+  std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
   if (!runs.empty()) {
     std::vector<std::uint32_t> reads(trace.num_values, 0);
     const auto count_read = [&](const TracedInput& in) {
@@ -236,6 +237,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
           const std::size_t p = producer[v];
           gathered_by[v] = kept[p];
           run_of_kept[p] = kAbsorbed;
+          absorbed_into[p] = r;
           producer_run[v] = r;
         }
         reads_in_run[v] = 0;
@@ -248,9 +250,10 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
     if (in.value != TracedInput::kConstant) read_outside[in.value] = true;
   };
   for (std::size_t i = 0; i < kept.size(); ++i) {
-    if (run_of_kept[i] == kAbsorbed) continue;  // its inputs are the run's now
+    // An absorbed gather's params and indices are read by its run's loop.
+    const std::size_t reader = run_of_kept[i] == kAbsorbed ? absorbed_into[i] : run_of_kept[i];
     for (const TracedInput& in : trace.ops[kept[i]].inputs) {
-      if (in.value != TracedInput::kConstant && producer_run[in.value] != run_of_kept[i]) {
+      if (in.value != TracedInput::kConstant && producer_run[in.value] != reader) {
         read_outside[in.value] = true;
       }
     }
