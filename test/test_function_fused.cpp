@@ -43,14 +43,18 @@ std::vector<Tensor> sin_chain_value_and_gradient(const Tensor& x, const Tensor& 
   return {y, tape.gradient(reduce_sum(y), x)};
 }
 
-// The peak of the tensors a call of f holds, in buffers of `buffer_bytes` (rounded up).
-std::size_t peak_buffers(const Function& f, const std::vector<Tensor>& args,
-                         std::size_t buffer_bytes) {
+// The peak bytes of the tensors a call of f holds.
+std::size_t peak_bytes(const Function& f, const std::vector<Tensor>& args) {
   const std::size_t before = memory_stats().bytes_in_use;
   reset_peak_memory();
   const std::vector<Tensor> results = f(args);
-  const std::size_t peak = memory_stats().peak_bytes_in_use - before;
-  return (peak + buffer_bytes - 1) / buffer_bytes;
+  return memory_stats().peak_bytes_in_use - before;
+}
+
+// The same in buffers of `buffer_bytes` (rounded up).
+std::size_t peak_buffers(const Function& f, const std::vector<Tensor>& args,
+                         std::size_t buffer_bytes) {
+  return (peak_bytes(f, args) + buffer_bytes - 1) / buffer_bytes;
 }
 
 }  // namespace
@@ -410,14 +414,8 @@ TEST_CASE(
         REQUIRE(z(i, j, k) == expected);
       }
 
-  const auto peak_bytes = [&](const Function& f) {
-    const std::size_t before = memory_stats().bytes_in_use;
-    reset_peak_memory();
-    const std::vector<Tensor> results = f(args);
-    return memory_stats().peak_bytes_in_use - before;
-  };
-  const std::size_t fused_peak = peak_bytes(fused);
-  const std::size_t unfused_peak = peak_bytes(unfused);
+  const std::size_t fused_peak = peak_bytes(fused, args);
+  const std::size_t unfused_peak = peak_bytes(unfused, args);
   INFO("fused " << fused_peak << " bytes, unfused " << unfused_peak << ", a buffer " << buffer);
   // One loop: z and the two small gathers. Op by op: two [m, n, 3] tensors at once.
   REQUIRE(fused_peak < buffer + buffer / 2);
@@ -482,14 +480,8 @@ TEST_CASE(
 
   // The gathered [m, n, 3] values are never tensors: the result is the only buffer of that
   // size; op by op, the two gathers and the products are.
-  const auto peak_bytes = [&](const Function& f) {
-    const std::size_t before = memory_stats().bytes_in_use;
-    reset_peak_memory();
-    const std::vector<Tensor> kept = f(args);
-    return memory_stats().peak_bytes_in_use - before;
-  };
-  const std::size_t fused_peak = peak_bytes(fused);
-  const std::size_t unfused_peak = peak_bytes(unfused);
+  const std::size_t fused_peak = peak_bytes(fused, args);
+  const std::size_t unfused_peak = peak_bytes(unfused, args);
   INFO("fused " << fused_peak << " bytes, unfused " << unfused_peak << ", a buffer " << buffer);
   REQUIRE(fused_peak < buffer + buffer / 2);
   REQUIRE(unfused_peak >= 3 * buffer);
