@@ -502,3 +502,40 @@ TEST_CASE(
     CHECK(message.find("int32") != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "function fused: ops interleaved in two dtypes of one shape and in two shapes of one size "
+    "make runs of their own, and replay as eager",
+    "[function][fused]") {
+  // float64 [64], float32 [64] and float64 [8, 8]: equal element counts and equal shapes of
+  // different dtypes, so that a run taking an op of the wrong signature would read or write
+  // elements of the wrong type or layout.
+  const auto fn = [](const std::vector<Tensor>& args) {
+    const Tensor& x = args[0];
+    const Tensor x32 = cast(x, DType::Float32);
+    const Tensor square = reshape(x, {8, 8});
+    Tensor a = multiply(x, x);
+    Tensor b = multiply(x32, x32);
+    Tensor c = multiply(square, square);
+    a = add(a, x);
+    b = add(b, x32);
+    c = add(c, square);
+    a = sin(a);
+    b = cos(b);
+    c = tanh(c);
+    return std::vector<Tensor>{a, b, c, add(add(a, cast(b, DType::Float64)), reshape(c, {64}))};
+  };
+  const std::vector<Tensor> args = {ramp(64, DType::Float64, 1.5)};
+  const std::vector<Tensor> eager = fn(args);
+  CHECK(eager[1].dtype() == DType::Float32);
+  CHECK(eager[2].shape() == Shape{8, 8});
+  const Function fused = function(fn);
+  const Function unfused = function(fn, FunctionOptions{16, false});
+  for (int call = 0; call < 3; ++call) {  // the trace, then replays
+    require_all_bitwise_equal(fused(args), eager);
+    require_all_bitwise_equal(unfused(args), eager);
+  }
+  const std::vector<Tensor> other = {ramp(64, DType::Float64, -0.7)};
+  require_all_bitwise_equal(fused(other), fn(other));
+  CHECK(fused.trace_count() == 1);
+}

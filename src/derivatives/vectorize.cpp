@@ -100,7 +100,7 @@ std::optional<std::string> trace_difference(const TracedCall& first, const Trace
         return at + ": its input " + std::to_string(i) + " differs between the slices";
       }
     }
-    if (x.output_shapes != y.output_shapes || x.output_dtypes != y.output_dtypes) {
+    if (x.output_shapes() != y.output_shapes() || x.output_dtypes() != y.output_dtypes()) {
       return at + " has other output shapes on the other slice";
     }
   }
@@ -208,7 +208,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         constants.push_back(is_value ? Tensor() : in.constant);
       }
       const StructureContext context{
-          {{*op.op, op.attrs.get()}, op.output_shapes, op.output_dtypes}};
+          {{*op.op, op.attrs.get()}, op.output_shapes(), op.output_dtypes()}};
       structured_outputs = structure_rule(context, structured, constants);
     }
     std::vector<Tensor> outputs;
@@ -221,7 +221,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
         batched.push_back(is_value);
       }
       const BatchingContext context{
-          {*op.op, op.attrs.get()}, batched, batch, op.output_shapes, op.output_dtypes};
+          {*op.op, op.attrs.get()}, batched, batch, op.output_shapes(), op.output_dtypes()};
       outputs = batching_rule_of(*op.op)(context, inputs);
     }
     const char* rule = structured_outputs ? "structure" : "batching";
@@ -238,15 +238,15 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
                        : diagonal          ? (*structured_outputs)[j].diagonal
                                            : (*structured_outputs)[j].dense;
       const Shape expected =
-          diagonal ? op.output_shapes[j] : with_batch(batch, op.output_shapes[j]);
+          diagonal ? op.output_shapes()[j] : with_batch(batch, op.output_shapes()[j]);
       if (!result.defined() || result.shape() != expected ||
-          result.dtype() != op.output_dtypes[j]) {
+          result.dtype() != op.output_dtypes()[j]) {
         throw InvalidArgument(
             caller + ": the " + rule + " rule of '" + op.op->name + "' returned output " +
             std::to_string(j) + " of shape " +
             (result.defined() ? shape_to_string(result.shape()) : "(undefined)") + " and dtype " +
             (result.defined() ? dtype_name(result.dtype()) : "-") + "; expected shape " +
-            shape_to_string(expected) + " and dtype " + dtype_name(op.output_dtypes[j]));
+            shape_to_string(expected) + " and dtype " + dtype_name(op.output_dtypes()[j]));
       }
       StructuredValue& out = values[op.outputs[j]];
       out = StructuredValue{};

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "runtime/anomaly.hpp"
+#include "runtime/element_span.hpp"
 #include "runtime/fused_elementwise.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
@@ -84,11 +85,13 @@ struct FunctionTrace {
   // Variable, runs no host step and returns defined floating tensors.
   bool one_op_under_tapes = false;
 
-  const std::vector<TracedInput>& inputs_of(const ReplayItem& item) const {
-    return item.op != ReplayItem::kNone ? trace.ops[item.op].inputs : fused[item.fused].inputs;
+  ElementSpan<TracedInput> inputs_of(const ReplayItem& item) const {
+    if (item.op != ReplayItem::kNone) return trace.ops[item.op].inputs;
+    return fused[item.fused].inputs;
   }
-  const std::vector<std::size_t>& outputs_of(const ReplayItem& item) const {
-    return item.op != ReplayItem::kNone ? trace.ops[item.op].outputs : fused[item.fused].outputs;
+  ElementSpan<std::size_t> outputs_of(const ReplayItem& item) const {
+    if (item.op != ReplayItem::kNone) return trace.ops[item.op].outputs;
+    return fused[item.fused].outputs;
   }
 };
 
@@ -225,8 +228,8 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
           if (in.value == TracedInput::kConstant) continue;
           const std::size_t p = producer[in.value];
           if (p == kNone || run_of_kept[p] != kNone) continue;
-          if (!gather_readable(trace.ops[kept[p]], first.output_dtypes[0],
-                               first.output_shapes[0])) {
+          if (!gather_readable(trace.ops[kept[p]], first.output_dtypes()[0],
+                               first.output_shapes()[0])) {
             continue;
           }
           if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
@@ -326,7 +329,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
       item.definition = trace.ops[item.op].op;
       item.attrs = trace.ops[item.op].attrs.get();
     }
-    const std::vector<TracedInput>& inputs = compiled.inputs_of(item);
+    const ElementSpan<TracedInput> inputs = compiled.inputs_of(item);
     item.first_input = index(compiled.replay_inputs.size());
     item.input_count = index(inputs.size());
     // The item's traced inputs, sorted: how often it reads a value, in O(log k) (a concat of
@@ -352,7 +355,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
       }
       compiled.replay_inputs.push_back(replay_input);
     }
-    const std::vector<std::size_t>& outputs = compiled.outputs_of(item);
+    const ElementSpan<std::size_t> outputs = compiled.outputs_of(item);
     item.first_output = index(compiled.replay_outputs.size());
     item.output_count = index(outputs.size());
     for (std::size_t v : outputs) compiled.replay_outputs.push_back(index(v));
@@ -396,7 +399,8 @@ void run_step(const TraceStep& step, std::vector<Tensor>& values) {
 // dtypes reaches the traced op itself.
 ReplayOutputs replay_op(const ReplayItem& item, const TracedOp& op,
                         const std::vector<Tensor>& inputs) {
-  const ReplayContext context{{*item.definition, item.attrs}, op.output_shapes, op.output_dtypes};
+  const ReplayContext context{
+      {*item.definition, item.attrs}, op.output_shapes(), op.output_dtypes()};
   ReplayOutputs outputs = item.definition->replay_rule(context, inputs);
   if (outputs.size() != item.output_count) {
     throw Error(std::string("function: the replay of op '") + item.definition->name + "' gave " +
@@ -457,7 +461,7 @@ bool one_op_under_tapes(const FunctionTrace& compiled) {
   return std::all_of(compiled.results.begin(), compiled.results.end(), [&](const TracedInput& r) {
     if (r.value == TracedInput::kConstant)
       return r.constant.defined() && is_floating(r.constant.dtype());
-    return is_floating(trace.value_dtypes[r.value]);
+    return is_floating(trace.value_dtype(r.value));
   });
 }
 

@@ -25,10 +25,10 @@ bool defined_input(const TracedInput& in) {
   return in.value != TracedInput::kConstant || in.constant.defined();
 }
 const Shape& shape_of(const OpTrace& trace, const TracedInput& in) {
-  return in.value == TracedInput::kConstant ? in.constant.shape() : trace.value_shapes[in.value];
+  return in.value == TracedInput::kConstant ? in.constant.shape() : trace.value_shape(in.value);
 }
 DType dtype_of_input(const OpTrace& trace, const TracedInput& in) {
-  return in.value == TracedInput::kConstant ? in.constant.dtype() : trace.value_dtypes[in.value];
+  return in.value == TracedInput::kConstant ? in.constant.dtype() : trace.value_dtype(in.value);
 }
 
 // How an input of shape `input` is read over a run of shape `output`, or nothing when it does
@@ -155,9 +155,9 @@ struct GatheredInput {
 bool fusable(const OpTrace& trace, const TracedOp& op) {
   const ElementwiseRule* rule = op.op->elementwise_rule;
   if (rule == nullptr || op.outputs.size() != 1 || op.inputs.size() != rule->arity) return false;
-  const DType dtype = op.output_dtypes[0];
+  const DType dtype = op.output_dtypes()[0];
   if (dtype != DType::Float32 && dtype != DType::Float64) return false;
-  const Shape& shape = op.output_shapes[0];
+  const Shape& shape = op.output_shapes()[0];
   const std::size_t elements = element_count(shape);
   if (elements == 0 || elements > rule->max_elements) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
@@ -327,8 +327,8 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
       for (std::size_t slot = 0; slot < open.size(); ++slot) {
         if (open[slot].empty()) continue;
         const TracedOp& first = trace.ops[kept[open[slot].front()]];
-        if (first.output_dtypes[0] == op.output_dtypes[0] &&
-            first.output_shapes[0] == op.output_shapes[0]) {
+        // One output each: the same signature is the same dtype and shape.
+        if (first.signature == op.signature) {
           joins = slot;
           break;
         }
@@ -375,7 +375,7 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
 
 bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
   return op.op->gather_rule != nullptr && op.outputs.size() == 1 && op.inputs.size() == 2 &&
-         op.output_dtypes[0] == dtype && op.output_shapes[0] == shape && op.attrs != nullptr &&
+         op.output_dtypes()[0] == dtype && op.output_shapes()[0] == shape && op.attrs != nullptr &&
          op.attrs->has("axis") && element_count(shape) > 0;
 }
 
@@ -385,8 +385,8 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
                           const std::vector<std::size_t>& gathered_by) {
   const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
-  fused.dtype = first.output_dtypes[0];
-  fused.shape = first.output_shapes[0];
+  fused.dtype = first.output_dtypes()[0];
+  fused.shape = first.output_shapes()[0];
   fused.elements = element_count(fused.shape);
 
   // The last op of the run that reads each value the run computes.

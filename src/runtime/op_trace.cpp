@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "runtime/tensor_impl.hpp"
 #include "tapegrad/errors.hpp"
 
 namespace tapegrad::detail {
@@ -48,12 +49,12 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
   TracedOp traced;
   traced.op = &op;
   if (attrs != nullptr) traced.attrs = std::make_shared<const Attrs>(*attrs);
-  traced.inputs.resize(inputs.size());
+  traced.inputs.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TracedInput& in = traced.inputs.emplace_back();
     if (!inputs[i].defined()) continue;
-    const std::size_t v = trace.value_of(inputs[i]);
-    traced.inputs[i].value = v;
-    if (v == TracedInput::kConstant) traced.inputs[i].constant = inputs[i];
+    in.value = trace.value_of(inputs[i]);
+    if (in.value == TracedInput::kConstant) in.constant = inputs[i];
   }
   if (op.kind == GradientKind::Registered) {
     for (OpTrace::ValueRead& read : trace.value_reads) {
@@ -61,24 +62,74 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
         read.absorbed = read.absorbed || in.value == read.value;
     }
   }
+  const OutputSignature& signature = trace.signature_of(outputs);
+  traced.signature = &signature;
   traced.outputs.reserve(outputs.size());
-  traced.output_shapes.reserve(outputs.size());
-  traced.output_dtypes.reserve(outputs.size());
   for (std::size_t j = 0; j < outputs.size(); ++j) {
-    traced.outputs.push_back(trace.add_value(outputs[j]));
-    traced.output_shapes.push_back(outputs[j].shape());
-    traced.output_dtypes.push_back(outputs[j].dtype());
+    traced.outputs.push_back(trace.add_value(outputs[j], signature, j));
   }
   trace.ops.push_back(std::move(traced));
 }
 
+// What a signature's hash mixes in: the count, then each output's dtype, rank and dimensions.
+std::size_t mixed(std::size_t hash, std::size_t value) {
+  return hash ^ (value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
+}
+
 }  // namespace
 
-std::size_t OpTrace::add_value(const Tensor& t) {
+const OutputSignature& OpTrace::signature_of(OpOutputs outputs) {
+  const auto matches = [&](const OutputSignature& signature) {
+    if (signature.shapes.size() != outputs.size()) return false;
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      const TensorImpl& impl = impl_of(outputs[j]);
+      const TensorImpl::DimsRef dims = impl.dims_ref();
+      const Shape& shape = signature.shapes[j];
+      if (signature.dtypes[j] != impl.dtype || shape.size() != dims.size ||
+          !std::equal(shape.begin(), shape.end(), dims.data)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  // Consecutive ops mostly make outputs of one signature: no hash for those.
+  if (last_signature_ != nullptr && matches(*last_signature_)) return *last_signature_;
+  std::size_t hash = outputs.size();
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const TensorImpl& impl = impl_of(outputs[j]);
+    const TensorImpl::DimsRef dims = impl.dims_ref();
+    hash = mixed(mixed(hash, static_cast<std::size_t>(impl.dtype)), dims.size);
+    for (std::size_t d = 0; d < dims.size; ++d) hash = mixed(hash, dims.data[d]);
+  }
+  const auto [first, last] = signature_by_hash_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (matches(*it->second)) {
+      last_signature_ = it->second;
+      return *it->second;
+    }
+  }
+  auto signature = std::make_unique<OutputSignature>();
+  signature->shapes.reserve(outputs.size());
+  signature->dtypes.reserve(outputs.size());
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const TensorImpl& impl = impl_of(outputs[j]);
+    const TensorImpl::DimsRef dims = impl.dims_ref();
+    signature->shapes.emplace_back(dims.data, dims.data + dims.size);
+    signature->dtypes.push_back(impl.dtype);
+  }
+  signatures_.push_back(std::move(signature));
+  signature_by_hash_.emplace(hash, signatures_.back().get());
+  last_signature_ = signatures_.back().get();
+  return *last_signature_;
+}
+
+std::size_t OpTrace::add_value(const Tensor& t) { return add_value(t, signature_of(t), 0); }
+
+std::size_t OpTrace::add_value(const Tensor& t, const OutputSignature& signature,
+                               std::size_t output) {
   const std::size_t v = num_values++;
   value_of_id.assign(t.id(), v);
-  value_shapes.push_back(t.shape());
-  value_dtypes.push_back(t.dtype());
+  values_.push_back({&signature, output});
   return v;
 }
 

@@ -11,9 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/id_map.hpp"
+#include "runtime/inline_vector.hpp"
 #include "runtime/op_definition.hpp"
 #include "runtime/recording.hpp"
 #include "tapegrad/registry.hpp"
@@ -41,14 +44,26 @@ struct TracedInput {
   Tensor constant;  // defined when value == kConstant (undefined inputs stay undefined)
 };
 
+// The shapes and dtypes of an op's outputs (one example's). A trace keeps one of each it meets
+// and its ops point at them: the ops of a trace repeat a few signatures, and vectors of their
+// own were most of what tracing an op allocated (and what freeing the trace freed).
+struct OutputSignature {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+};
+
 struct TracedOp {
   const OpDefinition* op;
   std::shared_ptr<const Attrs> attrs;  // null when the op recorded none
-  std::vector<TracedInput> inputs;
-  std::vector<std::size_t> outputs;  // value indices
-  std::vector<Shape> output_shapes;  // one example's
-  std::vector<DType> output_dtypes;
+  InlineVector<TracedInput, 3> inputs;
+  InlineVector<std::size_t, 2> outputs;  // value indices
+  const OutputSignature* signature;      // owned by the trace
+  const std::vector<Shape>& output_shapes() const { return signature->shapes; }
+  const std::vector<DType>& output_dtypes() const { return signature->dtypes; }
 };
+
+static_assert(std::is_nothrow_move_constructible_v<TracedOp>,
+              "a trace's vector of ops moves them when it grows");
 
 // C++ code a Function replays as it is, on the replayed values of its inputs: an optimizer's
 // update (run_host_step).
@@ -74,9 +89,6 @@ struct OpTrace {
   bool for_function = false;  // a Function's trace: it keeps steps
   std::vector<TraceStep> steps;
   std::size_t num_values = 0;
-  // Each traced value's shape and dtype, by index (a Function's fused loops read them).
-  std::vector<Shape> value_shapes;
-  std::vector<DType> value_dtypes;
   IdMap<std::size_t> value_of_id;  // tensor id -> value index, while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
   // ("Tensor::item() of a float64 value of shape [] ... in fn"). A read is a user primitive's
@@ -96,8 +108,37 @@ struct OpTrace {
 
   // A new traced value for tensor `t` (the trace's inputs, then op outputs).
   std::size_t add_value(const Tensor& t);
+  // A new traced value for `t`, output `output` of an op whose outputs have `signature`.
+  std::size_t add_value(const Tensor& t, const OutputSignature& signature, std::size_t output);
   // The traced value of `t`, or TracedInput::kConstant.
   std::size_t value_of(const Tensor& t) const;
+  // Each traced value's shape and dtype, by index (a Function's fused loops read them).
+  const Shape& value_shape(std::size_t value) const {
+    return values_[value].signature->shapes[values_[value].output];
+  }
+  DType value_dtype(std::size_t value) const {
+    return values_[value].signature->dtypes[values_[value].output];
+  }
+  // The signature of `outputs`, kept by this trace for its life.
+  const OutputSignature& signature_of(OpOutputs outputs);
+
+  OpTrace() = default;
+  // Ops point at the trace's signatures: a trace moves, it is never copied.
+  OpTrace(OpTrace&&) = default;
+  OpTrace& operator=(OpTrace&&) = default;
+  OpTrace(const OpTrace&) = delete;
+  OpTrace& operator=(const OpTrace&) = delete;
+
+ private:
+  struct ValueSource {
+    const OutputSignature* signature;
+    std::size_t output;
+  };
+  std::vector<ValueSource> values_;
+  std::vector<std::unique_ptr<OutputSignature>> signatures_;
+  // A signature's hash -> the signatures with that hash.
+  std::unordered_multimap<std::size_t, const OutputSignature*> signature_by_hash_;
+  const OutputSignature* last_signature_ = nullptr;
 };
 
 // Traces into `trace` for its lifetime (nested scopes each trace; the innermost is not

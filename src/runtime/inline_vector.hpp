@@ -1,0 +1,70 @@
+// A vector that holds its first N elements inline: a traced op's inputs and outputs are one to
+// three, and a heap block each was most of what tracing an op cost.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace tapegrad::detail {
+
+// The part of std::vector's interface the traces use. Elements past N move, all of them, to
+// a std::vector; N elements are default-constructed inline (T must be cheap to default-construct).
+template <class T, std::size_t N>
+class InlineVector {
+ public:
+  using value_type = T;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return size_ > N ? heap_.data() : inline_.data(); }
+  const T* data() const { return size_ > N ? heap_.data() : inline_.data(); }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T& operator[](std::size_t i) const { return data()[i]; }
+  T& front() { return data()[0]; }
+  const T& front() const { return data()[0]; }
+  T& back() { return data()[size_ - 1]; }
+  const T& back() const { return data()[size_ - 1]; }
+
+  void reserve(std::size_t n) {
+    if (n > N) heap_.reserve(n);
+  }
+  T& emplace_back() { return push_back(T()); }
+  T& push_back(T value) {
+    if (size_ < N) {
+      inline_[size_] = std::move(value);
+      return inline_[size_++];
+    }
+    if (size_ == N) {
+      heap_.reserve(2 * N + 1);
+      for (T& element : inline_) heap_.push_back(std::move(element));
+      inline_ = {};
+    }
+    heap_.push_back(std::move(value));
+    ++size_;
+    return heap_.back();
+  }
+
+  friend bool operator==(const InlineVector& a, const InlineVector& b) {
+    if (a.size_ != b.size_) return false;
+    for (std::size_t i = 0; i < a.size_; ++i) {
+      if (!(a[i] == b[i])) return false;
+    }
+    return true;
+  }
+  friend bool operator!=(const InlineVector& a, const InlineVector& b) { return !(a == b); }
+
+ private:
+  std::array<T, N> inline_{};
+  std::vector<T> heap_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace tapegrad::detail
