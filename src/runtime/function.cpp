@@ -79,6 +79,10 @@ struct FunctionTrace {
   // After each item, the values nothing later reads: a replay lets them go, so that it holds
   // no more than the eager call would (a forward chain keeps one buffer, not all).
   std::vector<std::uint32_t> releases;
+  // The values' slots in a replay's table of tensors (plan_slots): replay_inputs, replay_outputs
+  // and releases hold slots; steps and results find theirs through slot_of_value.
+  std::vector<std::uint32_t> slot_of_value;
+  std::size_t slot_count = 0;
   std::vector<Tensor> constants;
   std::string eager_reason;  // set: this signature runs fn eagerly
   // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
@@ -365,32 +369,104 @@ void plan_lifetimes(FunctionTrace& compiled) {
   }
 }
 
-const Tensor& value_of(const TracedInput& in, const std::vector<Tensor>& values) {
-  return in.value == TracedInput::kConstant ? in.constant : values[in.value];
+// Each value gets a slot of the replay's table of tensors, taken again once the value is
+// released: the table is as long as the most values alive at once (a trace of small ops has
+// hundreds of thousands of values and a few hundred alive), not one entry per trace value, so
+// a replay neither allocates nor walks a table of the whole trace. The arguments are slots
+// 0 to argument_count - 1. A slot is taken where the replay makes its value (an item's output,
+// a Variable read by a step) and given back after the item that releases it.
+void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
+  const OpTrace& trace = compiled.trace;
+  constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t>& slot_of = compiled.slot_of_value;
+  slot_of.assign(trace.num_values, kNoSlot);
+  std::vector<std::uint32_t> free_slots;
+  std::uint32_t slot_count = 0;
+  const auto new_slot = [&] {
+    if (slot_count == kNoSlot) {
+      throw Error("function: a replay plan of more than 2^32 - 1 live values");
+    }
+    return slot_count++;
+  };
+  const auto make = [&](std::size_t value) {
+    if (slot_of[value] != kNoSlot) return;
+    if (free_slots.empty()) {
+      slot_of[value] = new_slot();
+    } else {
+      slot_of[value] = free_slots.back();
+      free_slots.pop_back();
+    }
+  };
+  for (std::size_t v = 0; v < argument_count; ++v) make(v);
+  const std::vector<TraceStep>& steps = trace.steps;
+  std::size_t next_step = 0;
+  const auto run_steps_until = [&](std::size_t position) {
+    for (; next_step < steps.size() && steps[next_step].position <= position; ++next_step) {
+      if (steps[next_step].kind == TraceStep::Kind::Read) make(steps[next_step].value.value);
+    }
+  };
+  for (const ReplayItem& item : compiled.items) {
+    run_steps_until(item.position);
+    for (std::uint32_t j = 0; j < item.output_count; ++j) {
+      make(compiled.replay_outputs[item.first_output + j]);
+    }
+    for (std::uint32_t k = 0; k < item.release_count; ++k) {
+      const std::uint32_t slot = slot_of[compiled.releases[item.first_release + k]];
+      if (slot != kNoSlot) free_slots.push_back(slot);
+    }
+  }
+  run_steps_until(static_cast<std::size_t>(-1));
+  // A value read that nothing makes (none in a valid plan) reads an empty slot of its own.
+  const auto slot = [&](std::uint32_t value) {
+    if (slot_of[value] == kNoSlot) slot_of[value] = new_slot();
+    return slot_of[value];
+  };
+  for (FunctionTrace::ReplayInput& in : compiled.replay_inputs) {
+    if (!in.constant) in.index = slot(in.index);
+  }
+  for (std::uint32_t& value : compiled.replay_outputs) value = slot(value);
+  for (std::uint32_t& value : compiled.releases) value = slot(value);
+  const auto slot_of_input = [&](const TracedInput& in) {
+    if (in.value != TracedInput::kConstant) slot(static_cast<std::uint32_t>(in.value));
+  };
+  for (const TraceStep& step : steps) {
+    for_each_read(step, slot_of_input);
+    if (step.kind == TraceStep::Kind::Read) slot_of_input(step.value);
+  }
+  for (const TracedInput& result : compiled.results) slot_of_input(result);
+  compiled.slot_count = slot_count;
 }
 
-void run_step(const TraceStep& step, std::vector<Tensor>& values) {
+const Tensor& value_of(const TracedInput& in, const FunctionTrace& compiled,
+                       const std::vector<Tensor>& values) {
+  return in.value == TracedInput::kConstant ? in.constant
+                                            : values[compiled.slot_of_value[in.value]];
+}
+
+void run_step(const TraceStep& step, const FunctionTrace& compiled, std::vector<Tensor>& values) {
   switch (step.kind) {
     case TraceStep::Kind::Host: {
       std::vector<Tensor> inputs;
       inputs.reserve(step.host_inputs.size());
-      for (const TracedInput& in : step.host_inputs) inputs.push_back(value_of(in, values));
+      for (const TracedInput& in : step.host_inputs) {
+        inputs.push_back(value_of(in, compiled, values));
+      }
       (*step.host)(inputs);
       break;
     }
     case TraceStep::Kind::Read:
       // value() as fn read it: a custom-gradient call's observer learns the variables read.
-      values[step.value.value] =
+      values[compiled.slot_of_value[step.value.value]] =
           step.through_value ? step.variable->value() : step.variable->peek();
       break;
     case TraceStep::Kind::Assign:
-      Variable(*step.variable).assign(value_of(step.value, values));
+      Variable(*step.variable).assign(value_of(step.value, compiled, values));
       break;
     case TraceStep::Kind::AssignAdd:
-      Variable(*step.variable).assign_add(value_of(step.value, values));
+      Variable(*step.variable).assign_add(value_of(step.value, compiled, values));
       break;
     case TraceStep::Kind::AssignSub:
-      Variable(*step.variable).assign_sub(value_of(step.value, values));
+      Variable(*step.variable).assign_sub(value_of(step.value, compiled, values));
       break;
   }
 }
@@ -412,15 +488,15 @@ ReplayOutputs replay_op(const ReplayItem& item, const TracedOp& op,
 
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
   const OpTrace& trace = compiled.trace;
-  std::vector<Tensor> values(trace.num_values);
-  std::copy(args.begin(), args.end(), values.begin());
+  std::vector<Tensor> values(compiled.slot_count);
+  std::copy(args.begin(), args.end(), values.begin());  // slots 0 to args.size() - 1
   const std::vector<TraceStep>& steps = trace.steps;
   std::size_t next_step = 0;
   std::vector<Tensor> inputs;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
-      run_step(steps[next_step++], values);
+      run_step(steps[next_step++], compiled, values);
     }
     inputs.clear();
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
@@ -444,10 +520,10 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
       if (value.defined()) value = Tensor();  // most were moved into their last reader
     }
   }
-  while (next_step < steps.size()) run_step(steps[next_step++], values);
+  while (next_step < steps.size()) run_step(steps[next_step++], compiled, values);
   std::vector<Tensor> results;
   results.reserve(compiled.results.size());
-  for (const TracedInput& r : compiled.results) results.push_back(value_of(r, values));
+  for (const TracedInput& r : compiled.results) results.push_back(value_of(r, compiled, values));
   return results;
 }
 
@@ -575,6 +651,7 @@ struct FunctionState {
     if (compiled->eager_reason.empty()) {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
+      plan_slots(*compiled, traced_args.size());
       compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) + signature_to_string(signature),
