@@ -173,6 +173,28 @@ struct OperandRef {
   std::uint32_t index;
 };
 
+// What a loop needs besides its outputs, kept per thread from one loop to the next: a replay
+// of small ops runs thousands of short loops, and seven vectors allocated and freed by each
+// were a good part of them. Scratch of more than kKeptScratch elements is the loop's own (it
+// is not kept for the thread's life).
+template <class T>
+struct LoopWorkspace {
+  static constexpr std::size_t kKeptScratch = 4096;
+  std::vector<T*> output_data;
+  std::vector<const T*> input_data;
+  std::vector<T> scratch_memory;
+  std::vector<const T*> read;
+  std::vector<T*> write;
+  std::vector<PeriodicInput<T>> periodic;
+  std::vector<GatheredInput<T>> gathered;
+};
+
+template <class T>
+LoopWorkspace<T>& loop_workspace() {
+  thread_local LoopWorkspace<T> workspace;
+  return workspace;
+}
+
 template <class T>
 std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs) {
   const std::size_t input_count = fused.inputs.size();
@@ -191,28 +213,46 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   }
   block = std::min(block, fused.elements);
 
+  LoopWorkspace<T>& workspace = loop_workspace<T>();
   std::vector<Tensor> outputs(output_count);
-  std::vector<T*> output_data(output_count);
+  std::vector<T*>& output_data = workspace.output_data;
+  output_data.assign(output_count, nullptr);
   for (std::size_t o = 0; o < output_count; ++o)
     outputs[o] = new_tensor(fused.shape, output_data[o]);
-  std::vector<const T*> input_data(input_count);
+  std::vector<const T*>& input_data = workspace.input_data;
+  input_data.assign(input_count, nullptr);
   for (std::size_t e = 0; e < input_count; ++e) {
     if (!fused.reads[e].indices_only) input_data[e] = kernel_data<T>(inputs[e]);
   }
 
-  std::vector<T> scratch_memory(scratch * block);
-  std::vector<const T*> read(input_count + scratch + output_count);
-  std::vector<T*> write(scratch + output_count);
+  std::vector<T> own_scratch;
+  T* scratch_memory = nullptr;
+  if (scratch * block > LoopWorkspace<T>::kKeptScratch) {
+    own_scratch.resize(scratch * block);
+    scratch_memory = own_scratch.data();
+  } else {
+    if (workspace.scratch_memory.size() < scratch * block) {
+      workspace.scratch_memory.resize(scratch * block);
+    }
+    scratch_memory = workspace.scratch_memory.data();
+  }
+  std::vector<const T*>& read = workspace.read;
+  read.assign(input_count + scratch + output_count, nullptr);
+  std::vector<T*>& write = workspace.write;
+  write.assign(scratch + output_count, nullptr);
   for (std::size_t s = 0; s < scratch; ++s) {
-    write[s] = scratch_memory.data() + s * block;
+    write[s] = scratch_memory + s * block;
     read[input_count + s] = write[s];
   }
 
   // The inputs that repeat: a period shorter than a block is repeated past period + block, so
   // that no block wraps; a longer one is the input itself when its elements are the period,
   // else built once here (both at most a block's copy where a block crosses its end).
-  std::vector<PeriodicInput<T>> periodic(input_count);
-  std::vector<GatheredInput<T>> gathered(input_count);
+  std::vector<PeriodicInput<T>>& periodic = workspace.periodic;
+  periodic.assign(input_count, PeriodicInput<T>{});
+  std::vector<GatheredInput<T>>& gathered = workspace.gathered;
+  gathered.clear();
+  gathered.resize(input_count);
   std::vector<Tensor> period_buffers;
   std::vector<std::vector<T>> small_buffers;
   for (std::size_t e = 0; e < input_count; ++e) {
