@@ -71,7 +71,8 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
   trace.ops.push_back(std::move(traced));
 }
 
-// What a signature's hash mixes in: the count, then each output's dtype, rank and dimensions.
+// Mixes `value` into `hash`. A signature's hash mixes in the output count, then each output's
+// dtype, rank and dimensions.
 std::size_t mixed(std::size_t hash, std::size_t value) {
   return hash ^ (value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
 }

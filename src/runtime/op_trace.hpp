@@ -56,8 +56,8 @@ struct TracedOp {
   const OpDefinition* op;
   std::shared_ptr<const Attrs> attrs;  // null when the op recorded none
   InlineVector<TracedInput, 3> inputs;
-  InlineVector<std::size_t, 2> outputs;  // value indices
-  const OutputSignature* signature;      // owned by the trace
+  InlineVector<std::size_t, 2> outputs;        // value indices
+  const OutputSignature* signature = nullptr;  // owned by the trace
   const std::vector<Shape>& output_shapes() const { return signature->shapes; }
   const std::vector<DType>& output_dtypes() const { return signature->dtypes; }
 };
