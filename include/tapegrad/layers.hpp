@@ -42,6 +42,11 @@ class Dense : public Module {
  public:
   Dense(std::size_t in, std::size_t out, Generator& generator, bool bias = true,
         DType dtype = DType::Float32);
+  // Out of line (the destructor is the vtable's key function): a user's program that
+  // constructs or moves a layer neither emits its vtable nor compiles its destructor.
+  ~Dense() override;
+  Dense(Dense&& other) noexcept;
+  Dense& operator=(Dense&& other) noexcept;
   Tensor operator()(const Tensor& x) const;
 
   /// The kernel variable (a handle: assigning it changes the layer's).
@@ -71,6 +76,10 @@ class Conv2D : public Module {
   Conv2D(std::size_t in_channels, std::size_t filters, std::vector<int> kernel,
          Generator& generator, Padding padding = Padding::Valid, std::vector<int> strides = {1, 1},
          DataFormat data_format = DataFormat::NHWC, DType dtype = DType::Float32);
+  // Out of line, as Dense's.
+  ~Conv2D() override;
+  Conv2D(Conv2D&& other) noexcept;
+  Conv2D& operator=(Conv2D&& other) noexcept;
   Tensor operator()(const Tensor& x) const;
 
   /// The kernel and bias variables (handles: assigning them changes the layer's).

@@ -58,6 +58,10 @@ Conv2D::Conv2D(std::size_t in_channels, std::size_t filters, std::vector<int> ke
                          generator, dtype))),
       bias_(add_variable("bias", zeros({filters}, dtype))) {}
 
+Conv2D::~Conv2D() = default;
+Conv2D::Conv2D(Conv2D&& other) noexcept = default;
+Conv2D& Conv2D::operator=(Conv2D&& other) noexcept = default;
+
 Tensor Conv2D::operator()(const Tensor& x) const {
   // The layer's description is built only for an error: a call in a training loop pays nothing.
   const auto layer = [this] {

@@ -36,6 +36,10 @@ Dense::Dense(std::size_t in, std::size_t out, Generator& generator, bool bias, D
   if (bias) bias_.push_back(add_variable("bias", zeros({out}, dtype)));
 }
 
+Dense::~Dense() = default;
+Dense::Dense(Dense&& other) noexcept = default;
+Dense& Dense::operator=(Dense&& other) noexcept = default;
+
 Variable Dense::bias() const {
   if (bias_.empty()) {
     throw InvalidArgument(describe(in_, out_, dtype_) + ": the layer was made without a bias");
