@@ -23,6 +23,12 @@ class Variable {
  public:
   /// InvalidArgument when `initial` is undefined.
   explicit Variable(Tensor initial, bool trainable = true, std::string name = "");
+  // Out of line, as Tensor's: a copy or destruction is an atomic count on the shared state.
+  Variable(const Variable& other);
+  Variable(Variable&& other) noexcept = default;
+  Variable& operator=(const Variable& other);
+  Variable& operator=(Variable&& other) noexcept;
+  ~Variable();
 
   /// The current value; a read that the active tapes may watch (see above).
   Tensor value() const;

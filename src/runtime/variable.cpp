@@ -108,6 +108,11 @@ void VariableReadObserver::notify(const Variable& v) {
 
 }  // namespace detail
 
+Variable::Variable(const Variable& other) = default;
+Variable& Variable::operator=(const Variable& other) = default;
+Variable& Variable::operator=(Variable&& other) noexcept = default;
+Variable::~Variable() = default;
+
 Variable::Variable(Tensor initial, bool trainable, std::string name) {
   if (!initial.defined()) throw InvalidArgument("Variable: the initial value is undefined");
   impl_ = std::make_shared<detail::VariableImpl>();
