@@ -33,7 +33,9 @@ struct OptimizerState;
 /// variable (a warning is printed once, as TF warns).
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  // Out of line, as each optimizer's: a user's program that owns one does not compile the
+  // destruction of its slot map.
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -111,6 +113,7 @@ struct OptimizerState {
 class SGD : public Optimizer {
  public:
   explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
+  ~SGD() override;
   std::vector<std::string> slot_names() const override;
   double learning_rate() const { return learning_rate_; }
   /// Changes the learning rate of the next updates, e.g. for a schedule (TF: assigning
@@ -160,6 +163,7 @@ class Adam : public Optimizer {
                 double epsilon = 1e-7);
   /// The same with the hyperparameters by name, and the choice of epsilon rule.
   explicit Adam(const AdamOptions& options);
+  ~Adam() override;
   std::vector<std::string> slot_names() const override;
   double learning_rate() const { return learning_rate_; }
   /// Changes the learning rate of the next updates, e.g. for a schedule (TF: assigning
@@ -197,6 +201,7 @@ class AdamW : public Optimizer {
  public:
   explicit AdamW(double learning_rate = 1e-3, double weight_decay = 1e-2, double beta1 = 0.9,
                  double beta2 = 0.999, double epsilon = 1e-8);
+  ~AdamW() override;
   std::vector<std::string> slot_names() const override;
   double learning_rate() const { return learning_rate_; }
   double weight_decay() const { return weight_decay_; }

@@ -29,6 +29,8 @@ AdamW::AdamW(double learning_rate, double weight_decay, double beta1, double bet
   }
 }
 
+AdamW::~AdamW() = default;
+
 void AdamW::set_learning_rate(double learning_rate) {
   if (!(learning_rate >= 0.0)) {
     throw InvalidArgument("AdamW: learning_rate must be >= 0, got " +

@@ -14,6 +14,8 @@ namespace tapegrad {
 
 // ---- Optimizer --------------------------------------------------------------------------
 
+Optimizer::~Optimizer() = default;
+
 Optimizer::Slots& Optimizer::slots_for(const Variable& variable) {
   auto it = slots_.find(variable.id());
   if (it != slots_.end()) return it->second;
@@ -53,6 +55,8 @@ SGD::SGD(double learning_rate, double momentum, bool nesterov)
   }
 }
 
+SGD::~SGD() = default;
+
 void SGD::set_learning_rate(double learning_rate) {
   if (!(learning_rate >= 0.0)) {
     throw InvalidArgument("SGD: learning_rate must be >= 0, got " + std::to_string(learning_rate));
@@ -84,6 +88,8 @@ Adam::Adam(const AdamOptions& options)
     : Adam(options.learning_rate, options.beta1, options.beta2, options.epsilon) {
   pytorch_epsilon_ = options.pytorch_epsilon;
 }
+
+Adam::~Adam() = default;
 
 void Adam::set_learning_rate(double learning_rate) {
   if (!(learning_rate >= 0.0)) {
