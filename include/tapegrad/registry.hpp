@@ -34,7 +34,7 @@ class Attrs {
   DType get_dtype(std::string_view name) const;
   const std::vector<std::int64_t>& get_ints(std::string_view name) const;
   const Shape& get_shape(std::string_view name) const;
-  bool empty() const { return items_.empty(); }
+  bool empty() const;  // out of line: inline, it instantiated the item vector in every file
   /// Same names, in the same order, with equal values.
   bool operator==(const Attrs& other) const;  // out of line: costly to compile in every file
   bool operator!=(const Attrs& other) const { return !(*this == other); }

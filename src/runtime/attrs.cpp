@@ -16,6 +16,8 @@ Attrs& Attrs::set(std::string name, Value value) {
   return *this;
 }
 
+bool Attrs::empty() const { return items_.empty(); }
+
 bool Attrs::operator==(const Attrs& other) const { return items_ == other.items_; }
 
 bool Attrs::has(std::string_view name) const {
