@@ -119,7 +119,7 @@ std::optional<std::string> trace_difference(const TracedCall& first, const Trace
 
 // Which traced ops the outputs need (the rest: dead code, e.g. an inner vectorized_map's trace).
 std::vector<bool> needed_ops(const TracedCall& call) {
-  std::vector<bool> needed_value(call.trace.num_values, false);
+  std::vector<bool> needed_value(call.trace.num_values(), false);
   for (const TracedInput& out : call.outputs) {
     if (out.value != TracedInput::kConstant) needed_value[out.value] = true;
   }
@@ -163,7 +163,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
                            std::size_t batch, const IdentitySeed* identity = nullptr,
                            const std::vector<Shape>* final_shapes = nullptr) {
   // Each value's remaining uses, so that a batched intermediate dies after its last reader.
-  std::vector<std::size_t> uses(call.trace.num_values, 0);
+  std::vector<std::size_t> uses(call.trace.num_values(), 0);
   for (std::size_t k = 0; k < call.trace.ops.size(); ++k) {
     if (!needed[k]) continue;
     for (const TracedInput& in : call.trace.ops[k].inputs) {
@@ -173,7 +173,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
   for (const TracedInput& out : call.outputs) {
     if (out.value != TracedInput::kConstant) ++uses[out.value];
   }
-  std::vector<StructuredValue> values(call.trace.num_values);
+  std::vector<StructuredValue> values(call.trace.num_values());
   for (std::size_t i = 0; i < elems.size(); ++i) values[i].dense = elems[i];
   if (identity != nullptr) values[0].diagonal = ones(identity->example, identity->dtype);
   const auto dense = [&](StructuredValue& v) -> const Tensor& {

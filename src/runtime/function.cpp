@@ -172,7 +172,7 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
     std::iota(kept.begin(), kept.end(), std::size_t{0});
     return kept;
   }
-  std::vector<bool> needed(trace.num_values, false);
+  std::vector<bool> needed(trace.num_values(), false);
   const auto need = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) needed[in.value] = true;
   };
@@ -198,7 +198,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   if (optimize) runs = fusable_runs(trace, kept);
   constexpr std::size_t kNone = ReplayItem::kNone;
   std::vector<std::size_t> run_of_kept(kept.size(), kNone);
-  std::vector<std::size_t> producer_run(trace.num_values, kNone);
+  std::vector<std::size_t> producer_run(trace.num_values(), kNone);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     for (std::size_t i : runs[r]) {
       run_of_kept[i] = r;
@@ -208,10 +208,10 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   // Gathers whose output only one run reads, of its dtype and shape: the run's loop reads
   // their params instead, and they are not items of their own.
   constexpr std::size_t kAbsorbed = kNone - 1;
-  std::vector<std::size_t> gathered_by(trace.num_values, kNoGather);
+  std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
   std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
   if (!runs.empty()) {
-    std::vector<std::uint32_t> reads(trace.num_values, 0);
+    std::vector<std::uint32_t> reads(trace.num_values(), 0);
     const auto count_read = [&](const TracedInput& in) {
       if (in.value != TracedInput::kConstant) ++reads[in.value];
     };
@@ -219,11 +219,11 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
       for (const TracedInput& in : trace.ops[i].inputs) count_read(in);
     for (const TraceStep& step : trace.steps) for_each_read(step, count_read);
     for (const TracedInput& result : compiled.results) count_read(result);
-    std::vector<std::size_t> producer(trace.num_values, kNone);  // into kept
+    std::vector<std::size_t> producer(trace.num_values(), kNone);  // into kept
     for (std::size_t i = 0; i < kept.size(); ++i) {
       for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
     }
-    std::vector<std::uint32_t> reads_in_run(trace.num_values, 0);
+    std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
     for (std::size_t r = 0; r < runs.size(); ++r) {
       const TracedOp& first = trace.ops[kept[runs[r].front()]];
       std::vector<std::size_t> candidates;
@@ -252,7 +252,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
     }
   }
 
-  std::vector<bool> read_outside(trace.num_values, false);
+  std::vector<bool> read_outside(trace.num_values(), false);
   const auto read_after_run = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) read_outside[in.value] = true;
   };
@@ -288,7 +288,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
   const OpTrace& trace = compiled.trace;
   const std::size_t item_count = compiled.items.size();
   constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> last_reader(trace.num_values, kNever);
+  std::vector<std::size_t> last_reader(trace.num_values(), kNever);
   const auto read_at = [&](const TracedInput& in, std::size_t i) {
     if (in.value == TracedInput::kConstant) return;
     std::size_t& last = last_reader[in.value];
@@ -379,7 +379,7 @@ void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
   const OpTrace& trace = compiled.trace;
   constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
   std::vector<std::uint32_t>& slot_of = compiled.slot_of_value;
-  slot_of.assign(trace.num_values, kNoSlot);
+  slot_of.assign(trace.num_values(), kNoSlot);
   std::vector<std::uint32_t> free_slots;
   std::uint32_t slot_count = 0;
   const auto new_slot = [&] {
@@ -416,9 +416,13 @@ void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
     }
   }
   run_steps_until(static_cast<std::size_t>(-1));
-  // A value read that nothing makes (none in a valid plan) reads an empty slot of its own.
-  const auto slot = [&](std::uint32_t value) {
-    if (slot_of[value] == kNoSlot) slot_of[value] = new_slot();
+  // Every value an item, a step or a result reads was made before (plan_lifetimes releases
+  // only what an item made or read).
+  const auto slot = [&](std::size_t value) {
+    if (slot_of[value] == kNoSlot) {
+      throw Error("function: the replay plan reads value " + std::to_string(value) +
+                  ", which nothing makes (an error in tapegrad's planning)");
+    }
     return slot_of[value];
   };
   for (FunctionTrace::ReplayInput& in : compiled.replay_inputs) {
@@ -427,7 +431,7 @@ void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
   for (std::uint32_t& value : compiled.replay_outputs) value = slot(value);
   for (std::uint32_t& value : compiled.releases) value = slot(value);
   const auto slot_of_input = [&](const TracedInput& in) {
-    if (in.value != TracedInput::kConstant) slot(static_cast<std::uint32_t>(in.value));
+    if (in.value != TracedInput::kConstant) slot(in.value);
   };
   for (const TraceStep& step : steps) {
     for_each_read(step, slot_of_input);

@@ -345,7 +345,7 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
   constexpr std::size_t kMaxOpen = 4;
   constexpr std::int32_t kNoRun = -1;
   std::vector<std::vector<std::size_t>> open;  // kept indices; empty when the slot is free
-  std::vector<std::int32_t> open_run_of(trace.num_values, kNoRun);
+  std::vector<std::int32_t> open_run_of(trace.num_values(), kNoRun);
   std::vector<std::vector<std::size_t>> runs;
   const auto close = [&](std::size_t slot) {
     std::vector<std::size_t>& members = open[slot];

@@ -34,11 +34,16 @@ std::string& current_reader() {
 
 void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs outputs,
             const Attrs* attrs) {
-  bool reads_traced = false;
-  for (std::size_t i = 0; i < inputs.size() && !reads_traced; ++i) {
-    reads_traced = inputs[i].defined() && trace.value_of(inputs[i]) != TracedInput::kConstant;
+  // The first input that is a traced value: an op that reads none is not traced. The inputs
+  // before it are constants, so each input is looked up once.
+  std::size_t first_traced = inputs.size();
+  std::size_t first_value = TracedInput::kConstant;
+  for (std::size_t i = 0; i < inputs.size() && first_traced == inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    first_value = trace.value_of(inputs[i]);
+    if (first_value != TracedInput::kConstant) first_traced = i;
   }
-  if (!reads_traced) return;
+  if (first_traced == inputs.size()) return;
   bool all_outputs_traced = outputs.size() != 0;
   for (std::size_t j = 0; j < outputs.size() && all_outputs_traced; ++j) {
     all_outputs_traced =
@@ -53,7 +58,11 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     TracedInput& in = traced.inputs.emplace_back();
     if (!inputs[i].defined()) continue;
-    in.value = trace.value_of(inputs[i]);
+    if (i == first_traced) {
+      in.value = first_value;
+    } else if (i > first_traced) {
+      in.value = trace.value_of(inputs[i]);
+    }
     if (in.value == TracedInput::kConstant) in.constant = inputs[i];
   }
   if (op.kind == GradientKind::Registered) {
@@ -128,7 +137,7 @@ std::size_t OpTrace::add_value(const Tensor& t) { return add_value(t, signature_
 
 std::size_t OpTrace::add_value(const Tensor& t, const OutputSignature& signature,
                                std::size_t output) {
-  const std::size_t v = num_values++;
+  const std::size_t v = values_.size();
   value_of_id.assign(t.id(), v);
   values_.push_back({&signature, output});
   return v;

@@ -88,7 +88,6 @@ struct OpTrace {
   bool placeholders = false;  // its inputs stand for no value (computing_on_placeholders)
   bool for_function = false;  // a Function's trace: it keeps steps
   std::vector<TraceStep> steps;
-  std::size_t num_values = 0;
   IdMap<std::size_t> value_of_id;  // tensor id -> value index, while tracing
   // Reads of traced values from C++ (Tensor::array, item, Variable::assign), each described
   // ("Tensor::item() of a float64 value of shape [] ... in fn"). A read is a user primitive's
@@ -106,6 +105,8 @@ struct OpTrace {
   // The first read that no user primitive absorbed, or null.
   const ValueRead* unabsorbed_read() const;
 
+  // How many values the trace holds; value indices run from 0 to num_values() - 1.
+  std::size_t num_values() const { return values_.size(); }
   // A new traced value for tensor `t` (the trace's inputs, then op outputs).
   std::size_t add_value(const Tensor& t);
   // A new traced value for `t`, output `output` of an op whose outputs have `signature`.
