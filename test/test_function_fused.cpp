@@ -504,6 +504,55 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: a gather of one element per index, read inside the loop, checks each "
+    "index as it reads it",
+    "[function][fused]") {
+  // sin(table[ids]) * 2 + 1: the gathered values are read from the table block by block, and
+  // each index is checked there (no pass of its own); a bad index on a later call throws the
+  // eager gather's error, naming its position.
+  constexpr std::size_t n = 5000;
+  const auto fn = [](const std::vector<Tensor>& args) {
+    const Tensor picked = gather(args[0], args[1]);
+    return std::vector<Tensor>{
+        add(multiply(sin(picked), scalar(2.0, DType::Float64)), scalar(1.0, DType::Float64))};
+  };
+  std::vector<double> rows(n);
+  for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<double>((31 * i + 7) % 64);
+  const std::vector<Tensor> args = {ramp(64, DType::Float64),
+                                    cast(from_values(rows, {n}), DType::Int64)};
+  const Function fused = function(fn);
+  require_all_bitwise_equal(fused(args), fn(args));
+  require_all_bitwise_equal(fused(args), fn(args));
+  const std::vector<Tensor> results = fused(args);
+  const auto& y = results[0].array<double>();
+  const auto& table = args[0].array<double>();
+  for (std::size_t i : {std::size_t{0}, std::size_t{2500}, n - 1})
+    REQUIRE(y(i) == std::sin(table((31 * i + 7) % 64)) * 2.0 + 1.0);
+  // The gathered values are never a tensor: the result is the only buffer of n elements.
+  REQUIRE(peak_bytes(fused, args) < n * sizeof(double) * 3 / 2);
+
+  for (const double bad_value : {-1.0, 64.0}) {
+    std::vector<double> bad_rows = rows;
+    bad_rows[3217] = bad_value;
+    const std::vector<Tensor> bad = {args[0], cast(from_values(bad_rows, {n}), DType::Int64)};
+    REQUIRE_THROWS_AS(fn(bad), InvalidArgument);
+    try {
+      (void)fused(bad);
+      FAIL("the replay took an index out of range");
+    } catch (const InvalidArgument& e) {
+      const std::string message = e.what();
+      INFO(message);
+      CHECK(message.find("gather") != std::string::npos);
+      CHECK(message.find("index " + std::to_string(static_cast<int>(bad_value))) !=
+            std::string::npos);
+      CHECK(message.find("indices[3217]") != std::string::npos);
+      CHECK(message.find("out of range [0, 64)") != std::string::npos);
+    }
+  }
+  REQUIRE(fused.trace_count() == 1);
+}
+
+TEST_CASE(
     "function fused: ops interleaved in two dtypes of one shape and in two shapes of one size "
     "make runs of their own, and replay as eager",
     "[function][fused]") {

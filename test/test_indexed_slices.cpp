@@ -159,3 +159,35 @@ TEST_CASE("to_dense sums rows and is differentiable", "[indexed_slices]") {
   });
   CHECK_THAT(range, Catch::Contains("5") && Catch::Contains("[0, 4)"));
 }
+
+TEST_CASE(
+    "many sparse gradients reaching an op's rule are summed dense, part by part, to the same "
+    "values and second derivatives",
+    "[indexed_slices]") {
+  // y = x * x is gathered five times, four rows each: 20 rows of slices for a 4-row tensor, so
+  // the walk densifies each slice and adds them (no concatenation) before multiply's rule.
+  // loss = sum_p c_p sum_{i in I_p} y_i = sum_i w_i x_i^2, w_i = sum_p c_p (count of i in I_p):
+  // w = [22, 14, 9, 15], dloss/dx = 2 w x, and d/dx of sum(dloss/dx) = 2 w.
+  const Tensor x = constant({1.0, 2.0, 3.0, 4.0});
+  GradientTape outer;
+  outer.watch(x);
+  Tensor gradient;
+  {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = x * x;
+    const std::vector<std::pair<std::vector<double>, DType>> parts = {{{0, 1, 2, 3}, DType::Int32},
+                                                                      {{1, 1, 1, 1}, DType::Int32},
+                                                                      {{3, 0, 3, 0}, DType::Int64},
+                                                                      {{2, 2, 3, 3}, DType::Int64},
+                                                                      {{0, 0, 0, 1}, DType::Int32}};
+    Tensor loss = constant(0.0);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const Tensor picked = gather(y, ints(parts[p].first, parts[p].second));
+      loss = loss + reduce_sum(picked) * static_cast<double>(p + 1);
+    }
+    gradient = tape.gradient(loss, x);
+  }
+  require_close(gradient, {4}, {44, 56, 54, 120});
+  require_close(outer.gradient(reduce_sum(gradient), x), {4}, {44, 28, 18, 30});
+}

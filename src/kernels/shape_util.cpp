@@ -177,13 +177,26 @@ std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& ou
   return strides;
 }
 
-std::vector<std::int64_t> index_values(const Tensor& indices) {
+IndexValues::IndexValues(const Tensor& indices) : source_(indices), size_(indices.size()) {
   if (indices.dtype() == DType::Int32) {
-    const auto& a = detail::kernel_array<std::int32_t>(indices);
-    return std::vector<std::int64_t>(a.begin(), a.end());
+    const auto& values = kernel_array<std::int32_t>(indices);
+    converted_.assign(values.begin(), values.end());
+    data_ = converted_.data();
+  } else {
+    data_ = kernel_array<std::int64_t>(indices).data();
   }
-  const auto& a = detail::kernel_array<std::int64_t>(indices);
-  return std::vector<std::int64_t>(a.begin(), a.end());
+}
+
+IndexValues::~IndexValues() = default;
+
+std::size_t first_out_of_range(const IndexValues& values, std::size_t limit) noexcept {
+  // A negative value, seen as unsigned, is past any limit.
+  const auto past = [limit](std::int64_t v) { return static_cast<std::uint64_t>(v) >= limit; };
+  bool any = false;
+  for (const std::int64_t v : values) any |= past(v);
+  if (!any) return values.size();
+  return static_cast<std::size_t>(std::find_if(values.begin(), values.end(), past) -
+                                  values.begin());
 }
 
 }  // namespace tapegrad::detail

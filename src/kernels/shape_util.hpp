@@ -85,8 +85,39 @@ std::vector<std::size_t> row_major_strides(const Shape& shape);
 // it broadcasts to (NumPy rules, leading 1s implied): 0 along every broadcast axis.
 std::vector<std::size_t> broadcast_strides(const Shape& operand, const Shape& out);
 
-// The values of an int32 or int64 tensor (indices, segment ids) as int64, in flat order. The
-// caller has checked the dtype.
-std::vector<std::int64_t> index_values(const Tensor& indices);
+// The values of an int32 or int64 tensor (indices, segment ids) as int64, in flat order, read
+// only. An int64 tensor's elements are read where they are (a gather of millions of rows would
+// otherwise copy its indices on every call); int32 ones are converted. Holds a handle to the
+// tensor, so the values stay valid however the caller's handle goes; not copyable, as the
+// pointer may point into its own vector.
+class IndexValues {
+ public:
+  IndexValues() = default;  // no values
+  explicit IndexValues(const Tensor& indices);
+  IndexValues(IndexValues&&) noexcept = default;
+  IndexValues& operator=(IndexValues&&) noexcept = default;
+  IndexValues(const IndexValues&) = delete;
+  IndexValues& operator=(const IndexValues&) = delete;
+  ~IndexValues();
+
+  const std::int64_t* begin() const noexcept { return data_; }
+  const std::int64_t* end() const noexcept { return data_ + size_; }
+  std::size_t size() const noexcept { return size_; }
+  std::int64_t operator[](std::size_t k) const noexcept { return data_[k]; }
+
+ private:
+  Tensor source_;
+  std::vector<std::int64_t> converted_;  // int32 indices only
+  const std::int64_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// The caller has checked the dtype (int32 or int64).
+inline IndexValues index_values(const Tensor& indices) { return IndexValues(indices); }
+
+// The position of the first value outside [0, limit), or values.size() when there is none: one
+// pass without a branch per value (a gather's millions of indices are checked on every call),
+// a second only to find the culprit.
+std::size_t first_out_of_range(const IndexValues& values, std::size_t limit) noexcept;
 
 }  // namespace tapegrad::detail

@@ -123,19 +123,40 @@ struct PeriodicInput {
 template <class T>
 struct GatheredInput {
   const T* params = nullptr;
-  std::vector<std::int64_t> rows;
+  IndexValues rows;
   std::size_t limit = 0;  // params' length along the axis
   std::size_t inner = 1;
   T* scratch = nullptr;  // one block
+  // For the gather's error on an index outside the axis. Where each index stands for one
+  // element, the block checks it as it reads it (a pass of its own would read millions of
+  // indices twice); otherwise run_typed checked them all before the loop.
+  bool checked = false;
+  const GatherRule* rule = nullptr;
+  const Tensor* params_tensor = nullptr;
+  const Tensor* indices_tensor = nullptr;
+  std::size_t axis = 0;
+
+  void check_all() {
+    const std::size_t k = first_out_of_range(rows, limit);
+    if (k < rows.size()) rule->out_of_range(*params_tensor, *indices_tensor, axis, k);
+    checked = true;
+  }
 
   const T* block(std::size_t start, std::size_t count) const {
+    return checked ? read_block<false>(start, count) : read_block<true>(start, count);
+  }
+
+  template <bool check>
+  const T* read_block(std::size_t start, std::size_t count) const {
     const std::size_t positions = rows.size();
     std::size_t j = start % inner;
     std::size_t k = (start / inner) % positions;
     std::size_t o = start / inner / positions;
     T* out = scratch;
     for (std::size_t left = count; left > 0;) {
-      const T* from = params + (o * limit + static_cast<std::size_t>(rows[k])) * inner + j;
+      const auto row = static_cast<std::uint64_t>(rows[k]);  // a negative row: past limit
+      if (check && row >= limit) rule->out_of_range(*params_tensor, *indices_tensor, axis, k);
+      const T* from = params + (o * limit + row) * inner + j;
       const std::size_t n = std::min(inner - j, left);
       for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
       out += n;
@@ -263,9 +284,15 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
       g.params = input_data[e];
       g.rows = how.gather->rows(inputs[e], inputs[e + 1], how.gather_axis);
       g.limit = params_shape[how.gather_axis];
+      g.rule = how.gather;
+      g.params_tensor = &inputs[e];
+      g.indices_tensor = &inputs[e + 1];
+      g.axis = how.gather_axis;
       g.inner =
           std::accumulate(params_shape.begin() + static_cast<std::ptrdiff_t>(how.gather_axis) + 1,
                           params_shape.end(), std::size_t{1}, std::multiplies<>());
+      g.checked = false;
+      if (fused.elements > g.rows.size()) g.check_all();  // an index read for several elements
       g.scratch = small_buffers.emplace_back(block).data();
       continue;
     }
@@ -301,6 +328,11 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
     }
   }
 
+  // The workspace outlives the loop: it must not keep the gathers' indices alive after it.
+  struct ReleaseGathered {
+    std::vector<GatheredInput<T>>& gathered;
+    ~ReleaseGathered() { gathered.clear(); }
+  } release_gathered{gathered};
   for (std::size_t start = 0; start < fused.elements; start += block) {
     const std::size_t count = std::min(block, fused.elements - start);
     for (std::size_t e = 0; e < input_count; ++e) {

@@ -7,14 +7,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/shape_util.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tapegrad::detail {
 
 struct GatherRule {
-  // The rows of params along `axis` the output reads, in the order of indices' elements,
-  // checked as the op checks them (the same InvalidArgument otherwise).
-  std::vector<std::int64_t> (*rows)(const Tensor& params, const Tensor& indices, std::size_t axis);
+  // The rows of params along `axis` the output reads, in the order of indices' elements, not
+  // checked: the loop checks each as it reads it.
+  IndexValues (*rows)(const Tensor& params, const Tensor& indices, std::size_t axis);
+  // Throws the op's InvalidArgument for indices[k] (flat order), which lies outside the axis.
+  void (*out_of_range)(const Tensor& params, const Tensor& indices, std::size_t axis,
+                       std::size_t k);
 };
 
 }  // namespace tapegrad::detail

@@ -1,5 +1,8 @@
 #include "runtime/gradient_lists.hpp"
 
+#include <functional>
+#include <numeric>
+
 #include "runtime/gradient_hooks.hpp"
 
 namespace tapegrad::detail {
@@ -22,6 +25,26 @@ void GradientList::aggregate_into_one(const VSpace& vspace) {
   } else {
     dense_ = std::move(total).to_dense();
   }
+}
+
+Tensor GradientList::take_dense(const VSpace& vspace) {
+  bool parts_first = false;
+  if (sparse_ && sparse_->size() > 1) {
+    const Shape& dense_shape = sparse_->front().sparse().dense_shape;
+    const std::size_t dense_elements = std::accumulate(dense_shape.begin(), dense_shape.end(),
+                                                       std::size_t{1}, std::multiplies<>());
+    std::size_t value_elements = 0;
+    for (const GradientValue& g : *sparse_) value_elements += g.sparse().values.size();
+    parts_first = value_elements / sparse_->size() >= dense_elements;
+  }
+  if (!parts_first) return take(vspace).to_dense();
+  Tensor total = std::move(dense_);
+  for (const GradientValue& g : *sparse_) {
+    Tensor part = g.to_dense();
+    total = total.defined() ? vspace.add(total, part) : std::move(part);
+  }
+  clear();
+  return total;
 }
 
 GradientValue hooked_sum(const GradientHooks& hooks, std::uint64_t id, GradientList& list,

@@ -42,6 +42,11 @@ class GradientList {
     clear();
     return total;
   }
+  // The sum as a dense tensor, leaving the list empty: for a rule that reads dense gradients.
+  // Row-sparse parts are then densified one by one and added where that is less work than
+  // concatenating them first: when their values hold at least as many elements as the dense
+  // tensor times the parts (many gathers from a small tensor, as a determinant by minors does).
+  Tensor take_dense(const VSpace& vspace);
   void clear() {
     dense_ = Tensor();
     sparse_.reset();
@@ -81,14 +86,24 @@ class GradientSlots {
   }
   // The slot's sum, its list returned to the pool.
   GradientValue take(std::size_t slot, const VSpace& vspace) {
-    const std::int32_t i = index_[slot];
-    GradientValue total = pool_[static_cast<std::size_t>(i)].take(vspace);
-    free_.push_back(i);
-    index_[slot] = kNone;
+    GradientValue total = list_of(slot).take(vspace);
+    release(slot);
+    return total;
+  }
+  // The slot's sum as a dense tensor (GradientList::take_dense), its list returned to the pool.
+  Tensor take_dense(std::size_t slot, const VSpace& vspace) {
+    Tensor total = list_of(slot).take_dense(vspace);
+    release(slot);
     return total;
   }
 
  private:
+  GradientList& list_of(std::size_t slot) { return pool_[static_cast<std::size_t>(index_[slot])]; }
+  void release(std::size_t slot) {
+    free_.push_back(index_[slot]);
+    index_[slot] = kNone;
+  }
+
   static constexpr std::int32_t kNone = -1;
   std::vector<std::int32_t> index_;
   std::vector<GradientList> pool_;

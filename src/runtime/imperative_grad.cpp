@@ -88,6 +88,10 @@ bool sum_outputs(const TapeImpl& tape, const BackwardPlan& plan, const BackwardP
     GradientList* list = grads.find(slot);
     if (list == nullptr || list->empty()) continue;
     any = true;
+    if (kind != GradientKind::Identity && !tape.has_hooks() && !plan.is_source(s)) {
+      out[j] = grads.take_dense(slot, vspace);
+      continue;
+    }
     GradientValue sum;
     if (tape.has_hooks()) {
       sum = hooked_sum(tape.hooks(), outputs[j].id, *list, vspace);

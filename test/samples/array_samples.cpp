@@ -564,10 +564,24 @@ MisuseCases array_misuse() {
          {"gather", "axis 1", "[4]"});
   misuse(t, "gather: index out of range along axis 1", [m] { gather(m, i32({3}), 1); },
          {"gather", "index 3", "[2, 3]"});
+  misuse(t, "gather: a negative index among rows of 5, checked as it is read",
+         [] {
+           gather(zeros({2, 5}), i64({1, 0, -2}));
+         },
+         {"gather", "index -2", "indices[2]", "[2, 5]"});
+  misuse(t, "gather: an index out of range where no row is copied",
+         [] {
+           gather(zeros({0, 3}), i64({0, 3}), 1);
+         },
+         {"gather", "index 3", "indices[1]", "[0, 3]"});
   misuse(t, "gather: a variable handle", [] { gather(variable_handle(), i32({0})); },
          {"gather", "variable handle"});
-  defined(t, "gather: empty indices give an empty result", [m] {
-    REQUIRE(gather(m, zeros({0}, DType::Int32), 1).shape() == Shape{2, 0});
+  defined(t, "gather: indices read through a reversed view, and int32 indices converted", [x4] {
+    const Tensor base = i64({0, 3, 1});
+    const Tensor ids = reverse(base, {0});  // [1, 3, 0], a strided view of base
+    REQUIRE(shares_storage(ids, base));
+    testing::require_close(gather(x4, ids), {3}, {2, 4, 1});
+    testing::require_close(gather(x4, i32({2, 2})), {2}, {3, 3});
   });
 
   misuse(t, "tile: multiples of the wrong length",
@@ -617,6 +631,11 @@ MisuseCases array_misuse() {
            unsorted_segment_sum(x4, i32({0, 1, 2, 3}), 3);
          },
          {"unsorted_segment_sum", "segment id 3", "[4]"});
+  misuse(t, "unsorted_segment_sum: a negative id among rows of 3",
+         [] {
+           unsorted_segment_sum(zeros({2, 3}), i64({0, -1}), 2);
+         },
+         {"unsorted_segment_sum", "segment id -1", "segment_ids[1]", "[2, 3]"});
   misuse(t, "unsorted_segment_sum: one id too few",
          [x4] {
            unsorted_segment_sum(x4, i32({0, 1, 2}), 3);

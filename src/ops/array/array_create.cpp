@@ -61,7 +61,7 @@ Tensor one_hot(const Tensor& indices, int depth, DType dtype) {
   }
   Shape shape = indices.shape();
   shape.push_back(static_cast<std::size_t>(depth));
-  const std::vector<std::int64_t> index = detail::index_values(indices);
+  const detail::IndexValues index = detail::index_values(indices);
   Tensor result = detail::dispatch_any(dtype, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> out = detail::allocate_array<T>("one_hot", shape);

@@ -93,28 +93,26 @@ static detail::ReplayOutputs segment_sum_replay(const detail::ReplayContext& op,
   return {unsorted_segment_sum(in[0], in[1], op.output_shapes[0][0])};
 }
 
-// The flat indices, each checked against params' axis `a` (`axis` as the caller gave it).
-static std::vector<std::int64_t> checked_rows(const Tensor& params, const Tensor& indices, int axis,
-                                              std::size_t a) {
-  std::vector<std::int64_t> index = detail::index_values(indices);
-  const std::size_t limit = params.shape()[a];
-  for (std::size_t k = 0; k < index.size(); ++k) {
-    if (index[k] < 0 || static_cast<std::size_t>(index[k]) >= limit) {
-      throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
-                            ": index " + std::to_string(index[k]) + " (indices[" +
-                            std::to_string(k) + "] in flat order) is out of range [0, " +
-                            std::to_string(limit) + ") along axis " + std::to_string(axis));
-    }
-  }
-  return index;
+// indices[k] (in flat order) lies outside params' axis `a` (`axis` as the caller gave it). The
+// kernels check each index as they read it: a separate pass over millions of indices cost as
+// much as the copy.
+[[noreturn]] static void throw_index_out_of_range(const Tensor& params, const Tensor& indices,
+                                                  int axis, std::size_t a, std::size_t k) {
+  throw InvalidArgument(detail::describe("gather", {{"params", params}, {"indices", indices}}) +
+                        ": index " + std::to_string(detail::index_values(indices)[k]) +
+                        " (indices[" + std::to_string(k) + "] in flat order) is out of range [0, " +
+                        std::to_string(params.shape()[a]) + ") along axis " + std::to_string(axis));
 }
 
 // A Function's fused loop reads the gathered rows itself (runtime/gather_rule.hpp).
-static std::vector<std::int64_t> fused_rows(const Tensor& params, const Tensor& indices,
-                                            std::size_t axis) {
-  return checked_rows(params, indices, static_cast<int>(axis), axis);
+static detail::IndexValues fused_rows(const Tensor&, const Tensor& indices, std::size_t) {
+  return detail::index_values(indices);
 }
-static constexpr detail::GatherRule gather_rows_rule{&fused_rows};
+static void fused_out_of_range(const Tensor& params, const Tensor& indices, std::size_t axis,
+                               std::size_t k) {
+  throw_index_out_of_range(params, indices, static_cast<int>(axis), axis, k);
+}
+static constexpr detail::GatherRule gather_rows_rule{&fused_rows, &fused_out_of_range};
 
 static Grads gather_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents gather_tangent(const ForwardContext& op, const Tangents& tangents);
@@ -135,7 +133,12 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const Shape& shape = params.shape();
   const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
-  const std::vector<std::int64_t> index = checked_rows(params, indices, axis, a);
+  const detail::IndexValues index = detail::index_values(indices);
+  if (product(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a)) == 0) {
+    // No row is copied, so the copy below checks none.
+    const std::size_t k = detail::first_out_of_range(index, limit);
+    if (k < index.size()) throw_index_out_of_range(params, indices, axis, a, k);
+  }
   const auto axis_position = shape.begin() + static_cast<std::ptrdiff_t>(a);
   Shape out_shape(shape.begin(), axis_position);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
@@ -153,8 +156,10 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
       const std::size_t length = row_length;
       for (std::size_t o = 0; o < outer; ++o) {
         const T* block = src + o * limit * length;
-        for (std::int64_t i : index) {
-          const T* row = block + static_cast<std::size_t>(i) * length;
+        for (std::size_t k = 0; k < index.size(); ++k) {
+          const auto i = static_cast<std::uint64_t>(index[k]);  // a negative index: past limit
+          if (i >= limit) throw_index_out_of_range(params, indices, axis, a, k);
+          const T* row = block + i * length;
           for (std::size_t j = 0; j < length; ++j) dst[j] = row[j];
           dst += length;
         }
@@ -175,8 +180,10 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
         break;
       default:
         for (std::size_t o = 0; o < outer; ++o) {
-          for (std::int64_t i : index) {
-            const T* row = src + (o * limit + static_cast<std::size_t>(i)) * inner;
+          for (std::size_t k = 0; k < index.size(); ++k) {
+            const auto i = static_cast<std::uint64_t>(index[k]);
+            if (i >= limit) throw_index_out_of_range(params, indices, axis, a, k);
+            const T* row = src + (o * limit + i) * inner;
             dst = std::copy(row, row + inner, dst);
           }
         }
@@ -250,14 +257,13 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   if (data.rank() == 0 || segment_ids.rank() != 1 || segment_ids.shape()[0] != data.shape()[0]) {
     throw InvalidArgument(described() + ": segment_ids must be 1-D with one id per row of data");
   }
-  const std::vector<std::int64_t> ids = detail::index_values(segment_ids);
-  for (std::size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] < 0 || static_cast<std::size_t>(ids[k]) >= num_segments) {
-      throw InvalidArgument(described() + ": segment id " + std::to_string(ids[k]) +
-                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
-                            std::to_string(num_segments) + ")");
-    }
-  }
+  const detail::IndexValues ids = detail::index_values(segment_ids);
+  // Checked as the sums read them (below): one pass over the ids, not two.
+  const auto out_of_range = [&](std::size_t k) {
+    return InvalidArgument(described() + ": segment id " + std::to_string(ids[k]) +
+                           " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
+                           std::to_string(num_segments) + ")");
+  };
   Shape out_shape = data.shape();
   out_shape[0] = num_segments;
   try {
@@ -273,10 +279,20 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     std::fill(sums.begin(), sums.end(), T(0));
     const T* src = detail::kernel_data<T>(data);
     T* dst = sums.data();
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      T* row = dst + static_cast<std::size_t>(ids[k]) * inner;
-      const T* from = src + k * inner;
-      for (std::size_t j = 0; j < inner; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
+    if (inner == 1) {  // one element per id (a gather's gradient from a flat tensor)
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        const auto id = static_cast<std::uint64_t>(ids[k]);  // a negative id: past the end
+        if (id >= num_segments) throw out_of_range(k);
+        dst[id] = detail::wrapping_add(dst[id], src[k]);
+      }
+    } else {
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        const auto id = static_cast<std::uint64_t>(ids[k]);
+        if (id >= num_segments) throw out_of_range(k);
+        T* row = dst + id * inner;
+        const T* from = src + k * inner;
+        for (std::size_t j = 0; j < inner; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
+      }
     }
     return Tensor(std::move(sums));
   });

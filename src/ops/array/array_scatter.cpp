@@ -43,7 +43,7 @@ static NdIndex read_nd_indices(const Tensor& indices, const Shape& shape, Descri
   nd.depth = indices.shape().back();
   nd.batch.assign(indices.shape().begin(), indices.shape().end() - 1);
   for (std::size_t d = nd.depth; d < shape.size(); ++d) nd.slice *= shape[d];
-  const std::vector<std::int64_t> values = detail::index_values(indices);
+  const detail::IndexValues values = detail::index_values(indices);
   const std::size_t rows = nd.depth == 0 ? indices.size() : values.size() / nd.depth;
   std::size_t count = 1;
   for (std::size_t b : nd.batch) count *= b;

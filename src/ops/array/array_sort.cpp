@@ -56,7 +56,7 @@ TAPEGRAD_BUILTIN_OP(put_op) =
 static Tensor take_along_axis(const Tensor& x, const Tensor& positions, std::size_t axis) {
   const Lines in(x.shape(), axis);
   const Lines out_lines(positions.shape(), axis);
-  const std::vector<std::int64_t> pos = detail::index_values(positions);
+  const detail::IndexValues pos = detail::index_values(positions);
   Tensor out = detail::dispatch_any(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> taken = detail::allocate_array<T>("take_along_axis", positions.shape());
@@ -84,7 +84,7 @@ static Tensor put_along_axis(const Tensor& g, const Tensor& positions, std::size
   const Lines lines(g.shape(), axis);
   Shape out_shape = g.shape();
   out_shape[axis] = n;
-  const std::vector<std::int64_t> pos = detail::index_values(positions);
+  const detail::IndexValues pos = detail::index_values(positions);
   Tensor out = detail::dispatch_numeric("put_along_axis", g, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> put = detail::allocate_array<T>("put_along_axis", out_shape);

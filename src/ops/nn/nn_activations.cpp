@@ -407,7 +407,7 @@ static void require_sparse_operands(const Tensor& labels, const Tensor& logits) 
     throw InvalidArgument(describe_sparse(labels, logits) +
                           ": logits must have labels' shape plus one axis of classes");
   }
-  const std::vector<std::int64_t> ids = detail::index_values(labels);
+  const detail::IndexValues ids = detail::index_values(labels);
   const auto classes = static_cast<std::int64_t>(shape.back());
   for (std::size_t row = 0; row < ids.size(); ++row) {
     if (ids[row] < 0 || ids[row] >= classes) {
@@ -432,7 +432,7 @@ static T row_log_sum_exp(const T* x, std::size_t n) {
 
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   require_sparse_operands(labels, logits);
-  const std::vector<std::int64_t> ids = detail::index_values(labels);
+  const detail::IndexValues ids = detail::index_values(labels);
   const std::size_t classes = logits.shape().back();
   Tensor out = detail::dispatch_floating(kSparseXent, logits.dtype(), [&](auto zero) {
     using T = decltype(zero);

@@ -56,7 +56,7 @@ void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices&
 template <class T>
 std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, const Variable& v,
                                                          const IndexedSlices& s) {
-  const std::vector<std::int64_t> raw = detail::index_values(s.indices);
+  const detail::IndexValues raw = detail::index_values(s.indices);
   const std::size_t rows = v.shape()[0];
   const std::size_t width = detail::elements_per_row(v.shape());
   std::unordered_map<std::int64_t, std::size_t> position;
