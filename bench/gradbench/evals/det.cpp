@@ -2,7 +2,7 @@
 // products formed (GradBench's workload), as arrays: level r holds one partial product per
 // choice of columns for rows 0..r-1, and each is multiplied by the signed entries of row r in
 // the columns still free. Children of a node are contiguous, so a level is a broadcast
-// multiply of the previous level by one gather of A.
+// multiply of the previous level by one gather from [A, -A] (the sign comes with the entry).
 #include <xtensor/xarray.hpp>
 
 #include "evals/evals.hpp"
@@ -17,12 +17,12 @@ DeterminantPlan::DeterminantPlan(std::size_t ell) : ell(ell) {
   for (std::size_t row = 0; row < ell; ++row) {
     const std::size_t free = ell - row;
     xt::xarray<std::int64_t> flat_index = xt::xarray<std::int64_t>::from_shape({nodes * free});
-    for (std::size_t i = 0; i < nodes * free; ++i)
-      flat_index(i) = static_cast<std::int64_t>(row * ell + free_columns[i]);
-    std::vector<double> signs(free);
-    for (std::size_t j = 0; j < free; ++j) signs[j] = j % 2 == 0 ? 1.0 : -1.0;
-    levels.push_back({Tensor(std::move(flat_index)), from_values(signs, {1, free}, DType::Float64),
-                      static_cast<std::int64_t>(nodes), static_cast<std::int64_t>(free)});
+    for (std::size_t i = 0; i < nodes * free; ++i) {
+      const std::size_t negated = (i % free) % 2 == 1 ? ell * ell : 0;
+      flat_index(i) = static_cast<std::int64_t>(negated + row * ell + free_columns[i]);
+    }
+    levels.push_back({Tensor(std::move(flat_index)), static_cast<std::int64_t>(nodes),
+                      static_cast<std::int64_t>(free)});
     if (free == 1) break;
     // Each child drops one of its parent's free columns.
     std::vector<std::uint8_t> next(nodes * free * (free - 1));
@@ -38,10 +38,11 @@ DeterminantPlan::DeterminantPlan(std::size_t ell) : ell(ell) {
 
 Tensor det_by_minors(const Tensor& a, const DeterminantPlan& plan) {
   const Tensor flat = reshape(a, {-1});
+  const Tensor signed_entries = concat({flat, -flat}, 0);
   Tensor products = ones({1});
   for (const auto& level : plan.levels) {
     const Tensor entries =
-        reshape(gather(flat, level.flat_index), {level.nodes, level.free}) * level.signs;
+        reshape(gather(signed_entries, level.flat_index), {level.nodes, level.free});
     products = reshape(expand_dims(products, 1) * entries, {-1});
   }
   return reduce_sum(products);

@@ -72,8 +72,9 @@ EvalFunctions lstm_functions();
 // so it is built once per input, outside the timed work.
 struct DeterminantPlan {
   struct Level {
-    Tensor flat_index;  // Int64 [nodes * free]: row * ell + column, each node's free columns
-    Tensor signs;       // [1, free]: +1, −1, +1, ... (the cofactor signs)
+    // Int64 [nodes * free]: each node's free columns, as indices into [A, -A] flattened:
+    // row * ell + column, plus ell * ell where the cofactor sign is negative (odd positions).
+    Tensor flat_index;
     std::int64_t nodes;
     std::int64_t free;
   };
