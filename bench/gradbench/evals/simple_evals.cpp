@@ -80,23 +80,28 @@ EvalFunctions lse_functions() {
 }
 
 namespace {
-// f(y)_0 = x_0, f(y)_i = x_i y_{i-1}: x times y shifted down by one with a leading 1.
-Tensor ode_rate(const Tensor& x, const Tensor& y, const Tensor& one) {
+// y shifted down by one with a leading 1: f(y) = x * shifted(y) is the ODE's rate.
+Tensor shifted(const Tensor& y, const Tensor& one) {
   const auto n = static_cast<std::int64_t>(y.size());
-  return x * concat({one, slice(y, {0}, {n - 1})}, 0);
+  return concat({one, slice(y, {0}, {n - 1})}, 0);
 }
 }  // namespace
 
+// RK4 with the rates k_i = x * s_i kept as the shifted states s_i: x scaled by h/2, h and h/6
+// once, so that a stage is one product and one sum, and the step
+// y + h/6 (k1 + 2 k2 + 2 k3 + k4) is y + (h/6) x ((s1 + s4) + 2 (s2 + s3)). Each op writes an
+// n-element tensor the backward reads again, and at n = 10^5 they are what the time is.
 Tensor ode_primal(const Tensor& x, std::size_t steps) {
   const double h = 2.0 / static_cast<double>(steps);
   const Tensor one = ones({1});
+  const Tensor half_step_x = (h / 2) * x, step_x = h * x, sixth_step_x = (h / 6) * x;
   Tensor y = zeros({x.size()});
   for (std::size_t step = 0; step < steps; ++step) {
-    const Tensor k1 = ode_rate(x, y, one);
-    const Tensor k2 = ode_rate(x, y + (h / 2) * k1, one);
-    const Tensor k3 = ode_rate(x, y + (h / 2) * k2, one);
-    const Tensor k4 = ode_rate(x, y + h * k3, one);
-    y = y + (h / 6) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+    const Tensor s1 = shifted(y, one);
+    const Tensor s2 = shifted(y + half_step_x * s1, one);
+    const Tensor s3 = shifted(y + half_step_x * s2, one);
+    const Tensor s4 = shifted(y + step_x * s3, one);
+    y = y + sixth_step_x * ((s1 + s4) + 2.0 * (s2 + s3));
   }
   return y;
 }
