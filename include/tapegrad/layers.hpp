@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "tapegrad/dtype.hpp"
@@ -98,4 +99,17 @@ class Conv2D : public Module {
 };
 
 }  // namespace layers
+
+// Compiled in the library: inlined into a user's model constructor, each add_module of a layer
+// was a make_unique, a move, the unique_ptrs' destructions and (for a literal name) a
+// std::string for the user's program to optimise.
+template <>
+layers::Dense& Module::add_module<layers::Dense>(const std::string& name, layers::Dense module);
+template <>
+layers::Conv2D& Module::add_module<layers::Conv2D>(const std::string& name, layers::Conv2D module);
+template <>
+layers::Dense& Module::add_module<layers::Dense>(const char* name, layers::Dense module);
+template <>
+layers::Conv2D& Module::add_module<layers::Conv2D>(const char* name, layers::Conv2D module);
+
 }  // namespace tapegrad

@@ -54,8 +54,24 @@ class Module {
   Variable add_variable(const std::string& name, Tensor initial, bool trainable = true);
   /// Moves `module` into this one under `name`; the reference stays valid while this module
   /// (or the module it is moved into) lives.
+  /// The library's layers (layers::Dense, layers::Conv2D) have explicit specializations,
+  /// declared in <tapegrad/layers.hpp>, compiled in the library.
   template <class M>
   M& add_module(const std::string& name, M module) {
+    return adopt_module(name, std::move(module));
+  }
+  /// The same for a name given as a literal, add_module("conv1", ...): for the library's
+  /// layers the std::string is then built in the library, not in the user's constructor.
+  template <class M>
+  M& add_module(const char* name, M module) {
+    return adopt_module(std::string(name), std::move(module));
+  }
+
+ private:
+  struct Entry;
+  // add_module's body, shared by the template and the library's specializations.
+  template <class M>
+  M& adopt_module(const std::string& name, M&& module) {
     static_assert(std::is_base_of<Module, M>::value,
                   "add_module takes a class derived from Module");
     auto owned = std::make_unique<M>(std::move(module));
@@ -63,9 +79,6 @@ class Module {
     register_module(name, std::move(owned));
     return added;
   }
-
- private:
-  struct Entry;
   void check_new_name(const char* call, const std::string& name) const;
   void register_module(const std::string& name, std::unique_ptr<Module> module);
   void collect(const std::string& prefix, bool trainable_only,

@@ -87,3 +87,17 @@ Tensor Conv2D::operator()(const Tensor& x) const {
 }
 
 }  // namespace tapegrad::layers
+
+namespace tapegrad {
+
+template <>
+layers::Conv2D& Module::add_module<layers::Conv2D>(const std::string& name, layers::Conv2D module) {
+  return adopt_module(name, std::move(module));
+}
+
+template <>
+layers::Conv2D& Module::add_module<layers::Conv2D>(const char* name, layers::Conv2D module) {
+  return adopt_module(std::string(name), std::move(module));
+}
+
+}  // namespace tapegrad

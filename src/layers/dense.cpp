@@ -70,3 +70,17 @@ Tensor Dense::operator()(const Tensor& x) const {
 }
 
 }  // namespace tapegrad::layers
+
+namespace tapegrad {
+
+template <>
+layers::Dense& Module::add_module<layers::Dense>(const std::string& name, layers::Dense module) {
+  return adopt_module(name, std::move(module));
+}
+
+template <>
+layers::Dense& Module::add_module<layers::Dense>(const char* name, layers::Dense module) {
+  return adopt_module(std::string(name), std::move(module));
+}
+
+}  // namespace tapegrad
