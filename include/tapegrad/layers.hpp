@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,12 @@ class Conv2D : public Module {
   Conv2D(std::size_t in_channels, std::size_t filters, std::vector<int> kernel,
          Generator& generator, Padding padding = Padding::Valid, std::vector<int> strides = {1, 1},
          DataFormat data_format = DataFormat::NHWC, DType dtype = DType::Float32);
+  /// The same for braced lists, Conv2D(1, 16, {3, 3}, generator): the lists reach the library
+  /// as they are, where the form above has the caller build (and destroy) two std::vectors.
+  Conv2D(std::size_t in_channels, std::size_t filters, std::initializer_list<int> kernel,
+         Generator& generator, Padding padding = Padding::Valid,
+         std::initializer_list<int> strides = {1, 1}, DataFormat data_format = DataFormat::NHWC,
+         DType dtype = DType::Float32);
   // Out of line, as Dense's.
   ~Conv2D() override;
   Conv2D(Conv2D&& other) noexcept;

@@ -58,6 +58,12 @@ Conv2D::Conv2D(std::size_t in_channels, std::size_t filters, std::vector<int> ke
                          generator, dtype))),
       bias_(add_variable("bias", zeros({filters}, dtype))) {}
 
+Conv2D::Conv2D(std::size_t in_channels, std::size_t filters, std::initializer_list<int> kernel,
+               Generator& generator, Padding padding, std::initializer_list<int> strides,
+               DataFormat data_format, DType dtype)
+    : Conv2D(in_channels, filters, std::vector<int>(kernel), generator, padding,
+             std::vector<int>(strides), data_format, dtype) {}
+
 Conv2D::~Conv2D() = default;
 Conv2D::Conv2D(Conv2D&& other) noexcept = default;
 Conv2D& Conv2D::operator=(Conv2D&& other) noexcept = default;

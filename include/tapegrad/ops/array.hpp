@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -33,6 +34,9 @@ Tensor cast(const Tensor& x, DType dtype);
 /// copy a transposed or strided x keeps (docs/guide.md "Views"). InvalidArgument when sizes
 /// disagree or the target's element count overflows (checked, never wrapped).
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);
+/// The same for a braced list, reshape(x, {n, -1}): the list reaches the library as it is,
+/// where the form above has the caller build (and destroy) a std::vector.
+Tensor reshape(const Tensor& x, std::initializer_list<std::int64_t> shape);
 /// The same with a Shape, what shape() returns: reshape(x, y.shape()) (no -1 entry, since a
 /// Shape is unsigned). A template only so that a braced list, reshape(x, {2, -1}), still
 /// means the int64 form: S is Shape. Errors as above, and InvalidArgument for an entry

@@ -232,6 +232,10 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape) {
   return out;
 }
 
+Tensor reshape(const Tensor& x, std::initializer_list<std::int64_t> shape) {
+  return reshape(x, std::vector<std::int64_t>(shape));
+}
+
 Tensor expand_dims(const Tensor& x, int axis) {
   detail::require_defined("expand_dims", x);
   const int rank = static_cast<int>(x.rank());
