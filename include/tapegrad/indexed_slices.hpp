@@ -21,8 +21,9 @@ class GradientValue {
  public:
   GradientValue() = default;
   GradientValue(Tensor dense) : dense_(std::move(dense)) {}  // NOLINT
-  GradientValue(IndexedSlices sparse)                        // NOLINT
-      : sparse_(std::make_shared<IndexedSlices>(std::move(sparse))) {}
+  // Out of line: inline, its make_shared had a user's program (the CNN example) instantiate
+  // and optimise the control block of a shared IndexedSlices, which only the library builds.
+  GradientValue(IndexedSlices sparse);  // NOLINT
 
   bool defined() const { return dense_.defined() || sparse_ != nullptr; }
   bool is_sparse() const { return sparse_ != nullptr; }

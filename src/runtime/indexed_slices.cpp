@@ -3,6 +3,7 @@
 #include "runtime/indexed_slices.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -29,6 +30,9 @@ Tensor to_dense(const IndexedSlices& slices) {
   }
   return unsorted_segment_sum(slices.values, slices.indices, dense[0]);
 }
+
+GradientValue::GradientValue(IndexedSlices sparse)
+    : sparse_(std::make_shared<IndexedSlices>(std::move(sparse))) {}
 
 void GradientValue::throw_not_dense() {
   throw InvalidArgument("GradientValue::dense: the gradient is an IndexedSlices; call to_dense()");
