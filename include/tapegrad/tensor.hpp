@@ -165,11 +165,8 @@ class Tensor {
   /// per slice (the read's result could steer fn or become a new tensor tracing cannot see).
   template <class T>
   const storage_array<T>& array() const {
-    const storage_array<T>& elements = unreported_array<T>();
-    if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
-      detail::note_value_read(*this, "array");
-    }
-    return elements;
+    static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
+    return *static_cast<const storage_array<T>*>(reported_elements(dtype_of<T>::value));
   }
 
   /// The single element of a tensor of size 1. InvalidArgument otherwise.
@@ -200,6 +197,12 @@ class Tensor {
     if (elements == nullptr) elements = detail::materialize_view(h);
     return *static_cast<const storage_array<T>*>(elements);
   }
+
+  // array<T>()'s checks, a view's contiguous copy and the report to live traces: the
+  // storage_array<T> of `requested`, type-erased. Out of line: inlined, they were compiled and
+  // optimised at every read in a user's program; a read costs one call (per read, not per
+  // element).
+  const void* reported_elements(DType requested) const;
 
   // Wraps existing storage (the runtime's: users construct from arrays).
   explicit Tensor(std::shared_ptr<const detail::TensorHeader> impl) : impl_(std::move(impl)) {}
