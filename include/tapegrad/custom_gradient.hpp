@@ -48,8 +48,10 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
 TensorList call_with_recompute(const TensorListFunction& g, const TensorList& inputs);
 TensorList call_with_pass_through(const TensorListFunction& g, const TensorList& inputs);
 
-inline TensorList as_list(Tensor t) { return TensorList{std::move(t)}; }
-inline TensorList as_list(TensorList t) { return t; }
+// Out of line: inline, their std::vector constructions were instantiated in every program
+// that includes tapegrad.hpp, custom gradients or not.
+TensorList as_list(Tensor t);
+TensorList as_list(TensorList t);
 
 // Adapts the user's gradient function G to CustomGradientFunction. `Dy` is what G takes for
 // the output gradients: Tensor (one output) or TensorList.

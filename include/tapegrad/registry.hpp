@@ -46,9 +46,11 @@ class Attrs {
 
 /// Which of an op's inputs (or outputs) its gradient reads. The tape keeps only those alive.
 struct Keep {
-  static Keep all() { return Keep{true, {}}; }
-  static Keep none() { return Keep{false, {}}; }
-  static Keep only(std::initializer_list<std::size_t> indices) { return Keep{false, indices}; }
+  // Out of line, as the next two: inline, their std::vector constructions were instantiated
+  // in every program that includes tapegrad.hpp.
+  static Keep all();
+  static Keep none();
+  static Keep only(std::initializer_list<std::size_t> indices);
   bool keeps(std::size_t index) const;
 
   bool every = true;

@@ -62,6 +62,10 @@ const Shape& Attrs::get_shape(std::string_view name) const {
   return get_as<Shape>(find(name), name, "a shape");
 }
 
+Keep Keep::all() { return Keep{true, {}}; }
+Keep Keep::none() { return Keep{false, {}}; }
+Keep Keep::only(std::initializer_list<std::size_t> indices) { return Keep{false, indices}; }
+
 bool Keep::keeps(std::size_t index) const {
   return every || std::find(indices.begin(), indices.end(), index) != indices.end();
 }

@@ -71,6 +71,9 @@ void make_outputs_fresh(TensorList& outputs, const IdMark& body,
 
 }  // namespace
 
+TensorList as_list(Tensor t) { return TensorList{std::move(t)}; }
+TensorList as_list(TensorList t) { return t; }
+
 TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& inputs,
                                      const std::string& op_type) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
