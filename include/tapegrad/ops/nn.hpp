@@ -1,7 +1,6 @@
 // Neural-network activations and losses.
 #pragma once
 
-#include <initializer_list>
 #include <vector>
 
 #include "tapegrad/tensor.hpp"
@@ -140,21 +139,11 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& out
 /// whose own gradient is a gather at them (second order).
 Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
                   Padding padding, DataFormat data_format = DataFormat::NHWC);
-/// The same for braced lists, max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid): the lists reach
-/// the library as they are, where the form above has the caller build (and destroy) two
-/// std::vectors.
-Tensor max_pool2d(const Tensor& x, std::initializer_list<int> ksize,
-                  std::initializer_list<int> strides, Padding padding,
-                  DataFormat data_format = DataFormat::NHWC);
 
 /// Average pooling (TF: tf.nn.avg_pool2d), shapes as max_pool2d's: the mean of each window
 /// over its positions inside x (Same padding is not counted). Linear; the gradient spreads g
 /// evenly over each window (AvgPoolGrad, whose gradient is avg_pool2d again).
 Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> strides,
                   Padding padding, DataFormat data_format = DataFormat::NHWC);
-/// The same for braced lists, as max_pool2d's.
-Tensor avg_pool2d(const Tensor& x, std::initializer_list<int> ksize,
-                  std::initializer_list<int> strides, Padding padding,
-                  DataFormat data_format = DataFormat::NHWC);
 
 }  // namespace tapegrad

@@ -115,11 +115,6 @@ Tensor max_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
                 });
 }
 
-Tensor max_pool2d(const Tensor& x, std::initializer_list<int> ksize,
-                  std::initializer_list<int> strides, Padding padding, DataFormat data_format) {
-  return max_pool2d(x, std::vector<int>(ksize), std::vector<int>(strides), padding, data_format);
-}
-
 // The maxima's positions are found inside the kernels below from x, never handed to a rule
 // as a tensor: a position read from x outside an op would be a constant of a vectorized_map
 // trace, slice 0's positions reused for every slice.
@@ -284,11 +279,6 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int> ksize, std::vector<int> stri
                 [](const ConvGeometry& g, const auto* input, auto* y) {
                   detail::avg_pool_forward(g, input, y);
                 });
-}
-
-Tensor avg_pool2d(const Tensor& x, std::initializer_list<int> ksize,
-                  std::initializer_list<int> strides, Padding padding, DataFormat data_format) {
-  return avg_pool2d(x, std::vector<int>(ksize), std::vector<int>(strides), padding, data_format);
 }
 
 static Tangents avg_pool_tangent(const ForwardContext& op, const Tangents& tangents) {
