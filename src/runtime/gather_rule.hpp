@@ -14,7 +14,7 @@ namespace tapegrad::detail {
 
 struct GatherRule {
   // The rows of params along `axis` the output reads, in the order of indices' elements, not
-  // checked: the loop checks each as it reads it.
+  // checked: the loop checks them (all before it, or each as a block reads it).
   IndexValues (*rows)(const Tensor& params, const Tensor& indices, std::size_t axis);
   // Throws the op's InvalidArgument for indices[k] (flat order), which lies outside the axis.
   void (*out_of_range)(const Tensor& params, const Tensor& indices, std::size_t axis,
