@@ -556,6 +556,10 @@ TEST_CASE(
   CHECK(jacobian["cols"][11].get<int>() == 11 * 2 + 0);
   CHECK(jacobian["cols"][30].get<int>() == 11 * 2 + 3 * 3 + 19);
   CHECK(jacobian["vals"][30].get<double>() == Approx(-1.6));
+  // Its first 30 values are observation 0's block, row by row, as the batch Jacobian has it.
+  const auto first_block = values(slice(blocks, {0, 0, 0}, {1, 2, 15}));
+  for (std::size_t k = 0; k < 30; ++k)
+    CHECK(jacobian["vals"][k].get<double>() == Approx(first_block[k]).margin(1e-12));
 }
 
 TEST_CASE("gradbench ba: a zero angle-axis takes X + r x X, in one batch with nonzero ones") {

@@ -3,6 +3,7 @@
 // and by test/test_gradbench_evals.cpp) and a table of the GradBench functions it answers.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -108,6 +109,10 @@ void for_each_tensor(BaProblem& problem, Visit& visit) {
   }
 }
 Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
+// The same as two [p, 1] columns, from the 15 [p, 1] input columns (r 3, C 3, f, u0, v0, k1,
+// k2, X 3, w) and the [p, 2] features.
+std::array<Tensor, 2> ba_residual_columns(const std::vector<Tensor>& columns,
+                                          const Tensor& features);
 EvalFunctions ba_functions();
 
 // ht: ADBench's hand model and the data points it is fitted to.
