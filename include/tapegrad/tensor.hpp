@@ -189,19 +189,21 @@ class Tensor {
   template <class T>
   const storage_array<T>& unreported_array() const {
     static_assert(detail::is_tensor_element_v<T>, "tapegrad: unsupported element type");
-    const detail::TensorHeader& h = checked();
-    if (h.dtype != dtype_of<T>::value || !h.holds_elements) {
-      detail::throw_bad_array_access(h, dtype_of<T>::value);
-    }
-    const void* elements = h.elements_.load(std::memory_order_acquire);
-    if (elements == nullptr) elements = detail::materialize_view(h);
-    return *static_cast<const storage_array<T>*>(elements);
+    return *static_cast<const storage_array<T>*>(elements_of(dtype_of<T>::value));
   }
 
-  // array<T>()'s checks, a view's contiguous copy and the report to live traces: the
-  // storage_array<T> of `requested`, type-erased. Out of line: inlined, they were compiled and
-  // optimised at every read in a user's program; a read costs one call (per read, not per
-  // element).
+  // The storage_array of dtype `requested`, type-erased: the dtype and handle checks, and a
+  // view's contiguous copy made on first use.
+  const void* elements_of(DType requested) const {
+    const detail::TensorHeader& h = checked();
+    if (h.dtype != requested || !h.holds_elements) detail::throw_bad_array_access(h, requested);
+    const void* elements = h.elements_.load(std::memory_order_acquire);
+    return elements != nullptr ? elements : detail::materialize_view(h);
+  }
+
+  // elements_of and the report to live traces: array<T>()'s work. Out of line: inlined, it was
+  // compiled and optimised at every read in a user's program; a read costs one call (per read,
+  // not per element).
   const void* reported_elements(DType requested) const;
 
   // Wraps existing storage (the runtime's: users construct from arrays).

@@ -330,10 +330,7 @@ std::size_t Tensor::rank() const { return detail::impl_of(*this).rank(); }
 std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
 
 const void* Tensor::reported_elements(DType requested) const {
-  const detail::TensorHeader& h = checked();
-  if (h.dtype != requested || !h.holds_elements) detail::throw_bad_array_access(h, requested);
-  const void* elements = h.elements_.load(std::memory_order_acquire);
-  if (elements == nullptr) elements = detail::materialize_view(h);
+  const void* elements = elements_of(requested);
   if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
     detail::note_value_read(*this, "array");
   }

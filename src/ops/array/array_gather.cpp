@@ -134,17 +134,16 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const std::size_t a = detail::normalize_axis("gather", axis, params);
   const std::size_t limit = shape[a];
   const detail::IndexValues index = detail::index_values(indices);
-  if (product(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(a)) == 0) {
-    // No row is copied, so the copy below checks none.
-    const std::size_t k = detail::first_out_of_range(index, limit);
-    if (k < index.size()) throw_index_out_of_range(params, indices, axis, a, k);
-  }
   const auto axis_position = shape.begin() + static_cast<std::ptrdiff_t>(a);
   Shape out_shape(shape.begin(), axis_position);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
   out_shape.insert(out_shape.end(), axis_position + 1, shape.end());
   const std::size_t outer = product(shape.begin(), axis_position);
   const std::size_t inner = product(axis_position + 1, shape.end());
+  if (outer == 0) {  // no row is copied, so the copy below checks none
+    const std::size_t k = detail::first_out_of_range(index, limit);
+    if (k < index.size()) throw_index_out_of_range(params, indices, axis, a, k);
+  }
   Tensor out = detail::dispatch_any(params.dtype(), [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> gathered = detail::allocate_array<T>("gather", out_shape);
@@ -279,20 +278,21 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     std::fill(sums.begin(), sums.end(), T(0));
     const T* src = detail::kernel_data<T>(data);
     T* dst = sums.data();
-    if (inner == 1) {  // one element per id (a gather's gradient from a flat tensor)
+    const auto add_rows = [&](auto row_length) {
+      const std::size_t length = row_length;
       for (std::size_t k = 0; k < ids.size(); ++k) {
         const auto id = static_cast<std::uint64_t>(ids[k]);  // a negative id: past the end
         if (id >= num_segments) throw out_of_range(k);
-        dst[id] = detail::wrapping_add(dst[id], src[k]);
+        T* row = dst + id * length;
+        const T* from = src + k * length;
+        for (std::size_t j = 0; j < length; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
       }
+    };
+    // One element per id (a gather's gradient from a flat tensor) as a compile-time length.
+    if (inner == 1) {
+      add_rows(std::integral_constant<std::size_t, 1>{});
     } else {
-      for (std::size_t k = 0; k < ids.size(); ++k) {
-        const auto id = static_cast<std::uint64_t>(ids[k]);
-        if (id >= num_segments) throw out_of_range(k);
-        T* row = dst + id * inner;
-        const T* from = src + k * inner;
-        for (std::size_t j = 0; j < inner; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
-      }
+      add_rows(inner);
     }
     return Tensor(std::move(sums));
   });
