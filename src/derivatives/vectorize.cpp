@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "derivatives/batched_fusion.hpp"
 #include "derivatives/identity_rows.hpp"
 #include "kernels/dispatch.hpp"
 #include "runtime/batching_context.hpp"
@@ -185,8 +186,14 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
   std::vector<bool> batched;
   std::vector<StructuredValue> structured;
   std::vector<Tensor> constants;
-  for (std::size_t k = 0; k < call.trace.ops.size(); ++k) {
-    if (!needed[k]) continue;
+  const auto release_inputs = [&](const TracedOp& op) {
+    for (const TracedInput& in : op.inputs) {
+      if (in.value != TracedInput::kConstant && --uses[in.value] == 0) {
+        values[in.value] = StructuredValue{};
+      }
+    }
+  };
+  const auto replay_op = [&](std::size_t k) {
     const TracedOp& op = call.trace.ops[k];
     // The op's structure rule runs on diagonal inputs mixed with constants only: a dense
     // batched input leaves no structure to keep.
@@ -252,11 +259,40 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
       out = StructuredValue{};
       (diagonal ? out.diagonal : out.dense) = std::move(result);
     }
-    for (const TracedInput& in : op.inputs) {
-      if (in.value != TracedInput::kConstant && --uses[in.value] == 0) {
-        values[in.value] = StructuredValue{};
-      }
+    release_inputs(op);
+  };
+
+  // A run is computed where its last op is (the ops between its ops read none of its values:
+  // fusable_runs), as one loop when every batched value it reads is dense; a diagonal one
+  // keeps its structure through the ops' own rules instead.
+  const BatchedFusion fusion = plan_batched_fusion(call.trace, needed, call.outputs, batch);
+  for (std::size_t k = 0; k < call.trace.ops.size(); ++k) {
+    if (!needed[k]) continue;
+    const std::size_t r = fusion.run_of(k);
+    if (r == BatchedFusion::kNone) {
+      replay_op(k);
+      continue;
     }
+    const BatchedFusion::Run& run = fusion.runs[r];
+    if (run.ops.back() != k) continue;
+    inputs.clear();
+    for (const TracedInput& in : run.loop.inputs) {
+      inputs.push_back(in.value == TracedInput::kConstant ? in.constant : values[in.value].dense);
+    }
+    const bool all_dense =
+        std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined(); });
+    if (!all_dense) {
+      for (std::size_t member : run.ops) replay_op(member);
+      continue;
+    }
+    std::vector<Tensor> outputs = run_fused(run.loop, inputs);
+    inputs.clear();
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      StructuredValue& out = values[run.loop.outputs[o]];
+      out = StructuredValue{};
+      out.dense = std::move(outputs[o]);
+    }
+    for (std::size_t member : run.ops) release_inputs(call.trace.ops[member]);
   }
 
   std::vector<Tensor> result;

@@ -27,6 +27,11 @@ bool defined_input(const TracedInput& in) {
 const Shape& shape_of(const OpTrace& trace, const TracedInput& in) {
   return in.value == TracedInput::kConstant ? in.constant.shape() : trace.value_shape(in.value);
 }
+Shape with_leading_axis(std::size_t batch, const Shape& shape) {
+  Shape batched{batch};
+  batched.insert(batched.end(), shape.begin(), shape.end());
+  return batched;
+}
 DType dtype_of_input(const OpTrace& trace, const TracedInput& in) {
   return in.value == TracedInput::kConstant ? in.constant.dtype() : trace.value_dtype(in.value);
 }
@@ -172,17 +177,24 @@ struct GatheredInput {
 };
 
 // One loop may compute the op: an elementwise rule, one float output, and every input of
-// the output's dtype and of its shape or broadcasting to it.
-bool fusable(const OpTrace& trace, const TracedOp& op) {
+// the output's dtype and of its shape or broadcasting to it. With a batch (vectorized_map's
+// replay), the traced values have a leading axis of that size and the constants do not: a
+// traced input must have the op's own shape (a batched [b, 3] does not broadcast to
+// [b, n, 3] by the trailing axes), a constant broadcast to the batched shape.
+bool fusable(const OpTrace& trace, const TracedOp& op, std::size_t batch) {
   const ElementwiseRule* rule = op.op->elementwise_rule;
   if (rule == nullptr || op.outputs.size() != 1 || op.inputs.size() != rule->arity) return false;
   const DType dtype = op.output_dtypes()[0];
   if (dtype != DType::Float32 && dtype != DType::Float64) return false;
-  const Shape& shape = op.output_shapes()[0];
+  const Shape& own_shape = op.output_shapes()[0];
+  const Shape shape = batch == 0 ? own_shape : with_leading_axis(batch, own_shape);
   const std::size_t elements = element_count(shape);
   if (elements == 0 || elements > rule->max_elements) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
     if (!defined_input(in) || dtype_of_input(trace, in) != dtype) return false;
+    if (batch != 0 && in.value != TracedInput::kConstant) {
+      return trace.value_shape(in.value) == own_shape;
+    }
     return broadcast_read(shape_of(trace, in), shape).has_value();
   });
 }
@@ -360,7 +372,8 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
 }  // namespace
 
 std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
-                                                   const std::vector<std::size_t>& kept) {
+                                                   const std::vector<std::size_t>& kept,
+                                                   std::size_t batch) {
   std::vector<std::size_t> step_positions;
   step_positions.reserve(trace.steps.size());
   for (const TraceStep& step : trace.steps) step_positions.push_back(step.position);
@@ -393,7 +406,7 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const TracedOp& op = trace.ops[kept[i]];
     if (i > 0 && step_between(kept[i - 1], kept[i])) close_all();
-    const bool can_fuse = fusable(trace, op);
+    const bool can_fuse = fusable(trace, op, batch);
     std::size_t joins = open.size();
     if (can_fuse) {
       for (std::size_t slot = 0; slot < open.size(); ++slot) {
@@ -454,11 +467,12 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by) {
+                          const std::vector<std::size_t>& gathered_by, std::size_t batch) {
   const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
   fused.dtype = first.output_dtypes()[0];
-  fused.shape = first.output_shapes()[0];
+  fused.shape =
+      batch == 0 ? first.output_shapes()[0] : with_leading_axis(batch, first.output_shapes()[0]);
   fused.elements = element_count(fused.shape);
 
   // The last op of the run that reads each value the run computes.
@@ -480,7 +494,10 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   IdMap<std::uint32_t> gather_input_of;  // trace value of a gather's output -> params input
   const auto add_input = [&](const TracedInput& in) {
     fused.inputs.push_back(in);
-    fused.reads.push_back(*broadcast_read(shape_of(trace, in), fused.shape));
+    // A batched traced value has the run's shape (fusable): read as it is.
+    fused.reads.push_back(batch != 0 && in.value != TracedInput::kConstant
+                              ? FusedElementwise::InputRead{0, false}
+                              : *broadcast_read(shape_of(trace, in), fused.shape));
   };
   const auto operand_for = [&](const TracedInput& in) -> OperandRef {
     if (in.value != TracedInput::kConstant) {
@@ -492,7 +509,9 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
           const TracedOp& gather = trace.ops[gathered_by[in.value]];
           FusedElementwise::InputRead params_read;
           params_read.gather = gather.op->gather_rule;
-          params_read.gather_axis = static_cast<std::size_t>(gather.attrs->get_int("axis"));
+          // Batched params have the batch axis in front of the gather's own axes.
+          params_read.gather_axis =
+              static_cast<std::size_t>(gather.attrs->get_int("axis")) + (batch != 0 ? 1 : 0);
           fused.inputs.push_back(gather.inputs[0]);
           fused.reads.push_back(params_read);
           FusedElementwise::InputRead indices_read;

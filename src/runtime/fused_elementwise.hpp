@@ -51,20 +51,26 @@ struct FusedElementwise {
 // output shape, every input of that shape or broadcasting to it, with no Variable read,
 // assignment or host step between the first and the last. Ops of other shapes may lie between
 // a run's ops (forward mode interleaves primals and tangents) when they read none of its
-// values: the replay computes a run where its last op was, after them.
+// values: the replay computes a run where its last op was, after them. With a `batch`, the
+// runs of vectorized_map's replay, in which every traced value has a leading axis of that
+// size and the constants do not: a traced input must have its op's own shape, a constant
+// broadcast to the batched one.
 std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
-                                                   const std::vector<std::size_t>& kept);
+                                                   const std::vector<std::size_t>& kept,
+                                                   std::size_t batch = 0);
 
 // The fused loop of the ops trace.ops[kept[i]] for i in `run`, one of fusable_runs();
 // `read_outside` says, per trace value, whether anything outside the run (an op, a step, a
 // result) reads it; `gathered_by`, per trace value, the trace op of a gather (one with a
 // GatherRule, of the run's dtype and shape) that only the run reads and whose output the loop
-// reads from its params instead (kNoGather for the rest).
+// reads from its params instead (kNoGather for the rest). With a `batch`, the loop is
+// vectorized_map's: every traced value has a leading axis of that size (a gather's params
+// too), the constants do not, and the run must come from fusable_runs with that batch.
 constexpr std::size_t kNoGather = static_cast<std::size_t>(-1);
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by);
+                          const std::vector<std::size_t>& gathered_by, std::size_t batch = 0);
 
 // Whether the loop of a run of `dtype` and `shape` may read the output of the traced op `op`
 // from its params: a gather with a GatherRule, one output of that dtype and shape.

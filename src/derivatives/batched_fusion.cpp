@@ -1,0 +1,131 @@
+#include "derivatives/batched_fusion.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/recording.hpp"
+
+namespace tapegrad::detail {
+namespace {
+
+constexpr std::size_t kFusedFromElements = 8192;
+
+std::size_t batched_elements(const TracedOp& op, std::size_t batch) {
+  std::size_t elements = batch;
+  for (std::size_t d : op.output_shapes()[0]) elements *= d;
+  return elements;
+}
+
+bool large_elementwise(const TracedOp& op, std::size_t batch) {
+  return op.op->elementwise_rule != nullptr && op.outputs.size() == 1 &&
+         batched_elements(op, batch) >= kFusedFromElements;
+}
+
+}  // namespace
+
+BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>& needed,
+                                  const std::vector<TracedInput>& outputs, std::size_t batch) {
+  BatchedFusion plan;
+  // A loop records nothing: a tape, an accumulator or a trace watching the replay (a Jacobian
+  // under an outer tape, a Function tracing fn) must see every op, and an anomaly check each
+  // op's output.
+  if (any_observer()) return plan;
+  constexpr std::size_t kNone = BatchedFusion::kNone;
+  std::vector<std::size_t> kept;
+  bool any_large = false;
+  for (std::size_t k = 0; k < trace.ops.size(); ++k) {
+    if (!needed[k]) continue;
+    kept.push_back(k);
+    any_large = any_large || large_elementwise(trace.ops[k], batch);
+  }
+  if (!any_large) return plan;
+  std::vector<std::vector<std::size_t>> runs = fusable_runs(trace, kept, batch);
+  runs.erase(std::remove_if(runs.begin(), runs.end(),
+                            [&](const std::vector<std::size_t>& run) {
+                              return !large_elementwise(trace.ops[kept[run.front()]], batch);
+                            }),
+             runs.end());
+  if (runs.empty()) return plan;
+
+  // Which run each kept op and each value belongs to; how often each value is read.
+  std::vector<std::size_t> run_of_kept(kept.size(), kNone);
+  std::vector<std::size_t> producer_run(trace.num_values(), kNone);
+  std::vector<std::size_t> producer(trace.num_values(), kNone);  // into kept
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
+  }
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    for (std::size_t i : runs[r]) {
+      run_of_kept[i] = r;
+      for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
+    }
+  }
+  std::vector<std::uint32_t> reads(trace.num_values(), 0);
+  for (std::size_t k : kept) {
+    for (const TracedInput& in : trace.ops[k].inputs) {
+      if (in.value != TracedInput::kConstant) ++reads[in.value];
+    }
+  }
+  for (const TracedInput& out : outputs) {
+    if (out.value != TracedInput::kConstant) ++reads[out.value];
+  }
+
+  // Gathers of batched params by constant indices whose output only one run reads.
+  std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
+  std::vector<std::vector<std::size_t>> absorbed(runs.size());  // kept indices
+  std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const TracedOp& first = trace.ops[kept[runs[r].front()]];
+    std::vector<std::size_t> candidates;
+    for (std::size_t i : runs[r]) {
+      for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+        if (in.value == TracedInput::kConstant) continue;
+        const std::size_t p = producer[in.value];
+        if (p == kNone || run_of_kept[p] != kNone) continue;
+        const TracedOp& gather = trace.ops[kept[p]];
+        if (!gather_readable(gather, first.output_dtypes()[0], first.output_shapes()[0]) ||
+            gather.inputs[0].value == TracedInput::kConstant ||
+            gather.inputs[1].value != TracedInput::kConstant ||
+            producer_run[gather.inputs[0].value] == r) {  // params must exist whole
+          continue;
+        }
+        if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
+      }
+    }
+    for (std::size_t v : candidates) {
+      if (reads_in_run[v] == reads[v]) {
+        gathered_by[v] = kept[producer[v]];
+        run_of_kept[producer[v]] = r;
+        absorbed[r].push_back(producer[v]);
+        producer_run[v] = r;
+      }
+      reads_in_run[v] = 0;
+    }
+  }
+
+  std::vector<bool> read_outside(trace.num_values(), false);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+      if (in.value != TracedInput::kConstant && producer_run[in.value] != run_of_kept[i]) {
+        read_outside[in.value] = true;
+      }
+    }
+  }
+  for (const TracedInput& out : outputs) {
+    if (out.value != TracedInput::kConstant) read_outside[out.value] = true;
+  }
+
+  plan.run_of_op.assign(trace.ops.size(), kNone);
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    BatchedFusion::Run run;
+    run.loop = fuse_run(trace, kept, runs[r], read_outside, gathered_by, batch);
+    for (std::size_t i : runs[r]) run.ops.push_back(kept[i]);
+    for (std::size_t i : absorbed[r]) run.ops.push_back(kept[i]);
+    std::sort(run.ops.begin(), run.ops.end());
+    for (std::size_t k : run.ops) plan.run_of_op[k] = r;
+    plan.runs.push_back(std::move(run));
+  }
+  return plan;
+}
+
+}  // namespace tapegrad::detail

@@ -1,0 +1,218 @@
+// vectorized_map's replay computes a run of elementwise ops on a large batch as one loop
+// (derivatives/batched_fusion.hpp): every element as the loop of fn per slice computes it (bit
+// for bit: one scalar function per op), the intermediates never tensors (the peak memory
+// shows it), a gather that only the loop reads never computed, and nothing fused while a tape,
+// an accumulator or a Function watches the replay.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "identical_support.hpp"
+#include "support.hpp"
+#include "tapegrad/tapegrad.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+Tensor wave(std::size_t n, double phase, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = scale * (std::sin(0.37 * static_cast<double>(i) + phase) + 0.05);
+  }
+  return from_values(std::move(v), {n});
+}
+
+Tensor batch_of_waves(std::size_t batch, std::size_t n) {
+  std::vector<Tensor> rows;
+  for (std::size_t b = 0; b < batch; ++b) rows.push_back(wave(n, 0.1 * static_cast<double>(b)));
+  return stack(rows, 0);
+}
+
+// (3 i + 7) mod limit, and (5 i + 1) mod limit: indices that repeat and skip.
+std::vector<std::int64_t> spread_indices(std::size_t count, std::size_t limit, int a, int b) {
+  std::vector<std::int64_t> indices(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    indices[i] = static_cast<std::int64_t>(
+        (static_cast<std::size_t>(a) * i + static_cast<std::size_t>(b)) % limit);
+  }
+  return indices;
+}
+
+Tensor int64_tensor(const std::vector<std::int64_t>& values) {
+  std::vector<double> as_double(values.begin(), values.end());
+  return cast(from_values(std::move(as_double), {values.size()}), DType::Int64);
+}
+
+// M[k, j] = sin(0.1 k + 0.37 j) + 0.05.
+Tensor square_matrix(std::size_t n) {
+  std::vector<double> v(n * n);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t j = 0; j < n; ++j) {
+      v[k * n + j] = std::sin(0.1 * static_cast<double>(k) + 0.37 * static_cast<double>(j)) + 0.05;
+    }
+  }
+  return from_values(std::move(v), {n, n});
+}
+
+// M x for a vector x.
+Tensor times_vector(const Tensor& m, const Tensor& x) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  return reshape(matmul(m, reshape(x, {n, 1})), {n});
+}
+
+// fn per slice, stacked: the reference the replay must equal.
+Tensor loop_of(const std::function<Tensor(const Tensor&)>& fn, const Tensor& elems) {
+  std::vector<Tensor> rows;
+  for (std::size_t b = 0; b < elems.shape()[0]; ++b) {
+    rows.push_back(fn(gather(elems, from_values({static_cast<double>(b)}, Shape{}, DType::Int64))));
+  }
+  return stack(rows, 0);
+}
+
+// The peak bytes of the tensors that f's call allocates, in buffers of `buffer_bytes`.
+template <class F>
+double peak_buffers(F f, std::size_t buffer_bytes) {
+  const std::size_t before = memory_stats().bytes_in_use;
+  reset_peak_memory();
+  const Tensor result = f();
+  const std::size_t peak = memory_stats().peak_bytes_in_use - before;
+  return static_cast<double>(peak) / static_cast<double>(buffer_bytes);
+}
+
+}  // namespace
+
+TEST_CASE("vectorized_map replays a chain of elementwise ops on a large batch as one loop",
+          "[vectorized_map][fusion]") {
+  constexpr std::size_t kBatch = 64, kN = 1000;
+  const Tensor c = wave(kN, 0.7, 0.5);
+  const Tensor b = constant(0.25);
+  const auto fn = [&](const Tensor& x) { return (x * c + b) * x - c; };
+  const Tensor elems = batch_of_waves(kBatch, kN);
+  const Tensor expected = loop_of(fn, elems);
+  const Tensor replayed = vectorized_map(fn, elems, false);
+  require_identical(replayed, expected);
+  // Op by op, two [64, 1000] tensors are alive at once (an intermediate and the next); the
+  // loop writes only its output.
+  const std::size_t buffer = kBatch * kN * sizeof(double);
+  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
+  INFO("peak " << peak << " buffers");
+  REQUIRE(peak < 1.5);
+}
+
+TEST_CASE("vectorized_map's loop reads a gather's rows from its params",
+          "[vectorized_map][fusion]") {
+  constexpr std::size_t kBatch = 40, kVertices = 300, kPoints = 1200;
+  const Tensor first = int64_tensor(spread_indices(kPoints, kVertices, 3, 7));
+  const Tensor second = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
+  const Tensor weight = wave(kPoints, 0.3);
+  const auto fn = [&](const Tensor& x) {
+    return gather(x, first) * weight + (1.0 - weight) * gather(x, second);
+  };
+  const Tensor elems = batch_of_waves(kBatch, kVertices);
+  require_identical(vectorized_map(fn, elems, false), loop_of(fn, elems));
+  // The two gathered [40, 1200] tensors are never built: the output is the only buffer.
+  const std::size_t buffer = kBatch * kPoints * sizeof(double);
+  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
+  INFO("peak " << peak << " buffers");
+  REQUIRE(peak < 1.5);
+}
+
+TEST_CASE("jacobian_forward's tangents of a gathered, weighted sum are one loop, exact",
+          "[vectorized_map][fusion][forward]") {
+  // f(x)_i = w_i (M x)_a(i) + v_i (M x)_b(i): J[i, j] = w_i M[a(i), j] + v_i M[b(i), j]. The
+  // tangents of M x are M's columns (dense), exact, and so is each term.
+  constexpr std::size_t kVertices = 50, kPoints = 400;
+  const std::vector<std::int64_t> a = spread_indices(kPoints, kVertices, 3, 7);
+  const std::vector<std::int64_t> b = spread_indices(kPoints, kVertices, 5, 1);
+  const Tensor w = wave(kPoints, 0.2), v = wave(kPoints, 1.1);
+  const Tensor a_indices = int64_tensor(a), b_indices = int64_tensor(b);
+  const Tensor m = square_matrix(kVertices);
+  const auto f = [&](const Tensor& x) {
+    const Tensor mixed = times_vector(m, x);
+    return w * gather(mixed, a_indices) + v * gather(mixed, b_indices);
+  };
+  const Tensor x = wave(kVertices, 0.4);
+  const Tensor jacobian = jacobian_forward(f, x);
+  REQUIRE(jacobian.shape() == Shape{kPoints, kVertices});
+  const auto& got = jacobian.array<double>();
+  const auto& ms = m.array<double>();
+  const auto& ws = w.array<double>();
+  const auto& vs = v.array<double>();
+  for (std::size_t i = 0; i < kPoints; ++i) {
+    for (std::size_t j = 0; j < kVertices; ++j) {
+      INFO("J[" << i << ", " << j << "]");
+      const auto ai = static_cast<std::size_t>(a[i]), bi = static_cast<std::size_t>(b[i]);
+      REQUIRE(got(i, j) == ws(i) * ms(ai, j) + vs(i) * ms(bi, j));
+    }
+  }
+  // The loop writes the [50, 400] tangents of f once; op by op, its two gathers, two products
+  // and sum are five such tensors, three alive at once.
+  const std::size_t buffer = kPoints * kVertices * sizeof(double);
+  const double peak = peak_buffers([&] { return jacobian_forward(f, x); }, buffer);
+  INFO("peak " << peak << " buffers");
+  REQUIRE(peak < 2.0);
+}
+
+TEST_CASE("a replay with diagonal inputs keeps its ops' structure instead of one loop",
+          "[vectorized_map][fusion][forward]") {
+  // The tangents of x c + d x stay diagonal (n numbers for the n x n identity's rows), so the
+  // run is replayed op by op; J = diag(c + d).
+  constexpr std::size_t kN = 200;
+  const Tensor c = wave(kN, 0.3), d = wave(kN, 2.0);
+  const Tensor jacobian =
+      jacobian_forward([&](const Tensor& x) { return x * c + d * x; }, wave(kN, 0.9));
+  const auto& got = jacobian.array<double>();
+  const auto& cs = c.array<double>();
+  const auto& ds = d.array<double>();
+  for (std::size_t i = 0; i < kN; ++i) {
+    for (std::size_t j = 0; j < kN; ++j) REQUIRE(got(i, j) == (i == j ? cs(i) + ds(i) : 0.0));
+  }
+}
+
+TEST_CASE("a tape and a Function watching jacobian_forward see every op of its replay",
+          "[vectorized_map][fusion][forward]") {
+  // f(x)_i = w_i y_a(i)^2 - y_b(i) with y = M x: J[i, j] = 2 w_i y_a(i) M[a(i), j] - M[b(i), j],
+  // so Σ J = Σ_i 2 w_i y_a(i) r_a(i) - Σ_i r_b(i) with r = M's row sums, whose gradient is
+  // Σ_i 2 w_i r_a(i) M[a(i), j]. The tangents' product and difference ([50, 400]) are a run.
+  constexpr std::size_t kVertices = 50, kPoints = 400;
+  const std::vector<std::int64_t> a = spread_indices(kPoints, kVertices, 3, 7);
+  const Tensor w = wave(kPoints, 0.2);
+  const Tensor indices = int64_tensor(a);
+  const Tensor other_indices = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
+  const Tensor m = square_matrix(kVertices);
+  const auto f = [&](const Tensor& x) {
+    const Tensor y = times_vector(m, x);
+    return w * gather(y * y, indices) - gather(y, other_indices);
+  };
+  const Tensor x = wave(kVertices, 0.4);
+
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor total = reduce_sum(jacobian_forward(f, x));
+  const Tensor gradient = tape.gradient(total, x);
+  const auto& ms = m.array<double>();
+  const auto& ws = w.array<double>();
+  std::vector<double> expected(kVertices, 0.0);
+  for (std::size_t i = 0; i < kPoints; ++i) {
+    const auto k = static_cast<std::size_t>(a[i]);
+    double row_sum = 0.0;
+    for (std::size_t j = 0; j < kVertices; ++j) row_sum += ms(k, j);
+    for (std::size_t j = 0; j < kVertices; ++j) expected[j] += 2.0 * ws(i) * row_sum * ms(k, j);
+  }
+  for (std::size_t j = 0; j < kVertices; ++j) {
+    INFO("dx[" << j << "]");
+    REQUIRE(gradient.array<double>()(j) == Approx(expected[j]).epsilon(1e-12));
+  }
+
+  // A Function traces the replay's ops: a later call on other values computes with them.
+  const Function traced = function([&](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{jacobian_forward(f, args[0])};
+  });
+  (void)traced({x});
+  const Tensor other = wave(kVertices, 2.5);
+  require_identical(traced({other})[0], jacobian_forward(f, other));
+}
