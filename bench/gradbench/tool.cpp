@@ -103,6 +103,31 @@ Output nested_output(const Tensor& t) {
   });
 }
 
+Output joined_rows_output(std::vector<Tensor> column_blocks) {
+  return finish_output(std::move(column_blocks), [](const std::vector<Tensor>& r) -> Output {
+    return [blocks = r] {
+      const std::size_t rows = blocks.empty() ? 0 : blocks[0].shape()[0];
+      std::vector<std::vector<double>> flat;
+      for (const Tensor& block : blocks) {
+        if (block.rank() != 2 || block.shape()[0] != rows) {
+          throw std::invalid_argument("joined_rows_output: the blocks are not [rows, width]");
+        }
+        flat.push_back(to_vector(block));
+      }
+      json out = json::array();
+      for (std::size_t i = 0; i < rows; ++i) {
+        json row = json::array();
+        for (std::size_t k = 0; k < blocks.size(); ++k) {
+          const std::size_t width = blocks[k].shape()[1];
+          for (std::size_t j = 0; j < width; ++j) row.push_back(flat[k][i * width + j]);
+        }
+        out.push_back(std::move(row));
+      }
+      return out;
+    };
+  });
+}
+
 json to_json(const Tensor& t) {
   const auto flat = to_vector(t);
   std::size_t position = 0;

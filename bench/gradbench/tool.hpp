@@ -66,6 +66,9 @@ Output finish_output(std::vector<Tensor> tensors, Finish finish);
 Output number_output(const Tensor& t);
 Output list_output(const Tensor& t);
 Output nested_output(const Tensor& t);
+// A matrix given as blocks of its columns (each [rows, width]): its rows as nested lists, each
+// row the blocks' rows side by side, joined as the JSON is written.
+Output joined_rows_output(std::vector<Tensor> column_blocks);
 
 // Calls visit(Tensor&) on every tensor of an eval's parsed inputs, in one fixed order: the
 // function variant's arguments. Types with no tensor of the input (sizes, plans built from

@@ -123,6 +123,9 @@ struct HandModel {
   Tensor residuals(const Tensor& theta, const Tensor& barycentric) const;
   // [3N, 26], or [3N, 28] when complicated (columns 0, 1: the point's own u0, u1).
   Tensor jacobian(const Tensor& theta) const;
+  // The same as its blocks of columns: [3N, 26], or [3N, 2] and [3N, 26] when complicated
+  // (the tool writes their rows joined, as it writes the JSON).
+  std::vector<Tensor> jacobian_blocks(const Tensor& theta) const;
   std::vector<int> parents;
   Tensor base_relatives, inverse_base_absolutes;  // [22, 4, 4]
   Tensor base_positions;                          // [4, V]

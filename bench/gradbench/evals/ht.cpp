@@ -159,18 +159,23 @@ Tensor HandModel::residuals(const Tensor& theta, const Tensor& barycentric) cons
 }
 
 Tensor HandModel::jacobian(const Tensor& theta) const {
+  const std::vector<Tensor> blocks = jacobian_blocks(theta);
+  return blocks.size() == 1 ? blocks[0] : concat(blocks, 1);
+}
+
+std::vector<Tensor> HandModel::jacobian_blocks(const Tensor& theta) const {
   const Tensor barycentric = us;
   const auto rows = static_cast<std::int64_t>(points.shape()[0] * 3);
   // Tall: forward mode, [N, 3, 26] -> [3N, 26].
   const Tensor theta_columns =
       reshape(jacobian_forward([&](const Tensor& t) { return residuals(t, barycentric); }, theta),
               {rows, 26});
-  if (!complicated) return theta_columns;
+  if (!complicated) return {theta_columns};
   // Each residual row reads only its own (u0, u1): a batch Jacobian, [N, 3, 2].
   GradientTape tape;
   tape.watch(barycentric);
   const Tensor per_point = tape.batch_jacobian(residuals(theta, barycentric), barycentric);
-  return concat({reshape(per_point, {rows, 2}), theta_columns}, 1);
+  return {reshape(per_point, {rows, 2}), theta_columns};
 }
 
 EvalFunctions ht_functions() {
@@ -183,9 +188,10 @@ EvalFunctions ht_functions() {
                                     return list_output(
                                         in.first->residuals(in.second, in.first->us));
                                   })},
-      {"jacobian",
-       make_function(parse,
-                     [](const auto& in) { return nested_output(in.first->jacobian(in.second)); })},
+      {"jacobian", make_function(parse,
+                                 [](const auto& in) {
+                                   return joined_rows_output(in.first->jacobian_blocks(in.second));
+                                 })},
   };
 }
 
