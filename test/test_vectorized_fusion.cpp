@@ -121,6 +121,27 @@ TEST_CASE("vectorized_map's loop reads a gather's rows from its params",
   REQUIRE(peak < 1.5);
 }
 
+TEST_CASE("vectorized_map's loop reads gathered rows of three across its blocks",
+          "[vectorized_map][fusion]") {
+  // Rows of 3 against blocks of 1,024 elements: blocks start inside a row, and the last block
+  // (144,000 = 140 · 1,024 + 640 elements) ends inside one.
+  constexpr std::size_t kBatch = 40, kVertices = 300, kPoints = 1200;
+  const Tensor first = int64_tensor(spread_indices(kPoints, kVertices, 3, 7));
+  const Tensor second = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
+  const Tensor weight = reshape(wave(kPoints, 0.3), {static_cast<std::int64_t>(kPoints), 1});
+  const auto fn = [&](const Tensor& x) {
+    return weight * gather(x, first) - gather(x, second) * weight;
+  };
+  const Tensor elems =
+      reshape(batch_of_waves(kBatch, kVertices * 3),
+              {static_cast<std::int64_t>(kBatch), static_cast<std::int64_t>(kVertices), 3});
+  require_identical(vectorized_map(fn, elems, false), loop_of(fn, elems));
+  const std::size_t buffer = kBatch * kPoints * 3 * sizeof(double);
+  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
+  INFO("peak " << peak << " buffers");
+  REQUIRE(peak < 1.5);
+}
+
 TEST_CASE("jacobian_forward's tangents of a gathered, weighted sum are one loop, exact",
           "[vectorized_map][fusion][forward]") {
   // f(x)_i = w_i (M x)_a(i) + v_i (M x)_b(i): J[i, j] = w_i M[a(i), j] + v_i M[b(i), j]. The

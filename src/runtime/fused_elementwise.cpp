@@ -158,6 +158,47 @@ struct GatheredInput {
     std::size_t k = (start / inner) % positions;
     std::size_t o = start / inner / positions;
     T* out = scratch;
+    if (!check && inner <= 4) {
+      // Short rows (ht's [26, N, 3] tangents of [26, V, 3] vertices: a row of three per
+      // index): the rest of a row the block starts in, then each whole row by a fixed-length
+      // move, the outer block's start kept rather than recomputed from o per row.
+      const T* outer_start = params + o * limit * inner;
+      std::size_t left = count;
+      if (j != 0) {
+        const T* from = outer_start + static_cast<std::size_t>(rows[k]) * inner + j;
+        const std::size_t n = std::min(inner - j, left);
+        for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
+        out += n;
+        left -= n;
+        if (++k == positions) {
+          k = 0;
+          outer_start += limit * inner;
+        }
+      }
+      for (; left >= inner; left -= inner, out += inner) {
+        const T* from = outer_start + static_cast<std::size_t>(rows[k]) * inner;
+        switch (inner) {
+          case 4:
+            out[3] = from[3];
+            [[fallthrough]];
+          case 3:
+            out[2] = from[2];
+            [[fallthrough]];
+          case 2:
+            out[1] = from[1];
+            [[fallthrough]];
+          default:
+            out[0] = from[0];
+        }
+        if (++k == positions) {
+          k = 0;
+          outer_start += limit * inner;
+        }
+      }
+      const T* from = outer_start + static_cast<std::size_t>(left > 0 ? rows[k] : 0) * inner;
+      for (std::size_t i = 0; i < left; ++i) out[i] = from[i];
+      return scratch;
+    }
     for (std::size_t left = count; left > 0;) {
       const auto row = static_cast<std::uint64_t>(rows[k]);  // a negative row: past limit
       if (check && row >= limit) rule->out_of_range(*params_tensor, *indices_tensor, axis, k);
