@@ -590,3 +590,42 @@ TEST_CASE(
   require_all_bitwise_equal(fused(other), fn(other));
   CHECK(fused.trace_count() == 1);
 }
+
+TEST_CASE(
+    "function fused: loops read the parts of a split in place, bit for bit, and a split whose "
+    "parts are not all theirs still runs",
+    "[function][fused]") {
+  // An LSTM-like recursion: the gates of every step computed at once, split into steps (one
+  // run of the input's elements each) and each step's [2, 6] pre-activations split in two.
+  constexpr std::int64_t kSteps = 40, kBits = 6;
+  const Tensor w = ramp(kBits, DType::Float64, 0.8);
+  const Tensor b = ramp(2 * kBits, DType::Float64, 0.3);
+  const Tensor recurrent = reshape(b, {2, kBits});
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[0]);
+    const std::vector<Tensor> forget =
+        split(sigmoid(args[0] * w + 0.25), static_cast<int>(kSteps), 0);
+    Tensor hidden = slice(args[0], {0, 0}, {1, kBits});
+    Tensor cell = hidden * 0.5;
+    for (std::int64_t t = 0; t < kSteps; ++t) {
+      const std::vector<Tensor> gates = split(hidden * recurrent + 0.1, 2, 0);
+      cell = cell * forget[static_cast<std::size_t>(t)] + sigmoid(gates[0]) * tanh(gates[1]);
+      hidden = tanh(cell) * forget[static_cast<std::size_t>(t)];
+    }
+    // A split along the later axis of a [2, 6] tensor: its parts are not runs of its elements.
+    const std::vector<Tensor> columns = split(concat({hidden, cell}, 0) * 2.0, 3, 1);
+    // A split one of whose parts is also a result: it runs, and the loops read its views.
+    const std::vector<Tensor> halves = split(cell * cell + hidden, 2, 1);
+    const Tensor total = reduce_sum(hidden) + reduce_sum(columns[1] * columns[2] - columns[0]) +
+                         reduce_sum(halves[1] * 3.0 + 1.0);
+    return std::vector<Tensor>{total, halves[0], tape.gradient(total, args[0])};
+  };
+  const Function f = function(fn);
+  for (double scale : {1.0, -0.6, 2.5}) {
+    const std::vector<Tensor> args = {reshape(
+        ramp(static_cast<std::size_t>(kSteps * kBits), DType::Float64, scale), {kSteps, kBits})};
+    require_all_bitwise_equal(f(args), fn(args));
+  }
+  REQUIRE(f.trace_count() == 1);
+}

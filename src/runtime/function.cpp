@@ -190,6 +190,69 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
   return kept;
 }
 
+// Splits (ops with a PartRule) each of whose outputs is read by one run alone, of that run's
+// dtype and shape: the loops read the parts in place (`parts`, sized on the first), and the
+// split is absorbed into a run (kept index `kAbsorbed` in run_of_kept) instead of an item.
+void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
+                  const std::vector<std::vector<std::size_t>>& runs,
+                  const std::vector<std::uint32_t>& reads, std::vector<std::size_t>& run_of_kept,
+                  std::vector<std::size_t>& absorbed_into, std::vector<std::size_t>& producer_run,
+                  std::vector<PartOf>& parts) {
+  constexpr std::size_t kNone = ReplayItem::kNone;
+  constexpr std::size_t kAbsorbed = kNone - 1;
+  constexpr std::size_t kSeveral = kNone - 2;
+  std::vector<std::size_t> reading_run(trace.num_values(), kNone);
+  std::vector<std::uint32_t> reads_by_runs(trace.num_values(), 0);
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    for (std::size_t i : runs[r]) {
+      for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+        if (in.value == TracedInput::kConstant) continue;
+        std::size_t& reader = reading_run[in.value];
+        reader = reader == kNone || reader == r ? r : kSeveral;
+        ++reads_by_runs[in.value];
+      }
+    }
+  }
+  std::vector<std::size_t> offsets;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const TracedOp& op = trace.ops[kept[i]];
+    if (op.op->part_rule == nullptr || run_of_kept[i] != kNone || op.inputs.size() != 1) continue;
+    const TracedInput& whole = op.inputs[0];
+    if (whole.value == TracedInput::kConstant && !whole.constant.defined()) continue;
+    const Shape& whole_shape = whole.value == TracedInput::kConstant
+                                   ? whole.constant.shape()
+                                   : trace.value_shape(whole.value);
+    bool absorbable = true;
+    std::size_t some_run = kNone;
+    offsets.assign(op.outputs.size(), PartRule::kNotAPart);
+    for (std::size_t j = 0; j < op.outputs.size() && absorbable; ++j) {
+      const std::size_t v = op.outputs[j];
+      if (reads[v] == 0) continue;
+      const std::size_t r = reading_run[v];
+      if (r == kNone || r == kSeveral || reads_by_runs[v] != reads[v]) {
+        absorbable = false;
+        continue;
+      }
+      const TracedOp& first = trace.ops[kept[runs[r].front()]];
+      offsets[j] = op.op->part_rule->offset(whole_shape, op.attrs.get(), op.output_shapes(), j);
+      absorbable = offsets[j] != PartRule::kNotAPart &&
+                   first.output_shapes()[0] == op.output_shapes()[j] &&
+                   first.output_dtypes()[0] == op.output_dtypes()[j];
+      some_run = r;
+    }
+    if (!absorbable || some_run == kNone) continue;
+    if (parts.empty()) parts.resize(trace.num_values());
+    run_of_kept[i] = kAbsorbed;
+    absorbed_into[i] = some_run;
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const std::size_t v = op.outputs[j];
+      if (reads[v] == 0) continue;
+      parts[v] = PartOf{kept[i], offsets[j]};
+      producer_run[v] = reading_run[v];
+    }
+  }
+}
+
 // The kept ops as replay items; with `optimize`, each run of elementwise ops one loop can
 // compute is one item, and only the values read after the run are made tensors.
 void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, bool optimize) {
@@ -210,6 +273,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   constexpr std::size_t kAbsorbed = kNone - 1;
   std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
   std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
+  std::vector<PartOf> parts;  // per trace value, once a split is absorbed
   if (!runs.empty()) {
     std::vector<std::uint32_t> reads(trace.num_values(), 0);
     const auto count_read = [&](const TracedInput& in) {
@@ -250,6 +314,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
         reads_in_run[v] = 0;
       }
     }
+    absorb_parts(trace, kept, runs, reads, run_of_kept, absorbed_into, producer_run, parts);
   }
 
   std::vector<bool> read_outside(trace.num_values(), false);
@@ -276,7 +341,8 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
       compiled.items.push_back({kept[i], kept[i], kNone});
     } else if (r != kAbsorbed && runs[r].back() == i) {
       compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
-      compiled.fused.push_back(fuse_run(trace, kept, runs[r], read_outside, gathered_by));
+      compiled.fused.push_back(fuse_run(trace, kept, runs[r], read_outside, gathered_by, 0,
+                                        parts.empty() ? nullptr : &parts));
     }
   }
 }

@@ -296,7 +296,9 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   std::vector<const T*>& input_data = workspace.input_data;
   input_data.assign(input_count, nullptr);
   for (std::size_t e = 0; e < input_count; ++e) {
-    if (!fused.reads[e].indices_only) input_data[e] = kernel_data<T>(inputs[e]);
+    if (!fused.reads[e].indices_only) {
+      input_data[e] = kernel_data<T>(inputs[e]) + fused.reads[e].offset;
+    }
   }
 
   std::vector<T> own_scratch;
@@ -508,7 +510,8 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by, std::size_t batch) {
+                          const std::vector<std::size_t>& gathered_by, std::size_t batch,
+                          const std::vector<PartOf>* parts) {
   const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
   fused.dtype = first.output_dtypes()[0];
@@ -564,7 +567,18 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
       }
       auto [slot, added] =
           input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
-      if (added) add_input(in);
+      if (added) {
+        const PartOf* part = parts != nullptr ? &(*parts)[in.value] : nullptr;
+        if (part != nullptr && part->op != PartOf::kNoPart) {
+          // A part of the op's input with the run's shape: its elements in place.
+          fused.inputs.push_back(trace.ops[part->op].inputs[0]);
+          FusedElementwise::InputRead read;
+          read.offset = part->offset;
+          fused.reads.push_back(read);
+        } else {
+          add_input(in);
+        }
+      }
       return {OperandRef::Kind::Input, *slot};
     }
     auto [slot, added] = constant_input_of.try_emplace(

@@ -33,6 +33,9 @@ struct FusedElementwise {
     const GatherRule* gather = nullptr;
     std::size_t gather_axis = 0;
     bool indices_only = false;
+    // Elements of the input to skip: the loop reads a part of it (an output of an op with a
+    // PartRule, of the run's shape) in place.
+    std::size_t offset = 0;
   };
   std::vector<InputRead> reads;
   std::vector<std::size_t> outputs;  // trace values made tensors
@@ -66,11 +69,19 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
 // reads from its params instead (kNoGather for the rest). With a `batch`, the loop is
 // vectorized_map's: every traced value has a leading axis of that size (a gather's params
 // too), the constants do not, and the run must come from fusable_runs with that batch.
+// `parts`, when given, says per trace value whether it is a part of an op's input (runtime/
+// part_rule.hpp) that the loop reads in place; the op does not run.
 constexpr std::size_t kNoGather = static_cast<std::size_t>(-1);
+struct PartOf {
+  static constexpr std::size_t kNoPart = static_cast<std::size_t>(-1);
+  std::size_t op = kNoPart;  // the trace op whose output it is
+  std::size_t offset = 0;    // where it starts in that op's input, in elements
+};
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by, std::size_t batch = 0);
+                          const std::vector<std::size_t>& gathered_by, std::size_t batch = 0,
+                          const std::vector<PartOf>* parts = nullptr);
 
 // Whether the loop of a run of `dtype` and `shape` may read the output of the traced op `op`
 // from its params: a gather with a GatherRule, one output of that dtype and shape.

@@ -17,6 +17,7 @@
 
 #include "runtime/elementwise_rule.hpp"
 #include "runtime/gather_rule.hpp"
+#include "runtime/part_rule.hpp"
 #include "tapegrad/indexed_slices.hpp"
 #include "tapegrad/registry.hpp"
 
@@ -136,6 +137,9 @@ struct OpDefinition {
   // Set on gather: a Function's fused loop may read the op's output from its params (null:
   // the op writes its output).
   const GatherRule* gather_rule = nullptr;
+  // Set on split: a Function's fused loop may read an output that is one run of the input's
+  // elements in place (null: the op makes its outputs).
+  const PartRule* part_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -202,6 +206,12 @@ constexpr OpDefinition with_elementwise(OpDefinition definition, const Elementwi
 // `definition` with its gather rule (runtime/gather_rule.hpp).
 constexpr OpDefinition with_gather(OpDefinition definition, const GatherRule& rule) {
   definition.gather_rule = &rule;
+  return definition;
+}
+
+// `definition` with its part rule (runtime/part_rule.hpp).
+constexpr OpDefinition with_part(OpDefinition definition, const PartRule& rule) {
+  definition.part_rule = &rule;
   return definition;
 }
 

@@ -288,10 +288,25 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
-TAPEGRAD_BUILTIN_OP(split_op) =
+// Part rule: with only 1s before the axis, the parts follow one another in the input's
+// row-major elements.
+static std::size_t split_part_offset(const Shape& input, const Attrs* attrs,
+                                     const std::vector<Shape>& outputs, std::size_t j) {
+  if (attrs == nullptr || !attrs->has("axis")) return detail::PartRule::kNotAPart;
+  const auto axis = static_cast<std::size_t>(attrs->get_int("axis"));
+  for (std::size_t d = 0; d < axis; ++d) {
+    if (input[d] != 1) return detail::PartRule::kNotAPart;
+  }
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < j; ++i) offset += num_elements(outputs[i]);
+  return offset;
+}
+static constexpr detail::PartRule split_part_rule{split_part_offset};
+TAPEGRAD_BUILTIN_OP(split_op) = detail::with_part(
     detail::with_replay(detail::differentiable_op("Split", split_gradient, KeepSet::none(),
                                                   KeepSet::none(), split_tangent, split_batched),
-                        split_replay);
+                        split_replay),
+    split_part_rule);
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);
