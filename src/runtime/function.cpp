@@ -190,9 +190,11 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
   return kept;
 }
 
-// Splits (ops with a PartRule) each of whose outputs is read by one run alone, of that run's
-// dtype and shape: the loops read the parts in place (`parts`, sized on the first), and the
-// split is absorbed into a run (kept index `kAbsorbed` in run_of_kept) instead of an item.
+// Splits (ops with a PartRule) whose outputs only runs read, runs of each output's dtype and
+// shape: the loops read the parts in place (`parts`, sized on the first), and the split is
+// absorbed (kAbsorbed in run_of_kept, into the first such run) instead of an item. A part may
+// have several reading runs (a gate read by a step and by its gradient): the split's input
+// lives until the last of them.
 void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
                   const std::vector<std::vector<std::size_t>>& runs,
                   const std::vector<std::uint32_t>& reads, std::vector<std::size_t>& run_of_kept,
@@ -200,16 +202,22 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
                   std::vector<PartOf>& parts) {
   constexpr std::size_t kNone = ReplayItem::kNone;
   constexpr std::size_t kAbsorbed = kNone - 1;
-  constexpr std::size_t kSeveral = kNone - 2;
-  std::vector<std::size_t> reading_run(trace.num_values(), kNone);
+  // Per value: the first run reading it, how many reads runs make, and whether a run of
+  // another shape or dtype reads it.
+  std::vector<std::size_t> first_reading_run(trace.num_values(), kNone);
   std::vector<std::uint32_t> reads_by_runs(trace.num_values(), 0);
+  std::vector<bool> read_by_other_shape(trace.num_values(), false);
   for (std::size_t r = 0; r < runs.size(); ++r) {
+    const TracedOp& first = trace.ops[kept[runs[r].front()]];
     for (std::size_t i : runs[r]) {
       for (const TracedInput& in : trace.ops[kept[i]].inputs) {
         if (in.value == TracedInput::kConstant) continue;
-        std::size_t& reader = reading_run[in.value];
-        reader = reader == kNone || reader == r ? r : kSeveral;
+        if (first_reading_run[in.value] == kNone) first_reading_run[in.value] = r;
         ++reads_by_runs[in.value];
+        if (trace.value_shape(in.value) != first.output_shapes()[0] ||
+            trace.value_dtype(in.value) != first.output_dtypes()[0]) {
+          read_by_other_shape[in.value] = true;
+        }
       }
     }
   }
@@ -228,17 +236,10 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
     for (std::size_t j = 0; j < op.outputs.size() && absorbable; ++j) {
       const std::size_t v = op.outputs[j];
       if (reads[v] == 0) continue;
-      const std::size_t r = reading_run[v];
-      if (r == kNone || r == kSeveral || reads_by_runs[v] != reads[v]) {
-        absorbable = false;
-        continue;
-      }
-      const TracedOp& first = trace.ops[kept[runs[r].front()]];
       offsets[j] = op.op->part_rule->offset(whole_shape, op.attrs.get(), op.output_shapes(), j);
-      absorbable = offsets[j] != PartRule::kNotAPart &&
-                   first.output_shapes()[0] == op.output_shapes()[j] &&
-                   first.output_dtypes()[0] == op.output_dtypes()[j];
-      some_run = r;
+      absorbable = reads_by_runs[v] == reads[v] && !read_by_other_shape[v] &&
+                   offsets[j] != PartRule::kNotAPart;
+      if (some_run == kNone) some_run = first_reading_run[v];
     }
     if (!absorbable || some_run == kNone) continue;
     if (parts.empty()) parts.resize(trace.num_values());
@@ -248,7 +249,7 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
       const std::size_t v = op.outputs[j];
       if (reads[v] == 0) continue;
       parts[v] = PartOf{kept[i], offsets[j]};
-      producer_run[v] = reading_run[v];
+      producer_run[v] = first_reading_run[v];
     }
   }
 }
