@@ -261,6 +261,9 @@ struct LoopWorkspace {
   std::vector<T*> write;
   std::vector<PeriodicInput<T>> periodic;
   std::vector<GatheredInput<T>> gathered;
+  // Small buffers (a short period repeated past a block, a gather's block of rows), kept with
+  // their capacity: each broadcast input of each short loop allocated one per call.
+  std::vector<std::vector<T>> small_buffers;
 };
 
 template <class T>
@@ -328,9 +331,19 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   periodic.assign(input_count, PeriodicInput<T>{});
   std::vector<GatheredInput<T>>& gathered = workspace.gathered;
   gathered.clear();
-  gathered.resize(input_count);
+  if (std::any_of(fused.reads.begin(), fused.reads.end(),
+                  [](const FusedElementwise::InputRead& how) { return how.gather != nullptr; })) {
+    gathered.resize(input_count);
+  }
   std::vector<Tensor> period_buffers;
-  std::vector<std::vector<T>> small_buffers;
+  std::size_t small_used = 0;
+  // A kept buffer of n elements; its data stays where it is until the next loop.
+  const auto small_buffer = [&](std::size_t n) -> T* {
+    if (small_used == workspace.small_buffers.size()) workspace.small_buffers.emplace_back();
+    std::vector<T>& buffer = workspace.small_buffers[small_used++];
+    buffer.resize(n);
+    return buffer.data();
+  };
   for (std::size_t e = 0; e < input_count; ++e) {
     const FusedElementwise::InputRead& how = fused.reads[e];
     if (how.gather != nullptr) {
@@ -348,7 +361,7 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
                           params_shape.end(), std::size_t{1}, std::multiplies<>());
       g.checked = false;
       if (fused.elements > g.rows.size()) g.check_all();  // an index read for several elements
-      g.scratch = small_buffers.emplace_back(block).data();
+      g.scratch = small_buffer(block);
       continue;
     }
     if (how.period == 0) continue;
@@ -357,10 +370,9 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
     const T* one_period = input_data[e];
     if (how.expanded) {
       if (how.period < block) {
-        small_buffers.emplace_back(how.period);
-        one_period = small_buffers.back().data();
-        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period,
-                      small_buffers.back().data());
+        T* pattern = small_buffer(how.period);
+        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period, pattern);
+        one_period = pattern;
       } else {
         T* data = nullptr;
         period_buffers.push_back(new_tensor(Shape{how.period}, data));
@@ -370,16 +382,16 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
     }
     if (how.period < block) {
       const std::size_t repeats = (how.period + block + how.period - 1) / how.period;
-      std::vector<T>& repeated = small_buffers.emplace_back(repeats * how.period);
+      T* repeated = small_buffer(repeats * how.period);
       for (std::size_t r = 0; r < repeats; ++r) {
-        std::copy(one_period, one_period + how.period, repeated.data() + r * how.period);
+        std::copy(one_period, one_period + how.period, repeated + r * how.period);
       }
-      p.data = repeated.data();
-      p.length = repeated.size();
+      p.data = repeated;
+      p.length = repeats * how.period;
     } else {
       p.data = one_period;
       p.length = how.period;
-      p.wrap = small_buffers.emplace_back(block).data();
+      p.wrap = small_buffer(block);
     }
   }
 
