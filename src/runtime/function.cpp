@@ -564,6 +564,7 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   const std::vector<TraceStep>& steps = trace.steps;
   std::size_t next_step = 0;
   std::vector<Tensor> inputs;
+  std::vector<Tensor*> destinations;  // a fused item's value slots
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
@@ -580,11 +581,18 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
         inputs.push_back(values[in->index]);
       }
     }
-    ReplayOutputs outputs = item.fused != ReplayItem::kNone
-                                ? ReplayOutputs(run_fused(compiled.fused[item.fused], inputs))
-                                : replay_op(item, trace.ops[item.op], inputs);
     const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
-    for (std::uint32_t j = 0; j < item.output_count; ++j) values[output[j]] = std::move(outputs[j]);
+    if (item.fused != ReplayItem::kNone) {
+      destinations.clear();
+      for (std::uint32_t j = 0; j < item.output_count; ++j)
+        destinations.push_back(&values[output[j]]);
+      run_fused(compiled.fused[item.fused], inputs, destinations.data());
+    } else {
+      ReplayOutputs outputs = replay_op(item, trace.ops[item.op], inputs);
+      for (std::uint32_t j = 0; j < item.output_count; ++j) {
+        values[output[j]] = std::move(outputs[j]);
+      }
+    }
     const std::uint32_t* release = compiled.releases.data() + item.first_release;
     for (std::uint32_t k = 0; k < item.release_count; ++k) {
       Tensor& value = values[release[k]];

@@ -273,7 +273,8 @@ LoopWorkspace<T>& loop_workspace() {
 }
 
 template <class T>
-std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs) {
+void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
+               Tensor* const* destinations) {
   const std::size_t input_count = fused.inputs.size();
   const std::size_t scratch = fused.scratch_blocks;
   const std::size_t output_count = fused.outputs.size();
@@ -291,11 +292,10 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
   block = std::min(block, fused.elements);
 
   LoopWorkspace<T>& workspace = loop_workspace<T>();
-  std::vector<Tensor> outputs(output_count);
   std::vector<T*>& output_data = workspace.output_data;
   output_data.assign(output_count, nullptr);
   for (std::size_t o = 0; o < output_count; ++o)
-    outputs[o] = new_tensor(fused.shape, output_data[o]);
+    *destinations[o] = new_tensor(fused.shape, output_data[o]);
   std::vector<const T*>& input_data = workspace.input_data;
   input_data.assign(input_count, nullptr);
   for (std::size_t e = 0; e < input_count; ++e) {
@@ -421,7 +421,6 @@ std::vector<Tensor> run_typed(const FusedElementwise& fused, const std::vector<T
       instruction.rule->kernel<T>()(operands, write[instruction.destination], count);
     }
   }
-  return outputs;
 }
 
 }  // namespace
@@ -664,8 +663,20 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
 }
 
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs) {
-  if (fused.dtype == DType::Float32) return run_typed<float>(fused, inputs);
-  return run_typed<double>(fused, inputs);
+  std::vector<Tensor> outputs(fused.outputs.size());
+  std::vector<Tensor*> destinations(outputs.size());
+  for (std::size_t o = 0; o < outputs.size(); ++o) destinations[o] = &outputs[o];
+  run_fused(fused, inputs, destinations.data());
+  return outputs;
+}
+
+void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
+               Tensor* const* destinations) {
+  if (fused.dtype == DType::Float32) {
+    run_typed<float>(fused, inputs, destinations);
+  } else {
+    run_typed<double>(fused, inputs, destinations);
+  }
 }
 
 }  // namespace tapegrad::detail

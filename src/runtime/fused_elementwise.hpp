@@ -89,5 +89,9 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
+// The same written into *destinations[o] for each of fused.outputs: a replay's value slots,
+// without a vector of results per call (a replay of small ops runs thousands of loops).
+void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
+               Tensor* const* destinations);
 
 }  // namespace tapegrad::detail
