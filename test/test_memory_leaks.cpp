@@ -184,7 +184,7 @@ TEST_CASE("bytes_held() is what the tape adds to the heap, within 5 %", "[memory
 TEST_CASE("freed tensor handles wait in the freeing thread's lists for its next tensors",
           "[memory]") {
   // Each tensor's handle (its TensorImpl and control block) is one block; a freed one joins
-  // the freeing thread's list of its size (at most 4,096), the next tensor takes it back, and
+  // the freeing thread's list of its size (at most 32,768), the next tensor takes it back, and
   // release_cached_memory() hands the list back to the system. Under ASan nothing is kept,
   // so that a use after free is still caught.
   release_cached_memory();
@@ -210,10 +210,10 @@ TEST_CASE("freed tensor handles wait in the freeing thread's lists for its next 
   }).join();
   tensors.clear();
   CHECK(detail::impl_blocks_cached() == 150 * block);
-  // At most 4,096 of a size.
-  for (int i = 0; i < 5000; ++i) tensors.push_back(zeros({3}));
+  // At most 32,768 of a size.
+  for (int i = 0; i < 40000; ++i) tensors.push_back(zeros({3}));
   tensors.clear();
-  CHECK(detail::impl_blocks_cached() == 4096 * block);
+  CHECK(detail::impl_blocks_cached() == 32768 * block);
 #endif
   release_cached_memory();
   CHECK(detail::impl_blocks_cached() == 0);
