@@ -262,7 +262,9 @@ struct LoopWorkspace {
   std::vector<PeriodicInput<T>> periodic;
   std::vector<GatheredInput<T>> gathered;
   // Small buffers (a short period repeated past a block, a gather's block of rows), kept with
-  // their capacity: each broadcast input of each short loop allocated one per call.
+  // their capacity: each broadcast input of each short loop allocated one per call. At most
+  // kKeptSmallBuffers stay after a loop (each holds at most two blocks).
+  static constexpr std::size_t kKeptSmallBuffers = 64;
   std::vector<std::vector<T>> small_buffers;
 };
 
@@ -329,6 +331,17 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
   // else built once here (both at most a block's copy where a block crosses its end).
   std::vector<PeriodicInput<T>>& periodic = workspace.periodic;
   periodic.assign(input_count, PeriodicInput<T>{});
+  // The workspace outlives the loop: it must not keep the gathers' indices alive after it,
+  // nor more than a few small buffers.
+  struct ReleaseGathered {
+    LoopWorkspace<T>& workspace;
+    ~ReleaseGathered() {
+      workspace.gathered.clear();
+      if (workspace.small_buffers.size() > LoopWorkspace<T>::kKeptSmallBuffers) {
+        workspace.small_buffers.resize(LoopWorkspace<T>::kKeptSmallBuffers);
+      }
+    }
+  } release_gathered{workspace};
   std::vector<GatheredInput<T>>& gathered = workspace.gathered;
   gathered.clear();
   if (std::any_of(fused.reads.begin(), fused.reads.end(),
@@ -395,11 +408,6 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
     }
   }
 
-  // The workspace outlives the loop: it must not keep the gathers' indices alive after it.
-  struct ReleaseGathered {
-    std::vector<GatheredInput<T>>& gathered;
-    ~ReleaseGathered() { gathered.clear(); }
-  } release_gathered{gathered};
   for (std::size_t start = 0; start < fused.elements; start += block) {
     const std::size_t count = std::min(block, fused.elements - start);
     for (std::size_t e = 0; e < input_count; ++e) {
