@@ -629,3 +629,31 @@ TEST_CASE(
   }
   REQUIRE(f.trace_count() == 1);
 }
+
+TEST_CASE(
+    "function fused: a replay writes a small loop output of the last call again only when "
+    "nobody holds it",
+    "[function][fused]") {
+  // The loop's output is not a result itself: a reshape's view of it is, and the views the
+  // caller keeps hold it. A replay must then give the loop a new tensor, or the first call's
+  // results would change under the caller.
+  const auto fn = [](const std::vector<Tensor>& args) {
+    const Tensor mixed = (args[0] * 2.0 + 1.0) * args[0];
+    return std::vector<Tensor>{reshape(mixed, {4, 4}), reduce_sum(mixed)};
+  };
+  const Function f = function(fn);
+  const auto args_of = [](double scale) {
+    return std::vector<Tensor>{ramp(16, DType::Float64, scale)};
+  };
+  const std::vector<Tensor> first = f(args_of(1.0));  // the trace
+  const std::vector<Tensor> second = f(args_of(-0.5));
+  const std::vector<Tensor> third = f(args_of(3.0));
+  const std::vector<Tensor> fourth = f(args_of(0.25));
+  require_all_bitwise_equal(first, fn(args_of(1.0)));
+  require_all_bitwise_equal(second, fn(args_of(-0.5)));
+  require_all_bitwise_equal(third, fn(args_of(3.0)));
+  require_all_bitwise_equal(fourth, fn(args_of(0.25)));
+  // Once the views are gone, replays that keep nothing stay right too.
+  for (double scale : {0.7, -1.1, 2.2})
+    require_all_bitwise_equal(f(args_of(scale)), fn(args_of(scale)));
+}

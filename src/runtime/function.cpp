@@ -88,6 +88,18 @@ struct FunctionTrace {
   // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
   // Variable, runs no host step and returns defined floating tensors.
   bool one_op_under_tapes = false;
+  // The small outputs of the fused loops of the last replay, by position in replay_outputs: a
+  // replay of an LSTM's thousands of loops on 14-element rows spent a fifth of its time making
+  // and freeing their tensor handles. The next replay writes into one again when it holds the
+  // only handle (only_handle: nobody can see it). One replay at a time uses them; a concurrent
+  // one makes new tensors.
+  struct RecycledOutputs {
+    std::mutex mutex;
+    std::vector<Tensor> tensors;
+  };
+  std::shared_ptr<RecycledOutputs> recycled = std::make_shared<RecycledOutputs>();
+  // By position in replay_outputs: whether the value may be recycled (plan_recycling).
+  std::vector<std::uint8_t> recyclable;
 
   ElementSpan<TracedInput> inputs_of(const ReplayItem& item) const {
     if (item.op != ReplayItem::kNone) return trace.ops[item.op].inputs;
@@ -558,6 +570,10 @@ ReplayOutputs replay_op(const ReplayItem& item, const TracedOp& op,
 }
 
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
+  // Taken before the values: it is let go after the replay's own handles are.
+  std::unique_lock<std::mutex> recycling(compiled.recycled->mutex, std::try_to_lock);
+  std::vector<Tensor>* recycled = recycling.owns_lock() ? &compiled.recycled->tensors : nullptr;
+  if (recycled != nullptr) recycled->resize(compiled.replay_outputs.size());
   const OpTrace& trace = compiled.trace;
   std::vector<Tensor> values(compiled.slot_count);
   std::copy(args.begin(), args.end(), values.begin());  // slots 0 to args.size() - 1
@@ -586,7 +602,13 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
       destinations.clear();
       for (std::uint32_t j = 0; j < item.output_count; ++j)
         destinations.push_back(&values[output[j]]);
-      run_fused(compiled.fused[item.fused], inputs, destinations.data());
+      if (recycled != nullptr) {
+        run_fused(compiled.fused[item.fused], inputs, destinations.data(),
+                  recycled->data() + item.first_output,
+                  compiled.recyclable.data() + item.first_output);
+      } else {
+        run_fused(compiled.fused[item.fused], inputs, destinations.data());
+      }
     } else {
       ReplayOutputs outputs = replay_op(item, trace.ops[item.op], inputs);
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
@@ -604,6 +626,28 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   results.reserve(compiled.results.size());
   for (const TracedInput& r : compiled.results) results.push_back(value_of(r, compiled, values));
   return results;
+}
+
+// Which outputs of fused loops the next replay may write again (FunctionTrace::recycled):
+// those that are neither a result nor read by a step (a Variable assignment, a host step).
+// Those are the only ways a value leaves a replay, and whoever gets one may remember its id
+// (a tape records ids), which a recycled tensor keeps. A view of a value that leaves holds
+// the value's handle, so the value is not written again while the view lives.
+void plan_recycling(FunctionTrace& compiled) {
+  std::vector<bool> leaves(compiled.trace.num_values(), false);
+  const auto mark = [&](const TracedInput& in) {
+    if (in.value != TracedInput::kConstant) leaves[in.value] = true;
+  };
+  for (const TracedInput& result : compiled.results) mark(result);
+  for (const TraceStep& step : compiled.trace.steps) for_each_read(step, mark);
+  compiled.recyclable.assign(compiled.replay_outputs.size(), 0);
+  for (const ReplayItem& item : compiled.items) {
+    if (item.fused == ReplayItem::kNone) continue;
+    const std::vector<std::size_t>& outputs = compiled.fused[item.fused].outputs;
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      compiled.recyclable[item.first_output + j] = leaves[outputs[j]] ? 0 : 1;
+    }
+  }
 }
 
 // Under tapes, fn as one recorded op: see FunctionState::gradient_function and call_as_one_op.
@@ -731,6 +775,7 @@ struct FunctionState {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
       plan_slots(*compiled, traced_args.size());
+      plan_recycling(*compiled);
       compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) + signature_to_string(signature),

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "runtime/id_map.hpp"
+#include "runtime/in_place.hpp"
 #include "runtime/new_tensor.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/errors.hpp"
@@ -276,7 +277,7 @@ LoopWorkspace<T>& loop_workspace() {
 
 template <class T>
 void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations) {
+               Tensor* const* destinations, Tensor* recycled, const std::uint8_t* recyclable) {
   const std::size_t input_count = fused.inputs.size();
   const std::size_t scratch = fused.scratch_blocks;
   const std::size_t output_count = fused.outputs.size();
@@ -296,8 +297,19 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
   LoopWorkspace<T>& workspace = loop_workspace<T>();
   std::vector<T*>& output_data = workspace.output_data;
   output_data.assign(output_count, nullptr);
-  for (std::size_t o = 0; o < output_count; ++o)
-    *destinations[o] = new_tensor(fused.shape, output_data[o]);
+  for (std::size_t o = 0; o < output_count; ++o) {
+    if (recycled != nullptr && recyclable[o] != 0 && fused.elements * sizeof(T) <= kRecycledBytes) {
+      Tensor& kept = recycled[o];
+      if (only_handle(kept)) {  // nobody else can see it: write it again
+        output_data[o] = own_elements<T>(kept);
+      } else {
+        kept = new_tensor(fused.shape, output_data[o]);
+      }
+      *destinations[o] = kept;
+    } else {
+      *destinations[o] = new_tensor(fused.shape, output_data[o]);
+    }
+  }
   std::vector<const T*>& input_data = workspace.input_data;
   input_data.assign(input_count, nullptr);
   for (std::size_t e = 0; e < input_count; ++e) {
@@ -679,11 +691,11 @@ std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<T
 }
 
 void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations) {
+               Tensor* const* destinations, Tensor* recycled, const std::uint8_t* recyclable) {
   if (fused.dtype == DType::Float32) {
-    run_typed<float>(fused, inputs, destinations);
+    run_typed<float>(fused, inputs, destinations, recycled, recyclable);
   } else {
-    run_typed<double>(fused, inputs, destinations);
+    run_typed<double>(fused, inputs, destinations, recycled, recyclable);
   }
 }
 

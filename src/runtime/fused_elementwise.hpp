@@ -90,8 +90,13 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
 // The same written into *destinations[o] for each of fused.outputs: a replay's value slots,
-// without a vector of results per call (a replay of small ops runs thousands of loops).
+// without a vector of results per call (a replay of small ops runs thousands of loops). With
+// `recycled` (one tensor per output, kept by the caller from one call to the next), an output
+// of at most kRecycledBytes whose `recyclable` flag is set is written into recycled[o] when
+// that handle is the only one, else into a new tensor that recycled[o] then keeps.
+constexpr std::size_t kRecycledBytes = 4096;
 void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations);
+               Tensor* const* destinations, Tensor* recycled = nullptr,
+               const std::uint8_t* recyclable = nullptr);
 
 }  // namespace tapegrad::detail
