@@ -50,10 +50,6 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
   // Which run each kept op and each value belongs to; how often each value is read.
   std::vector<std::size_t> run_of_kept(kept.size(), kNone);
   std::vector<std::size_t> producer_run(trace.num_values(), kNone);
-  std::vector<std::size_t> producer(trace.num_values(), kNone);  // into kept
-  for (std::size_t i = 0; i < kept.size(); ++i) {
-    for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
-  }
   for (std::size_t r = 0; r < runs.size(); ++r) {
     for (std::size_t i : runs[r]) {
       run_of_kept[i] = r;
@@ -70,37 +66,16 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
     if (out.value != TracedInput::kConstant) ++reads[out.value];
   }
 
-  // Gathers of batched params by constant indices whose output only one run reads.
+  // Gathers of batched params by constant indices whose output only one run reads: computed
+  // with that run.
   std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
+  const std::vector<std::size_t> absorbed_into =
+      absorb_gathers(trace, kept, runs, run_of_kept, reads, producer_run, gathered_by, batch);
   std::vector<std::vector<std::size_t>> absorbed(runs.size());  // kept indices
-  std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    const TracedOp& first = trace.ops[kept[runs[r].front()]];
-    std::vector<std::size_t> candidates;
-    for (std::size_t i : runs[r]) {
-      for (const TracedInput& in : trace.ops[kept[i]].inputs) {
-        if (in.value == TracedInput::kConstant) continue;
-        const std::size_t p = producer[in.value];
-        if (p == kNone || run_of_kept[p] != kNone) continue;
-        const TracedOp& gather = trace.ops[kept[p]];
-        if (!gather_readable(gather, first.output_dtypes()[0], first.output_shapes()[0]) ||
-            gather.inputs[0].value == TracedInput::kConstant ||
-            gather.inputs[1].value != TracedInput::kConstant ||
-            producer_run[gather.inputs[0].value] == r) {  // params must exist whole
-          continue;
-        }
-        if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
-      }
-    }
-    for (std::size_t v : candidates) {
-      if (reads_in_run[v] == reads[v]) {
-        gathered_by[v] = kept[producer[v]];
-        run_of_kept[producer[v]] = r;
-        absorbed[r].push_back(producer[v]);
-        producer_run[v] = r;
-      }
-      reads_in_run[v] = 0;
-    }
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (absorbed_into[i] == kNoRun) continue;
+    run_of_kept[i] = absorbed_into[i];
+    absorbed[absorbed_into[i]].push_back(i);
   }
 
   std::vector<bool> read_outside(trace.num_values(), false);

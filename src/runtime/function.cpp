@@ -281,8 +281,8 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
       for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
     }
   }
-  // Gathers whose output only one run reads, of its dtype and shape: the run's loop reads
-  // their params instead, and they are not items of their own.
+  // Gathers (absorb_gathers) and splits (absorb_parts) that only runs read: the loops read
+  // their params or parts instead, and they are not items of their own.
   constexpr std::size_t kAbsorbed = kNone - 1;
   std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
   std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
@@ -296,36 +296,10 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
       for (const TracedInput& in : trace.ops[i].inputs) count_read(in);
     for (const TraceStep& step : trace.steps) for_each_read(step, count_read);
     for (const TracedInput& result : compiled.results) count_read(result);
-    std::vector<std::size_t> producer(trace.num_values(), kNone);  // into kept
+    absorbed_into =
+        absorb_gathers(trace, kept, runs, run_of_kept, reads, producer_run, gathered_by, 0);
     for (std::size_t i = 0; i < kept.size(); ++i) {
-      for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
-    }
-    std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
-    for (std::size_t r = 0; r < runs.size(); ++r) {
-      const TracedOp& first = trace.ops[kept[runs[r].front()]];
-      std::vector<std::size_t> candidates;
-      for (std::size_t i : runs[r]) {
-        for (const TracedInput& in : trace.ops[kept[i]].inputs) {
-          if (in.value == TracedInput::kConstant) continue;
-          const std::size_t p = producer[in.value];
-          if (p == kNone || run_of_kept[p] != kNone) continue;
-          if (!gather_readable(trace.ops[kept[p]], first.output_dtypes()[0],
-                               first.output_shapes()[0])) {
-            continue;
-          }
-          if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
-        }
-      }
-      for (std::size_t v : candidates) {
-        if (reads_in_run[v] == reads[v]) {
-          const std::size_t p = producer[v];
-          gathered_by[v] = kept[p];
-          run_of_kept[p] = kAbsorbed;
-          absorbed_into[p] = r;
-          producer_run[v] = r;
-        }
-        reads_in_run[v] = 0;
-      }
+      if (absorbed_into[i] != kNone) run_of_kept[i] = kAbsorbed;
     }
     absorb_parts(trace, kept, runs, reads, run_of_kept, absorbed_into, producer_run, parts);
   }

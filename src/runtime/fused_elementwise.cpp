@@ -538,6 +538,50 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
          op.attrs->has("axis") && element_count(shape) > 0;
 }
 
+std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
+                                        const std::vector<std::vector<std::size_t>>& runs,
+                                        const std::vector<std::size_t>& run_of_kept,
+                                        const std::vector<std::uint32_t>& reads,
+                                        std::vector<std::size_t>& producer_run,
+                                        std::vector<std::size_t>& gathered_by, std::size_t batch) {
+  std::vector<std::size_t> producer(trace.num_values(), kNoRun);  // into kept
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
+  }
+  std::vector<std::size_t> absorbed_into(kept.size(), kNoRun);
+  std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
+  std::vector<std::size_t> candidates;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const TracedOp& first = trace.ops[kept[runs[r].front()]];
+    candidates.clear();
+    for (std::size_t i : runs[r]) {
+      for (const TracedInput& in : trace.ops[kept[i]].inputs) {
+        if (in.value == TracedInput::kConstant) continue;
+        const std::size_t p = producer[in.value];
+        if (p == kNoRun || run_of_kept[p] != kNoRun || absorbed_into[p] != kNoRun) continue;
+        const TracedOp& gather = trace.ops[kept[p]];
+        if (!gather_readable(gather, first.output_dtypes()[0], first.output_shapes()[0])) continue;
+        // Batched: the loop reads batched params (the gather axis one further out) at
+        // constant rows.
+        if (batch != 0 && (gather.inputs[0].value == TracedInput::kConstant ||
+                           gather.inputs[1].value != TracedInput::kConstant)) {
+          continue;
+        }
+        if (reads_in_run[in.value]++ == 0) candidates.push_back(in.value);
+      }
+    }
+    for (std::size_t v : candidates) {
+      if (reads_in_run[v] == reads[v]) {
+        gathered_by[v] = kept[producer[v]];
+        absorbed_into[producer[v]] = r;
+        producer_run[v] = r;
+      }
+      reads_in_run[v] = 0;
+    }
+  }
+  return absorbed_into;
+}
+
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,

@@ -87,6 +87,20 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
 // from its params: a gather with a GatherRule, one output of that dtype and shape.
 bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 
+// The gathers whose loops read their params instead of running them: a kept op in no run
+// (run_of_kept[i] == kNoRun), gather_readable for a run's dtype and shape, whose output that
+// run alone reads (`reads` counts every read of each value: kept ops, steps, results). With a
+// batch (vectorized_map's replay), only gathers of batched params by constant indices. Sets
+// gathered_by[output] (fuse_run's argument) and producer_run[output] to the run, and returns
+// per kept index the run that absorbed the op, kNoRun for the rest.
+constexpr std::size_t kNoRun = static_cast<std::size_t>(-1);
+std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
+                                        const std::vector<std::vector<std::size_t>>& runs,
+                                        const std::vector<std::size_t>& run_of_kept,
+                                        const std::vector<std::uint32_t>& reads,
+                                        std::vector<std::size_t>& producer_run,
+                                        std::vector<std::size_t>& gathered_by, std::size_t batch);
+
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
 // The same written into *destinations[o] for each of fused.outputs: a replay's value slots,
