@@ -5,6 +5,7 @@
 // never tensors (a replay's peak memory shows it).
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -42,6 +43,16 @@ std::vector<Tensor> sin_chain_value_and_gradient(const Tensor& x, const Tensor& 
   Tensor y = x;
   for (int i = 0; i < steps; ++i) y = sin(add(multiply(y, c), b));
   return {y, tape.gradient(reduce_sum(y), x)};
+}
+
+using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// function(fn) called on each argument list in turn (the trace, then replays): every call bit
+// for bit as fn's eager call, and one trace.
+void require_replays_equal_eager(const Body& fn, const std::vector<std::vector<Tensor>>& calls) {
+  const Function f = function(fn);
+  for (const std::vector<Tensor>& args : calls) require_all_bitwise_equal(f(args), fn(args));
+  REQUIRE(f.trace_count() == 1);
 }
 
 // The peak bytes of the tensors a call of f holds.
@@ -86,12 +97,8 @@ TEST_CASE(
     z = maximum(minimum(square(negative(z)), reciprocal(add(z, b))), sqrt(exp(log(add(z, b)))));
     return std::vector<Tensor>{z, tape.gradient(z, args[0])};
   };
-  const Function f = function(fn);
-  for (double x0 : {0.3, -1.7, 4.0}) {
-    const std::vector<Tensor> args = {from_values({x0}, {1})};
-    require_all_bitwise_equal(f(args), fn(args));
-  }
-  REQUIRE(f.trace_count() == 1);
+  require_replays_equal_eager(
+      fn, {{from_values({0.3}, {1})}, {from_values({-1.7}, {1})}, {from_values({4.0}, {1})}});
 }
 
 TEST_CASE(
@@ -621,13 +628,12 @@ TEST_CASE(
                          reduce_sum(halves[1] * 3.0 + 1.0);
     return std::vector<Tensor>{total, halves[0], tape.gradient(total, args[0])};
   };
-  const Function f = function(fn);
+  std::vector<std::vector<Tensor>> calls;
   for (double scale : {1.0, -0.6, 2.5}) {
-    const std::vector<Tensor> args = {reshape(
-        ramp(static_cast<std::size_t>(kSteps * kBits), DType::Float64, scale), {kSteps, kBits})};
-    require_all_bitwise_equal(f(args), fn(args));
+    calls.push_back({reshape(ramp(static_cast<std::size_t>(kSteps * kBits), DType::Float64, scale),
+                             {kSteps, kBits})});
   }
-  REQUIRE(f.trace_count() == 1);
+  require_replays_equal_eager(fn, calls);
 }
 
 TEST_CASE(
@@ -645,14 +651,13 @@ TEST_CASE(
   const auto args_of = [](double scale) {
     return std::vector<Tensor>{ramp(16, DType::Float64, scale)};
   };
-  const std::vector<Tensor> first = f(args_of(1.0));  // the trace
-  const std::vector<Tensor> second = f(args_of(-0.5));
-  const std::vector<Tensor> third = f(args_of(3.0));
-  const std::vector<Tensor> fourth = f(args_of(0.25));
-  require_all_bitwise_equal(first, fn(args_of(1.0)));
-  require_all_bitwise_equal(second, fn(args_of(-0.5)));
-  require_all_bitwise_equal(third, fn(args_of(3.0)));
-  require_all_bitwise_equal(fourth, fn(args_of(0.25)));
+  // Four calls (the trace, then three replays) whose results are all held at once.
+  const std::vector<double> scales{1.0, -0.5, 3.0, 0.25};
+  std::vector<std::vector<Tensor>> held;
+  for (double scale : scales) held.push_back(f(args_of(scale)));
+  for (std::size_t k = 0; k < scales.size(); ++k) {
+    require_all_bitwise_equal(held[k], fn(args_of(scales[k])));
+  }
   // Once the views are gone, replays that keep nothing stay right too.
   for (double scale : {0.7, -1.1, 2.2})
     require_all_bitwise_equal(f(args_of(scale)), fn(args_of(scale)));

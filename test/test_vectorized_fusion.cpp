@@ -83,6 +83,17 @@ double peak_buffers(F f, std::size_t buffer_bytes) {
   return static_cast<double>(peak) / static_cast<double>(buffer_bytes);
 }
 
+// vectorized_map(fn, elems) bit for bit as the loop of fn, holding at its peak less than one
+// and a half buffers of `output_bytes` (its output: the loop's intermediates and gathers are
+// never tensors).
+void require_one_loop(const std::function<Tensor(const Tensor&)>& fn, const Tensor& elems,
+                      std::size_t output_bytes) {
+  require_identical(vectorized_map(fn, elems, false), loop_of(fn, elems));
+  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, output_bytes);
+  INFO("peak " << peak << " buffers");
+  REQUIRE(peak < 1.5);
+}
+
 }  // namespace
 
 TEST_CASE("vectorized_map replays a chain of elementwise ops on a large batch as one loop",
@@ -91,16 +102,9 @@ TEST_CASE("vectorized_map replays a chain of elementwise ops on a large batch as
   const Tensor c = wave(kN, 0.7, 0.5);
   const Tensor b = constant(0.25);
   const auto fn = [&](const Tensor& x) { return (x * c + b) * x - c; };
-  const Tensor elems = batch_of_waves(kBatch, kN);
-  const Tensor expected = loop_of(fn, elems);
-  const Tensor replayed = vectorized_map(fn, elems, false);
-  require_identical(replayed, expected);
   // Op by op, two [64, 1000] tensors are alive at once (an intermediate and the next); the
   // loop writes only its output.
-  const std::size_t buffer = kBatch * kN * sizeof(double);
-  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
-  INFO("peak " << peak << " buffers");
-  REQUIRE(peak < 1.5);
+  require_one_loop(fn, batch_of_waves(kBatch, kN), kBatch * kN * sizeof(double));
 }
 
 TEST_CASE("vectorized_map's loop reads a gather's rows from its params",
@@ -112,13 +116,8 @@ TEST_CASE("vectorized_map's loop reads a gather's rows from its params",
   const auto fn = [&](const Tensor& x) {
     return gather(x, first) * weight + (1.0 - weight) * gather(x, second);
   };
-  const Tensor elems = batch_of_waves(kBatch, kVertices);
-  require_identical(vectorized_map(fn, elems, false), loop_of(fn, elems));
   // The two gathered [40, 1200] tensors are never built: the output is the only buffer.
-  const std::size_t buffer = kBatch * kPoints * sizeof(double);
-  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
-  INFO("peak " << peak << " buffers");
-  REQUIRE(peak < 1.5);
+  require_one_loop(fn, batch_of_waves(kBatch, kVertices), kBatch * kPoints * sizeof(double));
 }
 
 TEST_CASE("vectorized_map's loop reads gathered rows of three across its blocks",
@@ -135,11 +134,7 @@ TEST_CASE("vectorized_map's loop reads gathered rows of three across its blocks"
   const Tensor elems =
       reshape(batch_of_waves(kBatch, kVertices * 3),
               {static_cast<std::int64_t>(kBatch), static_cast<std::int64_t>(kVertices), 3});
-  require_identical(vectorized_map(fn, elems, false), loop_of(fn, elems));
-  const std::size_t buffer = kBatch * kPoints * 3 * sizeof(double);
-  const double peak = peak_buffers([&] { return vectorized_map(fn, elems, false); }, buffer);
-  INFO("peak " << peak << " buffers");
-  REQUIRE(peak < 1.5);
+  require_one_loop(fn, elems, kBatch * kPoints * 3 * sizeof(double));
 }
 
 TEST_CASE("jacobian_forward's tangents of a gathered, weighted sum are one loop, exact",
