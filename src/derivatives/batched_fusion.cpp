@@ -10,15 +10,9 @@ namespace {
 
 constexpr std::size_t kFusedFromElements = 8192;
 
-std::size_t batched_elements(const TracedOp& op, std::size_t batch) {
-  std::size_t elements = batch;
-  for (std::size_t d : op.output_shapes()[0]) elements *= d;
-  return elements;
-}
-
 bool large_elementwise(const TracedOp& op, std::size_t batch) {
   return op.op->elementwise_rule != nullptr && op.outputs.size() == 1 &&
-         batched_elements(op, batch) >= kFusedFromElements;
+         batch * num_elements(op.output_shapes()[0]) >= kFusedFromElements;
 }
 
 }  // namespace

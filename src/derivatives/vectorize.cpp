@@ -142,12 +142,6 @@ Tensor reshaped(const Tensor& t, const Shape& shape) {
   return reshape(t, std::vector<std::int64_t>(shape.begin(), shape.end()));
 }
 
-Shape with_batch(std::size_t batch, const Shape& example) {
-  Shape shape{batch};
-  shape.insert(shape.end(), example.begin(), example.end());
-  return shape;
-}
-
 // The replay's single elem when it is the identity [n] ++ example: never built unless an op
 // needs it dense (its diagonal kept instead: runtime/batching_context.hpp).
 struct IdentitySeed {
@@ -245,7 +239,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
                        : diagonal          ? (*structured_outputs)[j].diagonal
                                            : (*structured_outputs)[j].dense;
       const Shape expected =
-          diagonal ? op.output_shapes()[j] : with_batch(batch, op.output_shapes()[j]);
+          diagonal ? op.output_shapes()[j] : with_batch_axis(batch, op.output_shapes()[j]);
       if (!result.defined() || result.shape() != expected ||
           result.dtype() != op.output_dtypes()[j]) {
         throw InvalidArgument(
@@ -308,7 +302,7 @@ std::vector<Tensor> replay(const TracedCall& call, const std::vector<bool>& need
       result.push_back(dense(v));
     } else if (out.constant.defined()) {
       // fn's output does not depend on the slice: the same for every row.
-      result.push_back(broadcast_to(out.constant, with_batch(batch, out.constant.shape())));
+      result.push_back(broadcast_to(out.constant, with_batch_axis(batch, out.constant.shape())));
     } else {
       result.emplace_back();
     }

@@ -9,9 +9,7 @@
 namespace tapegrad::detail {
 
 Shape BatchingContext::batched_output_shape(std::size_t j) const {
-  Shape shape{batch_size};
-  shape.insert(shape.end(), output_shapes.at(j).begin(), output_shapes.at(j).end());
-  return shape;
+  return with_batch_axis(batch_size, output_shapes.at(j));
 }
 
 Tensor align_batched(const Tensor& x, std::size_t example_rank, std::size_t rank) {

@@ -13,6 +13,13 @@
 
 namespace tapegrad::detail {
 
+// [batch] ++ an example's shape: a value of vectorized_map's replay.
+inline Shape with_batch_axis(std::size_t batch, const Shape& example) {
+  Shape shape{batch};
+  shape.insert(shape.end(), example.begin(), example.end());
+  return shape;
+}
+
 // The op as it ran on one example (a slice of the batch): its definition and attributes
 // (OpView), and which of the inputs handed to the rule now carry the extra leading batch axis
 // of size `batch_size` (the others are the example's own values, shared by every row).

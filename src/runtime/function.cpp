@@ -576,13 +576,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
       destinations.clear();
       for (std::uint32_t j = 0; j < item.output_count; ++j)
         destinations.push_back(&values[output[j]]);
-      if (recycled != nullptr) {
-        run_fused(compiled.fused[item.fused], inputs, destinations.data(),
-                  recycled->data() + item.first_output,
-                  compiled.recyclable.data() + item.first_output);
-      } else {
-        run_fused(compiled.fused[item.fused], inputs, destinations.data());
-      }
+      run_fused(compiled.fused[item.fused], inputs, destinations.data(),
+                recycled != nullptr ? recycled->data() + item.first_output : nullptr,
+                compiled.recyclable.data() + item.first_output);
     } else {
       ReplayOutputs outputs = replay_op(item, trace.ops[item.op], inputs);
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
@@ -603,10 +599,12 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
 }
 
 // Which outputs of fused loops the next replay may write again (FunctionTrace::recycled):
-// those that are neither a result nor read by a step (a Variable assignment, a host step).
+// those of at most kRecycledBytes (where a tensor handle costs more than its elements) that
+// are neither a result nor read by a step (a Variable assignment, a host step).
 // Those are the only ways a value leaves a replay, and whoever gets one may remember its id
 // (a tape records ids), which a recycled tensor keeps. A view of a value that leaves holds
 // the value's handle, so the value is not written again while the view lives.
+constexpr std::size_t kRecycledBytes = 4096;
 void plan_recycling(FunctionTrace& compiled) {
   std::vector<bool> leaves(compiled.trace.num_values(), false);
   const auto mark = [&](const TracedInput& in) {
@@ -617,7 +615,10 @@ void plan_recycling(FunctionTrace& compiled) {
   compiled.recyclable.assign(compiled.replay_outputs.size(), 0);
   for (const ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
-    const std::vector<std::size_t>& outputs = compiled.fused[item.fused].outputs;
+    const FusedElementwise& loop = compiled.fused[item.fused];
+    const std::size_t element_bytes = loop.dtype == DType::Float32 ? sizeof(float) : sizeof(double);
+    if (loop.elements * element_bytes > kRecycledBytes) continue;  // loops are float32 or 64
+    const std::vector<std::size_t>& outputs = loop.outputs;
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       compiled.recyclable[item.first_output + j] = leaves[outputs[j]] ? 0 : 1;
     }

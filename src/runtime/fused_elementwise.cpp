@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "runtime/batching_context.hpp"
 #include "runtime/id_map.hpp"
 #include "runtime/in_place.hpp"
 #include "runtime/new_tensor.hpp"
@@ -27,11 +28,6 @@ bool defined_input(const TracedInput& in) {
 }
 const Shape& shape_of(const OpTrace& trace, const TracedInput& in) {
   return in.value == TracedInput::kConstant ? in.constant.shape() : trace.value_shape(in.value);
-}
-Shape with_leading_axis(std::size_t batch, const Shape& shape) {
-  Shape batched{batch};
-  batched.insert(batched.end(), shape.begin(), shape.end());
-  return batched;
 }
 DType dtype_of_input(const OpTrace& trace, const TracedInput& in) {
   return in.value == TracedInput::kConstant ? in.constant.dtype() : trace.value_dtype(in.value);
@@ -157,61 +153,38 @@ struct GatheredInput {
     const std::size_t positions = rows.size();
     std::size_t j = start % inner;
     std::size_t k = (start / inner) % positions;
-    std::size_t o = start / inner / positions;
+    // Where the current outer block of params starts, moved on as the positions wrap.
+    const T* outer_start = params + start / inner / positions * limit * inner;
     T* out = scratch;
-    if (!check && inner <= 4) {
-      // Short rows (ht's [26, N, 3] tangents of [26, V, 3] vertices: a row of three per
-      // index): the rest of a row the block starts in, then each whole row by a fixed-length
-      // move, the outer block's start kept rather than recomputed from o per row.
-      const T* outer_start = params + o * limit * inner;
-      std::size_t left = count;
-      if (j != 0) {
-        const T* from = outer_start + static_cast<std::size_t>(rows[k]) * inner + j;
-        const std::size_t n = std::min(inner - j, left);
-        for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
-        out += n;
-        left -= n;
-        if (++k == positions) {
-          k = 0;
-          outer_start += limit * inner;
-        }
-      }
-      for (; left >= inner; left -= inner, out += inner) {
-        const T* from = outer_start + static_cast<std::size_t>(rows[k]) * inner;
-        switch (inner) {
-          case 4:
-            out[3] = from[3];
-            [[fallthrough]];
-          case 3:
-            out[2] = from[2];
-            [[fallthrough]];
-          case 2:
-            out[1] = from[1];
-            [[fallthrough]];
-          default:
-            out[0] = from[0];
-        }
-        if (++k == positions) {
-          k = 0;
-          outer_start += limit * inner;
-        }
-      }
-      const T* from = outer_start + static_cast<std::size_t>(left > 0 ? rows[k] : 0) * inner;
-      for (std::size_t i = 0; i < left; ++i) out[i] = from[i];
-      return scratch;
-    }
     for (std::size_t left = count; left > 0;) {
       const auto row = static_cast<std::uint64_t>(rows[k]);  // a negative row: past limit
       if (check && row >= limit) rule->out_of_range(*params_tensor, *indices_tensor, axis, k);
-      const T* from = params + (o * limit + row) * inner + j;
+      const T* from = outer_start + row * inner + j;
       const std::size_t n = std::min(inner - j, left);
-      for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
+      // Short rows (ht's [26, N, 3] tangents of [26, V, 3] vertices: three per index) by
+      // fixed-length moves.
+      switch (n) {
+        case 4:
+          out[3] = from[3];
+          [[fallthrough]];
+        case 3:
+          out[2] = from[2];
+          [[fallthrough]];
+        case 2:
+          out[1] = from[1];
+          [[fallthrough]];
+        case 1:
+          out[0] = from[0];
+          break;
+        default:
+          for (std::size_t i = 0; i < n; ++i) out[i] = from[i];
+      }
       out += n;
       left -= n;
       j = 0;
       if (++k == positions) {
         k = 0;
-        ++o;
+        outer_start += limit * inner;
       }
     }
     return scratch;
@@ -229,7 +202,7 @@ bool fusable(const OpTrace& trace, const TracedOp& op, std::size_t batch) {
   const DType dtype = op.output_dtypes()[0];
   if (dtype != DType::Float32 && dtype != DType::Float64) return false;
   const Shape& own_shape = op.output_shapes()[0];
-  const Shape shape = batch == 0 ? own_shape : with_leading_axis(batch, own_shape);
+  const Shape shape = batch == 0 ? own_shape : with_batch_axis(batch, own_shape);
   const std::size_t elements = element_count(shape);
   if (elements == 0 || elements > rule->max_elements) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
@@ -298,7 +271,7 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
   std::vector<T*>& output_data = workspace.output_data;
   output_data.assign(output_count, nullptr);
   for (std::size_t o = 0; o < output_count; ++o) {
-    if (recycled != nullptr && recyclable[o] != 0 && fused.elements * sizeof(T) <= kRecycledBytes) {
+    if (recycled != nullptr && recyclable[o] != 0) {
       Tensor& kept = recycled[o];
       if (only_handle(kept)) {  // nobody else can see it: write it again
         output_data[o] = own_elements<T>(kept);
@@ -591,7 +564,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   FusedElementwise fused;
   fused.dtype = first.output_dtypes()[0];
   fused.shape =
-      batch == 0 ? first.output_shapes()[0] : with_leading_axis(batch, first.output_shapes()[0]);
+      batch == 0 ? first.output_shapes()[0] : with_batch_axis(batch, first.output_shapes()[0]);
   fused.elements = element_count(fused.shape);
 
   // The last op of the run that reads each value the run computes.

@@ -106,9 +106,8 @@ std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<T
 // The same written into *destinations[o] for each of fused.outputs: a replay's value slots,
 // without a vector of results per call (a replay of small ops runs thousands of loops). With
 // `recycled` (one tensor per output, kept by the caller from one call to the next), an output
-// of at most kRecycledBytes whose `recyclable` flag is set is written into recycled[o] when
-// that handle is the only one, else into a new tensor that recycled[o] then keeps.
-constexpr std::size_t kRecycledBytes = 4096;
+// whose `recyclable` flag is set is written into recycled[o] when that handle is the only one,
+// else into a new tensor that recycled[o] then keeps.
 void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
                Tensor* const* destinations, Tensor* recycled = nullptr,
                const std::uint8_t* recyclable = nullptr);

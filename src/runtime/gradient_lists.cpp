@@ -1,8 +1,5 @@
 #include "runtime/gradient_lists.hpp"
 
-#include <functional>
-#include <numeric>
-
 #include "runtime/gradient_hooks.hpp"
 
 namespace tapegrad::detail {
@@ -30,9 +27,7 @@ void GradientList::aggregate_into_one(const VSpace& vspace) {
 Tensor GradientList::take_dense(const VSpace& vspace) {
   bool parts_first = false;
   if (sparse_ && sparse_->size() > 1) {
-    const Shape& dense_shape = sparse_->front().sparse().dense_shape;
-    const std::size_t dense_elements = std::accumulate(dense_shape.begin(), dense_shape.end(),
-                                                       std::size_t{1}, std::multiplies<>());
+    const std::size_t dense_elements = num_elements(sparse_->front().sparse().dense_shape);
     std::size_t value_elements = 0;
     for (const GradientValue& g : *sparse_) value_elements += g.sparse().values.size();
     parts_first = value_elements / sparse_->size() >= dense_elements;
