@@ -813,7 +813,7 @@ TEST_CASE("save_npy refuses undefined tensors, variable handles and paths it can
 }
 
 TEST_CASE(
-    "save_npz refuses bad names and tensors naming the entry; load_npz refuses bad archives naming "
+    "save_npz refuses bad names and tensors naming the entry, load_npz refuses bad archives naming "
     "the entry") {
   TempFolder folder("bad_npz");
   const std::string path = folder.file("a.npz");

@@ -52,7 +52,7 @@ Tensor scaled(const detail::OpDefinition& op, const Tensor& x, double scale) {
 
 }  // namespace
 
-TEST_CASE("an op's forward rule gives its tangents; without one the fallback does", "[forward]") {
+TEST_CASE("an op's forward rule gives its tangents, without one the fallback does", "[forward]") {
   const Tensor x = constant({1.0, -2.0});
   ForwardAccumulator acc(x, constant({1.0, 0.5}));
   require_close(acc.jvp(scaled(kScale, x, 3.0)), {2}, {30.0, 15.0});

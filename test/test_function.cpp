@@ -59,7 +59,7 @@ TEST_CASE("function: a value and its gradient are traced once and replayed", "[f
   CHECK(f.trace_count() == 1);
 }
 
-TEST_CASE("function: a new shape or dtype is a new trace; the least recently used is dropped",
+TEST_CASE("function: a new shape or dtype is a new trace, the least recently used is dropped",
           "[function]") {
   int calls = 0;
   FunctionOptions options;

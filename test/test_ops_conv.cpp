@@ -199,7 +199,7 @@ TEST_CASE("conv2d with an empty batch or no output channels gives empty results"
 // ---- the transposes as gradients --------------------------------------------------------
 
 TEST_CASE(
-    "conv2d_transpose is conv2d's gradient wrt x; the filter backprop is the one wrt "
+    "conv2d_transpose is conv2d's gradient wrt x, the filter backprop is the one wrt "
     "filters",
     "[conv][gradient]") {
   unsigned seed = 100;

@@ -208,7 +208,7 @@ TEST_CASE("eigh at a repeated eigenvalue: finite gradients (TF's safe reciprocal
 
 // ---- svd ------------------------------------------------------------------------------------
 
-TEST_CASE("svd: u diag(s) v^T = a, orthonormal factors, descending s; square, tall, wide",
+TEST_CASE("svd: u diag(s) v^T = a, orthonormal factors, descending s, square, tall, wide",
           "[decompositions][svd]") {
   // By hand: diag(3, -2) has singular values 3, 2.
   require_close(svd(from_values({3, 0, 0, -2}, {2, 2})).s, {2}, {3, 2});
@@ -311,7 +311,7 @@ TEST_CASE("svd at repeated and zero singular values: finite gradients (TF's safe
 
 // ---- qr -------------------------------------------------------------------------------------
 
-TEST_CASE("qr: q r = a, orthonormal q, upper-triangular r; square, tall, wide, batched",
+TEST_CASE("qr: q r = a, orthonormal q, upper-triangular r, square, tall, wide, batched",
           "[decompositions][qr]") {
   for (DType dtype : kAllFloat) {
     for (const Shape& shape : {Shape{4, 4}, Shape{2, 5, 3}, Shape{6, 1}, Shape{2, 3, 5}}) {

@@ -87,7 +87,7 @@ TEST_CASE("diag, diag_part and trace gradients: first and second order", "[linal
 
 // ---- band_part ------------------------------------------------------------------------------
 
-TEST_CASE("band_part keeps the band TF keeps; negative bounds keep everything",
+TEST_CASE("band_part keeps the band TF keeps, negative bounds keep everything",
           "[linalg2][band_part]") {
   const Tensor a = from_values({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4});
   require_close(band_part(a, -1, 0), {3, 4}, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0});

@@ -160,7 +160,7 @@ TEST_CASE("unary ops keep shapes: scalars and size-0 dimensions", "[math_unary]"
   }
 }
 
-TEST_CASE("square, abs and sign accept integers; the rest are floating only", "[math_unary]") {
+TEST_CASE("square, abs and sign accept integers, the rest are floating only", "[math_unary]") {
   for (DType dtype : {DType::Int32, DType::Int64}) {
     const Tensor x = from_values({-3, 0, 4}, {3}, dtype);
     const Tensor sq = square(x);

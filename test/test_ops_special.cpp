@@ -215,7 +215,7 @@ TEST_CASE("atan2 matches the C library, broadcasting, with TF's values on the ax
                 {0, M_PI, -M_PI, M_PI / 2, -M_PI / 2});
 }
 
-TEST_CASE("atan2's gradient: x / r^2 for y, -y / r^2 for x; NaN at the origin (TF)",
+TEST_CASE("atan2's gradient: x / r^2 for y, -y / r^2 for x, NaN at the origin (TF)",
           "[atan2][grad]") {
   const Tensor y = constant({1, -2, 0});
   const Tensor x = constant({2, 3, 0});

@@ -329,7 +329,7 @@ TEST_CASE("AdamW follows torch.optim.AdamW's rule, decay included", "[optim][ada
                           8);
 }
 
-TEST_CASE("AdamW's defaults are PyTorch's; the decay is decoupled from m and v", "[optim][adamw]") {
+TEST_CASE("AdamW's defaults are PyTorch's, the decay is decoupled from m and v", "[optim][adamw]") {
   AdamW adamw;  // lr 1e-3, weight_decay 1e-2, betas (0.9, 0.999), eps 1e-8
   ReferenceAdam reference{1e-3, 0.9, 0.999, 1e-8, 1e-2, true};
   const std::vector<double> grads{0.5, -0.25, 1e-9, 0.0, 2.0, -3.0};
@@ -355,7 +355,7 @@ TEST_CASE("AdamW's defaults are PyTorch's; the decay is decoupled from m and v",
   require_close(z.peek(), {}, {2.0 - 0.1 * 0.5 * 2.0}, 1e-15);  // m = v = 0: only the decay
 }
 
-TEST_CASE("AdamW without decay is Adam with pytorch_epsilon; sparse is the densified update",
+TEST_CASE("AdamW without decay is Adam with pytorch_epsilon, sparse is the densified update",
           "[optim][adamw]") {
   AdamOptions options;
   options.learning_rate = 0.01;

@@ -127,7 +127,7 @@ TEST_CASE("recompute_grad with variables read inside, under nested tapes", "[rec
   require_close(grads[0].first, {3, 3}, values(g_plain), 1e-12);
 }
 
-TEST_CASE("recompute_grad keeps no forward intermediates; g runs again in the backward",
+TEST_CASE("recompute_grad keeps no forward intermediates, g runs again in the backward",
           "[recompute_grad]") {
   int calls = 0;
   Block block{random_tensor({16, 16}, 31), random_tensor({16, 16}, 32)};

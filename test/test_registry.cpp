@@ -89,7 +89,7 @@ TEST_CASE("record_operation is a no-op without a tape watching an input") {
   CHECK(tape.gradient(y, x, UnconnectedGradients::Zero).item<double>() == 0.0);
 }
 
-TEST_CASE("attrs reach the gradient function; wrong attr types throw") {
+TEST_CASE("attrs reach the gradient function, wrong attr types throw") {
   static const bool registered = [] {
     register_gradient(
         "TestScaleOp",

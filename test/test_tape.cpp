@@ -141,7 +141,7 @@ TEST_CASE("integer tensors are never differentiated") {
   CHECK_FALSE(tape.gradient(x, i).defined());
 }
 
-TEST_CASE("stop_recording: ops inside are not recorded; misuse throws TapeError") {
+TEST_CASE("stop_recording: ops inside are not recorded, misuse throws TapeError") {
   Tensor x = constant(4.0);
   GradientTape tape;
   tape.watch(x);
@@ -167,7 +167,7 @@ TEST_CASE("stop_recording after the tape was used throws TapeError") {
   CHECK_THROWS_AS(tape.stop_recording(), TapeError);
 }
 
-TEST_CASE("re-entering a recording tape throws TapeError; a paused one can resume") {
+TEST_CASE("re-entering a recording tape throws TapeError, a paused one can resume") {
   Tensor x = constant(2.0);
   GradientTape tape(/*persistent=*/true);
   tape.watch(x);
@@ -294,7 +294,7 @@ TEST_CASE("two threads run their own tapes at once with independent, correct res
   CHECK_FALSE(should_record({constant(1.0)}));
 }
 
-TEST_CASE("watch checks its argument; gradient checks targets and sources") {
+TEST_CASE("watch checks its argument, gradient checks targets and sources") {
   GradientTape tape(/*persistent=*/true);
   CHECK_THROWS_AS(tape.watch(Tensor()), InvalidArgument);
   Tensor x = constant(1.0);

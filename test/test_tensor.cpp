@@ -41,7 +41,7 @@ TEST_CASE("every element type maps to its dtype") {
   CHECK_FALSE(is_floating(DType::Bool));
 }
 
-TEST_CASE("copies of a handle are the same tensor; new tensors get new ids") {
+TEST_CASE("copies of a handle are the same tensor, new tensors get new ids") {
   Tensor a = constant(1.0);
   Tensor b = a;
   Tensor c = constant(1.0);
@@ -72,7 +72,7 @@ static_assert(!std::is_constructible_v<Tensor, const detail::TensorHeader*>);
 static_assert(!std::is_default_constructible_v<detail::TensorHeader> &&
               !std::is_copy_constructible_v<detail::TensorHeader>);
 
-TEST_CASE("a handle reads its storage's id and dtype; array<T> checks both ways") {
+TEST_CASE("a handle reads its storage's id and dtype, array<T> checks both ways") {
   Tensor t = Tensor(xt::xarray<float>{1.0f, 2.0f});
   Tensor u = t;
   CHECK(t.dtype() == DType::Float32);
@@ -89,7 +89,7 @@ TEST_CASE("a handle reads its storage's id and dtype; array<T> checks both ways"
   CHECK_THROWS_AS(Tensor().dtype(), InvalidArgument);
 }
 
-TEST_CASE("item reads the single element; other sizes and wrong types throw") {
+TEST_CASE("item reads the single element, other sizes and wrong types throw") {
   CHECK(constant(2.5).item<double>() == 2.5);
   CHECK(constant(2.5f).item<float>() == 2.5f);
   CHECK(constant(2.5f).dtype() == DType::Float32);

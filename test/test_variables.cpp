@@ -47,7 +47,7 @@ TEST_CASE("assign, assign_add and assign_sub check shape and dtype", "[variable]
   require_close(v.peek(), {2}, {1.0, 2.0});  // unchanged by the failed calls
 }
 
-TEST_CASE("reading a variable under a tape watches it; gradient(target, variable)",
+TEST_CASE("reading a variable under a tape watches it, gradient(target, variable)",
           "[variable][tape]") {
   Variable w(constant({1.0, -2.0}), true, "w");
   GradientTape tape;
@@ -72,7 +72,7 @@ TEST_CASE("gradient(target, vector<Variable>) and an unconnected variable", "[va
   require_close(zeros_for_unused[0], {}, {0.0});
 }
 
-TEST_CASE("every tape that auto-watches sees the read; with it off only watch() counts",
+TEST_CASE("every tape that auto-watches sees the read, with it off only watch() counts",
           "[variable][tape]") {
   Variable v(constant(3.0), true, "v");
   GradientTape auto_tape(/*persistent=*/true);

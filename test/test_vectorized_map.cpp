@@ -316,7 +316,7 @@ TEST_CASE("an op without a batching rule: one warning naming it and the loop's r
   require_same(second[0], first[0], 0);
 }
 
-TEST_CASE("boolean_mask: a fixed mask vectorizes; a batched one's positions refuse, the loop runs",
+TEST_CASE("boolean_mask: a fixed mask vectorizes, a batched one's positions refuse, the loop runs",
           "[vectorized_map]") {
   // The mask fixed: its positions are a trace constant, GatherNd batches over x.
   const Tensor fixed_mask = from_values({1, 0, 1, 1}, {4}, DType::Bool);
