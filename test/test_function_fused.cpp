@@ -662,3 +662,77 @@ TEST_CASE(
   for (double scale : {0.7, -1.1, 2.2})
     require_all_bitwise_equal(f(args_of(scale)), fn(args_of(scale)));
 }
+
+TEST_CASE(
+    "function fused: a recursion's small values live in the Function's arena, reused once "
+    "dead, and replay as eager",
+    "[function][fused]") {
+  // 1,000 steps of a [2, 6] loop split in two and a [1, 6] loop: every value only loops read,
+  // so no tensor is made for any. Dead values give their bytes back: the Function keeps a few
+  // cache lines between calls, not one buffer per value (3,000 of them, about 300 KB). The
+  // constants are tensors of their own, made once (a literal would be a new constant, which
+  // the trace keeps, per op).
+  constexpr int kSteps = 1000;
+  constexpr std::int64_t kBits = 6;
+  const Tensor w = reshape(ramp(2 * kBits, DType::Float64, 0.9), {2, kBits});
+  const Tensor tenth = scalar(0.1, DType::Float64);
+  const Tensor decay = scalar(0.9, DType::Float64);
+  const Tensor half = scalar(0.5, DType::Float64);
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    Tensor hidden = args[0];
+    Tensor cell = args[0] * half;
+    for (int t = 0; t < kSteps; ++t) {
+      const std::vector<Tensor> gates = split(hidden * w + tenth, 2, 0);
+      cell = cell * decay + sigmoid(gates[0]) * tanh(gates[1]);
+      hidden = tanh(cell) * half;
+    }
+    return std::vector<Tensor>{reduce_sum(hidden), cell};
+  };
+  const auto args_of = [](double scale) {
+    return std::vector<Tensor>{reshape(ramp(kBits, DType::Float64, scale), {1, kBits})};
+  };
+  const std::size_t before = memory_stats().bytes_in_use;
+  std::size_t held = 0;
+  {
+    const Function f = function(fn);
+    for (double scale : {1.0, -0.8, 2.0, 0.3}) {
+      require_all_bitwise_equal(f(args_of(scale)), fn(args_of(scale)));
+    }
+    held = memory_stats().bytes_in_use - before;
+    CHECK(f.trace_count() == 1);
+  }
+  INFO("bytes the Function holds between calls: " << held);
+  CHECK(held < 16 * 1024);
+}
+
+TEST_CASE(
+    "function fused: loops write a concat's parts into its output, which loops read, bit for "
+    "bit, and concats whose parts are not runs, or are read twice, still run",
+    "[function][fused]") {
+  constexpr std::int64_t kBits = 5;
+  const Tensor w = reshape(ramp(3 * kBits, DType::Float64, 0.7), {3, kBits});
+  const Tensor columns = reshape(ramp(6, DType::Float64, 1.3), {3, 2});
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    const Tensor& x = args[0];  // [1, 5]
+    Tensor total = reduce_sum(x * 0.0);
+    Tensor y = x;
+    for (int t = 0; t < 20; ++t) {
+      // Three parts of unequal origins, one run each of the [3, 5] output, which a loop reads.
+      const Tensor joined = concat({sin(y) * 2.0, cos(y) + 1.0, y * y}, 0);
+      const Tensor mixed = tanh(joined * w + 0.2);
+      // Along the later axis of a [3, k] output: the parts are not runs; the concat runs.
+      const Tensor side = concat({mixed * 0.5, columns * reduce_sum(y * y)}, 1);
+      total = total + reduce_sum(side);
+      // A part also read by a loop of its own: the concat runs.
+      const Tensor shared = exp(y * -0.1);
+      const Tensor second_row = slice(mixed, {1, 0}, {1, kBits});
+      y = reduce_sum(concat({shared, shared * second_row}, 0) * 0.3, {0}, true) + shared;
+    }
+    return std::vector<Tensor>{total, y};
+  };
+  std::vector<std::vector<Tensor>> calls;
+  for (double scale : {1.0, -0.4, 1.7}) {
+    calls.push_back({reshape(ramp(kBits, DType::Float64, scale), {1, kBits})});
+  }
+  require_replays_equal_eager(fn, calls);
+}

@@ -383,3 +383,43 @@ TEST_CASE("a variable stepped in place while other threads read it", "[threads][
   CHECK(backwards.load() == 0);
   require_close(w.peek(), {kElements}, std::vector<double>(kElements, -kSteps), 0.0);
 }
+
+TEST_CASE("a Function whose small values live in its arena, called from several threads at once",
+          "[function][threads]") {
+  // A recursion of small loops with its gradient: one call at a time uses the Function's
+  // arena, the others an arena of their own. Every call equals the eager one bit for bit.
+  const Tensor w = from_values({0.3, -0.2, 0.5, 0.1, 0.4, -0.6, 0.2, 0.7}, {2, 4});
+  auto recursion = [w](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[0]);
+    Tensor hidden = args[0];
+    Tensor cell = args[0] * 0.5;
+    for (int t = 0; t < 30; ++t) {
+      const std::vector<Tensor> gates = split(hidden * w + 0.1, 2, 0);
+      cell = cell * 0.9 + sigmoid(gates[0]) * tanh(gates[1]);
+      hidden = tanh(cell) * 0.5;
+    }
+    const Tensor total = reduce_sum(hidden);
+    return std::vector<Tensor>{total, tape.gradient(total, args[0])};
+  };
+  const Function f = function(recursion);
+  constexpr int kThreads = 4, kCalls = 40;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kCalls; ++k) {
+        std::vector<double> v(4);
+        for (std::size_t i = 0; i < 4; ++i) v[i] = 0.1 * (t + 1) - 0.05 * k + 0.2 * double(i);
+        const Tensor x = from_values(v, {1, 4});
+        const std::vector<Tensor> got = f({x});
+        const std::vector<Tensor> eager = recursion({x});
+        if (values(got[0]) != values(eager[0]) || values(got[1]) != values(eager[1])) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+}

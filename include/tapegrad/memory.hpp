@@ -32,7 +32,7 @@ void reset_peak_memory();
 /// Hands every cached buffer back to the system (torch.cuda.empty_cache): the process pool's
 /// and the calling thread's at once; another thread's own small cache (at most 2 MiB) at its
 /// next allocation or free, or when it exits. Buffers in use are untouched. The calling
-/// thread's freed tensor handles (kept for its next tensors, at most 4,096 of each size; not
+/// thread's freed tensor handles (kept for its next tensors, at most 32,768 of each size; not
 /// counted in MemoryStats, which counts element buffers) go back too.
 void release_cached_memory();
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <list>
@@ -21,6 +22,8 @@
 #include "runtime/anomaly.hpp"
 #include "runtime/element_span.hpp"
 #include "runtime/fused_elementwise.hpp"
+#include "runtime/in_place.hpp"
+#include "runtime/new_tensor.hpp"
 #include "runtime/op_trace.hpp"
 #include "runtime/recording.hpp"
 #include "runtime/replay_context.hpp"
@@ -57,8 +60,9 @@ struct ReplayItem {
   std::size_t position;       // the trace index of its (last) op: steps before it run first
   std::size_t op = kNone;     // into trace.ops
   std::size_t fused = kNone;  // into FunctionTrace::fused
-  const OpDefinition* definition = nullptr;  // an op's, and its attributes
+  const OpDefinition* definition = nullptr;  // an op's: its definition, attributes, signature
   const Attrs* attrs = nullptr;
+  const OutputSignature* signature = nullptr;
   std::uint32_t first_input = 0, input_count = 0;      // in FunctionTrace::replay_inputs
   std::uint32_t first_output = 0, output_count = 0;    // in FunctionTrace::replay_outputs
   std::uint32_t first_release = 0, release_count = 0;  // in FunctionTrace::releases
@@ -70,9 +74,10 @@ struct FunctionTrace {
   std::vector<ReplayItem> items;     // in trace order
   std::vector<FusedElementwise> fused;
   struct ReplayInput {
-    std::uint32_t index;  // into the values, or into `constants`
+    std::uint32_t index;  // into the values, into `constants`, or a byte offset in the arena
     bool constant = false;
-    bool move = false;  // the item is the value's last reader and reads it once
+    bool move = false;   // the item is the value's last reader and reads it once
+    bool arena = false;  // a fused loop reads the value's elements in the arena
   };
   std::vector<ReplayInput> replay_inputs;
   std::vector<std::uint32_t> replay_outputs;  // the values each item makes
@@ -96,10 +101,18 @@ struct FunctionTrace {
   struct RecycledOutputs {
     std::mutex mutex;
     std::vector<Tensor> tensors;
+    Tensor arena;  // float64 elements of arena_bytes, once a replay has run
   };
   std::shared_ptr<RecycledOutputs> recycled = std::make_shared<RecycledOutputs>();
   // By position in replay_outputs: whether the value may be recycled (plan_recycling).
   std::vector<std::uint8_t> recyclable;
+  // The arena (plan_arena): small values that only fused loops make and read get no tensor,
+  // only elements at a byte offset of one buffer, the same every call, taken again once the
+  // value is dead. An LSTM's replay made and read some 30,000 of them per call, each a
+  // tensor handle and a buffer scattered over the heap: a cache miss at each touch.
+  static constexpr std::uint32_t kNotInArena = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> output_arena;  // by position in replay_outputs: offset or none
+  std::size_t arena_bytes = 0;
 
   ElementSpan<TracedInput> inputs_of(const ReplayItem& item) const {
     if (item.op != ReplayItem::kNone) return trace.ops[item.op].inputs;
@@ -385,6 +398,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
     if (item.op != ReplayItem::kNone) {
       item.definition = trace.ops[item.op].op;
       item.attrs = trace.ops[item.op].attrs.get();
+      item.signature = trace.ops[item.op].signature;
     }
     const ElementSpan<TracedInput> inputs = compiled.inputs_of(item);
     item.first_input = index(compiled.replay_inputs.size());
@@ -461,6 +475,7 @@ void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
   for (const ReplayItem& item : compiled.items) {
     run_steps_until(item.position);
     for (std::uint32_t j = 0; j < item.output_count; ++j) {
+      if (compiled.output_arena[item.first_output + j] != FunctionTrace::kNotInArena) continue;
       make(compiled.replay_outputs[item.first_output + j]);
     }
     for (std::uint32_t k = 0; k < item.release_count; ++k) {
@@ -479,9 +494,12 @@ void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
     return slot_of[value];
   };
   for (FunctionTrace::ReplayInput& in : compiled.replay_inputs) {
-    if (!in.constant) in.index = slot(in.index);
+    if (!in.constant && !in.arena) in.index = slot(in.index);
   }
-  for (std::uint32_t& value : compiled.replay_outputs) value = slot(value);
+  for (std::size_t j = 0; j < compiled.replay_outputs.size(); ++j) {
+    std::uint32_t& value = compiled.replay_outputs[j];
+    value = compiled.output_arena[j] != FunctionTrace::kNotInArena ? kNoSlot : slot(value);
+  }
   for (std::uint32_t& value : compiled.releases) value = slot(value);
   const auto slot_of_input = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) slot(in.value);
@@ -529,11 +547,10 @@ void run_step(const TraceStep& step, const FunctionTrace& compiled, std::vector<
 }
 
 // One op through its replay rule: its outputs. Only a rule that reads its outputs' shapes or
-// dtypes reaches the traced op itself.
-ReplayOutputs replay_op(const ReplayItem& item, const TracedOp& op,
-                        const std::vector<Tensor>& inputs) {
+// dtypes reads the signature the trace kept for them.
+ReplayOutputs replay_op(const ReplayItem& item, const std::vector<Tensor>& inputs) {
   const ReplayContext context{
-      {*item.definition, item.attrs}, op.output_shapes(), op.output_dtypes()};
+      {*item.definition, item.attrs}, item.signature->shapes, item.signature->dtypes};
   ReplayOutputs outputs = item.definition->replay_rule(context, inputs);
   if (outputs.size() != item.output_count) {
     throw Error(std::string("function: the replay of op '") + item.definition->name + "' gave " +
@@ -548,39 +565,76 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   std::unique_lock<std::mutex> recycling(compiled.recycled->mutex, std::try_to_lock);
   std::vector<Tensor>* recycled = recycling.owns_lock() ? &compiled.recycled->tensors : nullptr;
   if (recycled != nullptr) recycled->resize(compiled.replay_outputs.size());
+  // A concurrent replay has an arena of its own. It is a tensor's buffer, so that
+  // memory_stats() counts it; it never leaves the replay.
+  Tensor own_arena;
+  Tensor& arena = recycled != nullptr ? compiled.recycled->arena : own_arena;
+  std::byte* arena_base = nullptr;
+  if (compiled.arena_bytes != 0) {
+    if (!arena.defined()) {
+      double* elements = nullptr;
+      arena =
+          new_tensor(Shape{(compiled.arena_bytes + sizeof(double) - 1) / sizeof(double)}, elements);
+    }
+    arena_base = reinterpret_cast<std::byte*>(own_elements<double>(arena));
+  }
   const OpTrace& trace = compiled.trace;
   std::vector<Tensor> values(compiled.slot_count);
   std::copy(args.begin(), args.end(), values.begin());  // slots 0 to args.size() - 1
   const std::vector<TraceStep>& steps = trace.steps;
   std::size_t next_step = 0;
   std::vector<Tensor> inputs;
-  std::vector<Tensor*> destinations;  // a fused item's value slots
+  // A fused item's operands (LoopOperands), without a copy of each input's handle.
+  std::vector<const Tensor*> loop_inputs;
+  std::vector<const void*> arena_inputs;
+  std::vector<Tensor*> destinations;
+  std::vector<void*> arena_outputs;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
       run_step(steps[next_step++], compiled, values);
     }
-    inputs.clear();
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
-    for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
-      if (in->constant) {
-        inputs.push_back(compiled.constants[in->index]);
-      } else if (in->move) {
-        inputs.push_back(std::move(values[in->index]));
-      } else {
-        inputs.push_back(values[in->index]);
-      }
-    }
     const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
     if (item.fused != ReplayItem::kNone) {
-      destinations.clear();
-      for (std::uint32_t j = 0; j < item.output_count; ++j)
-        destinations.push_back(&values[output[j]]);
-      run_fused(compiled.fused[item.fused], inputs, destinations.data(),
-                recycled != nullptr ? recycled->data() + item.first_output : nullptr,
-                compiled.recyclable.data() + item.first_output);
+      loop_inputs.resize(item.input_count);
+      arena_inputs.resize(item.input_count);
+      for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
+        loop_inputs[k] = in->constant ? &compiled.constants[in->index]
+                         : in->arena  ? nullptr
+                                      : &values[in->index];
+        arena_inputs[k] = in->arena ? arena_base + in->index : nullptr;
+      }
+      destinations.resize(item.output_count);
+      arena_outputs.resize(item.output_count);
+      const std::uint32_t* output_arena = compiled.output_arena.data() + item.first_output;
+      for (std::uint32_t j = 0; j < item.output_count; ++j) {
+        const bool in_arena = output_arena[j] != FunctionTrace::kNotInArena;
+        destinations[j] = in_arena ? nullptr : &values[output[j]];
+        arena_outputs[j] = in_arena ? arena_base + output_arena[j] : nullptr;
+      }
+      LoopOperands operands;
+      operands.inputs = loop_inputs.data();
+      operands.arena_inputs = arena_inputs.data();
+      operands.destinations = destinations.data();
+      operands.arena_outputs = arena_outputs.data();
+      if (recycled != nullptr) {
+        operands.recycled = recycled->data() + item.first_output;
+        operands.recyclable = compiled.recyclable.data() + item.first_output;
+      }
+      run_fused(compiled.fused[item.fused], operands);
     } else {
-      ReplayOutputs outputs = replay_op(item, trace.ops[item.op], inputs);
+      inputs.clear();
+      for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
+        if (in->constant) {
+          inputs.push_back(compiled.constants[in->index]);
+        } else if (in->move) {
+          inputs.push_back(std::move(values[in->index]));
+        } else {
+          inputs.push_back(values[in->index]);
+        }
+      }
+      ReplayOutputs outputs = replay_op(item, inputs);
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
         values[output[j]] = std::move(outputs[j]);
       }
@@ -596,6 +650,11 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   results.reserve(compiled.results.size());
   for (const TracedInput& r : compiled.results) results.push_back(value_of(r, compiled, values));
   return results;
+}
+
+// The bytes of an element of a loop's dtype (loops are float32 or float64).
+std::size_t float_bytes(DType dtype) {
+  return dtype == DType::Float32 ? sizeof(float) : sizeof(double);
 }
 
 // Which outputs of fused loops the next replay may write again (FunctionTrace::recycled):
@@ -616,13 +675,196 @@ void plan_recycling(FunctionTrace& compiled) {
   for (const ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
     const FusedElementwise& loop = compiled.fused[item.fused];
-    const std::size_t element_bytes = loop.dtype == DType::Float32 ? sizeof(float) : sizeof(double);
-    if (loop.elements * element_bytes > kRecycledBytes) continue;  // loops are float32 or 64
+    const std::size_t element_bytes = float_bytes(loop.dtype);
+    if (loop.elements * element_bytes > kRecycledBytes) continue;
     const std::vector<std::size_t>& outputs = loop.outputs;
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       compiled.recyclable[item.first_output + j] = leaves[outputs[j]] ? 0 : 1;
     }
   }
+}
+
+// Which values live in the arena (FunctionTrace::output_arena) instead of tensors, and which
+// joins fused loops write in place.
+// - A recyclable output of a loop (plan_recycling: small, never leaving the replay) that only
+//   loops read, each as its elements in order (not expanded over a broadcast, nor a gather's
+//   params or indices, which need the tensor).
+// - A join (a concat with a join rule) whose output is such a value for loops and whose inputs
+//   are recyclable loop outputs that only it reads: the loops write them at their offsets
+//   into the join's output, and the join is not an item any more. An LSTM's gradient joins
+//   each step's two gate gradients this way.
+// Offsets are taken in replay order (a join's output with its first part) and given back
+// after the value's last reader, most recently freed first, so that a recursion's temporaries
+// keep reusing the same few cache lines. Runs before plan_slots, on trace values: arena values
+// get no slot. Nothing goes to the arena when it would pass 4 GiB (offsets are 32-bit).
+void plan_arena(FunctionTrace& compiled) {
+  const OpTrace& trace = compiled.trace;
+  constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
+  const std::size_t value_count = trace.num_values();
+  compiled.output_arena.assign(compiled.replay_outputs.size(), FunctionTrace::kNotInArena);
+  // Per value: whether loops alone read it, as its elements in order, and how many item
+  // inputs read it.
+  std::vector<std::uint8_t> loops_only(value_count, 1);
+  std::vector<std::uint32_t> item_reads(value_count, 0);
+  const auto read_elsewhere = [&](const TracedInput& in) {
+    if (in.value != TracedInput::kConstant) loops_only[in.value] = 0;
+  };
+  for (const TracedInput& result : compiled.results) read_elsewhere(result);
+  for (const TraceStep& step : trace.steps) for_each_read(step, read_elsewhere);
+  for (const ReplayItem& item : compiled.items) {
+    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      if (in[e].constant) continue;
+      ++item_reads[in[e].index];
+      if (item.fused == ReplayItem::kNone) {
+        loops_only[in[e].index] = 0;
+        continue;
+      }
+      const FusedElementwise::InputRead& how = compiled.fused[item.fused].reads[e];
+      if (how.expanded || how.gather != nullptr || how.indices_only) loops_only[in[e].index] = 0;
+    }
+  }
+  std::vector<std::uint8_t> in_arena(value_count, 0);
+  std::vector<std::uint8_t> recyclable_output(value_count, 0);  // of a loop
+  for (const ReplayItem& item : compiled.items) {
+    if (item.fused == ReplayItem::kNone) continue;
+    for (std::uint32_t j = 0; j < item.output_count; ++j) {
+      const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
+      recyclable_output[v] = compiled.recyclable[item.first_output + j];
+      in_arena[v] = recyclable_output[v] != 0 && loops_only[v] != 0 ? 1 : 0;
+    }
+  }
+
+  // The joins loops write in place: per part, the join's output and where the part starts.
+  std::vector<std::size_t> joined_into(value_count, kNoValue);
+  std::vector<std::size_t> start_in_whole(value_count, 0);  // in elements
+  std::vector<std::uint8_t> absorbed(compiled.items.size(), 0);
+  std::vector<Shape> part_shapes;
+  for (std::size_t i = 0; i < compiled.items.size(); ++i) {
+    const ReplayItem& item = compiled.items[i];
+    if (item.fused != ReplayItem::kNone || item.definition->join_rule == nullptr ||
+        item.output_count != 1 || item.input_count == 0) {
+      continue;
+    }
+    const std::uint32_t whole = compiled.replay_outputs[item.first_output];
+    const DType dtype = item.signature->dtypes[0];
+    const Shape& whole_shape = item.signature->shapes[0];
+    if (loops_only[whole] == 0 || (dtype != DType::Float32 && dtype != DType::Float64) ||
+        num_elements(whole_shape) * float_bytes(dtype) > kRecycledBytes) {
+      continue;
+    }
+    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    part_shapes.clear();
+    bool absorbable = true;
+    for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
+      absorbable =
+          !in[e].constant && recyclable_output[in[e].index] != 0 && item_reads[in[e].index] == 1;
+      if (absorbable) part_shapes.push_back(trace.value_shape(in[e].index));
+    }
+    if (!absorbable) continue;
+    for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
+      const std::size_t start =
+          item.definition->join_rule->offset(whole_shape, item.attrs, part_shapes, e);
+      absorbable = start != PartRule::kNotAPart;
+      start_in_whole[in[e].index] = start;
+    }
+    if (!absorbable) continue;
+    for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      joined_into[in[e].index] = whole;
+      in_arena[in[e].index] = 1;
+    }
+    in_arena[whole] = 1;
+    absorbed[i] = 1;
+  }
+
+  // Offsets in 64-byte steps: a value starts on a cache line of its own. A part's offset is
+  // inside its join's output, which alone is given back.
+  constexpr std::uint64_t kAlignment = 64;
+  constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
+  std::vector<std::uint64_t> offset_of(value_count, kNoOffset);
+  std::vector<std::uint64_t> bytes_of(value_count, 0);                             // 0 for a part
+  std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>> free_offsets;  // by size
+  std::uint64_t top = 0;
+  const auto take = [&](std::size_t v, std::uint64_t bytes) {
+    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    auto list = std::find_if(free_offsets.begin(), free_offsets.end(),
+                             [&](const auto& entry) { return entry.first == bytes; });
+    if (list != free_offsets.end() && !list->second.empty()) {
+      offset_of[v] = list->second.back();
+      list->second.pop_back();
+    } else {
+      offset_of[v] = top;
+      top += bytes;
+    }
+    bytes_of[v] = bytes;
+  };
+  const auto give_back = [&](std::size_t v) {
+    if (offset_of[v] == kNoOffset || bytes_of[v] == 0) return;
+    auto list = std::find_if(free_offsets.begin(), free_offsets.end(),
+                             [&](const auto& entry) { return entry.first == bytes_of[v]; });
+    if (list == free_offsets.end()) {
+      free_offsets.emplace_back(bytes_of[v], std::vector<std::uint64_t>());
+      list = free_offsets.end() - 1;
+    }
+    list->second.push_back(offset_of[v]);
+  };
+  for (const ReplayItem& item : compiled.items) {
+    if (item.fused != ReplayItem::kNone) {
+      const FusedElementwise& loop = compiled.fused[item.fused];
+      const std::size_t element_bytes = float_bytes(loop.dtype);
+      for (std::uint32_t j = 0; j < item.output_count; ++j) {
+        const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
+        if (in_arena[v] == 0) continue;
+        const std::size_t whole = joined_into[v];
+        if (whole == kNoValue) {
+          take(v, loop.elements * element_bytes);
+          continue;
+        }
+        if (offset_of[whole] == kNoOffset) {
+          take(whole, num_elements(trace.value_shape(whole)) * element_bytes);
+        }
+        offset_of[v] = offset_of[whole] + start_in_whole[v] * element_bytes;
+      }
+    }
+    const std::uint32_t* release = compiled.releases.data() + item.first_release;
+    for (std::uint32_t k = 0; k < item.release_count; ++k) give_back(release[k]);
+  }
+  if (top >= FunctionTrace::kNotInArena) return;  // everything stays a tensor
+
+  compiled.arena_bytes = top;
+  for (const ReplayItem& item : compiled.items) {
+    for (std::uint32_t j = 0; j < item.output_count; ++j) {
+      const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
+      if (offset_of[v] != kNoOffset) {
+        compiled.output_arena[item.first_output + j] = static_cast<std::uint32_t>(offset_of[v]);
+      }
+    }
+  }
+  for (FunctionTrace::ReplayInput& in : compiled.replay_inputs) {
+    if (in.constant || offset_of[in.index] == kNoOffset) continue;
+    in.arena = true;
+    in.move = false;
+    in.index = static_cast<std::uint32_t>(offset_of[in.index]);
+  }
+  // Arena values have no tensor to let go, and absorbed joins are no items.
+  std::vector<ReplayItem> items;
+  items.reserve(compiled.items.size());
+  std::vector<std::uint32_t> releases;
+  releases.reserve(compiled.releases.size());
+  for (std::size_t i = 0; i < compiled.items.size(); ++i) {
+    if (absorbed[i] != 0) continue;
+    ReplayItem item = compiled.items[i];
+    const auto first = static_cast<std::uint32_t>(releases.size());
+    for (std::uint32_t k = 0; k < item.release_count; ++k) {
+      const std::uint32_t v = compiled.releases[item.first_release + k];
+      if (offset_of[v] == kNoOffset) releases.push_back(v);
+    }
+    item.first_release = first;
+    item.release_count = static_cast<std::uint32_t>(releases.size()) - first;
+    items.push_back(item);
+  }
+  compiled.items = std::move(items);
+  compiled.releases = std::move(releases);
 }
 
 // Under tapes, fn as one recorded op: see FunctionState::gradient_function and call_as_one_op.
@@ -749,8 +991,9 @@ struct FunctionState {
     if (compiled->eager_reason.empty()) {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
-      plan_slots(*compiled, traced_args.size());
       plan_recycling(*compiled);
+      plan_arena(*compiled);
+      plan_slots(*compiled, traced_args.size());
       compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {
       warn_once("function-eager-" + std::to_string(id) + signature_to_string(signature),

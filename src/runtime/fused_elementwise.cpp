@@ -249,8 +249,8 @@ LoopWorkspace<T>& loop_workspace() {
 }
 
 template <class T>
-void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations, Tensor* recycled, const std::uint8_t* recyclable) {
+void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
+  const Tensor* const* inputs = operands.inputs;
   const std::size_t input_count = fused.inputs.size();
   const std::size_t scratch = fused.scratch_blocks;
   const std::size_t output_count = fused.outputs.size();
@@ -270,9 +270,12 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
   LoopWorkspace<T>& workspace = loop_workspace<T>();
   std::vector<T*>& output_data = workspace.output_data;
   output_data.assign(output_count, nullptr);
+  Tensor* const* destinations = operands.destinations;
   for (std::size_t o = 0; o < output_count; ++o) {
-    if (recycled != nullptr && recyclable[o] != 0) {
-      Tensor& kept = recycled[o];
+    if (operands.arena_outputs != nullptr && operands.arena_outputs[o] != nullptr) {
+      output_data[o] = static_cast<T*>(operands.arena_outputs[o]);
+    } else if (operands.recycled != nullptr && operands.recyclable[o] != 0) {
+      Tensor& kept = operands.recycled[o];
       if (only_handle(kept)) {  // nobody else can see it: write it again
         output_data[o] = own_elements<T>(kept);
       } else {
@@ -286,9 +289,11 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
   std::vector<const T*>& input_data = workspace.input_data;
   input_data.assign(input_count, nullptr);
   for (std::size_t e = 0; e < input_count; ++e) {
-    if (!fused.reads[e].indices_only) {
-      input_data[e] = kernel_data<T>(inputs[e]) + fused.reads[e].offset;
-    }
+    if (fused.reads[e].indices_only) continue;
+    const T* data = operands.arena_inputs != nullptr && operands.arena_inputs[e] != nullptr
+                        ? static_cast<const T*>(operands.arena_inputs[e])
+                        : kernel_data<T>(*inputs[e]);
+    input_data[e] = data + fused.reads[e].offset;
   }
 
   std::vector<T> own_scratch;
@@ -346,13 +351,13 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
     const FusedElementwise::InputRead& how = fused.reads[e];
     if (how.gather != nullptr) {
       GatheredInput<T>& g = gathered[e];
-      const Shape& params_shape = inputs[e].shape();
+      const Shape& params_shape = inputs[e]->shape();
       g.params = input_data[e];
-      g.rows = how.gather->rows(inputs[e], inputs[e + 1], how.gather_axis);
+      g.rows = how.gather->rows(*inputs[e], *inputs[e + 1], how.gather_axis);
       g.limit = params_shape[how.gather_axis];
       g.rule = how.gather;
-      g.params_tensor = &inputs[e];
-      g.indices_tensor = &inputs[e + 1];
+      g.params_tensor = inputs[e];
+      g.indices_tensor = inputs[e + 1];
       g.axis = how.gather_axis;
       g.inner =
           std::accumulate(params_shape.begin() + static_cast<std::ptrdiff_t>(how.gather_axis) + 1,
@@ -369,12 +374,12 @@ void run_typed(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
     if (how.expanded) {
       if (how.period < block) {
         T* pattern = small_buffer(how.period);
-        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period, pattern);
+        expand_period(input_data[e], inputs[e]->shape(), fused.shape, how.period, pattern);
         one_period = pattern;
       } else {
         T* data = nullptr;
         period_buffers.push_back(new_tensor(Shape{how.period}, data));
-        expand_period(input_data[e], inputs[e].shape(), fused.shape, how.period, data);
+        expand_period(input_data[e], inputs[e]->shape(), fused.shape, how.period, data);
         one_period = data;
       }
     }
@@ -703,16 +708,20 @@ std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<T
   std::vector<Tensor> outputs(fused.outputs.size());
   std::vector<Tensor*> destinations(outputs.size());
   for (std::size_t o = 0; o < outputs.size(); ++o) destinations[o] = &outputs[o];
-  run_fused(fused, inputs, destinations.data());
+  std::vector<const Tensor*> input_tensors(inputs.size());
+  for (std::size_t e = 0; e < inputs.size(); ++e) input_tensors[e] = &inputs[e];
+  LoopOperands operands;
+  operands.inputs = input_tensors.data();
+  operands.destinations = destinations.data();
+  run_fused(fused, operands);
   return outputs;
 }
 
-void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations, Tensor* recycled, const std::uint8_t* recyclable) {
+void run_fused(const FusedElementwise& fused, const LoopOperands& operands) {
   if (fused.dtype == DType::Float32) {
-    run_typed<float>(fused, inputs, destinations, recycled, recyclable);
+    run_typed<float>(fused, operands);
   } else {
-    run_typed<double>(fused, inputs, destinations, recycled, recyclable);
+    run_typed<double>(fused, operands);
   }
 }
 

@@ -103,13 +103,22 @@ std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<
 
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
-// The same written into *destinations[o] for each of fused.outputs: a replay's value slots,
-// without a vector of results per call (a replay of small ops runs thousands of loops). With
-// `recycled` (one tensor per output, kept by the caller from one call to the next), an output
-// whose `recyclable` flag is set is written into recycled[o] when that handle is the only one,
-// else into a new tensor that recycled[o] then keeps.
-void run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs,
-               Tensor* const* destinations, Tensor* recycled = nullptr,
-               const std::uint8_t* recyclable = nullptr);
+// What one loop of a Function's replay reads and writes (run_fused below). Per input e: the
+// tensor inputs[e], or, where arena_inputs is given and arena_inputs[e] is set, elements in the
+// replay's arena (a value no tensor is made for; never a gather's or an expanded read). Per
+// output o: elements at arena_outputs[o] where that is set, else a tensor made in
+// *destinations[o]; with `recycled` (one tensor per output, kept by the caller from one call
+// to the next), an output whose `recyclable` flag is set is written into recycled[o] when that
+// handle is the only one, else into a new tensor that recycled[o] then keeps.
+struct LoopOperands {
+  const Tensor* const* inputs = nullptr;
+  const void* const* arena_inputs = nullptr;
+  Tensor* const* destinations = nullptr;
+  void* const* arena_outputs = nullptr;
+  Tensor* recycled = nullptr;
+  const std::uint8_t* recyclable = nullptr;
+};
+// A replay runs thousands of loops of small tensors: no vector per loop.
+void run_fused(const FusedElementwise& fused, const LoopOperands& operands);
 
 }  // namespace tapegrad::detail

@@ -140,6 +140,9 @@ struct OpDefinition {
   // Set on split: a Function's fused loop may read an output that is one run of the input's
   // elements in place (null: the op makes its outputs).
   const PartRule* part_rule = nullptr;
+  // Set on concat: a Function's fused loop may write an input that is one run of the output's
+  // elements straight into it (null: the op copies its inputs).
+  const PartRule* join_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -212,6 +215,12 @@ constexpr OpDefinition with_gather(OpDefinition definition, const GatherRule& ru
 // `definition` with its part rule (runtime/part_rule.hpp).
 constexpr OpDefinition with_part(OpDefinition definition, const PartRule& rule) {
   definition.part_rule = &rule;
+  return definition;
+}
+
+// `definition` with its join rule (runtime/part_rule.hpp).
+constexpr OpDefinition with_join(OpDefinition definition, const PartRule& rule) {
+  definition.join_rule = &rule;
   return definition;
 }
 

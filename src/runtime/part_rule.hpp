@@ -1,8 +1,10 @@
-// What an op whose outputs are consecutive runs of its input's elements tells a Function (a
-// split along an axis with only 1s before it): a fused loop of elementwise ops then reads such
-// an output in place, at its offset into the input, and the op itself does not run
-// (runtime/fused_elementwise.cpp). GradBench's lstm splits each step's gates and its
-// sequences of gates this way: a thousand views a call, each a tensor handle made and freed.
+// What an op tells a Function when its parts are consecutive runs of a whole's elements: a
+// split along an axis with only 1s before it (the whole is its input, the parts its outputs),
+// or a concat along such an axis (the whole is its output, the parts its inputs). A fused loop
+// of elementwise ops then reads a split's part in place, at its offset into the input
+// (runtime/fused_elementwise.cpp), or writes a concat's part straight into the concat's output
+// (plan_arena in function.cpp), and the op itself does not run. GradBench's lstm splits each
+// step's gates this way, and its gradient joins them again: thousands of ops a call.
 #pragma once
 
 #include <cstddef>
@@ -15,10 +17,10 @@ namespace tapegrad::detail {
 
 struct PartRule {
   static constexpr std::size_t kNotAPart = static_cast<std::size_t>(-1);
-  // Where output `j` starts in the input's row-major elements, given the input's shape, the
-  // op's attributes and its outputs' shapes; kNotAPart when its elements are not one run of
-  // the input's (a split along a later axis of a tensor with more than one row).
-  std::size_t (*offset)(const Shape& input, const Attrs* attrs, const std::vector<Shape>& outputs,
+  // Where part `j` starts in the whole's row-major elements, given the whole's shape, the
+  // op's attributes and the parts' shapes; kNotAPart when its elements are not one run of
+  // the whole's (along a later axis of a tensor with more than one row).
+  std::size_t (*offset)(const Shape& whole, const Attrs* attrs, const std::vector<Shape>& parts,
                         std::size_t j);
 };
 

@@ -34,6 +34,21 @@ static void require_values(const char* op, const std::vector<Tensor>& values) {
   for (const auto& v : values) detail::require_defined(op, v);
 }
 
+// Split's part rule and concat's join rule: with only 1s before the axis, the parts follow
+// one another in the whole's row-major elements (split's input, concat's output).
+static std::size_t part_offset_along_axis(const Shape& whole, const Attrs* attrs,
+                                          const std::vector<Shape>& parts, std::size_t j) {
+  if (attrs == nullptr || !attrs->has("axis")) return detail::PartRule::kNotAPart;
+  const auto axis = static_cast<std::size_t>(attrs->get_int("axis"));
+  for (std::size_t d = 0; d < axis; ++d) {
+    if (whole[d] != 1) return detail::PartRule::kNotAPart;
+  }
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < j; ++i) offset += num_elements(parts[i]);
+  return offset;
+}
+static constexpr detail::PartRule parts_along_axis{part_offset_along_axis};
+
 // ---- ConcatV2 (and stack) ---------------------------------------------------------------
 
 // Batching rules: the recorded axis shifted past the batch axis; concat's unbatched inputs are
@@ -62,10 +77,11 @@ static detail::ReplayOutputs split_replay(const detail::ReplayContext& op,
 
 static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents concat_tangent(const ForwardContext& op, const Tangents& tangents);
-TAPEGRAD_BUILTIN_OP(concat_op) =
+TAPEGRAD_BUILTIN_OP(concat_op) = detail::with_join(
     detail::with_replay(detail::differentiable_op("ConcatV2", concat_gradient, KeepSet::none(),
                                                   KeepSet::none(), concat_tangent, concat_batched),
-                        concat_replay);
+                        concat_replay),
+    parts_along_axis);
 
 // A row-major tensor seen along one axis: `outer` blocks of `dim * inner` contiguous elements.
 // concat and split copy whole `part * inner` runs, so a tiny op costs no index arithmetic.
@@ -288,25 +304,11 @@ static Grads concat_gradient(const OpContext& op, const std::vector<Tensor>& g) 
 
 static Grads split_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents split_tangent(const ForwardContext& op, const Tangents& tangents);
-// Part rule: with only 1s before the axis, the parts follow one another in the input's
-// row-major elements.
-static std::size_t split_part_offset(const Shape& input, const Attrs* attrs,
-                                     const std::vector<Shape>& outputs, std::size_t j) {
-  if (attrs == nullptr || !attrs->has("axis")) return detail::PartRule::kNotAPart;
-  const auto axis = static_cast<std::size_t>(attrs->get_int("axis"));
-  for (std::size_t d = 0; d < axis; ++d) {
-    if (input[d] != 1) return detail::PartRule::kNotAPart;
-  }
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < j; ++i) offset += num_elements(outputs[i]);
-  return offset;
-}
-static constexpr detail::PartRule split_part_rule{split_part_offset};
 TAPEGRAD_BUILTIN_OP(split_op) = detail::with_part(
     detail::with_replay(detail::differentiable_op("Split", split_gradient, KeepSet::none(),
                                                   KeepSet::none(), split_tangent, split_batched),
                         split_replay),
-    split_part_rule);
+    parts_along_axis);
 
 std::vector<Tensor> split(const Tensor& x, int num, int axis) {
   detail::require_defined("split", x);
