@@ -736,3 +736,35 @@ TEST_CASE(
   }
   require_replays_equal_eager(fn, calls);
 }
+
+TEST_CASE(
+    "function fused: a sum over leading axes of a few rows is a loop of its own, bit for bit "
+    "(rows of -0.0 included), and other sums run as ops",
+    "[function][fused]") {
+  // The eager kernel adds the rows in order from +0.0, so a sum of rows that are all -0.0 is
+  // +0.0: a loop that started from the first row would give -0.0.
+  const auto fn = [](const std::vector<Tensor>& args) {
+    const Tensor& x = args[0];  // [9, 4], positive
+    std::vector<Tensor> results;
+    for (std::int64_t rows : {1, 2, 3, 5, 8, 9}) {
+      const Tensor block = sin(slice(x, {0, 0}, {rows, 4})) * 1.5 + 2.0;
+      const Tensor sum = reduce_sum(block, {0}, true);   // a loop up to 8 rows
+      results.push_back(sum * 0.5 + 1.0);                // read by a loop
+      results.push_back(reduce_sum(block * -0.0, {0}));  // every row -0.0
+    }
+    const Tensor cube = reshape(x, {3, 3, 4}) * 3.0 - 1.0;
+    results.push_back(reduce_sum(cube, {0, 1}));  // leading axes: 9 rows, an op
+    results.push_back(reduce_sum(reshape(x, {2, 3, 6}) + 1.0, {0, 1}, true));  // 6 rows: a loop
+    results.push_back(reduce_sum(cube, {1}));                       // not leading: the op
+    results.push_back(reduce_sum(slice(x, {0, 0}, {2, 1}) - 3.0));  // into one element: the op
+    return results;
+  };
+  std::vector<std::vector<Tensor>> calls;
+  for (double scale : {1.0, 0.4, 2.2}) {
+    calls.push_back({reshape(abs(ramp(36, DType::Float64, scale)) + 0.01, {9, 4})});
+  }
+  require_replays_equal_eager(fn, calls);
+  const std::vector<Tensor> zeros = fn(calls[0]);
+  REQUIRE(std::signbit(values(zeros[3])[0]) == false);  // +0.0
+  REQUIRE(values(zeros[3])[0] == 0.0);
+}

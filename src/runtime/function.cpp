@@ -89,6 +89,8 @@ struct FunctionTrace {
   std::vector<std::uint32_t> slot_of_value;
   std::size_t slot_count = 0;
   std::vector<Tensor> constants;
+  // Per constant, its float elements as a loop reads them (kernel_data, once), else null.
+  std::vector<const void*> constant_elements;
   std::string eager_reason;  // set: this signature runs fn eagerly
   // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
   // Variable, runs no host step and returns defined floating tensors.
@@ -279,6 +281,23 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
   }
 }
 
+// How many rows a loop folds when it computes `op` (fold_loop), or 0 when the op runs on its
+// own: a fold rule, one float input traced of the output's dtype, and at most kFoldRows rows
+// (the loop reads each as an input of its own).
+constexpr std::size_t kFoldRows = 8;
+std::size_t fold_rows(const OpTrace& trace, const TracedOp& op) {
+  if (op.op->fold_rule == nullptr || op.inputs.size() != 1 || op.outputs.size() != 1) return 0;
+  const TracedInput& in = op.inputs[0];
+  const DType dtype = op.output_dtypes()[0];
+  if (in.value == TracedInput::kConstant || trace.value_dtype(in.value) != dtype ||
+      (dtype != DType::Float32 && dtype != DType::Float64)) {
+    return 0;
+  }
+  const std::size_t rows =
+      op.op->fold_rule->rows(trace.value_shape(in.value), op.attrs.get(), op.output_shapes()[0]);
+  return rows <= kFoldRows ? rows : 0;
+}
+
 // The kept ops as replay items; with `optimize`, each run of elementwise ops one loop can
 // compute is one item, and only the values read after the run are made tensors.
 void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, bool optimize) {
@@ -334,10 +353,16 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   for (const TracedInput& result : compiled.results) read_after_run(result);
 
   // A run is one item where its last op is: the ops between its ops that are not its own
-  // read none of its values (fusable_runs), so they may run first.
+  // read none of its values (fusable_runs), so they may run first. A fold of a few rows
+  // (FoldRule) is a loop of its own.
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const std::size_t r = run_of_kept[i];
-    if (r == kNone) {
+    const TracedOp& op = trace.ops[kept[i]];
+    const std::size_t rows = r == kNone && optimize ? fold_rows(trace, op) : 0;
+    if (rows != 0) {
+      compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
+      compiled.fused.push_back(fold_loop(op, rows));
+    } else if (r == kNone) {
       compiled.items.push_back({kept[i], kept[i], kNone});
     } else if (r != kAbsorbed && runs[r].back() == i) {
       compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
@@ -433,6 +458,22 @@ void plan_lifetimes(FunctionTrace& compiled) {
     item.first_release = index(compiled.releases.size());
     item.release_count = index(released_after[i].size());
     for (std::size_t v : released_after[i]) compiled.releases.push_back(index(v));
+  }
+}
+
+// The float constants' elements, found once: a replay's loops then read them without a
+// tensor's checks per call (the trace keeps the constants alive; a strided view's copy is
+// built once and kept with it).
+void plan_constant_elements(FunctionTrace& compiled) {
+  compiled.constant_elements.assign(compiled.constants.size(), nullptr);
+  for (std::size_t c = 0; c < compiled.constants.size(); ++c) {
+    const Tensor& constant = compiled.constants[c];
+    if (!constant.defined() || !impl_of(constant).holds_elements) continue;
+    if (constant.dtype() == DType::Float32) {
+      compiled.constant_elements[c] = kernel_data<float>(constant);
+    } else if (constant.dtype() == DType::Float64) {
+      compiled.constant_elements[c] = kernel_data<double>(constant);
+    }
   }
 }
 
@@ -586,9 +627,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   std::vector<Tensor> inputs;
   // A fused item's operands (LoopOperands), without a copy of each input's handle.
   std::vector<const Tensor*> loop_inputs;
-  std::vector<const void*> arena_inputs;
+  std::vector<const void*> input_elements;
   std::vector<Tensor*> destinations;
-  std::vector<void*> arena_outputs;
+  std::vector<void*> output_elements;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
@@ -598,26 +639,28 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
     if (item.fused != ReplayItem::kNone) {
       loop_inputs.resize(item.input_count);
-      arena_inputs.resize(item.input_count);
+      input_elements.resize(item.input_count);
       for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
         loop_inputs[k] = in->constant ? &compiled.constants[in->index]
                          : in->arena  ? nullptr
                                       : &values[in->index];
-        arena_inputs[k] = in->arena ? arena_base + in->index : nullptr;
+        input_elements[k] = in->arena      ? arena_base + in->index
+                            : in->constant ? compiled.constant_elements[in->index]
+                                           : nullptr;
       }
       destinations.resize(item.output_count);
-      arena_outputs.resize(item.output_count);
+      output_elements.resize(item.output_count);
       const std::uint32_t* output_arena = compiled.output_arena.data() + item.first_output;
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
         const bool in_arena = output_arena[j] != FunctionTrace::kNotInArena;
         destinations[j] = in_arena ? nullptr : &values[output[j]];
-        arena_outputs[j] = in_arena ? arena_base + output_arena[j] : nullptr;
+        output_elements[j] = in_arena ? arena_base + output_arena[j] : nullptr;
       }
       LoopOperands operands;
       operands.inputs = loop_inputs.data();
-      operands.arena_inputs = arena_inputs.data();
+      operands.input_elements = input_elements.data();
       operands.destinations = destinations.data();
-      operands.arena_outputs = arena_outputs.data();
+      operands.output_elements = output_elements.data();
       if (recycled != nullptr) {
         operands.recycled = recycled->data() + item.first_output;
         operands.recyclable = compiled.recyclable.data() + item.first_output;
@@ -991,6 +1034,7 @@ struct FunctionState {
     if (compiled->eager_reason.empty()) {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
+      plan_constant_elements(*compiled);
       plan_recycling(*compiled);
       plan_arena(*compiled);
       plan_slots(*compiled, traced_args.size());

@@ -15,6 +15,7 @@
 #include "runtime/new_tensor.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/math.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -269,11 +270,11 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
 
   LoopWorkspace<T>& workspace = loop_workspace<T>();
   std::vector<T*>& output_data = workspace.output_data;
-  output_data.assign(output_count, nullptr);
+  output_data.resize(output_count);  // each set below
   Tensor* const* destinations = operands.destinations;
   for (std::size_t o = 0; o < output_count; ++o) {
-    if (operands.arena_outputs != nullptr && operands.arena_outputs[o] != nullptr) {
-      output_data[o] = static_cast<T*>(operands.arena_outputs[o]);
+    if (operands.output_elements != nullptr && operands.output_elements[o] != nullptr) {
+      output_data[o] = static_cast<T*>(operands.output_elements[o]);
     } else if (operands.recycled != nullptr && operands.recyclable[o] != 0) {
       Tensor& kept = operands.recycled[o];
       if (only_handle(kept)) {  // nobody else can see it: write it again
@@ -287,11 +288,14 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     }
   }
   std::vector<const T*>& input_data = workspace.input_data;
-  input_data.assign(input_count, nullptr);
+  input_data.resize(input_count);
   for (std::size_t e = 0; e < input_count; ++e) {
-    if (fused.reads[e].indices_only) continue;
-    const T* data = operands.arena_inputs != nullptr && operands.arena_inputs[e] != nullptr
-                        ? static_cast<const T*>(operands.arena_inputs[e])
+    if (fused.reads[e].indices_only) {
+      input_data[e] = nullptr;
+      continue;
+    }
+    const T* data = operands.input_elements != nullptr && operands.input_elements[e] != nullptr
+                        ? static_cast<const T*>(operands.input_elements[e])
                         : kernel_data<T>(*inputs[e]);
     input_data[e] = data + fused.reads[e].offset;
   }
@@ -308,9 +312,9 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     scratch_memory = workspace.scratch_memory.data();
   }
   std::vector<const T*>& read = workspace.read;
-  read.assign(input_count + scratch + output_count, nullptr);
+  read.resize(input_count + scratch + output_count);  // every entry set before a block reads it
   std::vector<T*>& write = workspace.write;
-  write.assign(scratch + output_count, nullptr);
+  write.resize(scratch + output_count);
   for (std::size_t s = 0; s < scratch; ++s) {
     write[s] = scratch_memory + s * block;
     read[input_count + s] = write[s];
@@ -320,7 +324,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
   // that no block wraps; a longer one is the input itself when its elements are the period,
   // else built once here (both at most a block's copy where a block crosses its end).
   std::vector<PeriodicInput<T>>& periodic = workspace.periodic;
-  periodic.assign(input_count, PeriodicInput<T>{});
+  periodic.resize(input_count);  // set below where an input repeats
   // The workspace outlives the loop: it must not keep the gathers' indices alive after it,
   // nor more than a few small buffers.
   struct ReleaseGathered {
@@ -369,6 +373,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     }
     if (how.period == 0) continue;
     PeriodicInput<T>& p = periodic[e];
+    p = PeriodicInput<T>{};
     p.period = how.period;
     const T* one_period = input_data[e];
     if (how.expanded) {
@@ -700,6 +705,38 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     fused.program.push_back({p.rule,
                              {number(p.operands[0]), number(p.operands[1])},
                              number(p.destination) - input_count});
+  }
+  return fused;
+}
+
+FusedElementwise fold_loop(const TracedOp& op, std::size_t rows) {
+  FusedElementwise fused;
+  fused.dtype = op.output_dtypes()[0];
+  fused.shape = op.output_shapes()[0];
+  fused.elements = element_count(fused.shape);
+  fused.outputs = {op.outputs[0]};
+  const FoldRule& rule = *op.op->fold_rule;
+  // The start, a constant scalar read as one repeated element; then each row.
+  TracedInput start;
+  start.constant = scalar(rule.init, fused.dtype);
+  fused.inputs.push_back(start);
+  fused.reads.push_back(*broadcast_read(Shape{}, fused.shape));
+  for (std::size_t r = 0; r < rows; ++r) {
+    fused.inputs.push_back(op.inputs[0]);
+    FusedElementwise::InputRead row;
+    row.offset = r * fused.elements;
+    fused.reads.push_back(row);
+  }
+  // Two scratch blocks taken in turn (a block kernel's output may not alias its input).
+  const auto input_count = static_cast<std::uint32_t>(fused.inputs.size());
+  fused.scratch_blocks = rows == 1 ? 0 : rows == 2 ? 1 : 2;
+  const auto scratch = static_cast<std::uint32_t>(fused.scratch_blocks);
+  std::uint32_t previous = 0;  // the start
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    const bool last = r + 1 == rows;
+    const std::uint32_t destination = last ? scratch : r % 2;  // numbered from the scratch
+    fused.program.push_back({rule.combine, {previous, 1 + r}, destination});
+    previous = input_count + destination;
   }
   return fused;
 }

@@ -83,6 +83,12 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
                           const std::vector<std::size_t>& gathered_by, std::size_t batch = 0,
                           const std::vector<PartOf>* parts = nullptr);
 
+// The loop of a reduction with a FoldRule whose input (a traced value) it folds as `rows`
+// rows (FoldRule::rows, at least 1): each row read in place at its offset, combined in
+// order into the output starting from the rule's init. Computes what the op's eager kernel
+// does, bit for bit.
+FusedElementwise fold_loop(const TracedOp& op, std::size_t rows);
+
 // Whether the loop of a run of `dtype` and `shape` may read the output of the traced op `op`
 // from its params: a gather with a GatherRule, one output of that dtype and shape.
 bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
@@ -104,17 +110,18 @@ std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
 // What one loop of a Function's replay reads and writes (run_fused below). Per input e: the
-// tensor inputs[e], or, where arena_inputs is given and arena_inputs[e] is set, elements in the
-// replay's arena (a value no tensor is made for; never a gather's or an expanded read). Per
-// output o: elements at arena_outputs[o] where that is set, else a tensor made in
+// tensor inputs[e], or, where input_elements is given and input_elements[e] is set, those
+// elements (a value in the replay's arena, which has no tensor, or a constant's, found once
+// when the replay was planned); an arena value is never read as a gather's or expanded. Per
+// output o: the elements at output_elements[o] where that is set, else a tensor made in
 // *destinations[o]; with `recycled` (one tensor per output, kept by the caller from one call
-// to the next), an output whose `recyclable` flag is set is written into recycled[o] when that
-// handle is the only one, else into a new tensor that recycled[o] then keeps.
+// to the next), an output whose `recyclable` flag is set is written into recycled[o] when
+// that handle is the only one, else into a new tensor that recycled[o] then keeps.
 struct LoopOperands {
   const Tensor* const* inputs = nullptr;
-  const void* const* arena_inputs = nullptr;
+  const void* const* input_elements = nullptr;
   Tensor* const* destinations = nullptr;
-  void* const* arena_outputs = nullptr;
+  void* const* output_elements = nullptr;
   Tensor* recycled = nullptr;
   const std::uint8_t* recyclable = nullptr;
 };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/elementwise_rule.hpp"
+#include "runtime/fold_rule.hpp"
 #include "runtime/gather_rule.hpp"
 #include "runtime/part_rule.hpp"
 #include "tapegrad/indexed_slices.hpp"
@@ -143,6 +144,9 @@ struct OpDefinition {
   // Set on concat: a Function's fused loop may write an input that is one run of the output's
   // elements straight into it (null: the op copies its inputs).
   const PartRule* join_rule = nullptr;
+  // Set on reduce_sum: a Function may compute a fold of whole rows as a loop (null: the op
+  // runs on its own).
+  const FoldRule* fold_rule = nullptr;
 };
 
 // The shapes a built-in definition takes.
@@ -221,6 +225,12 @@ constexpr OpDefinition with_part(OpDefinition definition, const PartRule& rule) 
 // `definition` with its join rule (runtime/part_rule.hpp).
 constexpr OpDefinition with_join(OpDefinition definition, const PartRule& rule) {
   definition.join_rule = &rule;
+  return definition;
+}
+
+// `definition` with its fold rule (runtime/fold_rule.hpp).
+constexpr OpDefinition with_fold(OpDefinition definition, const FoldRule& rule) {
+  definition.fold_rule = &rule;
   return definition;
 }
 

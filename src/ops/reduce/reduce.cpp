@@ -27,11 +27,35 @@ static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents) 
       op, tangents, [&](const Tensor& dx) { return detail::sum_over_reduced_axes(op, dx); });
 }
 
+// Fold rule: over leading axes, into more than one element, the eager kernel adds the rows in
+// order from zero (reduce_axes), with the arithmetic of SumFold's combine.
+namespace {
+struct SumRowsElement {
+  template <class T>
+  static T apply(T a, T b) {
+    return detail::wrapping_add(a, b);
+  }
+};
+}  // namespace
+static std::size_t sum_rows(const Shape& input, const Attrs* attrs, const Shape& output) {
+  if (attrs == nullptr || !attrs->has("axes") || num_elements(output) <= 1) return 0;
+  const std::vector<std::int64_t>& axes = attrs->get_ints("axes");
+  std::size_t rows = 1;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != static_cast<std::int64_t>(i) || i >= input.size()) return 0;
+    rows *= input[i];
+  }
+  return axes.empty() ? 0 : rows;
+}
+static constexpr detail::FoldRule sum_fold_rule{&detail::binary_elementwise<SumRowsElement>, 0.0,
+                                                sum_rows};
+
 static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents);
-TAPEGRAD_BUILTIN_OP(sum_op) =
+TAPEGRAD_BUILTIN_OP(sum_op) = detail::with_fold(
     detail::differentiable_op("Sum", sum_gradient, KeepSet::none(), KeepSet::none(), sum_tangent,
-                              detail::batch_reduction<&tapegrad::reduce_sum>);
+                              detail::batch_reduction<&tapegrad::reduce_sum>),
+    sum_fold_rule);
 
 // The sum as reduce_axes takes it. A contiguous run (a whole-array sum, a row sum) is added in
 // eight interleaved partial sums, which the compiler vectorises, and then added together: one
