@@ -14,6 +14,7 @@
 #include "kernels/strided_cursor.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/linalg/blas_kernel_advice.hpp"
 #include "ops/linalg/linalg_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
@@ -163,6 +164,7 @@ static void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, in
 template <class T>
 static void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a,
                  const T* b, T* c) {
+  detail::check_blas_kernels();
   if (n == 1) {  // op(B) is a k-vector, contiguous either way
     gemv(ta, ta ? k : m, ta ? m : k, a, b, c);
   } else if (m == 1) {  // c^T = op(B)^T op(A)^T, and op(A) is a contiguous k-vector

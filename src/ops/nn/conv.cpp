@@ -12,6 +12,7 @@
 #include "kernels/im2col.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
+#include "ops/linalg/blas_kernel_advice.hpp"
 #include "ops/nn/conv_ops.hpp"
 #include "ops/nn/conv_support.hpp"
 #include "ops/op_support.hpp"
@@ -124,6 +125,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, 
   const ConvGeometry g = detail::window_geometry(x_shape, f[0], f[1], f[3], w.strides, w.dilations,
                                                  padding, described);
   const Tensor input = layout.to_channels_last(x);
+  detail::check_blas_kernels();
   Tensor out = detail::compute_floating(op, x.dtype(), output_shape_of(g), [&](auto* y) {
     detail::conv2d_forward(g, detail::data_of(input, y), detail::data_of(filters, y), y);
   });
