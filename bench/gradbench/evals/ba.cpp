@@ -7,6 +7,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include <xtensor/xstorage.hpp>
+
 #include "evals/evals.hpp"
 
 namespace tapegrad::gradbench {
@@ -164,7 +166,9 @@ EvalFunctions ba_functions() {
                    std::array<const double*, 30> derivative{};
                    for (std::size_t k = 0; k < 30; ++k) derivative[k] = t[k].array<double>().data();
                    const double* weight_derivative = t[30].array<double>().data();
-                   std::vector<double> values(31 * p);
+                   // Buffers whose elements the loops below write first: no zeroing pass (a
+                   // std::vector's would write the 12 MB of ba1's CSR once more).
+                   xt::uvector<double> values(31 * p);
                    double* value = values.data();
                    for (std::size_t i = 0; i < p; ++i, value += 30) {
                      for (std::size_t k = 0; k < 30; ++k) value[k] = derivative[k][i];
@@ -175,7 +179,7 @@ EvalFunctions ba_functions() {
                    if (11 * n + 3 * m + 31 * p >
                        static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
                      throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
-                   std::vector<std::int32_t> rows(3 * p + 1), columns(31 * p);
+                   xt::uvector<std::int32_t> rows(3 * p + 1), columns(31 * p);
                    for (std::size_t r = 0; r <= 2 * p; ++r)
                      rows[r] = static_cast<std::int32_t>(15 * r);
                    for (std::size_t r = 1; r <= p; ++r)
