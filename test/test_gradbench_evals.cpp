@@ -547,6 +547,13 @@ TEST_CASE(
   const auto expected = values(check.theoretical),
              got = values(slice(blocks, {3, 0, 0}, {1, 2, 15}));
   for (std::size_t i = 0; i < 30; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  // The tool's objective: observation 0's two residuals (its [1, p] rows' first elements) and
+  // 1 - w^2, each repeated p times.
+  const json objective = run("ba", "objective", input);
+  CHECK(objective["reproj_error"]["elements"][0].get<double>() == r[0]);
+  CHECK(objective["reproj_error"]["elements"][1].get<double>() == r[1]);
+  CHECK(objective["reproj_error"]["repeated"].get<int>() == 20);
+  CHECK(objective["w_err"]["element"].get<double>() == Approx(1.0 - 0.8 * 0.8).epsilon(1e-15));
   // The tool's CSR head: rows 0, 15, ..., cols of observation 0, values of its block, −2w last.
   const json jacobian = run("ba", "jacobian", input);
   CHECK(jacobian["rows"][1].get<int>() == 15);

@@ -1,7 +1,10 @@
 // ba: bundle adjustment's reprojection residuals for every observation at once, each row of
 // the [p, 15] inputs (11 camera, 3 point, 1 weight) giving its own 2 residuals, so the
 // Jacobian is a batch Jacobian: two backward passes over the whole batch, one per residual
-// column. The arithmetic runs on [p, 1] columns, as the reference's per-component formulas.
+// column. The arithmetic runs on one tensor per component, as the reference's formulas: the
+// timed functions take them as contiguous [1, p] rows of the [15, p] inputs (gathered from
+// transposed copies made when the input is read); ba_residuals, for the tests, as [p, 1]
+// columns of [p, 15].
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -60,8 +63,8 @@ Columns3 rotate(const Columns3& r, const Columns3& point) {
 
 }  // namespace
 
-std::array<Tensor, 2> ba_residual_columns(const std::vector<Tensor>& c, const Tensor& features) {
-  const std::vector<Tensor> feature = split(features, 2, 1);
+std::array<Tensor, 2> ba_residual_columns(const std::vector<Tensor>& c,
+                                          const std::vector<Tensor>& feature) {
   const Columns3 rotation{c[0], c[1], c[2]};
   const Columns3 relative{c[11] - c[3], c[12] - c[4], c[13] - c[5]};
   const Tensor &focal = c[6], &u0 = c[7], &v0 = c[8], &k1 = c[9], &k2 = c[10], &weight = c[14];
@@ -73,7 +76,7 @@ std::array<Tensor, 2> ba_residual_columns(const std::vector<Tensor>& c, const Te
 }
 
 Tensor ba_residuals(const Tensor& inputs, const Tensor& features) {
-  const std::array<Tensor, 2> r = ba_residual_columns(split(inputs, 15, 1), features);
+  const std::array<Tensor, 2> r = ba_residual_columns(split(inputs, 15, 1), split(features, 2, 1));
   return concat({r[0], r[1]}, 1);
 }
 
@@ -104,6 +107,22 @@ BaProblem::BaProblem(const json& input)
   features = from_values(feature_values, {p, 2}, DType::Float64);
   camera_index = cast(from_values(camera_of, {p}, DType::Float64), DType::Int64);
   point_index = cast(from_values(point_of, {p}, DType::Float64), DType::Int64);
+  // Transposed copies, contiguous (a transpose alone is a strided view).
+  const auto by_rows = [](const std::vector<double>& values, std::size_t count, std::size_t width) {
+    std::vector<double> rows(values.size());
+    for (std::size_t i = 0; i < count; ++i)
+      for (std::size_t k = 0; k < width; ++k) rows[k * count + i] = values[i * width + k];
+    return from_values(rows, {width, count}, DType::Float64);
+  };
+  camera_rows = by_rows(camera_values, n, 11);
+  point_rows = by_rows(point_values, m, 3);
+  weight_row = from_values(weight_values, {1, p}, DType::Float64);
+  feature_rows = by_rows(feature_values, p, 2);
+}
+
+Tensor BaProblem::observation_rows() const {
+  return concat(
+      {gather(camera_rows, camera_index, 1), gather(point_rows, point_index, 1), weight_row}, 0);
 }
 
 Tensor BaProblem::observation_inputs() const {
@@ -118,15 +137,18 @@ EvalFunctions ba_functions() {
        make_function(
            parse,
            [](const BaProblem& problem) -> Output {
-             const Tensor residuals = ba_residuals(problem.observation_inputs(), problem.features);
+             const std::array<Tensor, 2> residuals = ba_residual_columns(
+                 split(problem.observation_rows(), 15, 0), split(problem.feature_rows, 2, 0));
              const Tensor weight_error = 1.0 - square(problem.weights);
              const std::int64_t p = problem.observations;
              return finish_output(
-                 {residuals, weight_error}, [p](const std::vector<Tensor>& t) -> Output {
-                   return [p, residuals = t[0], weight_error = t[1]] {
-                     const auto r = to_vector(residuals);
+                 {residuals[0], residuals[1], weight_error},
+                 [p](const std::vector<Tensor>& t) -> Output {
+                   return [p, x = t[0], y = t[1], weight_error = t[2]] {
+                     // Observation 0's two residuals, the first element of each row.
+                     const json first = {to_vector(x)[0], to_vector(y)[0]};
                      return json{
-                         {"reproj_error", {{"elements", {r[0], r[1]}}, {"repeated", p}}},
+                         {"reproj_error", {{"elements", first}, {"repeated", p}}},
                          {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
                    };
                  });
@@ -135,16 +157,17 @@ EvalFunctions ba_functions() {
        make_function(
            parse,
            [](const BaProblem& problem) -> Output {
-             // Each observation's residuals read only its own row of inputs, so the gradient
-             // of a residual column's sum with respect to an input column is that column of
-             // every observation's Jacobian: two backward passes give the [p, 2, 15] blocks as
-             // 30 [p, 1] columns. Watching the split's columns themselves spares the backward
-             // the [p, 15] concatenation a batch Jacobian of the inputs would build (and its
+             // Each observation's residuals read only its own inputs, so the gradient of a
+             // residual row's sum with respect to an input row is that entry of every
+             // observation's Jacobian: two backward passes give the [p, 2, 15] blocks as 30
+             // [1, p] rows. Watching the split's rows themselves spares the backward the
+             // [15, p] concatenation a batch Jacobian of the inputs would build (and its
              // transpose to [p, 2, 15]); the CSR values below are written row by row from them.
-             const std::vector<Tensor> columns = split(problem.observation_inputs(), 15, 1);
+             const std::vector<Tensor> columns = split(problem.observation_rows(), 15, 0);
              GradientTape tape(/*persistent=*/true);
              for (const Tensor& column : columns) tape.watch(column);
-             const std::array<Tensor, 2> residuals = ba_residual_columns(columns, problem.features);
+             const std::array<Tensor, 2> residuals =
+                 ba_residual_columns(columns, split(problem.feature_rows, 2, 0));
              tape.end_recording();
              std::vector<Tensor> results;
              for (const Tensor& residual : residuals) {

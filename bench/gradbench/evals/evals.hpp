@@ -92,6 +92,10 @@ struct BaProblem {
   explicit BaProblem(const json& input);
   // [p, 15]: each observation's camera (11), point (3) and weight (1), gathered.
   Tensor observation_inputs() const;
+  // The same as [15, p] rows: each input of every observation as one contiguous [1, p] row
+  // (the columns of [p, 15] are strided: each op reading one copied it, and each copy read the
+  // whole [p, 15]).
+  Tensor observation_rows() const;
   std::int64_t cameras, points, observations;
   Tensor camera_parameters;  // [n, 11]
   Tensor point_positions;    // [m, 3]
@@ -99,20 +103,24 @@ struct BaProblem {
   Tensor features;           // [p, 2]
   Tensor camera_index;       // Int64 [p]
   Tensor point_index;        // Int64 [p]
+  // The by-row layouts, made when the input is read: [11, n], [3, m], [1, p], [2, p].
+  Tensor camera_rows, point_rows, weight_row, feature_rows;
 };
 // Weighted reprojection residuals [p, 2] of the [p, 15] observation inputs.
 template <class Visit>
 void for_each_tensor(BaProblem& problem, Visit& visit) {
-  for (Tensor* t : {&problem.camera_parameters, &problem.point_positions, &problem.weights,
-                    &problem.features, &problem.camera_index, &problem.point_index}) {
+  for (Tensor* t :
+       {&problem.camera_parameters, &problem.point_positions, &problem.weights, &problem.features,
+        &problem.camera_index, &problem.point_index, &problem.camera_rows, &problem.point_rows,
+        &problem.weight_row, &problem.feature_rows}) {
     visit(*t);
   }
 }
 Tensor ba_residuals(const Tensor& inputs, const Tensor& features);
-// The same as two [p, 1] columns, from the 15 [p, 1] input columns (r 3, C 3, f, u0, v0, k1,
-// k2, X 3, w) and the [p, 2] features.
+// The same as two columns, from the 15 input columns (r 3, C 3, f, u0, v0, k1, k2, X 3, w)
+// and the 2 feature columns, all of one shape: [p, 1], or [1, p] rows.
 std::array<Tensor, 2> ba_residual_columns(const std::vector<Tensor>& columns,
-                                          const Tensor& features);
+                                          const std::vector<Tensor>& feature);
 EvalFunctions ba_functions();
 
 // ht: ADBench's hand model and the data points it is fitted to.
