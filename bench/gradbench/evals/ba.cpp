@@ -2,8 +2,8 @@
 // the [p, 15] inputs (11 camera, 3 point, 1 weight) giving its own 2 residuals, so the
 // Jacobian is a batch Jacobian: two backward passes over the whole batch, one per residual
 // column. The arithmetic runs on one tensor per component, as the reference's formulas: the
-// timed functions take them as contiguous [1, p] rows of the [15, p] inputs (gathered from
-// transposed copies made when the input is read); ba_residuals, for the tests, as [p, 1]
+// timed functions take them as contiguous [1, p] rows (gathered from transposed copies made
+// when the input is read); ba_residuals, for the tests, as [p, 1]
 // columns of [p, 15].
 #include <algorithm>
 #include <array>
@@ -120,9 +120,11 @@ BaProblem::BaProblem(const json& input)
   feature_rows = by_rows(feature_values, p, 2);
 }
 
-Tensor BaProblem::observation_rows() const {
-  return concat(
-      {gather(camera_rows, camera_index, 1), gather(point_rows, point_index, 1), weight_row}, 0);
+std::vector<Tensor> BaProblem::observation_rows() const {
+  std::vector<Tensor> rows = split(gather(camera_rows, camera_index, 1), 11, 0);
+  for (Tensor& row : split(gather(point_rows, point_index, 1), 3, 0)) rows.push_back(row);
+  rows.push_back(weight_row);
+  return rows;
 }
 
 Tensor BaProblem::observation_inputs() const {
@@ -134,25 +136,25 @@ EvalFunctions ba_functions() {
   const auto parse = [](const json& input) { return BaProblem(input); };
   return {
       {"objective",
-       make_function(
-           parse,
-           [](const BaProblem& problem) -> Output {
-             const std::array<Tensor, 2> residuals = ba_residual_columns(
-                 split(problem.observation_rows(), 15, 0), split(problem.feature_rows, 2, 0));
-             const Tensor weight_error = 1.0 - square(problem.weights);
-             const std::int64_t p = problem.observations;
-             return finish_output(
-                 {residuals[0], residuals[1], weight_error},
-                 [p](const std::vector<Tensor>& t) -> Output {
-                   return [p, x = t[0], y = t[1], weight_error = t[2]] {
-                     // Observation 0's two residuals, the first element of each row.
-                     const json first = {to_vector(x)[0], to_vector(y)[0]};
-                     return json{
-                         {"reproj_error", {{"elements", first}, {"repeated", p}}},
-                         {"w_err", {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
-                   };
-                 });
-           })},
+       make_function(parse,
+                     [](const BaProblem& problem) -> Output {
+                       const std::array<Tensor, 2> residuals = ba_residual_columns(
+                           problem.observation_rows(), split(problem.feature_rows, 2, 0));
+                       const Tensor weight_error = 1.0 - square(problem.weights);
+                       const std::int64_t p = problem.observations;
+                       return finish_output(
+                           {residuals[0], residuals[1], weight_error},
+                           [p](const std::vector<Tensor>& t) -> Output {
+                             return [p, x = t[0], y = t[1], weight_error = t[2]] {
+                               // Observation 0's two residuals, the first element of each row.
+                               const json first = {to_vector(x)[0], to_vector(y)[0]};
+                               return json{
+                                   {"reproj_error", {{"elements", first}, {"repeated", p}}},
+                                   {"w_err",
+                                    {{"element", to_vector(weight_error)[0]}, {"repeated", p}}}};
+                             };
+                           });
+                     })},
       {"jacobian",
        make_function(
            parse,
@@ -160,10 +162,10 @@ EvalFunctions ba_functions() {
              // Each observation's residuals read only its own inputs, so the gradient of a
              // residual row's sum with respect to an input row is that entry of every
              // observation's Jacobian: two backward passes give the [p, 2, 15] blocks as 30
-             // [1, p] rows. Watching the split's rows themselves spares the backward the
-             // [15, p] concatenation a batch Jacobian of the inputs would build (and its
+             // [1, p] rows. Watching the rows themselves spares the backward the [15, p]
+             // concatenation a batch Jacobian of the inputs would build (and its
              // transpose to [p, 2, 15]); the CSR values below are written row by row from them.
-             const std::vector<Tensor> columns = split(problem.observation_rows(), 15, 0);
+             const std::vector<Tensor> columns = problem.observation_rows();
              GradientTape tape(/*persistent=*/true);
              for (const Tensor& column : columns) tape.watch(column);
              const std::array<Tensor, 2> residuals =

@@ -92,10 +92,10 @@ struct BaProblem {
   explicit BaProblem(const json& input);
   // [p, 15]: each observation's camera (11), point (3) and weight (1), gathered.
   Tensor observation_inputs() const;
-  // The same as [15, p] rows: each input of every observation as one contiguous [1, p] row
-  // (the columns of [p, 15] are strided: each op reading one copied it, and each copy read the
-  // whole [p, 15]).
-  Tensor observation_rows() const;
+  // The same as 15 rows: each input of every observation as one contiguous [1, p] row (the
+  // columns of [p, 15] are strided: each op reading one copied it, and each copy read a cache
+  // line of every row), parts of the gathered [11, p] and [3, p] and the weights.
+  std::vector<Tensor> observation_rows() const;
   std::int64_t cameras, points, observations;
   Tensor camera_parameters;  // [n, 11]
   Tensor point_positions;    // [m, 3]
