@@ -32,6 +32,7 @@
 #include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/math.hpp"
 #include "tapegrad/tape.hpp"
 
 namespace tapegrad {
@@ -352,6 +353,17 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   for (const TraceStep& step : trace.steps) for_each_read(step, read_after_run);
   for (const TracedInput& result : compiled.results) read_after_run(result);
 
+  // Each fold rule's start as a scalar of each dtype, one for all its folds (a constant the
+  // trace keeps).
+  std::vector<std::pair<std::pair<const FoldRule*, DType>, Tensor>> fold_starts;
+  const auto fold_start = [&](const FoldRule& rule, const TracedOp& op) -> const Tensor& {
+    const std::pair<const FoldRule*, DType> key{&rule, op.output_dtypes()[0]};
+    for (const auto& entry : fold_starts) {
+      if (entry.first == key) return entry.second;
+    }
+    fold_starts.emplace_back(key, scalar(rule.init, key.second));
+    return fold_starts.back().second;
+  };
   // A run is one item where its last op is: the ops between its ops that are not its own
   // read none of its values (fusable_runs), so they may run first. A fold of a few rows
   // (FoldRule) is a loop of its own.
@@ -361,7 +373,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
     const std::size_t rows = r == kNone && optimize ? fold_rows(trace, op) : 0;
     if (rows != 0) {
       compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
-      compiled.fused.push_back(fold_loop(op, rows));
+      compiled.fused.push_back(fold_loop(op, rows, fold_start(*op.op->fold_rule, op)));
     } else if (r == kNone) {
       compiled.items.push_back({kept[i], kept[i], kNone});
     } else if (r != kAbsorbed && runs[r].back() == i) {

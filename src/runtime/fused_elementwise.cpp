@@ -15,7 +15,6 @@
 #include "runtime/new_tensor.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/errors.hpp"
-#include "tapegrad/ops/math.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -709,7 +708,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   return fused;
 }
 
-FusedElementwise fold_loop(const TracedOp& op, std::size_t rows) {
+FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& start) {
   FusedElementwise fused;
   fused.dtype = op.output_dtypes()[0];
   fused.shape = op.output_shapes()[0];
@@ -717,9 +716,9 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows) {
   fused.outputs = {op.outputs[0]};
   const FoldRule& rule = *op.op->fold_rule;
   // The start, a constant scalar read as one repeated element; then each row.
-  TracedInput start;
-  start.constant = scalar(rule.init, fused.dtype);
-  fused.inputs.push_back(start);
+  TracedInput start_input;
+  start_input.constant = start;
+  fused.inputs.push_back(start_input);
   fused.reads.push_back(*broadcast_read(Shape{}, fused.shape));
   for (std::size_t r = 0; r < rows; ++r) {
     fused.inputs.push_back(op.inputs[0]);

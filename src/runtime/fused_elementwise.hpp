@@ -85,9 +85,10 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
 
 // The loop of a reduction with a FoldRule whose input (a traced value) it folds as `rows`
 // rows (FoldRule::rows, at least 1): each row read in place at its offset, combined in
-// order into the output starting from the rule's init. Computes what the op's eager kernel
-// does, bit for bit.
-FusedElementwise fold_loop(const TracedOp& op, std::size_t rows);
+// order into the output starting from `start` (a scalar of the output's dtype holding the
+// rule's init; one per dtype serves every fold of a trace). Computes what the op's eager
+// kernel does, bit for bit.
+FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& start);
 
 // Whether the loop of a run of `dtype` and `shape` may read the output of the traced op `op`
 // from its params: a gather with a GatherRule, one output of that dtype and shape.
