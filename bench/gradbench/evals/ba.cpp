@@ -3,8 +3,7 @@
 // Jacobian is a batch Jacobian: two backward passes over the whole batch, one per residual
 // column. The arithmetic runs on one tensor per component, as the reference's formulas: the
 // timed functions take them as contiguous [1, p] rows (gathered from transposed copies made
-// when the input is read); ba_residuals, for the tests, as [p, 1]
-// columns of [p, 15].
+// when the input is read); ba_residuals, for the tests, as [p, 1] columns of [p, 15].
 #include <algorithm>
 #include <array>
 #include <limits>
