@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -315,6 +316,33 @@ TEST_CASE("a strided view's copy is built once when several threads read it at o
   CHECK(t.array<double>()(5, 7) == 7.0 * 64 + 5.0);
 }
 
+namespace {
+// Calls f and eager on argument(t, k) from each of `threads` threads, `calls` times each, at
+// once: per thread, how many calls' results differed from the eager ones in any bit.
+std::vector<int> mismatches_from_threads(
+    const Function& f, const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager,
+    int threads, int calls, const std::function<Tensor(int, int)>& argument) {
+  std::vector<int> mismatches(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      for (int k = 0; k < calls; ++k) {
+        const Tensor x = argument(t, k);
+        const std::vector<Tensor> got = f({x});
+        const std::vector<Tensor> expected = eager({x});
+        bool same = got.size() == expected.size();
+        for (std::size_t r = 0; same && r < got.size(); ++r) {
+          same = values(got[r]) == values(expected[r]);
+        }
+        if (!same) ++mismatches[static_cast<std::size_t>(t)];
+      }
+    });
+  }
+  for (std::thread& thread : running) thread.join();
+  return mismatches;
+}
+}  // namespace
+
 // One Function called from four threads at once, on two signatures: each call replays into
 // values of its own, a trace is kept once per signature, and every result equals the eager
 // call's (sum(x^2 + sin x) and its gradient 2x + cos x).
@@ -326,25 +354,14 @@ TEST_CASE("a Function called from several threads at once", "[function][threads]
     return std::vector<Tensor>{y, tape.gradient(y, args[0])};
   };
   const Function f = function(value_and_gradient);
-  constexpr int kThreads = 4, kCalls = 50;
-  std::vector<int> mismatches(kThreads, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int k = 0; k < kCalls; ++k) {
+  constexpr int kThreads = 4;
+  const std::vector<int> mismatches =
+      mismatches_from_threads(f, value_and_gradient, kThreads, 50, [](int t, int k) {
         const std::size_t n = 2 + static_cast<std::size_t>((t + k) % 2);  // [2] or [3]
         std::vector<double> v(n);
         for (std::size_t i = 0; i < n; ++i) v[i] = 0.1 * (t + 1) * (k + 1) - 0.3 * double(i);
-        const Tensor x = from_values(v, {n});
-        const std::vector<Tensor> got = f({x});
-        const std::vector<Tensor> eager = value_and_gradient({x});
-        if (values(got[0]) != values(eager[0]) || values(got[1]) != values(eager[1])) {
-          ++mismatches[t];
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+        return from_values(v, {n});
+      });
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
   // Threads that traced one signature at once each count a trace; one is kept.
   CHECK(f.trace_count() >= 2);
@@ -403,23 +420,12 @@ TEST_CASE("a Function whose small values live in its arena, called from several 
     return std::vector<Tensor>{total, tape.gradient(total, args[0])};
   };
   const Function f = function(recursion);
-  constexpr int kThreads = 4, kCalls = 40;
-  std::vector<int> mismatches(kThreads, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int k = 0; k < kCalls; ++k) {
+  constexpr int kThreads = 4;
+  const std::vector<int> mismatches =
+      mismatches_from_threads(f, recursion, kThreads, 40, [](int t, int k) {
         std::vector<double> v(4);
         for (std::size_t i = 0; i < 4; ++i) v[i] = 0.1 * (t + 1) - 0.05 * k + 0.2 * double(i);
-        const Tensor x = from_values(v, {1, 4});
-        const std::vector<Tensor> got = f({x});
-        const std::vector<Tensor> eager = recursion({x});
-        if (values(got[0]) != values(eager[0]) || values(got[1]) != values(eager[1])) {
-          ++mismatches[t];
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+        return from_values(v, {1, 4});
+      });
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
 }

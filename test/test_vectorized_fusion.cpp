@@ -47,6 +47,19 @@ Tensor int64_tensor(const std::vector<std::int64_t>& values) {
   return cast(from_values(std::move(as_double), {values.size()}), DType::Int64);
 }
 
+// The two index lists of `count` rows of `limit` the gathers below read (spread_indices
+// (3, 7) and (5, 1)), as values and as int64 tensors.
+struct IndexPair {
+  std::vector<std::int64_t> first_values, second_values;
+  Tensor first, second;
+};
+IndexPair index_pair(std::size_t count, std::size_t limit) {
+  IndexPair pair{spread_indices(count, limit, 3, 7), spread_indices(count, limit, 5, 1), {}, {}};
+  pair.first = int64_tensor(pair.first_values);
+  pair.second = int64_tensor(pair.second_values);
+  return pair;
+}
+
 // M[k, j] = sin(0.1 k + 0.37 j) + 0.05.
 Tensor square_matrix(std::size_t n) {
   std::vector<double> v(n * n);
@@ -110,8 +123,8 @@ TEST_CASE("vectorized_map replays a chain of elementwise ops on a large batch as
 TEST_CASE("vectorized_map's loop reads a gather's rows from its params",
           "[vectorized_map][fusion]") {
   constexpr std::size_t kBatch = 40, kVertices = 300, kPoints = 1200;
-  const Tensor first = int64_tensor(spread_indices(kPoints, kVertices, 3, 7));
-  const Tensor second = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
+  const IndexPair indices = index_pair(kPoints, kVertices);
+  const Tensor &first = indices.first, &second = indices.second;
   const Tensor weight = wave(kPoints, 0.3);
   const auto fn = [&](const Tensor& x) {
     return gather(x, first) * weight + (1.0 - weight) * gather(x, second);
@@ -125,8 +138,8 @@ TEST_CASE("vectorized_map's loop reads gathered rows of three across its blocks"
   // Rows of 3 against blocks of 1,024 elements: blocks start inside a row, and the last block
   // (144,000 = 140 · 1,024 + 640 elements) ends inside one.
   constexpr std::size_t kBatch = 40, kVertices = 300, kPoints = 1200;
-  const Tensor first = int64_tensor(spread_indices(kPoints, kVertices, 3, 7));
-  const Tensor second = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
+  const IndexPair indices = index_pair(kPoints, kVertices);
+  const Tensor &first = indices.first, &second = indices.second;
   const Tensor weight = reshape(wave(kPoints, 0.3), {static_cast<std::int64_t>(kPoints), 1});
   const auto fn = [&](const Tensor& x) {
     return weight * gather(x, first) - gather(x, second) * weight;
@@ -142,10 +155,10 @@ TEST_CASE("jacobian_forward's tangents of a gathered, weighted sum are one loop,
   // f(x)_i = w_i (M x)_a(i) + v_i (M x)_b(i): J[i, j] = w_i M[a(i), j] + v_i M[b(i), j]. The
   // tangents of M x are M's columns (dense), exact, and so is each term.
   constexpr std::size_t kVertices = 50, kPoints = 400;
-  const std::vector<std::int64_t> a = spread_indices(kPoints, kVertices, 3, 7);
-  const std::vector<std::int64_t> b = spread_indices(kPoints, kVertices, 5, 1);
+  const IndexPair pair = index_pair(kPoints, kVertices);
+  const std::vector<std::int64_t>&a = pair.first_values, &b = pair.second_values;
+  const Tensor &a_indices = pair.first, &b_indices = pair.second;
   const Tensor w = wave(kPoints, 0.2), v = wave(kPoints, 1.1);
-  const Tensor a_indices = int64_tensor(a), b_indices = int64_tensor(b);
   const Tensor m = square_matrix(kVertices);
   const auto f = [&](const Tensor& x) {
     const Tensor mixed = times_vector(m, x);
@@ -195,10 +208,10 @@ TEST_CASE("a tape and a Function watching jacobian_forward see every op of its r
   // so Σ J = Σ_i 2 w_i y_a(i) r_a(i) - Σ_i r_b(i) with r = M's row sums, whose gradient is
   // Σ_i 2 w_i r_a(i) M[a(i), j]. The tangents' product and difference ([50, 400]) are a run.
   constexpr std::size_t kVertices = 50, kPoints = 400;
-  const std::vector<std::int64_t> a = spread_indices(kPoints, kVertices, 3, 7);
+  const IndexPair pair = index_pair(kPoints, kVertices);
+  const std::vector<std::int64_t>& a = pair.first_values;
+  const Tensor &indices = pair.first, &other_indices = pair.second;
   const Tensor w = wave(kPoints, 0.2);
-  const Tensor indices = int64_tensor(a);
-  const Tensor other_indices = int64_tensor(spread_indices(kPoints, kVertices, 5, 1));
   const Tensor m = square_matrix(kVertices);
   const auto f = [&](const Tensor& x) {
     const Tensor y = times_vector(m, x);

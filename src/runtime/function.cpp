@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <list>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -96,17 +97,18 @@ struct FunctionTrace {
   // Under tapes a replay may stand for fn as one recorded op: it is replayable, assigns no
   // Variable, runs no host step and returns defined floating tensors.
   bool one_op_under_tapes = false;
-  // The small outputs of the fused loops of the last replay, by position in replay_outputs: a
-  // replay of an LSTM's thousands of loops on 14-element rows spent a fifth of its time making
-  // and freeing their tensor handles. The next replay writes into one again when it holds the
-  // only handle (only_handle: nobody can see it). One replay at a time uses them; a concurrent
-  // one makes new tensors.
-  struct RecycledOutputs {
+  // What one replay at a time keeps for the next (a concurrent one makes its own):
+  // - `recycled`: the small outputs of the fused loops of the last replay that are tensors, by
+  //   position in replay_outputs. A replay of an LSTM's thousands of loops on 14-element rows
+  //   spent a fifth of its time making and freeing their tensor handles. The next replay
+  //   writes into one again when it holds the only handle (only_handle: nobody can see it).
+  // - `arena`: the buffer of the arena values (below), float64 elements of arena_bytes.
+  struct ReplayMemory {
     std::mutex mutex;
-    std::vector<Tensor> tensors;
-    Tensor arena;  // float64 elements of arena_bytes, once a replay has run
+    std::vector<Tensor> recycled;
+    Tensor arena;
   };
-  std::shared_ptr<RecycledOutputs> recycled = std::make_shared<RecycledOutputs>();
+  std::shared_ptr<ReplayMemory> kept = std::make_shared<ReplayMemory>();
   // By position in replay_outputs: whether the value may be recycled (plan_recycling).
   std::vector<std::uint8_t> recyclable;
   // The arena (plan_arena): small values that only fused loops make and read get no tensor,
@@ -218,6 +220,9 @@ std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) 
   return kept;
 }
 
+// In run_of_kept: a gather or split that a run's loop absorbed (absorb_gathers, absorb_parts).
+constexpr std::size_t kAbsorbed = ReplayItem::kNone - 1;
+
 // Splits (ops with a PartRule) whose outputs only runs read, runs of each output's dtype and
 // shape: the loops read the parts in place (`parts`, sized on the first), and the split is
 // absorbed (kAbsorbed in run_of_kept, into the first such run) instead of an item. A part may
@@ -229,7 +234,6 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
                   std::vector<std::size_t>& absorbed_into, std::vector<std::size_t>& producer_run,
                   std::vector<PartOf>& parts) {
   constexpr std::size_t kNone = ReplayItem::kNone;
-  constexpr std::size_t kAbsorbed = kNone - 1;
   // Per value: the first run reading it, how many reads runs make, and whether a run of
   // another shape or dtype reads it.
   std::vector<std::size_t> first_reading_run(trace.num_values(), kNone);
@@ -316,7 +320,6 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   }
   // Gathers (absorb_gathers) and splits (absorb_parts) that only runs read: the loops read
   // their params or parts instead, and they are not items of their own.
-  constexpr std::size_t kAbsorbed = kNone - 1;
   std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
   std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
   std::vector<PartOf> parts;  // per trace value, once a split is absorbed
@@ -613,15 +616,60 @@ ReplayOutputs replay_op(const ReplayItem& item, const std::vector<Tensor>& input
   return outputs;
 }
 
+// The lists a loop's LoopOperands point into, kept across a replay's items.
+struct LoopOperandLists {
+  std::vector<const Tensor*> inputs;
+  std::vector<const void*> input_elements;
+  std::vector<Tensor*> destinations;
+  std::vector<void*> output_elements;
+};
+
+// A fused item: its operands from the value slots, the constants and the arena (no copy of
+// any input's handle), then its loop.
+void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
+                   std::vector<Tensor>& values, std::byte* arena_base,
+                   std::vector<Tensor>* recycled, LoopOperandLists& lists) {
+  lists.inputs.resize(item.input_count);
+  lists.input_elements.resize(item.input_count);
+  const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+  for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
+    lists.inputs[k] = in->constant ? &compiled.constants[in->index]
+                      : in->arena  ? nullptr
+                                   : &values[in->index];
+    lists.input_elements[k] = in->arena      ? arena_base + in->index
+                              : in->constant ? compiled.constant_elements[in->index]
+                                             : nullptr;
+  }
+  lists.destinations.resize(item.output_count);
+  lists.output_elements.resize(item.output_count);
+  const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
+  const std::uint32_t* output_arena = compiled.output_arena.data() + item.first_output;
+  for (std::uint32_t j = 0; j < item.output_count; ++j) {
+    const bool in_arena = output_arena[j] != FunctionTrace::kNotInArena;
+    lists.destinations[j] = in_arena ? nullptr : &values[output[j]];
+    lists.output_elements[j] = in_arena ? arena_base + output_arena[j] : nullptr;
+  }
+  LoopOperands operands;
+  operands.inputs = lists.inputs.data();
+  operands.input_elements = lists.input_elements.data();
+  operands.destinations = lists.destinations.data();
+  operands.output_elements = lists.output_elements.data();
+  if (recycled != nullptr) {
+    operands.recycled = recycled->data() + item.first_output;
+    operands.recyclable = compiled.recyclable.data() + item.first_output;
+  }
+  run_fused(compiled.fused[item.fused], operands);
+}
+
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
   // Taken before the values: it is let go after the replay's own handles are.
-  std::unique_lock<std::mutex> recycling(compiled.recycled->mutex, std::try_to_lock);
-  std::vector<Tensor>* recycled = recycling.owns_lock() ? &compiled.recycled->tensors : nullptr;
+  std::unique_lock<std::mutex> keeping(compiled.kept->mutex, std::try_to_lock);
+  std::vector<Tensor>* recycled = keeping.owns_lock() ? &compiled.kept->recycled : nullptr;
   if (recycled != nullptr) recycled->resize(compiled.replay_outputs.size());
   // A concurrent replay has an arena of its own. It is a tensor's buffer, so that
   // memory_stats() counts it; it never leaves the replay.
   Tensor own_arena;
-  Tensor& arena = recycled != nullptr ? compiled.recycled->arena : own_arena;
+  Tensor& arena = recycled != nullptr ? compiled.kept->arena : own_arena;
   std::byte* arena_base = nullptr;
   if (compiled.arena_bytes != 0) {
     if (!arena.defined()) {
@@ -637,49 +685,18 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
   const std::vector<TraceStep>& steps = trace.steps;
   std::size_t next_step = 0;
   std::vector<Tensor> inputs;
-  // A fused item's operands (LoopOperands), without a copy of each input's handle.
-  std::vector<const Tensor*> loop_inputs;
-  std::vector<const void*> input_elements;
-  std::vector<Tensor*> destinations;
-  std::vector<void*> output_elements;
+  LoopOperandLists loop_operands;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     while (next_step < steps.size() && steps[next_step].position <= item.position) {
       run_step(steps[next_step++], compiled, values);
     }
-    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
     if (item.fused != ReplayItem::kNone) {
-      loop_inputs.resize(item.input_count);
-      input_elements.resize(item.input_count);
-      for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
-        loop_inputs[k] = in->constant ? &compiled.constants[in->index]
-                         : in->arena  ? nullptr
-                                      : &values[in->index];
-        input_elements[k] = in->arena      ? arena_base + in->index
-                            : in->constant ? compiled.constant_elements[in->index]
-                                           : nullptr;
-      }
-      destinations.resize(item.output_count);
-      output_elements.resize(item.output_count);
-      const std::uint32_t* output_arena = compiled.output_arena.data() + item.first_output;
-      for (std::uint32_t j = 0; j < item.output_count; ++j) {
-        const bool in_arena = output_arena[j] != FunctionTrace::kNotInArena;
-        destinations[j] = in_arena ? nullptr : &values[output[j]];
-        output_elements[j] = in_arena ? arena_base + output_arena[j] : nullptr;
-      }
-      LoopOperands operands;
-      operands.inputs = loop_inputs.data();
-      operands.input_elements = input_elements.data();
-      operands.destinations = destinations.data();
-      operands.output_elements = output_elements.data();
-      if (recycled != nullptr) {
-        operands.recycled = recycled->data() + item.first_output;
-        operands.recyclable = compiled.recyclable.data() + item.first_output;
-      }
-      run_fused(compiled.fused[item.fused], operands);
+      run_loop_item(compiled, item, values, arena_base, recycled, loop_operands);
     } else {
       inputs.clear();
+      const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
       for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
         if (in->constant) {
           inputs.push_back(compiled.constants[in->index]);
@@ -712,20 +729,26 @@ std::size_t float_bytes(DType dtype) {
   return dtype == DType::Float32 ? sizeof(float) : sizeof(double);
 }
 
-// Which outputs of fused loops the next replay may write again (FunctionTrace::recycled):
-// those of at most kRecycledBytes (where a tensor handle costs more than its elements) that
-// are neither a result nor read by a step (a Variable assignment, a host step).
-// Those are the only ways a value leaves a replay, and whoever gets one may remember its id
-// (a tape records ids), which a recycled tensor keeps. A view of a value that leaves holds
-// the value's handle, so the value is not written again while the view lives.
-constexpr std::size_t kRecycledBytes = 4096;
-void plan_recycling(FunctionTrace& compiled) {
+// Per trace value, whether it leaves a replay: a result, or read by a step (a Variable
+// assignment, a host step).
+std::vector<bool> leaving_values(const FunctionTrace& compiled) {
   std::vector<bool> leaves(compiled.trace.num_values(), false);
   const auto mark = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) leaves[in.value] = true;
   };
   for (const TracedInput& result : compiled.results) mark(result);
   for (const TraceStep& step : compiled.trace.steps) for_each_read(step, mark);
+  return leaves;
+}
+
+// Which outputs of fused loops the next replay may write again (ReplayMemory::recycled):
+// those of at most kRecycledBytes (where a tensor handle costs more than its elements) that
+// are neither a result nor read by a step (a Variable assignment, a host step).
+// Those are the only ways a value leaves a replay, and whoever gets one may remember its id
+// (a tape records ids), which a recycled tensor keeps. A view of a value that leaves holds
+// the value's handle, so the value is not written again while the view lives.
+constexpr std::size_t kRecycledBytes = 4096;
+void plan_recycling(FunctionTrace& compiled, const std::vector<bool>& leaves) {
   compiled.recyclable.assign(compiled.replay_outputs.size(), 0);
   for (const ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
@@ -752,20 +775,16 @@ void plan_recycling(FunctionTrace& compiled) {
 // after the value's last reader, most recently freed first, so that a recursion's temporaries
 // keep reusing the same few cache lines. Runs before plan_slots, on trace values: arena values
 // get no slot. Nothing goes to the arena when it would pass 4 GiB (offsets are 32-bit).
-void plan_arena(FunctionTrace& compiled) {
+void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
   const OpTrace& trace = compiled.trace;
   constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
   const std::size_t value_count = trace.num_values();
   compiled.output_arena.assign(compiled.replay_outputs.size(), FunctionTrace::kNotInArena);
   // Per value: whether loops alone read it, as its elements in order, and how many item
   // inputs read it.
-  std::vector<std::uint8_t> loops_only(value_count, 1);
+  std::vector<std::uint8_t> loops_only(value_count);
+  for (std::size_t v = 0; v < value_count; ++v) loops_only[v] = leaves[v] ? 0 : 1;
   std::vector<std::uint32_t> item_reads(value_count, 0);
-  const auto read_elsewhere = [&](const TracedInput& in) {
-    if (in.value != TracedInput::kConstant) loops_only[in.value] = 0;
-  };
-  for (const TracedInput& result : compiled.results) read_elsewhere(result);
-  for (const TraceStep& step : trace.steps) for_each_read(step, read_elsewhere);
   for (const ReplayItem& item : compiled.items) {
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
@@ -837,31 +856,25 @@ void plan_arena(FunctionTrace& compiled) {
   constexpr std::uint64_t kAlignment = 64;
   constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
   std::vector<std::uint64_t> offset_of(value_count, kNoOffset);
-  std::vector<std::uint64_t> bytes_of(value_count, 0);                             // 0 for a part
-  std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>> free_offsets;  // by size
+  std::vector<std::uint64_t> bytes_of(value_count, 0);               // 0 for a part
+  std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets;  // by size
   std::uint64_t top = 0;
   const auto take = [&](std::size_t v, std::uint64_t bytes) {
     bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    auto list = std::find_if(free_offsets.begin(), free_offsets.end(),
-                             [&](const auto& entry) { return entry.first == bytes; });
-    if (list != free_offsets.end() && !list->second.empty()) {
-      offset_of[v] = list->second.back();
-      list->second.pop_back();
-    } else {
+    std::vector<std::uint64_t>& reusable = free_offsets[bytes];
+    if (reusable.empty()) {
       offset_of[v] = top;
       top += bytes;
+    } else {
+      offset_of[v] = reusable.back();
+      reusable.pop_back();
     }
     bytes_of[v] = bytes;
   };
   const auto give_back = [&](std::size_t v) {
-    if (offset_of[v] == kNoOffset || bytes_of[v] == 0) return;
-    auto list = std::find_if(free_offsets.begin(), free_offsets.end(),
-                             [&](const auto& entry) { return entry.first == bytes_of[v]; });
-    if (list == free_offsets.end()) {
-      free_offsets.emplace_back(bytes_of[v], std::vector<std::uint64_t>());
-      list = free_offsets.end() - 1;
+    if (offset_of[v] != kNoOffset && bytes_of[v] != 0) {
+      free_offsets[bytes_of[v]].push_back(offset_of[v]);
     }
-    list->second.push_back(offset_of[v]);
   };
   for (const ReplayItem& item : compiled.items) {
     if (item.fused != ReplayItem::kNone) {
@@ -1047,8 +1060,9 @@ struct FunctionState {
       plan_items(*compiled, kept_ops(*compiled, options.optimize), options.optimize);
       plan_lifetimes(*compiled);
       plan_constant_elements(*compiled);
-      plan_recycling(*compiled);
-      plan_arena(*compiled);
+      const std::vector<bool> leaves = leaving_values(*compiled);
+      plan_recycling(*compiled, leaves);
+      plan_arena(*compiled, leaves);
       plan_slots(*compiled, traced_args.size());
       compiled->one_op_under_tapes = one_op_under_tapes(*compiled);
     } else {

@@ -19,10 +19,6 @@
 namespace tapegrad::detail {
 namespace {
 
-std::size_t element_count(const Shape& shape) {
-  return std::accumulate(shape.begin(), shape.end(), std::size_t{1}, std::multiplies<>());
-}
-
 bool defined_input(const TracedInput& in) {
   return in.value != TracedInput::kConstant || in.constant.defined();
 }
@@ -53,8 +49,8 @@ std::optional<FusedElementwise::InputRead> broadcast_read(const Shape& input, co
       broadcast_after_first = true;
     }
   }
-  const std::size_t elements = element_count(output);
-  if (element_count(input) == elements) return FusedElementwise::InputRead{0, false};
+  const std::size_t elements = num_elements(output);
+  if (num_elements(input) == elements) return FusedElementwise::InputRead{0, false};
   const std::size_t period = std::accumulate(output.begin() + static_cast<std::ptrdiff_t>(first),
                                              output.end(), std::size_t{1}, std::multiplies<>());
   const bool expanded = broadcast_after_first || first == output.size();
@@ -203,7 +199,7 @@ bool fusable(const OpTrace& trace, const TracedOp& op, std::size_t batch) {
   if (dtype != DType::Float32 && dtype != DType::Float64) return false;
   const Shape& own_shape = op.output_shapes()[0];
   const Shape shape = batch == 0 ? own_shape : with_batch_axis(batch, own_shape);
-  const std::size_t elements = element_count(shape);
+  const std::size_t elements = num_elements(shape);
   if (elements == 0 || elements > rule->max_elements) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
     if (!defined_input(in) || dtype_of_input(trace, in) != dtype) return false;
@@ -517,7 +513,7 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
 bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
   return op.op->gather_rule != nullptr && op.outputs.size() == 1 && op.inputs.size() == 2 &&
          op.output_dtypes()[0] == dtype && op.output_shapes()[0] == shape && op.attrs != nullptr &&
-         op.attrs->has("axis") && element_count(shape) > 0;
+         op.attrs->has("axis") && num_elements(shape) > 0;
 }
 
 std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
@@ -574,7 +570,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   fused.dtype = first.output_dtypes()[0];
   fused.shape =
       batch == 0 ? first.output_shapes()[0] : with_batch_axis(batch, first.output_shapes()[0]);
-  fused.elements = element_count(fused.shape);
+  fused.elements = num_elements(fused.shape);
 
   // The last op of the run that reads each value the run computes.
   // Flat maps keyed by trace value + 1 (IdMap keeps 0 for an empty cell): a trace of small ops
@@ -712,7 +708,7 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& s
   FusedElementwise fused;
   fused.dtype = op.output_dtypes()[0];
   fused.shape = op.output_shapes()[0];
-  fused.elements = element_count(fused.shape);
+  fused.elements = num_elements(fused.shape);
   fused.outputs = {op.outputs[0]};
   const FoldRule& rule = *op.op->fold_rule;
   // The start, a constant scalar read as one repeated element; then each row.
