@@ -1,7 +1,8 @@
 // Random op graphs: the tape's first and second derivatives against central differences, and
 // vectorized_map of the gradient and the vectorized Jacobian against their loops on points
 // whose patterns differ in a middle slice (fuzz/random_graph.hpp builds the graphs,
-// fuzz/graph_check.hpp compares).
+// fuzz/graph_check.hpp compares); and a Function of each graph against the eager calls, alone
+// and under two tapes and a forward accumulator.
 //
 // TAPEGRAD_FUZZ_SEED=<seed> sets the first graph's seed (graph i uses seed + i) and
 // TAPEGRAD_FUZZ_GRAPHS=<n> the number of graphs; a failure prints the seed that reproduces it:
@@ -9,7 +10,9 @@
 // TAPEGRAD_FUZZ_VERBOSE=1 prints every graph.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -161,6 +164,138 @@ TEST_CASE(
   }
   std::cout << "random graphs through function: " << graphs << " graphs, " << calls
             << " calls compared, " << failures << " failed\n";
+  INFO(first_failure);
+  REQUIRE(failures == 0);
+}
+
+namespace {
+
+// What a Function must give under tapes and an accumulator, with `evaluate` computing the
+// graph's output y at `at`: y; the gradients g_k of sum(w * y) (w = 1 + 0.01 i) from an inner
+// tape; the JVP of y along t_k = 0.3 x_k + 0.7 from a ForwardAccumulator; and the gradients of
+// sum_k sum((x_k + 0.5) * g_k) from an outer tape (second order). Unconnected ones are zeros.
+std::vector<tapegrad::Tensor> nested_derivatives(
+    const std::function<tapegrad::Tensor(const std::vector<tapegrad::Tensor>&)>& evaluate,
+    const std::vector<tapegrad::Tensor>& at) {
+  using namespace tapegrad;
+  const auto number = [](double v) { return scalar(v, DType::Float64); };
+  GradientTape outer;
+  GradientTape inner;
+  outer.watch(at);
+  inner.watch(at);
+  const Tensor y = evaluate(at);
+  const Tensor w =
+      add(multiply(range(0.0, static_cast<double>(y.size())), number(0.01)), number(1.0));
+  const std::vector<Tensor> g =
+      inner.gradient(reduce_sum(multiply(y, w)), at, UnconnectedGradients::Zero);
+  Tensor second = number(0.0);
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    second = add(second, reduce_sum(multiply(g[k], add(at[k], number(0.5)))));
+  }
+  const std::vector<Tensor> h = outer.gradient(second, at, UnconnectedGradients::Zero);
+  std::vector<Tensor> tangents;
+  for (const Tensor& x : at) tangents.push_back(add(multiply(x, number(0.3)), number(0.7)));
+  Tensor jvp;
+  {
+    ForwardAccumulator accumulator(at, tangents);
+    jvp = accumulator.jvp(evaluate(at), UnconnectedGradients::Zero);
+  }
+  std::vector<Tensor> results{y};
+  results.insert(results.end(), g.begin(), g.end());
+  results.push_back(jvp);
+  results.insert(results.end(), h.begin(), h.end());
+  return results;
+}
+
+// Empty when got equals want to rounding (|got - want| <= 1e-10 (1 + |want|), NaN where want
+// is NaN), else the first element that differs.
+std::string rounding_difference(const tapegrad::Tensor& got, const tapegrad::Tensor& want) {
+  if (got.shape() != want.shape()) return "shapes differ";
+  const auto& a = got.array<double>();
+  const auto& b = want.array<double>();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = a.data()[i], expected = b.data()[i];
+    if ((std::isnan(x) && std::isnan(expected)) ||
+        std::abs(x - expected) <= 1e-10 * (1.0 + std::abs(expected))) {
+      continue;
+    }
+    return "element " + std::to_string(i) + ": " + std::to_string(x) + ", expected " +
+           std::to_string(expected);
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "random graphs: a Function under two tapes and an accumulator, value and gradients bit for "
+    "bit, second derivatives and JVP to rounding") {
+  // The Function is one recorded op whose gradient and forward rule are traced Functions, so
+  // its value and first-order gradients run the eager kernels in the eager order: the same
+  // bits. The second order differentiates the traced gradient (its sums of contributions come
+  // in another order) and the JVP comes from the traced forward rule: equal to rounding.
+  using namespace tapegrad;
+  using namespace tapegrad::fuzz;
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
+  constexpr std::uint64_t kGraphs = 40;
+#else
+  constexpr std::uint64_t kGraphs = 150;
+#endif
+  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
+  const std::uint64_t graphs = std::min(kGraphs, env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs));
+  std::uint64_t failures = 0, compared = 0;
+  std::string first_failure;
+  for (std::uint64_t n = 0; n < graphs; ++n) {
+    const std::uint64_t seed = first_seed + n;
+    const RandomGraph graph = RandomGraph::generate(seed);
+    const std::vector<Tensor>& base_point = graph.inputs();
+    std::vector<Tensor> second_point;
+    for (const Tensor& x : base_point) {
+      second_point.push_back(multiply(x, scalar(1.01, DType::Float64)));
+    }
+    const std::size_t first_order_results = 1 + base_point.size();
+    for (bool optimize : {true, false}) {
+      const Function f = function(
+          [&](const std::vector<Tensor>& args) {
+            return std::vector<Tensor>{graph.evaluate(args)};
+          },
+          FunctionOptions{16, optimize});
+      for (const std::vector<Tensor>* point :
+           std::vector<const std::vector<Tensor>*>{&base_point, &base_point, &second_point}) {
+        std::string failure;
+        try {
+          const std::vector<Tensor> got = nested_derivatives(
+              [&](const std::vector<Tensor>& args) { return f(args)[0]; }, *point);
+          const std::vector<Tensor> expected = nested_derivatives(
+              [&](const std::vector<Tensor>& args) { return graph.evaluate(args); }, *point);
+          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
+            ++compared;
+            if (i < first_order_results) {
+              if (got[i].shape() != expected[i].shape() ||
+                  tapegrad::testing::element_bytes(got[i]) !=
+                      tapegrad::testing::element_bytes(expected[i])) {
+                failure = "result " + std::to_string(i) + " is not the eager bits";
+              }
+            } else if (const std::string d = rounding_difference(got[i], expected[i]); !d.empty()) {
+              failure = "result " + std::to_string(i) + ", " + d;
+            }
+          }
+        } catch (const std::exception& e) {
+          failure = std::string("exception: ") + e.what();
+        }
+        if (!failure.empty()) {
+          ++failures;
+          const std::string report = "seed " + std::to_string(seed) +
+                                     (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
+                                     "\n" + graph.describe();
+          std::cerr << report;
+          if (first_failure.empty()) first_failure = report;
+        }
+      }
+    }
+  }
+  std::cout << "random graphs through a Function under tapes: " << graphs << " graphs, " << compared
+            << " results compared, " << failures << " failed\n";
   INFO(first_failure);
   REQUIRE(failures == 0);
 }

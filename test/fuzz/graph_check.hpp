@@ -32,7 +32,8 @@ struct GraphCheckResult {
 // Jacobian: tape.jacobian of the output w.r.t. every input, contracted with w, equals the
 // gradient. Vectorized: on a batch of three points, the base point at both ends and a moved
 // one in the middle (its elements reversed and jittered, so maxima, orders, signs and ties
-// differ there only), vectorized_map of the gradient without its loop fallback equals the
+// differ there only; a milder move where that one leaves the graph's conditioning, as an
+// overflowing pow would), vectorized_map of the gradient without its loop fallback equals the
 // gradient at each point, and at the moved point tape.jacobian vectorized equals it looped
 // (NaN where the other has NaN). An exception from the library is a failure too.
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});
