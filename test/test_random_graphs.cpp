@@ -94,11 +94,11 @@ TEST_CASE("random graphs: first and second derivatives match central differences
 
 TEST_CASE(
     "random graphs: a Function's replays of the value and gradient equal the eager call bit "
-    "for bit, fused and op by op") {
+    "for bit, fused and op by op, float64 and float32") {
   // Every graph as fn: its value and the gradient of a weighted sum of it with respect to
   // every input. The fused replay plans runs across broadcasts, interleaved shapes and
   // gathers; each call (the trace, then replays at the base point and at a second point)
-  // must give the eager bits.
+  // must give the eager bits, in both floating dtypes (their loops differ in vector width).
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
@@ -110,16 +110,18 @@ TEST_CASE(
   const std::uint64_t graphs = std::min(kGraphs, env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs));
   std::uint64_t failures = 0, calls = 0;
   std::string first_failure;
-  for (std::uint64_t n = 0; n < graphs; ++n) {
-    const std::uint64_t seed = first_seed + n;
-    const RandomGraph graph = RandomGraph::generate(seed);
+  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
+    const std::uint64_t seed = first_seed + n / 2;
+    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
+    const RandomGraph graph = RandomGraph::generate(seed, dtype);
     const auto fn = [&](const std::vector<Tensor>& args) {
       GradientTape tape;
       for (const Tensor& a : args) tape.watch(a);
       const Tensor y = graph.evaluate(args);
-      const Tensor weights =
+      const Tensor weights = cast(
           add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-              scalar(1.0, DType::Float64));
+              scalar(1.0, DType::Float64)),
+          dtype);
       std::vector<Tensor> results{y};
       for (Tensor& g : tape.gradient(reduce_sum(multiply(y, weights)), args)) {
         results.push_back(g.defined() ? g : zeros_like(args[results.size() - 1]));
@@ -129,7 +131,7 @@ TEST_CASE(
     const std::vector<Tensor>& base_point = graph.inputs();
     std::vector<Tensor> second_point;
     for (const Tensor& x : graph.inputs()) {
-      second_point.push_back(multiply(x, scalar(1.01, DType::Float64)));
+      second_point.push_back(multiply(x, scalar(1.01, dtype)));
     }
     for (bool optimize : {true, false}) {
       const Function f = function(fn, FunctionOptions{16, optimize});
@@ -153,7 +155,7 @@ TEST_CASE(
         }
         if (!failure.empty()) {
           ++failures;
-          const std::string report = "seed " + std::to_string(seed) +
+          const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
                                      (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
                                      "\n" + graph.describe();
           std::cerr << report;
@@ -162,7 +164,7 @@ TEST_CASE(
       }
     }
   }
-  std::cout << "random graphs through function: " << graphs << " graphs, " << calls
+  std::cout << "random graphs through function: " << graphs << " graphs in each dtype, " << calls
             << " calls compared, " << failures << " failed\n";
   INFO(first_failure);
   REQUIRE(failures == 0);

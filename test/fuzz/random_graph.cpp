@@ -21,7 +21,7 @@ constexpr double kValueBound = 100.0;
 constexpr std::size_t kMaxElements = 48;
 
 std::vector<double> values_of(const Tensor& t) {
-  const auto& a = t.array<double>();
+  const auto& a = (t.dtype() == DType::Float64 ? t : cast(t, DType::Float64)).array<double>();
   return std::vector<double>(a.begin(), a.end());
 }
 
@@ -101,7 +101,7 @@ Tensor identity_matrix(std::size_t n) {
 // finite and bounded.
 class GraphBuilder {
  public:
-  explicit GraphBuilder(std::uint64_t seed) : rng_(seed) { graph_.seed_ = seed; }
+  GraphBuilder(std::uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) { graph_.seed_ = seed; }
 
   RandomGraph build() {
     make_inputs();
@@ -134,7 +134,11 @@ class GraphBuilder {
   Tensor random_values(const Shape& shape, double lo, double hi) {
     std::vector<double> v(num_elements(shape));
     for (auto& x : v) x = uniform(lo, hi);
-    return from_values(v, shape);
+    return constant_of(v, shape);
+  }
+  // A constant of the graph's dtype.
+  Tensor constant_of(const std::vector<double>& values, const Shape& shape) const {
+    return from_values(values, shape, dtype_);
   }
 
   // ---- inputs: suffixes of one base shape with some dimensions set to 1, so they broadcast
@@ -181,7 +185,7 @@ class GraphBuilder {
     for (std::size_t a : args) in.push_back(nodes_[a]);
     const std::vector<Tensor> out = apply(in);
     for (const Tensor& t : out) {
-      if (t.dtype() != DType::Float64 || t.size() > kMaxElements) return false;
+      if (t.dtype() != dtype_ || t.size() > kMaxElements) return false;
       for (double v : values_of(t))
         if (!std::isfinite(v) || std::abs(v) > kValueBound) return false;
     }
@@ -213,7 +217,7 @@ class GraphBuilder {
       }
     }
     if (!any) return as_is();
-    Tensor shift = from_values(c, x.shape());
+    Tensor shift = constant_of(c, x.shape());
     return {[shift](const Tensor& t) { return add(t, shift); },
             "(x + shift away from 0 by " + std::to_string(margin) + ")"};
   }
@@ -225,9 +229,9 @@ class GraphBuilder {
       return as_is();
     const double lo = floor + margin;
     if (coin())
-      return {[lo](const Tensor& t) { return add(softplus(t), scalar(lo, DType::Float64)); },
+      return {[lo](const Tensor& t) { return add(softplus(t), scalar(lo, t.dtype())); },
               "(softplus(x) + " + std::to_string(lo) + ")"};
-    return {[lo](const Tensor& t) { return add(exp(tanh(t)), scalar(lo, DType::Float64)); },
+    return {[lo](const Tensor& t) { return add(exp(tanh(t)), scalar(lo, t.dtype())); },
             "(exp(tanh(x)) + " + std::to_string(lo) + ")"};
   }
   // |result| <= bound: x itself when it already is, else bound * tanh(x / bound).
@@ -235,10 +239,9 @@ class GraphBuilder {
     const auto v = values_of(x);
     if (std::all_of(v.begin(), v.end(), [&](double e) { return std::abs(e) <= bound; }))
       return as_is();
-    return {[bound](const Tensor& t) {
-              return multiply(tanh(t / bound), scalar(bound, DType::Float64));
-            },
-            std::to_string(bound) + "*tanh(x/" + std::to_string(bound) + ")"};
+    return {
+        [bound](const Tensor& t) { return multiply(tanh(t / bound), scalar(bound, t.dtype())); },
+        std::to_string(bound) + "*tanh(x/" + std::to_string(bound) + ")"};
   }
   // `text` with its argument "x" (a lone x, not the x of "exp") renamed to `arg`.
   static std::string wrap(const std::string& text, const std::string& arg) {
@@ -409,7 +412,7 @@ class GraphBuilder {
         return commit(
             std::string(is_max ? "maximum" : "minimum") + "(a, b + " + std::to_string(s) + ")",
             {i, j}, [is_max, s](const std::vector<Tensor>& x) {
-              const Tensor shifted = add(x[1], scalar(s, DType::Float64));
+              const Tensor shifted = add(x[1], scalar(s, x[1].dtype()));
               return std::vector<Tensor>{is_max ? maximum(x[0], shifted) : minimum(x[0], shifted)};
             });
       }
@@ -457,7 +460,7 @@ class GraphBuilder {
     const std::string text = std::string(names[kind]) + "(x" + (kind >= 4 ? " + ramp" : "") +
                              ", axes=" + list_text(axes) +
                              ", keepdims=" + (keepdims ? "true" : "false") + ")";
-    Tensor ramp = zeros(s);
+    Tensor ramp = zeros(s, dtype_);
     if (kind >= 4) {  // a fixed ramp over each group's elements separates its extremum
       const auto groups = reduction_groups(s, reduced);
       const auto v = values_of(x);
@@ -479,7 +482,7 @@ class GraphBuilder {
           shifted[k] = v[k] + r_values[k];
         }
         if (extremum_gap(shifted, groups, sign) >= 0.05) {
-          ramp = from_values(r_values, s);
+          ramp = constant_of(r_values, s);
           ok = true;
           break;
         }
@@ -769,11 +772,11 @@ class GraphBuilder {
     if (n == 0 || n > 4) return false;
     std::vector<std::int64_t> begin(r, 0), size(r, -1);
     size[r - 2] = size[r - 1] = static_cast<std::int64_t>(n);
-    const Tensor eye = identity_matrix(n);
+    const Tensor eye = cast(identity_matrix(n), dtype_);
     const double scale = 0.4 / static_cast<double>(n);
     // I + (0.4/n) tanh(X): every eigenvalue within 0.4 of 1.
     auto near_identity = [begin, size, eye, scale](const Tensor& x) {
-      return add(eye, multiply(tanh(slice(x, begin, size)), scalar(scale, DType::Float64)));
+      return add(eye, multiply(tanh(slice(x, begin, size)), scalar(scale, x.dtype())));
     };
     const std::string a_text = "(I + " + std::to_string(scale) +
                                "*tanh(x[..., :" + std::to_string(n) + ", :" + std::to_string(n) +
@@ -809,7 +812,7 @@ class GraphBuilder {
         return commit("cholesky(B B^T + I), B = " + std::to_string(c) + "*tanh(x[..., :n, :n])",
                       {i}, [begin, size, eye, c](const std::vector<Tensor>& a) {
                         const Tensor b =
-                            multiply(tanh(slice(a[0], begin, size)), scalar(c, DType::Float64));
+                            multiply(tanh(slice(a[0], begin, size)), scalar(c, a[0].dtype()));
                         return std::vector<Tensor>{cholesky(add(matmul(b, b, false, true), eye))};
                       });
       }
@@ -844,11 +847,14 @@ class GraphBuilder {
   }
 
   std::mt19937_64 rng_;
+  DType dtype_;
   RandomGraph graph_;
   std::vector<Tensor> nodes_;
 };
 
-RandomGraph RandomGraph::generate(std::uint64_t seed) { return GraphBuilder(seed).build(); }
+RandomGraph RandomGraph::generate(std::uint64_t seed, DType dtype) {
+  return GraphBuilder(seed, dtype).build();
+}
 
 std::vector<Tensor> RandomGraph::evaluate_nodes(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> nodes = inputs;
@@ -890,7 +896,7 @@ RandomGraph RandomGraph::isolate(std::size_t index) const {
   for (std::size_t k = 0; k < step.args.size(); ++k) {
     // A fresh tensor per argument: a repeated argument becomes two independent inputs.
     const Tensor& v = nodes[step.args[k]];
-    g.inputs_.push_back(from_values(values_of(v), v.shape()));
+    g.inputs_.push_back(from_values(values_of(v), v.shape(), v.dtype()));
     g.node_shapes_.push_back(nodes[step.args[k]].shape());
     alone.args.push_back(k);
   }

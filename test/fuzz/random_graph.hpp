@@ -1,7 +1,7 @@
 // Seeded random op graphs for the gradient fuzz test (test_random_graphs.cpp).
 //
-// A RandomGraph is a DAG of 3..12 differentiable ops over 1..3 float64 inputs of random
-// broadcastable shapes (size-0 and size-1 dimensions included). The generator builds it
+// A RandomGraph is a DAG of 3..12 differentiable ops over 1..3 float64 (or float32) inputs of
+// random broadcastable shapes (size-0 and size-1 dimensions included). The generator builds it
 // eagerly at a base point: every op is run once there, and any constant that keeps the op
 // away from a non-differentiable point (a shift away from 0 for abs/relu/reciprocal, a ramp
 // that separates the candidates of a max, a positive transform before log/sqrt/pow, a
@@ -28,8 +28,9 @@ struct GraphStep {
 
 class RandomGraph {
  public:
-  // The same seed gives the same graph and the same base-point inputs.
-  static RandomGraph generate(std::uint64_t seed);
+  // The same seed gives the same graph and the same base-point inputs. Inputs, constants and
+  // every node are of `dtype` (float64 or float32).
+  static RandomGraph generate(std::uint64_t seed, DType dtype = DType::Float64);
 
   std::uint64_t seed() const { return seed_; }
   const std::vector<Tensor>& inputs() const { return inputs_; }
