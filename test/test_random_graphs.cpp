@@ -1,8 +1,9 @@
-// Random op graphs: the tape's first and second derivatives against central differences, and
-// vectorized_map of the gradient and the vectorized Jacobian against their loops on points
-// whose patterns differ in a middle slice (fuzz/random_graph.hpp builds the graphs,
-// fuzz/graph_check.hpp compares); and a Function of each graph against the eager calls, alone
-// and under two tapes and a forward accumulator.
+// Random op graphs: the tape's first and second derivatives against central differences,
+// forward mode (and forward over reverse) against reverse mode, and vectorized_map of the
+// gradient and the vectorized Jacobian against their loops on points whose patterns differ in
+// a middle slice (fuzz/random_graph.hpp builds the graphs, fuzz/graph_check.hpp compares);
+// and a Function of each graph against the eager calls, alone and under two tapes and a
+// forward accumulator.
 //
 // TAPEGRAD_FUZZ_SEED=<seed> sets the first graph's seed (graph i uses seed + i) and
 // TAPEGRAD_FUZZ_GRAPHS=<n> the number of graphs; a failure prints the seed that reproduces it:

@@ -83,6 +83,8 @@ class Objective {
     return tape.jacobian(graph_.evaluate(x), x, UnconnectedGradients::Zero);
   }
   const std::vector<double>& weights() const { return w_values_; }
+  // The directions v_k of the second order, one per input.
+  const std::vector<Tensor>& directions() const { return v_; }
 
   // g(x) = sum_k sum(v_k * df/dx_k), in plain doubles.
   double second(const std::vector<Tensor>& x) const {
@@ -304,6 +306,47 @@ bool compare_vectorized(const RandomGraph& graph, const Objective& objective,
   return true;
 }
 
+// Forward mode against reverse mode. The JVP of the output along the directions v_k (a
+// ForwardAccumulator over the graph) equals sum_k J_k v_k from the tape's Jacobians; the JVP of
+// the gradient along v (the accumulator around the tape: forward over reverse) equals the
+// nested tapes' gradient of sum_k sum(v_k * gradient_k) (H v both ways: H is symmetric).
+bool compare_forward(const RandomGraph& graph, const Objective& objective,
+                     const GraphCheckOptions& options, GraphCheckResult& result) {
+  const std::vector<Tensor>& x = graph.inputs();
+  const std::vector<Tensor>& v = objective.directions();
+  Tensor output_jvp;
+  std::vector<Tensor> gradient_jvps;
+  {
+    ForwardAccumulator accumulator(x, v);
+    output_jvp = accumulator.jvp(graph.evaluate(x), UnconnectedGradients::Zero);
+    for (const Tensor& g : objective.gradient(x)) {
+      gradient_jvps.push_back(accumulator.jvp(g, UnconnectedGradients::Zero));
+    }
+  }
+  const std::vector<Tensor> jacobians = objective.jacobians(x);
+  std::vector<double> expected(output_jvp.size(), 0.0);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const std::vector<double> j = values_of(jacobians[k]), direction = values_of(v[k]);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      for (std::size_t e = 0; e < direction.size(); ++e) {
+        expected[i] += j[i * direction.size() + e] * direction[e];
+      }
+    }
+  }
+  if (!same_values("forward-mode JVP of the output", output_jvp,
+                   from_values(expected, output_jvp.shape()), options, result)) {
+    return false;
+  }
+  const std::vector<Tensor> reverse_over_reverse = objective.second_gradient(x);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (!same_values("forward-over-reverse H v w.r.t. input " + std::to_string(k), gradient_jvps[k],
+                     reverse_over_reverse[k], options, result)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options) {
@@ -321,6 +364,9 @@ GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& 
     }
     if (result.passed && options.vectorized) {
       result.passed = compare_vectorized(graph, objective, options, result);
+    }
+    if (result.passed && options.forward) {
+      result.passed = compare_forward(graph, objective, options, result);
     }
     if (result.passed && options.second_order) {
       result.passed = compare(

@@ -16,6 +16,9 @@ struct GraphCheckOptions {
   // vectorized_map of the gradient over three points (the middle one moved) equals the loop,
   // and the vectorized Jacobian at the moved point equals the looped one
   bool vectorized = true;
+  // forward mode: the JVP of the output equals the Jacobians applied to the directions, and
+  // forward over reverse equals the nested tapes' H v
+  bool forward = true;
 };
 
 struct GraphCheckResult {
@@ -35,7 +38,10 @@ struct GraphCheckResult {
 // differ there only; a milder move where that one leaves the graph's conditioning, as an
 // overflowing pow would), vectorized_map of the gradient without its loop fallback equals the
 // gradient at each point, and at the moved point tape.jacobian vectorized equals it looped
-// (NaN where the other has NaN). An exception from the library is a failure too.
+// (NaN where the other has NaN). Forward: a ForwardAccumulator's JVP of the output along
+// directions v_k equals sum_k J_k v_k, and its JVP of the tape's gradient (forward over
+// reverse) equals the second order's nested-tape gradient (both H v). An exception from the
+// library is a failure too.
 GraphCheckResult check_graph(const RandomGraph& graph, const GraphCheckOptions& options = {});
 
 }  // namespace tapegrad::fuzz
