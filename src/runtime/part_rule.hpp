@@ -3,7 +3,7 @@
 // or a concat along such an axis (the whole is its output, the parts its inputs). A fused loop
 // of elementwise ops then reads a split's part in place, at its offset into the input
 // (runtime/fused_elementwise.cpp), or writes a concat's part straight into the concat's output
-// (plan_arena in function.cpp), and the op itself does not run. GradBench's lstm splits each
+// (plan_arena in function_plan.cpp), and the op itself does not run. GradBench's lstm splits each
 // step's gates this way, and its gradient joins them again: thousands of ops a call.
 #pragma once
 
