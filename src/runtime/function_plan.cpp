@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
@@ -448,57 +449,60 @@ void plan_recycling(FunctionTrace& compiled, const std::vector<bool>& leaves) {
   }
 }
 
-// Which values live in the arena (FunctionTrace::output_arena) instead of tensors, and which
-// joins fused loops write in place.
-// - A recyclable output of a loop (plan_recycling: small, never leaving the replay) that only
-//   loops read, each as its elements in order (not expanded over a broadcast, nor a gather's
-//   params or indices, which need the tensor).
-// - A join (a concat with a join rule) whose output is such a value for loops and whose inputs
-//   are recyclable loop outputs that only it reads: the loops write them at their offsets
-//   into the join's output, and the join is not an item any more. An LSTM's gradient joins
-//   each step's two gate gradients this way.
-// Offsets are taken in replay order (a join's output with its first part) and given back
-// after the value's last reader, most recently freed first, so that a recursion's temporaries
-// keep reusing the same few cache lines. Runs before plan_slots, on trace values: arena values
-// get no slot. Nothing goes to the arena when it would pass 4 GiB (offsets are 32-bit).
-void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
-  const OpTrace& trace = compiled.trace;
-  constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
-  const std::size_t value_count = trace.num_values();
-  compiled.output_arena.assign(compiled.replay_outputs.size(), FunctionTrace::kNotInArena);
-  // Per value: whether loops alone read it, as its elements in order, and how many item
-  // inputs read it.
-  std::vector<std::uint8_t> loops_only(value_count);
-  for (std::size_t v = 0; v < value_count; ++v) loops_only[v] = leaves[v] ? 0 : 1;
-  std::vector<std::uint32_t> item_reads(value_count, 0);
+// plan_arena's markers: no join output (a value that is no part), no offset (not in the arena).
+constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
+constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
+
+// What plan_arena finds out, per trace value (and per item: `absorbed`).
+struct ArenaCandidates {
+  // Read by loops alone, each as its elements in order, and leaving nowhere.
+  std::vector<std::uint8_t> loops_only;
+  std::vector<std::uint32_t> item_reads;        // how many item inputs read it
+  std::vector<std::uint8_t> recyclable_output;  // a recyclable output of a loop
+  std::vector<std::uint8_t> in_arena;           // goes to the arena
+  std::vector<std::size_t> joined_into;         // a part: its join's output, else kNoValue
+  std::vector<std::size_t> start_in_whole;      // a part: where it starts, in elements
+  std::vector<std::uint8_t> absorbed;           // per item: a join the loops write in place
+};
+
+// The loop outputs that may live in the arena: recyclable ones that loops alone read.
+ArenaCandidates arena_candidates(const FunctionTrace& compiled, const std::vector<bool>& leaves) {
+  const std::size_t value_count = compiled.trace.num_values();
+  ArenaCandidates c;
+  c.loops_only.resize(value_count);
+  for (std::size_t v = 0; v < value_count; ++v) c.loops_only[v] = leaves[v] ? 0 : 1;
+  c.item_reads.assign(value_count, 0);
   for (const ReplayItem& item : compiled.items) {
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
       if (in[e].constant) continue;
-      ++item_reads[in[e].index];
+      ++c.item_reads[in[e].index];
       if (item.fused == ReplayItem::kNone) {
-        loops_only[in[e].index] = 0;
+        c.loops_only[in[e].index] = 0;
         continue;
       }
       const FusedElementwise::InputRead& how = compiled.fused[item.fused].reads[e];
-      if (how.expanded || how.gather != nullptr || how.indices_only) loops_only[in[e].index] = 0;
+      if (how.expanded || how.gather != nullptr || how.indices_only) c.loops_only[in[e].index] = 0;
     }
   }
-  std::vector<std::uint8_t> in_arena(value_count, 0);
-  std::vector<std::uint8_t> recyclable_output(value_count, 0);  // of a loop
+  c.in_arena.assign(value_count, 0);
+  c.recyclable_output.assign(value_count, 0);
   for (const ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
     for (std::uint32_t j = 0; j < item.output_count; ++j) {
       const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
-      recyclable_output[v] = compiled.recyclable[item.first_output + j];
-      in_arena[v] = recyclable_output[v] != 0 && loops_only[v] != 0 ? 1 : 0;
+      c.recyclable_output[v] = compiled.recyclable[item.first_output + j];
+      c.in_arena[v] = c.recyclable_output[v] != 0 && c.loops_only[v] != 0 ? 1 : 0;
     }
   }
+  c.joined_into.assign(value_count, kNoValue);
+  c.start_in_whole.assign(value_count, 0);
+  c.absorbed.assign(compiled.items.size(), 0);
+  return c;
+}
 
-  // The joins loops write in place: per part, the join's output and where the part starts.
-  std::vector<std::size_t> joined_into(value_count, kNoValue);
-  std::vector<std::size_t> start_in_whole(value_count, 0);  // in elements
-  std::vector<std::uint8_t> absorbed(compiled.items.size(), 0);
+// The joins loops write in place: per part, the join's output and where the part starts.
+void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
   std::vector<Shape> part_shapes;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
@@ -509,7 +513,7 @@ void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
     const std::uint32_t whole = compiled.replay_outputs[item.first_output];
     const DType dtype = item.signature->dtypes[0];
     const Shape& whole_shape = item.signature->shapes[0];
-    if (loops_only[whole] == 0 || (dtype != DType::Float32 && dtype != DType::Float64) ||
+    if (c.loops_only[whole] == 0 || (dtype != DType::Float32 && dtype != DType::Float64) ||
         num_elements(whole_shape) * float_bytes(dtype) > kRecycledBytes) {
       continue;
     }
@@ -517,31 +521,35 @@ void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
     part_shapes.clear();
     bool absorbable = true;
     for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
-      absorbable =
-          !in[e].constant && recyclable_output[in[e].index] != 0 && item_reads[in[e].index] == 1;
-      if (absorbable) part_shapes.push_back(trace.value_shape(in[e].index));
+      absorbable = !in[e].constant && c.recyclable_output[in[e].index] != 0 &&
+                   c.item_reads[in[e].index] == 1;
+      if (absorbable) part_shapes.push_back(compiled.trace.value_shape(in[e].index));
     }
     if (!absorbable) continue;
     for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
       const std::size_t start =
           item.definition->join_rule->offset(whole_shape, item.attrs, part_shapes, e);
       absorbable = start != PartRule::kNotAPart;
-      start_in_whole[in[e].index] = start;
+      c.start_in_whole[in[e].index] = start;
     }
     if (!absorbable) continue;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
-      joined_into[in[e].index] = whole;
-      in_arena[in[e].index] = 1;
+      c.joined_into[in[e].index] = whole;
+      c.in_arena[in[e].index] = 1;
     }
-    in_arena[whole] = 1;
-    absorbed[i] = 1;
+    c.in_arena[whole] = 1;
+    c.absorbed[i] = 1;
   }
+}
 
-  // Offsets in 64-byte steps: a value starts on a cache line of its own. A part's offset is
-  // inside its join's output, which alone is given back.
+// Each arena value's byte offset (kNoOffset for the others), in 64-byte steps: a value starts
+// on a cache line of its own. A part's offset is inside its join's output, which alone is
+// given back. Returns the arena's size in bytes.
+std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates& c,
+                            std::vector<std::uint64_t>& offset_of) {
   constexpr std::uint64_t kAlignment = 64;
-  constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
-  std::vector<std::uint64_t> offset_of(value_count, kNoOffset);
+  const std::size_t value_count = compiled.trace.num_values();
+  offset_of.assign(value_count, kNoOffset);
   std::vector<std::uint64_t> bytes_of(value_count, 0);               // 0 for a part
   std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets;  // by size
   std::uint64_t top = 0;
@@ -568,24 +576,29 @@ void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
       const std::size_t element_bytes = float_bytes(loop.dtype);
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
         const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
-        if (in_arena[v] == 0) continue;
-        const std::size_t whole = joined_into[v];
+        if (c.in_arena[v] == 0) continue;
+        const std::size_t whole = c.joined_into[v];
         if (whole == kNoValue) {
           take(v, loop.elements * element_bytes);
           continue;
         }
         if (offset_of[whole] == kNoOffset) {
-          take(whole, num_elements(trace.value_shape(whole)) * element_bytes);
+          take(whole, num_elements(compiled.trace.value_shape(whole)) * element_bytes);
         }
-        offset_of[v] = offset_of[whole] + start_in_whole[v] * element_bytes;
+        offset_of[v] = offset_of[whole] + c.start_in_whole[v] * element_bytes;
       }
     }
     const std::uint32_t* release = compiled.releases.data() + item.first_release;
     for (std::uint32_t k = 0; k < item.release_count; ++k) give_back(release[k]);
   }
-  if (top >= FunctionTrace::kNotInArena) return;  // everything stays a tensor
+  return top;
+}
 
-  compiled.arena_bytes = top;
+// Rewrites the plan for the arena: loop outputs and inputs at their offsets, no release of an
+// arena value (it has no tensor to let go), no item for an absorbed join.
+void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
+               const std::vector<std::uint64_t>& offset_of, std::uint64_t arena_bytes) {
+  compiled.arena_bytes = arena_bytes;
   for (const ReplayItem& item : compiled.items) {
     for (std::uint32_t j = 0; j < item.output_count; ++j) {
       const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
@@ -600,13 +613,12 @@ void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
     in.move = false;
     in.index = static_cast<std::uint32_t>(offset_of[in.index]);
   }
-  // Arena values have no tensor to let go, and absorbed joins are no items.
   std::vector<ReplayItem> items;
   items.reserve(compiled.items.size());
   std::vector<std::uint32_t> releases;
   releases.reserve(compiled.releases.size());
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
-    if (absorbed[i] != 0) continue;
+    if (c.absorbed[i] != 0) continue;
     ReplayItem item = compiled.items[i];
     const auto first = static_cast<std::uint32_t>(releases.size());
     for (std::uint32_t k = 0; k < item.release_count; ++k) {
@@ -619,6 +631,29 @@ void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
   }
   compiled.items = std::move(items);
   compiled.releases = std::move(releases);
+}
+
+// Which values live in the arena (FunctionTrace::output_arena) instead of tensors, and which
+// joins fused loops write in place.
+// - A recyclable output of a loop (plan_recycling: small, never leaving the replay) that only
+//   loops read, each as its elements in order (not expanded over a broadcast, nor a gather's
+//   params or indices, which need the tensor).
+// - A join (a concat with a join rule) whose output is such a value for loops and whose inputs
+//   are recyclable loop outputs that only it reads: the loops write them at their offsets
+//   into the join's output, and the join is not an item any more. An LSTM's gradient joins
+//   each step's two gate gradients this way.
+// Offsets are taken in replay order (a join's output with its first part) and given back
+// after the value's last reader, most recently freed first, so that a recursion's temporaries
+// keep reusing the same few cache lines. Runs before plan_slots, on trace values: arena values
+// get no slot. Nothing goes to the arena when it would pass 4 GiB (offsets are 32-bit).
+void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
+  compiled.output_arena.assign(compiled.replay_outputs.size(), FunctionTrace::kNotInArena);
+  ArenaCandidates candidates = arena_candidates(compiled, leaves);
+  absorb_joins(compiled, candidates);
+  std::vector<std::uint64_t> offset_of;
+  const std::uint64_t arena_bytes = arena_offsets(compiled, candidates, offset_of);
+  if (arena_bytes >= FunctionTrace::kNotInArena) return;  // everything stays a tensor
+  use_arena(compiled, candidates, offset_of, arena_bytes);
 }
 
 // Under tapes, fn as one recorded op: FunctionState::gradient_function and call_as_one_op
