@@ -380,6 +380,175 @@ TEST_CASE(
   REQUIRE(failures == 0);
 }
 
+TEST_CASE(
+    "random graphs: a Function of vectorized_map replays the batched values and gradients bit "
+    "for bit, float64 and float32") {
+  // fn maps (value, gradient of sum(w * value)) over a batch of three points built from its
+  // arguments (scaled by 1, 1.01 and 0.98: near the base point, whose conditioning the graph
+  // keeps), with no loop fallback: the trace holds vectorized_map's batched replay, whose ops
+  // a Function fuses again.
+  using namespace tapegrad;
+  using namespace tapegrad::fuzz;
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
+  constexpr std::uint64_t kGraphs = 40;
+#else
+  constexpr std::uint64_t kGraphs = 150;
+#endif
+  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
+  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
+  std::uint64_t failures = 0, calls = 0;
+  std::string first_failure;
+  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
+    const std::uint64_t seed = first_seed + n / 2;
+    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
+    const RandomGraph graph = RandomGraph::generate(seed, dtype);
+    const auto value_and_gradient = [&](const std::vector<Tensor>& point) {
+      GradientTape tape;
+      tape.watch(point);
+      const Tensor y = graph.evaluate(point);
+      const Tensor w = cast(
+          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
+              scalar(1.0, DType::Float64)),
+          dtype);
+      std::vector<Tensor> results{y};
+      for (const Tensor& g :
+           tape.gradient(reduce_sum(multiply(y, w)), point, UnconnectedGradients::Zero)) {
+        results.push_back(g);
+      }
+      return results;
+    };
+    const auto fn = [&](const std::vector<Tensor>& args) {
+      std::vector<Tensor> batches;
+      for (const Tensor& a : args) {
+        batches.push_back(
+            stack({a, multiply(a, scalar(1.01, dtype)), multiply(a, scalar(0.98, dtype))}, 0));
+      }
+      return vectorized_map(value_and_gradient, batches, /*fallback_to_loop=*/false);
+    };
+    std::vector<Tensor> second_point;
+    for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(0.99, dtype)));
+    for (bool optimize : {true, false}) {
+      const Function f = function(fn, FunctionOptions{16, optimize});
+      for (const std::vector<Tensor>* point : std::vector<const std::vector<Tensor>*>{
+               &graph.inputs(), &graph.inputs(), &second_point}) {
+        std::string failure;
+        try {
+          const std::vector<Tensor> got = f(*point);
+          const std::vector<Tensor> expected = fn(*point);
+          ++calls;
+          if (got.size() != expected.size()) failure = "result count differs";
+          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
+            if (got[i].shape() != expected[i].shape() ||
+                tapegrad::testing::element_bytes(got[i]) !=
+                    tapegrad::testing::element_bytes(expected[i])) {
+              failure = "result " + std::to_string(i) + " is not the eager bits";
+            }
+          }
+        } catch (const std::exception& e) {
+          failure = std::string("exception: ") + e.what();
+        }
+        if (!failure.empty()) {
+          ++failures;
+          const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
+                                     (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
+                                     "\n" + graph.describe();
+          std::cerr << report;
+          if (first_failure.empty()) first_failure = report;
+        }
+      }
+    }
+  }
+  std::cout << "random graphs' vectorized_map through a Function: " << graphs
+            << " graphs in each dtype, " << calls << " calls compared, " << failures << " failed\n";
+  INFO(first_failure);
+  REQUIRE(failures == 0);
+}
+
+TEST_CASE(
+    "random graphs: vectorized_map's fused loops over a batch of 8,192 give the bits of its "
+    "op-by-op replay, float64 and float32") {
+  // vectorized_map fuses runs of elementwise ops into loops only from 8,192 batched elements
+  // on, and only when nothing observes the thread; the checks above use batches of three. Here
+  // each graph's value and gradient are mapped over 8,192 points near the base point (scaled
+  // by 1 + 0.001 k, k in -3..3), once as it is and once under a tape, which makes the replay
+  // run op by op: the two must be the same bits.
+  using namespace tapegrad;
+  using namespace tapegrad::fuzz;
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
+  constexpr std::uint64_t kGraphs = 15;
+#else
+  constexpr std::uint64_t kGraphs = 60;
+#endif
+  constexpr std::size_t kBatch = 8192;
+  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
+  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
+  std::uint64_t failures = 0, compared = 0;
+  std::string first_failure;
+  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
+    const std::uint64_t seed = first_seed + n / 2;
+    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
+    const RandomGraph graph = RandomGraph::generate(seed, dtype);
+    const auto value_and_gradient = [&](const std::vector<Tensor>& point) {
+      GradientTape tape;
+      tape.watch(point);
+      const Tensor y = graph.evaluate(point);
+      const Tensor w = cast(
+          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
+              scalar(1.0, DType::Float64)),
+          dtype);
+      std::vector<Tensor> results{y};
+      for (const Tensor& g :
+           tape.gradient(reduce_sum(multiply(y, w)), point, UnconnectedGradients::Zero)) {
+        results.push_back(g);
+      }
+      return results;
+    };
+    std::vector<double> scales(kBatch);
+    for (std::size_t b = 0; b < kBatch; ++b) {
+      scales[b] = 1.0 + 1e-3 * (static_cast<double>(b % 7) - 3.0);
+    }
+    std::vector<Tensor> batches;
+    for (const Tensor& x : graph.inputs()) {
+      Shape scale_shape{kBatch};
+      scale_shape.insert(scale_shape.end(), x.rank(), 1);
+      batches.push_back(multiply(expand_dims(x, 0), from_values(scales, scale_shape, dtype)));
+    }
+    std::string failure;
+    try {
+      const std::vector<Tensor> fused = vectorized_map(value_and_gradient, batches, false);
+      std::vector<Tensor> op_by_op;
+      {
+        const Tensor unrelated = scalar(1.0, DType::Float64);
+        GradientTape observer;
+        observer.watch(unrelated);
+        op_by_op = vectorized_map(value_and_gradient, batches, false);
+      }
+      for (std::size_t i = 0; failure.empty() && i < fused.size(); ++i) {
+        ++compared;
+        if (fused[i].shape() != op_by_op[i].shape() ||
+            tapegrad::testing::element_bytes(fused[i]) !=
+                tapegrad::testing::element_bytes(op_by_op[i])) {
+          failure = "result " + std::to_string(i) + " differs";
+        }
+      }
+    } catch (const std::exception& e) {
+      failure = std::string("exception: ") + e.what();
+    }
+    if (!failure.empty()) {
+      ++failures;
+      const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) + ": " +
+                                 failure + "\n" + graph.describe();
+      std::cerr << report;
+      if (first_failure.empty()) first_failure = report;
+    }
+  }
+  std::cout << "random graphs' vectorized_map over 8,192 points, fused against op by op: " << graphs
+            << " graphs in each dtype, " << compared << " results compared, " << failures
+            << " failed\n";
+  INFO(first_failure);
+  REQUIRE(failures == 0);
+}
+
 TEST_CASE("random graphs: the same seed builds the same graph") {
   using namespace tapegrad::fuzz;
   for (std::uint64_t seed : {1u, 2u, 77u}) {
