@@ -1,13 +1,15 @@
 // Random graphs through one Function called from several threads at once: each graph's
-// value and gradient, traced on the threads' first calls (which race) and replayed on the
-// rest, from four threads alternating two points, must be the eager bits on every call. The
-// replays share the trace's arena when they find it free and use their own when not, and each
-// thread has its own loop workspaces: a race between them shows here as wrong bits (and under
+// value and gradient (alone, or mapped over 1,024 points so that the Function's loops run over
+// many blocks), traced on the threads' first calls (which race) and replayed on the rest, from
+// four threads alternating two points, must be the eager bits on every call. The replays
+// share the trace's arena when they find it free and use their own when not, and each thread
+// has its own loop workspaces: a race between them shows here as wrong bits (and under
 // ThreadSanitizer, which CI runs on every test_thread* executable, as a report).
 //
 // TAPEGRAD_FUZZ_SEED=<seed> and TAPEGRAD_FUZZ_GRAPHS=<n> as in test_random_graphs.cpp.
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,15 +21,19 @@
 
 namespace {
 
+using tapegrad::DType;
+using tapegrad::Tensor;
+using TensorsFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
 std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   const char* text = std::getenv(name);
   return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
 }
 
 // The graph's value and the gradient of sum(w * value) w.r.t. every input (zeros where
-// unconnected), w = 1 + 0.01 i: what each call returns.
-std::vector<tapegrad::Tensor> value_and_gradient(const tapegrad::fuzz::RandomGraph& graph,
-                                                 const std::vector<tapegrad::Tensor>& args) {
+// unconnected), w = 1 + 0.01 i.
+std::vector<Tensor> value_and_gradient(const tapegrad::fuzz::RandomGraph& graph,
+                                       const std::vector<Tensor>& args) {
   using namespace tapegrad;
   GradientTape tape;
   tape.watch(args);
@@ -44,39 +50,54 @@ std::vector<tapegrad::Tensor> value_and_gradient(const tapegrad::fuzz::RandomGra
   return results;
 }
 
-std::vector<std::string> bytes_of(const std::vector<tapegrad::Tensor>& tensors) {
+// value_and_gradient mapped over `points` points near args (scaled by 1 + 0.001 k, k in
+// -3..3), with no loop fallback.
+std::vector<Tensor> mapped_value_and_gradient(const tapegrad::fuzz::RandomGraph& graph,
+                                              const std::vector<Tensor>& args, std::size_t points) {
+  using namespace tapegrad;
+  std::vector<double> scales(points);
+  for (std::size_t b = 0; b < points; ++b) {
+    scales[b] = 1.0 + 1e-3 * (static_cast<double>(b % 7) - 3.0);
+  }
+  std::vector<Tensor> batches;
+  for (const Tensor& x : args) {
+    Shape scale_shape{points};
+    scale_shape.insert(scale_shape.end(), x.rank(), 1);
+    batches.push_back(multiply(expand_dims(x, 0), from_values(scales, scale_shape, x.dtype())));
+  }
+  return vectorized_map(
+      [&graph](const std::vector<Tensor>& point) { return value_and_gradient(graph, point); },
+      batches, /*fallback_to_loop=*/false);
+}
+
+std::vector<std::string> bytes_of(const std::vector<Tensor>& tensors) {
   std::vector<std::string> bytes;
-  for (const tapegrad::Tensor& t : tensors) bytes.push_back(tapegrad::testing::element_bytes(t));
+  for (const Tensor& t : tensors) bytes.push_back(tapegrad::testing::element_bytes(t));
   return bytes;
 }
 
-}  // namespace
-
-TEST_CASE(
-    "random graphs: a Function called from four threads at once gives the eager bits on every "
-    "call",
-    "[function][threads]") {
+// For each of `graphs` graphs from the fuzz seed on (float64 and float32 in turn, every third
+// op by op): one Function of fn_for(graph), called six times from each of four threads at once
+// on two points. Empty when every call gave fn's eager bits, else the first failing graph.
+std::string threaded_failures(
+    std::uint64_t graphs,
+    const std::function<TensorsFn(const tapegrad::fuzz::RandomGraph&)>& fn_for) {
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
   constexpr int kThreads = 4;
   constexpr int kCalls = 6;
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", 20260901);
-  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", 60);
-  std::uint64_t failures = 0;
-  std::string first_failure;
   for (std::uint64_t n = 0; n < graphs; ++n) {
     const std::uint64_t seed = first_seed + n;
     const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
     const bool optimize = n % 3 != 2;
     const RandomGraph graph = RandomGraph::generate(seed, dtype);
+    const TensorsFn fn = fn_for(graph);
     std::vector<std::vector<Tensor>> points{graph.inputs(), {}};
     for (const Tensor& x : graph.inputs()) points[1].push_back(multiply(x, scalar(1.01, dtype)));
-    const std::vector<std::vector<std::string>> expected{
-        bytes_of(value_and_gradient(graph, points[0])),
-        bytes_of(value_and_gradient(graph, points[1]))};
-    const Function f = function(
-        [&graph](const std::vector<Tensor>& args) { return value_and_gradient(graph, args); },
-        FunctionOptions{16, optimize});
+    const std::vector<std::vector<std::string>> expected{bytes_of(fn(points[0])),
+                                                         bytes_of(fn(points[1]))};
+    const Function f = function(fn, FunctionOptions{16, optimize});
     std::atomic<int> mismatches{0}, exceptions{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -93,14 +114,40 @@ TEST_CASE(
     }
     for (std::thread& thread : threads) thread.join();
     if (mismatches != 0 || exceptions != 0) {
-      ++failures;
-      const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
-                                 (optimize ? " (optimize)" : " (op by op)") + ": " +
-                                 std::to_string(mismatches.load()) + " calls differ, " +
-                                 std::to_string(exceptions.load()) + " threw\n" + graph.describe();
-      if (first_failure.empty()) first_failure = report;
+      return "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
+             (optimize ? " (optimize)" : " (op by op)") + ": " + std::to_string(mismatches.load()) +
+             " calls differ, " + std::to_string(exceptions.load()) + " threw\n" + graph.describe();
     }
   }
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "random graphs: a Function called from four threads at once gives the eager bits on every "
+    "call",
+    "[function][threads]") {
+  const std::string failure =
+      threaded_failures(env_or("TAPEGRAD_FUZZ_GRAPHS", 60), [](const auto& graph) -> TensorsFn {
+        return
+            [&graph](const std::vector<Tensor>& args) { return value_and_gradient(graph, args); };
+      });
+  INFO(failure);
+  REQUIRE(failure.empty());
+}
+
+TEST_CASE(
+    "random graphs: a Function of vectorized_map over 1,024 points called from four threads at "
+    "once gives the eager bits on every call",
+    "[function][threads]") {
+  // Its loops run over many blocks, each thread in its own workspace.
+  const std::string failure =
+      threaded_failures(env_or("TAPEGRAD_FUZZ_GRAPHS", 10), [](const auto& graph) -> TensorsFn {
+        return [&graph](const std::vector<Tensor>& args) {
+          return mapped_value_and_gradient(graph, args, 1024);
+        };
+      });
+  INFO(failure);
+  REQUIRE(failure.empty());
 }

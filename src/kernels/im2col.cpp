@@ -16,6 +16,8 @@
 
 #include <cblas.h>
 
+#include "kernels/blas_call_guard.hpp"
+
 namespace tapegrad::detail {
 
 namespace {
@@ -24,6 +26,7 @@ constexpr std::size_t kBlockBytes = 256 * 1024;
 
 void blas_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
                const float* b, float beta, float* c) {
+  const BlasCallGuard one_caller;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
@@ -31,6 +34,7 @@ void blas_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, co
 }
 void blas_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a,
                const double* b, double beta, double* c) {
+  const BlasCallGuard one_caller;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,

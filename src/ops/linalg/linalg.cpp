@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 
+#include "kernels/blas_call_guard.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/shape_util.hpp"
 #include "kernels/strided_cursor.hpp"
@@ -137,22 +138,26 @@ TAPEGRAD_BUILTIN_OP(batch_matmul_op) =
 // y = op(M) x with M stored row-major as rows x cols.
 static void gemv(bool trans, std::size_t rows, std::size_t cols, const float* m, const float* x,
                  float* y) {
+  const detail::BlasCallGuard one_caller;
   cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0f, m, static_cast<int>(cols), x, 1, 0.0f, y, 1);
 }
 static void gemv(bool trans, std::size_t rows, std::size_t cols, const double* m, const double* x,
                  double* y) {
+  const detail::BlasCallGuard one_caller;
   cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(cols), 1.0, m, static_cast<int>(cols), x, 1, 0.0, y, 1);
 }
 
 static void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda,
                       const float* b, int ldb, float* c) {
+  const detail::BlasCallGuard one_caller;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
 }
 static void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda,
                       const double* b, int ldb, double* c) {
+  const detail::BlasCallGuard one_caller;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, 1.0, a, lda, b, ldb, 0.0, c, n);
 }

@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <f77blas.h>
 
+#include "kernels/blas_call_guard.hpp"
 #include "ops/linalg/linalg_support.hpp"
 #include "runtime/tensor_impl.hpp"
 #include "tapegrad/tensor.hpp"
@@ -51,21 +52,25 @@ namespace tapegrad::detail {
 
 inline blasint lu_factor(blasint n, float* a, blasint* pivots) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(sgetrf)(&n, &n, a, &n, pivots, &info);
   return info;
 }
 inline blasint lu_factor(blasint n, double* a, blasint* pivots) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(dgetrf)(&n, &n, a, &n, pivots, &info);
   return info;
 }
 inline blasint lu_solve(char trans, blasint n, blasint k, float* lu, blasint* pivots, float* b) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(sgetrs)(&trans, &n, &k, lu, &n, pivots, b, &n, &info);
   return info;
 }
 inline blasint lu_solve(char trans, blasint n, blasint k, double* lu, blasint* pivots, double* b) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(dgetrs)(&trans, &n, &k, lu, &n, pivots, b, &n, &info);
   return info;
 }
@@ -139,12 +144,14 @@ class BatchLu {
 inline blasint cholesky_factor(blasint n, float* a) {
   char upper = 'U';
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(spotrf)(&upper, &n, a, &n, &info);
   return info;
 }
 inline blasint cholesky_factor(blasint n, double* a) {
   char upper = 'U';
   blasint info = 0;
+  const BlasCallGuard one_caller;
   BLASFUNC(dpotrf)(&upper, &n, a, &n, &info);
   return info;
 }
@@ -153,6 +160,7 @@ inline blasint cholesky_factor(blasint n, double* a) {
 // A's `lower` (or upper) triangle is read, op(A) = A^T when `transpose`.
 inline void triangular_solve_in_place(bool lower, bool transpose, std::size_t n, std::size_t k,
                                       const float* a, float* b) {
+  const BlasCallGuard one_caller;
   cblas_strsm(CblasRowMajor, CblasLeft, lower ? CblasLower : CblasUpper,
               transpose ? CblasTrans : CblasNoTrans, CblasNonUnit, static_cast<blasint>(n),
               static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(n), b,
@@ -160,6 +168,7 @@ inline void triangular_solve_in_place(bool lower, bool transpose, std::size_t n,
 }
 inline void triangular_solve_in_place(bool lower, bool transpose, std::size_t n, std::size_t k,
                                       const double* a, double* b) {
+  const BlasCallGuard one_caller;
   cblas_dtrsm(CblasRowMajor, CblasLeft, lower ? CblasLower : CblasUpper,
               transpose ? CblasTrans : CblasNoTrans, CblasNonUnit, static_cast<blasint>(n),
               static_cast<blasint>(k), 1.0, a, static_cast<blasint>(n), b, static_cast<blasint>(k));
@@ -172,6 +181,7 @@ inline blasint symmetric_eigen(char uplo, blasint n, float* a, float* w, float* 
                                blasint* iwork, blasint liwork) {
   const char jobz = 'V';
   blasint info = 0;
+  const BlasCallGuard one_caller;
   ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
   return info;
 }
@@ -179,6 +189,7 @@ inline blasint symmetric_eigen(char uplo, blasint n, double* a, double* w, doubl
                                blasint lwork, blasint* iwork, blasint liwork) {
   const char jobz = 'V';
   blasint info = 0;
+  const BlasCallGuard one_caller;
   dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
   return info;
 }
@@ -187,6 +198,7 @@ inline blasint singular_values(char jobz, blasint m, blasint n, float* a, float*
                                blasint ldu, float* vt, blasint ldvt, float* work, blasint lwork,
                                blasint* iwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   sgesdd_(&jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info, 1);
   return info;
 }
@@ -194,30 +206,35 @@ inline blasint singular_values(char jobz, blasint m, blasint n, double* a, doubl
                                blasint ldu, double* vt, blasint ldvt, double* work, blasint lwork,
                                blasint* iwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   dgesdd_(&jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info, 1);
   return info;
 }
 
 inline blasint qr_factor(blasint m, blasint n, float* a, float* tau, float* work, blasint lwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   sgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
   return info;
 }
 inline blasint qr_factor(blasint m, blasint n, double* a, double* tau, double* work,
                          blasint lwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   dgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
   return info;
 }
 inline blasint qr_form_q(blasint m, blasint n, blasint k, float* a, const float* tau, float* work,
                          blasint lwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   sorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, &info);
   return info;
 }
 inline blasint qr_form_q(blasint m, blasint n, blasint k, double* a, const double* tau,
                          double* work, blasint lwork) {
   blasint info = 0;
+  const BlasCallGuard one_caller;
   dorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, &info);
   return info;
 }
