@@ -21,7 +21,9 @@ constexpr double kValueBound = 100.0;
 constexpr std::size_t kMaxElements = 48;
 
 std::vector<double> values_of(const Tensor& t) {
-  const auto& a = (t.dtype() == DType::Float64 ? t : cast(t, DType::Float64)).array<double>();
+  // Named: array() refers into the tensor, which must outlive the copy below.
+  const Tensor as_double = t.dtype() == DType::Float64 ? t : cast(t, DType::Float64);
+  const auto& a = as_double.array<double>();
   return std::vector<double>(a.begin(), a.end());
 }
 
