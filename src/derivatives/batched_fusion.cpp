@@ -42,14 +42,9 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
   if (runs.empty()) return plan;
 
   // Which run each kept op and each value belongs to; how often each value is read.
-  std::vector<std::size_t> run_of_kept(kept.size(), kNone);
-  std::vector<std::size_t> producer_run(trace.num_values(), kNone);
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    for (std::size_t i : runs[r]) {
-      run_of_kept[i] = r;
-      for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
-    }
-  }
+  RunMembership membership = run_membership(trace, kept, runs);
+  std::vector<std::size_t>& run_of_kept = membership.run_of_kept;
+  std::vector<std::size_t>& producer_run = membership.producer_run;
   std::vector<std::uint32_t> reads(trace.num_values(), 0);
   for (std::size_t k : kept) {
     for (const TracedInput& in : trace.ops[k].inputs) {

@@ -154,14 +154,9 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   std::vector<std::vector<std::size_t>> runs;
   if (optimize) runs = fusable_runs(trace, kept);
   constexpr std::size_t kNone = ReplayItem::kNone;
-  std::vector<std::size_t> run_of_kept(kept.size(), kNone);
-  std::vector<std::size_t> producer_run(trace.num_values(), kNone);
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    for (std::size_t i : runs[r]) {
-      run_of_kept[i] = r;
-      for (std::size_t v : trace.ops[kept[i]].outputs) producer_run[v] = r;
-    }
-  }
+  RunMembership membership = run_membership(trace, kept, runs);
+  std::vector<std::size_t>& run_of_kept = membership.run_of_kept;
+  std::vector<std::size_t>& producer_run = membership.producer_run;
   // Gathers (absorb_gathers) and splits (absorb_parts) that only runs read: the loops read
   // their params or parts instead, and they are not items of their own.
   std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);

@@ -423,6 +423,19 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
 
 }  // namespace
 
+RunMembership run_membership(const OpTrace& trace, const std::vector<std::size_t>& kept,
+                             const std::vector<std::vector<std::size_t>>& runs) {
+  RunMembership m{std::vector<std::size_t>(kept.size(), kNoRun),
+                  std::vector<std::size_t>(trace.num_values(), kNoRun)};
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    for (std::size_t i : runs[r]) {
+      m.run_of_kept[i] = r;
+      for (std::size_t v : trace.ops[kept[i]].outputs) m.producer_run[v] = r;
+    }
+  }
+  return m;
+}
+
 std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
                                                    const std::vector<std::size_t>& kept,
                                                    std::size_t batch) {

@@ -62,6 +62,16 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
                                                    const std::vector<std::size_t>& kept,
                                                    std::size_t batch = 0);
 
+// Which run of `runs` (fusable_runs of `kept`) each kept op and each trace value's producer
+// belongs to, kNoRun for the others.
+constexpr std::size_t kNoRun = static_cast<std::size_t>(-1);
+struct RunMembership {
+  std::vector<std::size_t> run_of_kept;   // by position in kept
+  std::vector<std::size_t> producer_run;  // by trace value
+};
+RunMembership run_membership(const OpTrace& trace, const std::vector<std::size_t>& kept,
+                             const std::vector<std::vector<std::size_t>>& runs);
+
 // The fused loop of the ops trace.ops[kept[i]] for i in `run`, one of fusable_runs();
 // `read_outside` says, per trace value, whether anything outside the run (an op, a step, a
 // result) reads it; `gathered_by`, per trace value, the trace op of a gather (one with a
@@ -100,7 +110,6 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 // batch (vectorized_map's replay), only gathers of batched params by constant indices. Sets
 // gathered_by[output] (fuse_run's argument) and producer_run[output] to the run, and returns
 // per kept index the run that absorbed the op, kNoRun for the rest.
-constexpr std::size_t kNoRun = static_cast<std::size_t>(-1);
 std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
                                         const std::vector<std::vector<std::size_t>>& runs,
                                         const std::vector<std::size_t>& run_of_kept,
