@@ -19,18 +19,25 @@
 #include <iostream>
 #include <string>
 
+#include "fuzz/graph_calls.hpp"
 #include "fuzz/graph_check.hpp"
 #include "identical_support.hpp"
 #include "support.hpp"
 
 namespace {
 
+// A test's default number of graphs: fewer under ASan+UBSan, whose -O1 runs ~10x slower
+// (still every op family).
+constexpr std::uint64_t graph_count(std::uint64_t normally, std::uint64_t under_asan) {
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
-// ASan+UBSan at -O1 runs ~10x slower: fewer graphs, still every op family.
-constexpr std::uint64_t kDefaultGraphs = 250;
+  (void)normally;
+  return under_asan;
 #else
-constexpr std::uint64_t kDefaultGraphs = 1000;
+  (void)under_asan;
+  return normally;
 #endif
+}
+constexpr std::uint64_t kDefaultGraphs = graph_count(1000, 250);
 constexpr std::uint64_t kDefaultSeed = 20260901;
 
 std::uint64_t env_or(const char* name, std::uint64_t fallback) {
@@ -95,51 +102,35 @@ TEST_CASE("random graphs: first and second derivatives match central differences
   REQUIRE(failures == 0);
 }
 
-TEST_CASE(
-    "random graphs: a Function's replays of the value and gradient equal the eager call bit "
-    "for bit, fused and op by op, float64 and float32") {
-  // Every graph as fn: its value and the gradient of a weighted sum of it with respect to
-  // every input. The fused replay plans runs across broadcasts, interleaved shapes and
-  // gathers; each call (the trace, then replays at the base point and at a second point)
-  // must give the eager bits, in both floating dtypes (their loops differ in vector width).
+namespace {
+
+using TensorsFn =
+    std::function<std::vector<tapegrad::Tensor>(const std::vector<tapegrad::Tensor>&)>;
+
+// Runs `graphs` graphs from the fuzz seed on, each in float64 and in float32, as a Function of
+// fn_for(graph), fused and op by op, called at the base point twice (the trace, then a replay)
+// and at a second point (the inputs scaled by 1.01): every call's results must be fn's eager
+// bits. `what` names the test in its summary line; a failure prints its seed and graph.
+void require_function_equals_eager(
+    const char* what, std::uint64_t default_graphs,
+    const std::function<TensorsFn(const tapegrad::fuzz::RandomGraph&)>& fn_for) {
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 100;
-#else
-  constexpr std::uint64_t kGraphs = 300;
-#endif
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
-  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
+  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", default_graphs);
   std::uint64_t failures = 0, calls = 0;
   std::string first_failure;
   for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
     const std::uint64_t seed = first_seed + n / 2;
     const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
     const RandomGraph graph = RandomGraph::generate(seed, dtype);
-    const auto fn = [&](const std::vector<Tensor>& args) {
-      GradientTape tape;
-      for (const Tensor& a : args) tape.watch(a);
-      const Tensor y = graph.evaluate(args);
-      const Tensor weights = cast(
-          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-              scalar(1.0, DType::Float64)),
-          dtype);
-      std::vector<Tensor> results{y};
-      for (Tensor& g : tape.gradient(reduce_sum(multiply(y, weights)), args)) {
-        results.push_back(g.defined() ? g : zeros_like(args[results.size() - 1]));
-      }
-      return results;
-    };
-    const std::vector<Tensor>& base_point = graph.inputs();
+    const TensorsFn fn = fn_for(graph);
     std::vector<Tensor> second_point;
-    for (const Tensor& x : graph.inputs()) {
-      second_point.push_back(multiply(x, scalar(1.01, dtype)));
-    }
+    for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(1.01, dtype)));
     for (bool optimize : {true, false}) {
       const Function f = function(fn, FunctionOptions{16, optimize});
-      for (const std::vector<Tensor>* point :
-           std::vector<const std::vector<Tensor>*>{&base_point, &base_point, &second_point}) {
+      for (const std::vector<Tensor>* point : std::vector<const std::vector<Tensor>*>{
+               &graph.inputs(), &graph.inputs(), &second_point}) {
         std::string failure;
         try {
           const std::vector<Tensor> got = f(*point);
@@ -150,7 +141,7 @@ TEST_CASE(
             if (got[i].shape() != expected[i].shape() ||
                 tapegrad::testing::element_bytes(got[i]) !=
                     tapegrad::testing::element_bytes(expected[i])) {
-              failure = "result " + std::to_string(i) + " differs";
+              failure = "result " + std::to_string(i) + " is not the eager bits";
             }
           }
         } catch (const std::exception& e) {
@@ -167,10 +158,27 @@ TEST_CASE(
       }
     }
   }
-  std::cout << "random graphs through function: " << graphs << " graphs in each dtype, " << calls
-            << " calls compared, " << failures << " failed\n";
+  std::cout << what << ": " << graphs << " graphs in each dtype, " << calls << " calls compared, "
+            << failures << " failed\n";
   INFO(first_failure);
   REQUIRE(failures == 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "random graphs: a Function's replays of the value and gradient equal the eager call bit "
+    "for bit, fused and op by op, float64 and float32") {
+  // Every graph as fn: its value and the gradient of a weighted sum of it with respect to
+  // every input. The fused replay plans runs across broadcasts, interleaved shapes and
+  // gathers; each call must give the eager bits, in both floating dtypes (their loops differ in
+  // vector width).
+  constexpr std::uint64_t kGraphs = graph_count(300, 100);
+  require_function_equals_eager("random graphs through function", kGraphs, [](const auto& graph) {
+    return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
+      return tapegrad::fuzz::value_and_gradient(graph, args);
+    });
+  });
 }
 
 namespace {
@@ -241,11 +249,7 @@ TEST_CASE(
   // in another order) and the JVP comes from the traced forward rule: equal to rounding.
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 40;
-#else
-  constexpr std::uint64_t kGraphs = 150;
-#endif
+  constexpr std::uint64_t kGraphs = graph_count(150, 40);
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
   std::uint64_t failures = 0, compared = 0;
@@ -310,160 +314,55 @@ TEST_CASE(
     "float64 and float32") {
   // fn's tape.jacobian is vectorized (one batched backward pass over the rows' output
   // gradients) and its ForwardAccumulator runs every op's forward rule: the trace captures
-  // both, and each replay must give the eager bits.
-  using namespace tapegrad;
-  using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 40;
-#else
-  constexpr std::uint64_t kGraphs = 150;
-#endif
-  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
-  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
-  std::uint64_t failures = 0, calls = 0;
-  std::string first_failure;
-  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
-    const std::uint64_t seed = first_seed + n / 2;
-    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
-    const RandomGraph graph = RandomGraph::generate(seed, dtype);
-    const auto fn = [&](const std::vector<Tensor>& args) {
-      std::vector<Tensor> results;
-      {
-        GradientTape tape;
-        tape.watch(args);
-        JacobianOptions options;
-        options.unconnected = UnconnectedGradients::Zero;
-        results = tape.jacobian(graph.evaluate(args), args, options);
-      }
-      std::vector<Tensor> tangents;
-      for (const Tensor& a : args) {
-        tangents.push_back(add(multiply(a, scalar(0.3, dtype)), scalar(0.7, dtype)));
-      }
-      ForwardAccumulator accumulator(args, tangents);
-      results.push_back(accumulator.jvp(graph.evaluate(args), UnconnectedGradients::Zero));
-      return results;
-    };
-    std::vector<Tensor> second_point;
-    for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(1.01, dtype)));
-    for (bool optimize : {true, false}) {
-      const Function f = function(fn, FunctionOptions{16, optimize});
-      for (const std::vector<Tensor>* point : std::vector<const std::vector<Tensor>*>{
-               &graph.inputs(), &graph.inputs(), &second_point}) {
-        std::string failure;
-        try {
-          const std::vector<Tensor> got = f(*point);
-          const std::vector<Tensor> expected = fn(*point);
-          ++calls;
-          if (got.size() != expected.size()) failure = "result count differs";
-          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
-            if (got[i].shape() != expected[i].shape() ||
-                tapegrad::testing::element_bytes(got[i]) !=
-                    tapegrad::testing::element_bytes(expected[i])) {
-              failure = "result " + std::to_string(i) + " is not the eager bits";
-            }
+  // both.
+  constexpr std::uint64_t kGraphs = graph_count(150, 40);
+  require_function_equals_eager(
+      "random graphs' Jacobians and JVPs through a Function", kGraphs, [](const auto& graph) {
+        return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
+          using namespace tapegrad;
+          std::vector<Tensor> results;
+          {
+            GradientTape tape;
+            tape.watch(args);
+            JacobianOptions options;
+            options.unconnected = UnconnectedGradients::Zero;
+            results = tape.jacobian(graph.evaluate(args), args, options);
           }
-        } catch (const std::exception& e) {
-          failure = std::string("exception: ") + e.what();
-        }
-        if (!failure.empty()) {
-          ++failures;
-          const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
-                                     (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
-                                     "\n" + graph.describe();
-          std::cerr << report;
-          if (first_failure.empty()) first_failure = report;
-        }
-      }
-    }
-  }
-  std::cout << "random graphs' Jacobians and JVPs through a Function: " << graphs
-            << " graphs in each dtype, " << calls << " calls compared, " << failures << " failed\n";
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+          std::vector<Tensor> tangents;
+          for (const Tensor& a : args) {
+            tangents.push_back(add(multiply(a, scalar(0.3, a.dtype())), scalar(0.7, a.dtype())));
+          }
+          ForwardAccumulator accumulator(args, tangents);
+          results.push_back(accumulator.jvp(graph.evaluate(args), UnconnectedGradients::Zero));
+          return results;
+        });
+      });
 }
 
 TEST_CASE(
     "random graphs: a Function of vectorized_map replays the batched values and gradients bit "
     "for bit, float64 and float32") {
-  // fn maps (value, gradient of sum(w * value)) over a batch of three points built from its
-  // arguments (scaled by 1, 1.01 and 0.98: near the base point, whose conditioning the graph
-  // keeps), with no loop fallback: the trace holds vectorized_map's batched replay, whose ops
-  // a Function fuses again.
-  using namespace tapegrad;
-  using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 40;
-#else
-  constexpr std::uint64_t kGraphs = 150;
-#endif
-  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
-  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
-  std::uint64_t failures = 0, calls = 0;
-  std::string first_failure;
-  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
-    const std::uint64_t seed = first_seed + n / 2;
-    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
-    const RandomGraph graph = RandomGraph::generate(seed, dtype);
-    const auto value_and_gradient = [&](const std::vector<Tensor>& point) {
-      GradientTape tape;
-      tape.watch(point);
-      const Tensor y = graph.evaluate(point);
-      const Tensor w = cast(
-          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-              scalar(1.0, DType::Float64)),
-          dtype);
-      std::vector<Tensor> results{y};
-      for (const Tensor& g :
-           tape.gradient(reduce_sum(multiply(y, w)), point, UnconnectedGradients::Zero)) {
-        results.push_back(g);
-      }
-      return results;
-    };
-    const auto fn = [&](const std::vector<Tensor>& args) {
-      std::vector<Tensor> batches;
-      for (const Tensor& a : args) {
-        batches.push_back(
-            stack({a, multiply(a, scalar(1.01, dtype)), multiply(a, scalar(0.98, dtype))}, 0));
-      }
-      return vectorized_map(value_and_gradient, batches, /*fallback_to_loop=*/false);
-    };
-    std::vector<Tensor> second_point;
-    for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(0.99, dtype)));
-    for (bool optimize : {true, false}) {
-      const Function f = function(fn, FunctionOptions{16, optimize});
-      for (const std::vector<Tensor>* point : std::vector<const std::vector<Tensor>*>{
-               &graph.inputs(), &graph.inputs(), &second_point}) {
-        std::string failure;
-        try {
-          const std::vector<Tensor> got = f(*point);
-          const std::vector<Tensor> expected = fn(*point);
-          ++calls;
-          if (got.size() != expected.size()) failure = "result count differs";
-          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
-            if (got[i].shape() != expected[i].shape() ||
-                tapegrad::testing::element_bytes(got[i]) !=
-                    tapegrad::testing::element_bytes(expected[i])) {
-              failure = "result " + std::to_string(i) + " is not the eager bits";
-            }
+  // fn maps value and gradient over three points near its arguments (scaled by 1, 1.01 and
+  // 0.98: the graph keeps its base point's conditioning there), with no loop fallback: the
+  // trace holds vectorized_map's batched replay, whose ops a Function fuses again.
+  constexpr std::uint64_t kGraphs = graph_count(150, 40);
+  require_function_equals_eager(
+      "random graphs' vectorized_map through a Function", kGraphs, [](const auto& graph) {
+        return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
+          using namespace tapegrad;
+          std::vector<Tensor> batches;
+          for (const Tensor& a : args) {
+            batches.push_back(stack(
+                {a, multiply(a, scalar(1.01, a.dtype())), multiply(a, scalar(0.98, a.dtype()))},
+                0));
           }
-        } catch (const std::exception& e) {
-          failure = std::string("exception: ") + e.what();
-        }
-        if (!failure.empty()) {
-          ++failures;
-          const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
-                                     (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
-                                     "\n" + graph.describe();
-          std::cerr << report;
-          if (first_failure.empty()) first_failure = report;
-        }
-      }
-    }
-  }
-  std::cout << "random graphs' vectorized_map through a Function: " << graphs
-            << " graphs in each dtype, " << calls << " calls compared, " << failures << " failed\n";
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+          return vectorized_map(
+              [&graph](const std::vector<Tensor>& point) {
+                return fuzz::value_and_gradient(graph, point);
+              },
+              batches, /*fallback_to_loop=*/false);
+        });
+      });
 }
 
 TEST_CASE(
@@ -471,17 +370,11 @@ TEST_CASE(
     "op-by-op replay, float64 and float32") {
   // vectorized_map fuses runs of elementwise ops into loops only from 8,192 batched elements
   // on, and only when nothing observes the thread; the checks above use batches of three. Here
-  // each graph's value and gradient are mapped over 8,192 points near the base point (scaled
-  // by 1 + 0.001 k, k in -3..3), once as it is and once under a tape, which makes the replay
-  // run op by op: the two must be the same bits.
+  // each graph's value and gradient are mapped over 8,192 points near the base point, once as
+  // it is and once under a tape, which makes the replay run op by op: the same bits.
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 15;
-#else
-  constexpr std::uint64_t kGraphs = 60;
-#endif
-  constexpr std::size_t kBatch = 8192;
+  constexpr std::uint64_t kGraphs = graph_count(60, 15);
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
   std::uint64_t failures = 0, compared = 0;
@@ -490,40 +383,15 @@ TEST_CASE(
     const std::uint64_t seed = first_seed + n / 2;
     const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
     const RandomGraph graph = RandomGraph::generate(seed, dtype);
-    const auto value_and_gradient = [&](const std::vector<Tensor>& point) {
-      GradientTape tape;
-      tape.watch(point);
-      const Tensor y = graph.evaluate(point);
-      const Tensor w = cast(
-          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-              scalar(1.0, DType::Float64)),
-          dtype);
-      std::vector<Tensor> results{y};
-      for (const Tensor& g :
-           tape.gradient(reduce_sum(multiply(y, w)), point, UnconnectedGradients::Zero)) {
-        results.push_back(g);
-      }
-      return results;
-    };
-    std::vector<double> scales(kBatch);
-    for (std::size_t b = 0; b < kBatch; ++b) {
-      scales[b] = 1.0 + 1e-3 * (static_cast<double>(b % 7) - 3.0);
-    }
-    std::vector<Tensor> batches;
-    for (const Tensor& x : graph.inputs()) {
-      Shape scale_shape{kBatch};
-      scale_shape.insert(scale_shape.end(), x.rank(), 1);
-      batches.push_back(multiply(expand_dims(x, 0), from_values(scales, scale_shape, dtype)));
-    }
     std::string failure;
     try {
-      const std::vector<Tensor> fused = vectorized_map(value_and_gradient, batches, false);
+      const std::vector<Tensor> fused = mapped_value_and_gradient(graph, graph.inputs(), 8192);
       std::vector<Tensor> op_by_op;
       {
         const Tensor unrelated = scalar(1.0, DType::Float64);
         GradientTape observer;
         observer.watch(unrelated);
-        op_by_op = vectorized_map(value_and_gradient, batches, false);
+        op_by_op = mapped_value_and_gradient(graph, graph.inputs(), 8192);
       }
       for (std::size_t i = 0; failure.empty() && i < fused.size(); ++i) {
         ++compared;
@@ -556,89 +424,15 @@ TEST_CASE(
     "blocks bit for bit, float64 and float32") {
   // The graphs have at most 48 elements a tensor, so the Function tests above run every loop
   // in one block. Mapped over 8,192 points (inside fn) they make tensors of many blocks, read
-  // whole, broadcast (a pattern repeated across blocks) or gathered: each call of the Function
-  // must be the eager bits.
-  using namespace tapegrad;
-  using namespace tapegrad::fuzz;
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  constexpr std::uint64_t kGraphs = 5;
-#else
-  constexpr std::uint64_t kGraphs = 20;
-#endif
-  constexpr std::size_t kBatch = 8192;
-  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
-  const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
-  std::uint64_t failures = 0, calls = 0;
-  std::string first_failure;
-  std::vector<double> scales(kBatch);
-  for (std::size_t b = 0; b < kBatch; ++b) {
-    scales[b] = 1.0 + 1e-3 * (static_cast<double>(b % 7) - 3.0);
-  }
-  for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
-    const std::uint64_t seed = first_seed + n / 2;
-    const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
-    const RandomGraph graph = RandomGraph::generate(seed, dtype);
-    const auto value_and_gradient = [&](const std::vector<Tensor>& point) {
-      GradientTape tape;
-      tape.watch(point);
-      const Tensor y = graph.evaluate(point);
-      const Tensor w = cast(
-          add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-              scalar(1.0, DType::Float64)),
-          dtype);
-      std::vector<Tensor> results{y};
-      for (const Tensor& g :
-           tape.gradient(reduce_sum(multiply(y, w)), point, UnconnectedGradients::Zero)) {
-        results.push_back(g);
-      }
-      return results;
-    };
-    const auto fn = [&](const std::vector<Tensor>& args) {
-      std::vector<Tensor> batches;
-      for (const Tensor& x : args) {
-        Shape scale_shape{kBatch};
-        scale_shape.insert(scale_shape.end(), x.rank(), 1);
-        batches.push_back(multiply(expand_dims(x, 0), from_values(scales, scale_shape, dtype)));
-      }
-      return vectorized_map(value_and_gradient, batches, /*fallback_to_loop=*/false);
-    };
-    std::vector<Tensor> second_point;
-    for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(0.99, dtype)));
-    for (bool optimize : {true, false}) {
-      const Function f = function(fn, FunctionOptions{16, optimize});
-      for (const std::vector<Tensor>* point : std::vector<const std::vector<Tensor>*>{
-               &graph.inputs(), &graph.inputs(), &second_point}) {
-        std::string failure;
-        try {
-          const std::vector<Tensor> got = f(*point);
-          const std::vector<Tensor> expected = fn(*point);
-          ++calls;
-          if (got.size() != expected.size()) failure = "result count differs";
-          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
-            if (got[i].shape() != expected[i].shape() ||
-                tapegrad::testing::element_bytes(got[i]) !=
-                    tapegrad::testing::element_bytes(expected[i])) {
-              failure = "result " + std::to_string(i) + " is not the eager bits";
-            }
-          }
-        } catch (const std::exception& e) {
-          failure = std::string("exception: ") + e.what();
-        }
-        if (!failure.empty()) {
-          ++failures;
-          const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
-                                     (optimize ? " (optimize)" : " (op by op)") + ": " + failure +
-                                     "\n" + graph.describe();
-          std::cerr << report;
-          if (first_failure.empty()) first_failure = report;
-        }
-      }
-    }
-  }
-  std::cout << "random graphs' vectorized_map over 8,192 points through a Function: " << graphs
-            << " graphs in each dtype, " << calls << " calls compared, " << failures << " failed\n";
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+  // whole, broadcast (a pattern repeated across blocks) or gathered.
+  constexpr std::uint64_t kGraphs = graph_count(20, 5);
+  require_function_equals_eager(
+      "random graphs' vectorized_map over 8,192 points through a Function", kGraphs,
+      [](const auto& graph) {
+        return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
+          return tapegrad::fuzz::mapped_value_and_gradient(graph, args, 8192);
+        });
+      });
 }
 
 TEST_CASE("random graphs: the same seed builds the same graph") {

@@ -16,7 +16,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "fuzz/random_graph.hpp"
+#include "fuzz/graph_calls.hpp"
 #include "identical_support.hpp"
 
 namespace {
@@ -28,46 +28,6 @@ using TensorsFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>
 std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   const char* text = std::getenv(name);
   return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
-}
-
-// The graph's value and the gradient of sum(w * value) w.r.t. every input (zeros where
-// unconnected), w = 1 + 0.01 i.
-std::vector<Tensor> value_and_gradient(const tapegrad::fuzz::RandomGraph& graph,
-                                       const std::vector<Tensor>& args) {
-  using namespace tapegrad;
-  GradientTape tape;
-  tape.watch(args);
-  const Tensor y = graph.evaluate(args);
-  const Tensor w =
-      cast(add(multiply(range(0.0, static_cast<double>(y.size())), scalar(0.01, DType::Float64)),
-               scalar(1.0, DType::Float64)),
-           y.dtype());
-  std::vector<Tensor> results{y};
-  for (const Tensor& g :
-       tape.gradient(reduce_sum(multiply(y, w)), args, UnconnectedGradients::Zero)) {
-    results.push_back(g);
-  }
-  return results;
-}
-
-// value_and_gradient mapped over `points` points near args (scaled by 1 + 0.001 k, k in
-// -3..3), with no loop fallback.
-std::vector<Tensor> mapped_value_and_gradient(const tapegrad::fuzz::RandomGraph& graph,
-                                              const std::vector<Tensor>& args, std::size_t points) {
-  using namespace tapegrad;
-  std::vector<double> scales(points);
-  for (std::size_t b = 0; b < points; ++b) {
-    scales[b] = 1.0 + 1e-3 * (static_cast<double>(b % 7) - 3.0);
-  }
-  std::vector<Tensor> batches;
-  for (const Tensor& x : args) {
-    Shape scale_shape{points};
-    scale_shape.insert(scale_shape.end(), x.rank(), 1);
-    batches.push_back(multiply(expand_dims(x, 0), from_values(scales, scale_shape, x.dtype())));
-  }
-  return vectorized_map(
-      [&graph](const std::vector<Tensor>& point) { return value_and_gradient(graph, point); },
-      batches, /*fallback_to_loop=*/false);
 }
 
 std::vector<std::string> bytes_of(const std::vector<Tensor>& tensors) {
@@ -130,8 +90,9 @@ TEST_CASE(
     "[function][threads]") {
   const std::string failure =
       threaded_failures(env_or("TAPEGRAD_FUZZ_GRAPHS", 60), [](const auto& graph) -> TensorsFn {
-        return
-            [&graph](const std::vector<Tensor>& args) { return value_and_gradient(graph, args); };
+        return [&graph](const std::vector<Tensor>& args) {
+          return tapegrad::fuzz::value_and_gradient(graph, args);
+        };
       });
   INFO(failure);
   REQUIRE(failure.empty());
@@ -145,7 +106,7 @@ TEST_CASE(
   const std::string failure =
       threaded_failures(env_or("TAPEGRAD_FUZZ_GRAPHS", 10), [](const auto& graph) -> TensorsFn {
         return [&graph](const std::vector<Tensor>& args) {
-          return mapped_value_and_gradient(graph, args, 1024);
+          return tapegrad::fuzz::mapped_value_and_gradient(graph, args, 1024);
         };
       });
   INFO(failure);
