@@ -6,11 +6,8 @@
 
 #include <cstddef>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xarray.hpp>
-#include <xtensor/xnoalias.hpp>
-
 #include "kernels/elementwise.hpp"
+#include "kernels/vector_math.hpp"
 #include "runtime/new_tensor.hpp"
 #include "runtime/tensor_impl.hpp"
 
@@ -40,24 +37,15 @@ Tensor unary_tensor(const A& a, ScalarFn fn) {
   return out;
 }
 
-template <class T, class ScalarFn, class ExprFn>
-Tensor unary_tensor_vectorised(const xt::xarray<T>& a, ScalarFn fn, ExprFn expr) {
+// exp, log or tanh of a as a new Tensor: fn (the C library's function, as a fused loop of a
+// Function computes it) up to kSmallKernel elements, vector_math (kernels/vector_math.hpp:
+// xsimd, with the widest instructions the CPU has) above.
+template <class T, class ScalarFn>
+Tensor unary_tensor_vector_math(const KernelInput<T>& a, ScalarFn fn, VectorFunction function) {
   if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
-  xt::xarray<T>* array = nullptr;
-  Tensor out = new_tensor_array<T>(a.shape(), array);
-  xt::noalias(*array) = expr(a);
-  return out;
-}
-
-// The same for a tensor's elements read in place (an xtensor adaptor over them).
-template <class T, class ScalarFn, class ExprFn>
-Tensor unary_tensor_vectorised(const KernelInput<T>& a, ScalarFn fn, ExprFn expr) {
-  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
-  xt::xarray<T>* array = nullptr;
-  Tensor out = new_tensor_array<T>(a.shape(), array);
-  const auto input = xt::adapt(a.data(), a.size(), xt::no_ownership(),
-                               xt::svector<std::size_t, 4>(a.shape().begin(), a.shape().end()));
-  xt::noalias(*array) = expr(input);
+  T* o = nullptr;
+  Tensor out = new_tensor<T>(a.shape(), o);
+  vector_math(function, a.data(), o, a.size());
   return out;
 }
 

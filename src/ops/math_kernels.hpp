@@ -81,18 +81,19 @@ Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn
 struct NoExpression {};
 
 // fn(v) -> T elementwise over x, whose dtype must be in `accepted` (an InvalidArgument naming
-// op, x's shape and dtype otherwise). `expression`, when given, computes a large array at once
-// (an xtensor expression, which xsimd vectorises): exp, log, tanh.
-template <DTypeSet accepted, class ScalarFn, class Expression = NoExpression>
-Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Expression expression = {}) {
+// op, x's shape and dtype otherwise). `function`, when given (exp, log, tanh), computes arrays
+// above kSmallKernel elements with kernels/vector_math.hpp.
+template <DTypeSet accepted, class ScalarFn, class Vectorised = NoExpression>
+Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Vectorised function = {}) {
   require_defined(op, x);
   return dispatch_in<accepted>(op, x, [&](auto zero) {
     using T = decltype(zero);
     auto scalar_fn = [&](T v) { return static_cast<T>(fn(v)); };
-    if constexpr (std::is_same_v<Expression, NoExpression>) {
-      return unary_tensor(KernelInput<T>(x), scalar_fn);
+    if constexpr (std::is_same_v<Vectorised, VectorFunction> &&
+                  (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+      return unary_tensor_vector_math(KernelInput<T>(x), scalar_fn, function);
     } else {
-      return unary_tensor_vectorised(KernelInput<T>(x), scalar_fn, expression);
+      return unary_tensor(KernelInput<T>(x), scalar_fn);
     }
   });
 }

@@ -32,12 +32,12 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
   return out;
 }
 
-// The forward of a one-input floating op whose `expression` (xtensor, vectorised by xsimd)
-// computes large inputs at once; `kernel` maps one element of small ones.
-template <class Kernel, class Expression>
+// The forward of a one-input floating op (exp, log, tanh) that kernels/vector_math.hpp computes
+// for large inputs; `kernel` maps one element of small ones.
+template <class Kernel>
 Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
-                                    Kernel kernel, Expression expression) {
-  return unary_op<DTypeSet::Floating>(op, function, x, kernel, expression);
+                                    Kernel kernel, VectorFunction vectorised) {
+  return unary_op<DTypeSet::Floating>(op, function, x, kernel, vectorised);
 }
 
 // The rules of an elementwise op y = f(x) whose derivative f'(x) = Slope(x) is written in

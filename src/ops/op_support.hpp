@@ -41,12 +41,13 @@ inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
 }
 
 // The forward of a one-input elementwise op, recorded as `op`: `function` is its public name
-// (for errors), `kernel` maps one element, and `expression` (optional: xtensor, vectorised by
-// xsimd) computes large inputs at once. `accepted`: floating dtypes only, or every numeric one.
-template <DTypeSet accepted, class Kernel, class Expression = NoExpression>
+// (for errors), `kernel` maps one element, and `vectorised` (optional: exp, log or tanh's
+// VectorFunction) computes large inputs at once. `accepted`: floating dtypes only, or every
+// numeric one.
+template <DTypeSet accepted, class Kernel, class Vectorised = NoExpression>
 Tensor unary_op(const OpDefinition& op, const char* function, const Tensor& x, Kernel kernel,
-                Expression expression = {}) {
-  Tensor out = unary_kernel<accepted>(function, x, kernel, expression);
+                Vectorised vectorised = {}) {
+  Tensor out = unary_kernel<accepted>(function, x, kernel, vectorised);
   record(op, {&x}, out);
   return out;
 }

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <type_traits>
 
-#include <xtensor/xmath.hpp>
-
 #include "kernels/int_arith.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
@@ -206,14 +204,12 @@ TAPEGRAD_BUILTIN_OP(log_op) = detail::with_elementwise(
 
 Tensor exp(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
-      exp_op, "exp", x, [](auto v) { return ExpElement::apply(v); },
-      [](const auto& a) { return xt::exp(a); });
+      exp_op, "exp", x, [](auto v) { return ExpElement::apply(v); }, detail::VectorFunction::Exp);
 }
 
 Tensor log(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
-      log_op, "log", x, [](auto v) { return LogElement::apply(v); },
-      [](const auto& a) { return xt::log(a); });
+      log_op, "log", x, [](auto v) { return LogElement::apply(v); }, detail::VectorFunction::Log);
 }
 
 static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -347,7 +343,7 @@ TAPEGRAD_BUILTIN_OP(tanh_grad_definition) = detail::with_structure(
 Tensor tanh(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
       tanh_op, "tanh", x, [](auto v) { return TanhElement::apply(v); },
-      [](const auto& a) { return xt::tanh(a); });
+      detail::VectorFunction::Tanh);
 }
 
 Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {

@@ -1,0 +1,101 @@
+// The loops of kernels/vector_math.hpp for one xsimd architecture. Each instruction set's file
+// (kernels/simd/*.cpp, compiled with its own -m flags and at least -O2) includes this and
+// instantiates it for its architecture only.
+//
+// Nothing here may reach the linker as a shared (weak) symbol: such a copy, compiled with
+// AVX-512 instructions, could be the one the linker keeps for every caller, and a CPU without
+// them would fault. So the kernels are flattened (every call inlined into them) and live in an
+// anonymous namespace; the test vector_math_objects_share_no_symbols checks the objects.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/vector_math.hpp"
+
+namespace tapegrad::detail {
+namespace {
+
+template <class T, VectorFunction function>
+T libm(T v) {
+  if constexpr (function == VectorFunction::Exp) {
+    return std::exp(v);
+  } else if constexpr (function == VectorFunction::Log) {
+    return std::log(v);
+  } else {
+    return std::tanh(v);
+  }
+}
+
+// Where xsimd 8.1's results are wrong, the C library's are taken (test_vector_math sweeps
+// both edges). exp builds 2^k from exponent bits, so it overflows to inf while e^x is still
+// finite (from x = 709.44 in float64, where e^x reaches 1.8e308 only at 709.78) and returns 0
+// for subnormal results; log of a subnormal is off by up to 40 (log(1e-310) = -746.5, not
+// -713.8). The thresholds keep a margin inside the range where xsimd is right.
+template <class T>
+struct ExpRange {
+  static constexpr T low = std::is_same_v<T, float> ? T(-87) : T(-708);
+  static constexpr T high = std::is_same_v<T, float> ? T(88) : T(709);
+};
+
+template <class Arch, class T, VectorFunction function>
+[[gnu::flatten]] void vector_loop(const T* in, T* out, std::size_t n) {
+  using Batch = xsimd::batch<T, Arch>;
+  constexpr std::size_t width = Batch::size;
+  // f(x) for one batch written to `to`; false when a lane is left for the C library.
+  auto apply = [](const Batch& x, T* to) {
+    if constexpr (function == VectorFunction::Exp) {
+      xsimd::exp(x).store_unaligned(to);
+      return !xsimd::any((x < Batch(ExpRange<T>::low)) | (x > Batch(ExpRange<T>::high)));
+    } else if constexpr (function == VectorFunction::Log) {
+      xsimd::log(x).store_unaligned(to);
+      return !xsimd::any(x < Batch(std::numeric_limits<T>::min()));
+    } else {
+      xsimd::tanh(x).store_unaligned(to);
+      return true;
+    }
+  };
+  auto fix = [](const T* x, T* to, std::size_t lanes) {
+    for (std::size_t k = 0; k < lanes; ++k) {
+      const bool outside =
+          function == VectorFunction::Exp
+              ? (x[k] < ExpRange<T>::low || x[k] > ExpRange<T>::high)
+              : function == VectorFunction::Log && x[k] < std::numeric_limits<T>::min();
+      if (outside) to[k] = libm<T, function>(x[k]);
+    }
+  };
+  std::size_t i = 0;
+  for (; i + width <= n; i += width) {
+    // Loaded before anything is stored: out may be in.
+    const Batch x = Batch::load_unaligned(in + i);
+    if (!apply(x, out + i)) {
+      alignas(64) T saved[width];
+      x.store_aligned(saved);
+      fix(saved, out + i, width);
+    }
+  }
+  if (i == n) return;
+  // The last partial batch through the same code, padded with its first element.
+  alignas(64) T block[width];
+  alignas(64) T result[width];
+  for (std::size_t k = 0; k < width; ++k) block[k] = in[i + (i + k < n ? k : 0)];
+  if (!apply(Batch::load_aligned(block), result)) fix(block, result, width);
+  for (std::size_t k = 0; i + k < n; ++k) out[i + k] = result[k];
+}
+
+template <class Arch>
+constexpr VectorMathKernels kernels_for() {
+  return {{&vector_loop<Arch, float, VectorFunction::Exp>,
+           &vector_loop<Arch, float, VectorFunction::Log>,
+           &vector_loop<Arch, float, VectorFunction::Tanh>},
+          {&vector_loop<Arch, double, VectorFunction::Exp>,
+           &vector_loop<Arch, double, VectorFunction::Log>,
+           &vector_loop<Arch, double, VectorFunction::Tanh>}};
+}
+
+}  // namespace
+}  // namespace tapegrad::detail
