@@ -123,6 +123,51 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: exp, log and tanh below and above 32 elements fuse with the eager "
+    "kernels' bits",
+    "[function][fused]") {
+  // At most 32 elements the eager ops use the C library, above it the SIMD kernels
+  // (kernels/vector_math.hpp), whose last bits differ on some elements: a fused loop must take
+  // the eager call's choice, for the run's element count, on every block and on the tail.
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (std::size_t n : {std::size_t{32}, std::size_t{33}, std::size_t{1500}, std::size_t{4099}}) {
+      INFO("dtype " << dtype_name(dtype) << ", " << n << " elements");
+      const Tensor c = cast(scalar(0.7, DType::Float64), dtype);
+      const auto fn = [&](const std::vector<Tensor>& args) {
+        GradientTape tape;
+        tape.watch(args[0]);
+        Tensor y = args[0];
+        for (int i = 0; i < 6; ++i) y = tanh(log(add(exp(multiply(y, c)), c)) - c);
+        return std::vector<Tensor>{y, tape.gradient(reduce_sum(y), args[0])};
+      };
+      const Function f = function(fn);
+      for (double start : {-3.0, 0.25}) {
+        const std::vector<Tensor> args = {ramp(n, dtype, start)};
+        require_all_bitwise_equal(f(args), fn(args));
+      }
+    }
+  }
+  // Fused above 32 elements: the six steps' 24 intermediates stay in scratch blocks.
+  const std::size_t n = 4096;
+  const std::size_t buffer = n * sizeof(double);
+  const Tensor c = scalar(0.7, DType::Float64);
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    Tensor y = args[0];
+    for (int i = 0; i < 6; ++i) y = tanh(log(add(exp(multiply(y, c)), c)) - c);
+    return std::vector<Tensor>{y};
+  };
+  const std::vector<Tensor> args = {ramp(n, DType::Float64)};
+  const Function fused = function(fn);
+  const Function unfused = function(fn, FunctionOptions{16, false});
+  require_all_bitwise_equal(fused(args), unfused(args));
+  const std::size_t fused_peak = peak_buffers(fused, args, buffer);
+  const std::size_t unfused_peak = peak_buffers(unfused, args, buffer);
+  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
+  REQUIRE(fused_peak <= 1);
+  REQUIRE(unfused_peak >= 2);
+}
+
+TEST_CASE(
     "function fused: a run with hundreds of live intermediates (smaller blocks) equals "
     "the eager call",
     "[function][fused]") {

@@ -224,7 +224,7 @@ TEST_CASE("vector_math: an instruction set is available and runs, or is refused 
   CHECK(detail::instruction_set_available(chosen));
 }
 
-// The ops themselves, on tensors above kSmallKernel elements: the values xsimd's exp and log
+// The ops themselves, on tensors above kVectorMathAbove elements: the values xsimd's exp and log
 // got wrong (before kernels/vector_math.cpp, through xtensor's expressions: exp of a float64
 // 709.7 was inf in a tensor of 64 elements and 1.65e308 in a tensor of one) now agree with
 // the op on one element, which computes with the C library.

@@ -19,6 +19,10 @@ namespace tapegrad::detail {
 
 enum class VectorFunction { Exp, Log, Tanh };
 
+// The ops exp, log and tanh use vector_math on arrays above this many elements, the C
+// library's functions on smaller ones (as a Function's fused loops do for the same sizes).
+constexpr std::size_t kVectorMathAbove = 32;
+
 // out[i] = f(in[i]) for i < n; out may be in.
 void vector_math(VectorFunction function, const float* in, float* out, std::size_t n);
 void vector_math(VectorFunction function, const double* in, double* out, std::size_t n);

@@ -37,12 +37,12 @@ Tensor unary_tensor(const A& a, ScalarFn fn) {
   return out;
 }
 
-// exp, log or tanh of a as a new Tensor: fn (the C library's function, as a fused loop of a
-// Function computes it) up to kSmallKernel elements, vector_math (kernels/vector_math.hpp:
-// xsimd, with the widest instructions the CPU has) above.
+// exp, log or tanh of a as a new Tensor: fn (the C library's function) up to kVectorMathAbove
+// elements, vector_math (kernels/vector_math.hpp: xsimd, with the widest instructions the CPU
+// has) above; a Function's fused loops choose as this does (runtime/elementwise_rule.hpp).
 template <class T, class ScalarFn>
 Tensor unary_tensor_vector_math(const KernelInput<T>& a, ScalarFn fn, VectorFunction function) {
-  if (a.size() <= kSmallKernel) return unary_tensor(a, fn);
+  if (a.size() <= kVectorMathAbove) return unary_tensor(a, fn);
   T* o = nullptr;
   Tensor out = new_tensor<T>(a.shape(), o);
   vector_math(function, a.data(), o, a.size());

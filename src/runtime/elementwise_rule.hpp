@@ -9,6 +9,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/vector_math.hpp"
+
 namespace tapegrad::detail {
 
 // out[i] = f(inputs[0][i], ..., inputs[arity - 1][i]) for i < n; out may not alias an input.
@@ -18,11 +20,19 @@ using BlockKernel = void (*)(const T* const* inputs, T* out, std::size_t n);
 struct ElementwiseRule {
   std::uint8_t arity;  // 1 or 2
   // The most elements a fused loop may compute with `f32`/`f64`: an op whose eager kernel
-  // switches to xsimd above kSmallKernel elements (exp, log, tanh) computes larger tensors with
-  // other roundings, so they stay the op's own.
+  // switches to SIMD kernels above kVectorMathAbove elements (exp, log, tanh) computes larger
+  // tensors with other roundings, so those take `above_max`'s kernels, the eager ones (an
+  // element's result depends on its value only, so a block gives the eager call's bits);
+  // without `above_max` they stay the op's own.
   std::size_t max_elements;
   BlockKernel<float> f32;
   BlockKernel<double> f64;
+  const ElementwiseRule* above_max = nullptr;
+
+  // The rule for a run of `elements` elements, nullptr when none may compute it.
+  const ElementwiseRule* for_elements(std::size_t elements) const {
+    return elements <= max_elements ? this : above_max;
+  }
 
   template <class T>
   BlockKernel<T> kernel() const {
@@ -55,5 +65,22 @@ inline constexpr ElementwiseRule unary_elementwise{1, MaxElements, &unary_block<
 template <class Element, std::size_t MaxElements = std::numeric_limits<std::size_t>::max()>
 inline constexpr ElementwiseRule binary_elementwise{2, MaxElements, &binary_block<Element, float>,
                                                     &binary_block<Element, double>};
+
+template <VectorFunction function, class T>
+void vector_math_block(const T* const* inputs, T* out, std::size_t n) {
+  vector_math(function, inputs[0], out, n);
+}
+
+template <VectorFunction function>
+inline constexpr ElementwiseRule vector_math_elementwise_large{
+    1, std::numeric_limits<std::size_t>::max(), &vector_math_block<function, float>,
+    &vector_math_block<function, double>};
+
+// The rules of exp, log and tanh: `Element::apply` (the C library) up to kVectorMathAbove
+// elements, kernels/vector_math.hpp above, as their eager kernels.
+template <class Element, VectorFunction function>
+inline constexpr ElementwiseRule vector_math_elementwise{
+    1, kVectorMathAbove, &unary_block<Element, float>, &unary_block<Element, double>,
+    &vector_math_elementwise_large<function>};
 
 }  // namespace tapegrad::detail

@@ -200,7 +200,7 @@ bool fusable(const OpTrace& trace, const TracedOp& op, std::size_t batch) {
   const Shape& own_shape = op.output_shapes()[0];
   const Shape shape = batch == 0 ? own_shape : with_batch_axis(batch, own_shape);
   const std::size_t elements = num_elements(shape);
-  if (elements == 0 || elements > rule->max_elements) return false;
+  if (elements == 0 || rule->for_elements(elements) == nullptr) return false;
   return std::all_of(op.inputs.begin(), op.inputs.end(), [&](const TracedInput& in) {
     if (!defined_input(in) || dtype_of_input(trace, in) != dtype) return false;
     if (batch != 0 && in.value != TracedInput::kConstant) {
@@ -661,7 +661,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
   std::vector<PendingInstruction> pending;
   for (std::size_t i : run) {
     const TracedOp& op = trace.ops[kept[i]];
-    PendingInstruction instruction{op.op->elementwise_rule, {}, {}};
+    PendingInstruction instruction{op.op->elementwise_rule->for_elements(fused.elements), {}, {}};
     for (std::size_t k = 0; k < 2; ++k) {
       // A unary op's second operand is never read: any valid one does.
       instruction.operands[k] = operand_for(op.inputs[std::min(k, op.inputs.size() - 1)]);

@@ -190,7 +190,7 @@ struct ExpElement {
 TAPEGRAD_BUILTIN_OP(exp_op) = detail::with_elementwise(
     detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(), exp_tangent,
                               detail::batch_unary<&tapegrad::exp>),
-    detail::unary_elementwise<ExpElement, detail::kSmallKernel>);
+    detail::vector_math_elementwise<ExpElement, detail::VectorFunction::Exp>);
 struct LogElement {
   template <class T>
   static T apply(T v) {
@@ -200,7 +200,7 @@ struct LogElement {
 TAPEGRAD_BUILTIN_OP(log_op) = detail::with_elementwise(
     detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(), log_tangent,
                               detail::batch_unary<&tapegrad::log>),
-    detail::unary_elementwise<LogElement, detail::kSmallKernel>);
+    detail::vector_math_elementwise<LogElement, detail::VectorFunction::Log>);
 
 Tensor exp(const Tensor& x) {
   return detail::vectorised_floating_unary_op(
@@ -325,7 +325,7 @@ struct TanhElement {
 TAPEGRAD_BUILTIN_OP(tanh_op) = detail::with_elementwise(
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(), tanh_tangent,
                               detail::batch_unary<&tapegrad::tanh>),
-    detail::unary_elementwise<TanhElement, detail::kSmallKernel>);
+    detail::vector_math_elementwise<TanhElement, detail::VectorFunction::Tanh>);
 struct TanhGradElement {
   template <class T>
   static T apply(T yv, T gv) {
