@@ -1,9 +1,10 @@
-// exp, log and tanh over arrays (src/kernels/vector_math.hpp), for every instruction set this
-// CPU runs: within 2 ulps of the C library over wide sweeps and across the edges where
-// xsimd's own functions are wrong (exp overflowing or flushing subnormal results, log of
-// subnormals), the special values exactly, every element independent of its position and of
-// the array's length, in place as out of place; and the ops exp, log and tanh on tensors
-// large enough to take this path agree with their own small-tensor (C library) results.
+// exp, log, tanh and the sigmoid over arrays (src/kernels/vector_math.hpp), for every
+// instruction set this CPU runs: within 2 ulps of the C library (the sigmoid: of its exact
+// value) over wide sweeps and across the edges where xsimd's own functions are wrong (exp
+// overflowing or flushing subnormal results, log of subnormals), the special values exactly,
+// every element independent of its position and of the array's length, in place as out of
+// place; and the ops on tensors large enough to take this path agree with their own
+// small-tensor (C library) results.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -24,17 +25,34 @@ namespace {
 constexpr InstructionSet kSets[] = {InstructionSet::Baseline, InstructionSet::Avx2,
                                     InstructionSet::Avx512};
 constexpr VectorFunction kFunctions[] = {VectorFunction::Exp, VectorFunction::Log,
-                                         VectorFunction::Tanh};
+                                         VectorFunction::Tanh, VectorFunction::Sigmoid};
 
 const char* name_of(VectorFunction f) {
-  return f == VectorFunction::Exp ? "exp" : f == VectorFunction::Log ? "log" : "tanh";
+  switch (f) {
+    case VectorFunction::Exp:
+      return "exp";
+    case VectorFunction::Log:
+      return "log";
+    case VectorFunction::Tanh:
+      return "tanh";
+    default:
+      return "sigmoid";
+  }
 }
 
+// The C library's value; the sigmoid's exact one, rounded (computed in long double).
 template <class T>
-T libm(VectorFunction f, T v) {
-  return f == VectorFunction::Exp   ? std::exp(v)
-         : f == VectorFunction::Log ? std::log(v)
-                                    : std::tanh(v);
+T reference(VectorFunction f, T v) {
+  switch (f) {
+    case VectorFunction::Exp:
+      return std::exp(v);
+    case VectorFunction::Log:
+      return std::log(v);
+    case VectorFunction::Tanh:
+      return std::tanh(v);
+    default:
+      return static_cast<T>(1.0L / (1.0L + std::exp(-static_cast<long double>(v))));
+  }
 }
 
 template <class T>
@@ -72,11 +90,15 @@ std::vector<T> sweep(VectorFunction f) {
     x.push_back(static_cast<T>(f == VectorFunction::Log ? std::fabs(v) : v));
   }
   const bool is_float = std::is_same_v<T, float>;
-  if (f == VectorFunction::Exp) {
-    // Across both ends of the range: overflow near log(max), subnormal results below log(min).
+  if (f == VectorFunction::Exp || f == VectorFunction::Sigmoid) {
+    // Across both ends of the range: overflow near log(max), subnormal results below log(min)
+    // (the sigmoid's e^-|x| has the lower end only, on both sides of 0).
     const double top = is_float ? 88.7 : 709.8, bottom = is_float ? -104 : -745.2;
     for (double v = top - 3; v <= top + 0.1; v += 1.0 / 1024) x.push_back(static_cast<T>(v));
     for (double v = bottom - 0.1; v <= bottom + 20; v += 1.0 / 256) x.push_back(static_cast<T>(v));
+    if (f == VectorFunction::Sigmoid) {
+      for (double v = -40; v <= 40; v += 1.0 / 64) x.push_back(static_cast<T>(v));
+    }
   } else if (f == VectorFunction::Log) {
     // Subnormal and the smallest normal inputs, the largest ones.
     for (int e = std::numeric_limits<T>::min_exponent - std::numeric_limits<T>::digits;
@@ -97,7 +119,7 @@ void require_close_to_libm(InstructionSet set, VectorFunction f) {
   double worst = 0;
   T worst_at = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    const double apart = ulps_apart(y[i], libm(f, x[i]));
+    const double apart = ulps_apart(y[i], reference(f, x[i]));
     if (apart > worst) {
       worst = apart;
       worst_at = x[i];
@@ -146,6 +168,12 @@ void require_special_values(InstructionSet set) {
   check(VectorFunction::Tanh, T(-0.0), T(-0.0));
   check(VectorFunction::Tanh, std::numeric_limits<T>::denorm_min(),
         std::numeric_limits<T>::denorm_min());
+  check(VectorFunction::Sigmoid, inf, T(1));
+  check(VectorFunction::Sigmoid, -inf, T(0));
+  check(VectorFunction::Sigmoid, nan, nan);
+  check(VectorFunction::Sigmoid, T(0), T(0.5));
+  check(VectorFunction::Sigmoid, T(1000), T(1));
+  check(VectorFunction::Sigmoid, T(-1000), T(0));
 }
 
 template <class T>
@@ -154,7 +182,8 @@ void require_position_independent(InstructionSet set, VectorFunction f) {
   std::uniform_real_distribution<double> values(f == VectorFunction::Log ? 1e-3 : -6, 6);
   std::vector<T> all(97);
   for (T& v : all) v = static_cast<T>(values(random));
-  all[13] = static_cast<T>(f == VectorFunction::Exp ? -720 : 1e-310);  // a lane the C library takes
+  // A lane the C library takes.
+  all[13] = static_cast<T>(f == VectorFunction::Log ? 1e-310 : -720);
   const std::vector<T> reference = run(set, f, all);
   for (std::size_t offset : {0, 1, 5, 13}) {
     for (std::size_t n = 1; offset + n <= all.size(); ++n) {
@@ -179,7 +208,7 @@ void require_position_independent(InstructionSet set, VectorFunction f) {
 
 }  // namespace
 
-TEST_CASE("vector_math: each instruction set is within 2 ulps of the C library") {
+TEST_CASE("vector_math: each instruction set is within 2 ulps of the C library or exact value") {
   for (InstructionSet set : kSets) {
     if (!detail::instruction_set_available(set)) continue;
     for (VectorFunction f : kFunctions) {
@@ -228,7 +257,7 @@ TEST_CASE("vector_math: an instruction set is available and runs, or is refused 
 // got wrong (before kernels/vector_math.cpp, through xtensor's expressions: exp of a float64
 // 709.7 was inf in a tensor of 64 elements and 1.65e308 in a tensor of one) now agree with
 // the op on one element, which computes with the C library.
-TEST_CASE("exp, log and tanh of large tensors agree with their one-element results") {
+TEST_CASE("exp, log, tanh and sigmoid of large tensors agree with their one-element results") {
   struct Case {
     Tensor (*op)(const Tensor&);
     const char* name;
@@ -242,6 +271,8 @@ TEST_CASE("exp, log and tanh of large tensors agree with their one-element resul
       {&log, "log", {1e-40, 1.4e-45, 1.2e-38, 0.5, 3}, DType::Float32},
       {&tanh, "tanh", {-30, -1e-300, 0.3, 4, 19.1, 400}, DType::Float64},
       {&tanh, "tanh", {-30, 0.3, 4, 9.1, 50}, DType::Float32},
+      {&sigmoid, "sigmoid", {-745, -720, -708.5, -30, 0.3, 4, 40}, DType::Float64},
+      {&sigmoid, "sigmoid", {-104, -95, -88, -30, 0.3, 4, 20}, DType::Float32},
   };
   for (const Case& c : cases) {
     for (double v : c.values) {

@@ -31,8 +31,10 @@ void scalar_loop(const T* in, T* out, std::size_t n) {
       out[i] = std::exp(in[i]);
     } else if constexpr (function == VectorFunction::Log) {
       out[i] = std::log(in[i]);
-    } else {
+    } else if constexpr (function == VectorFunction::Tanh) {
       out[i] = std::tanh(in[i]);
+    } else {
+      out[i] = stable_sigmoid(in[i]);
     }
   }
 }
@@ -44,9 +46,9 @@ const VectorMathKernels& baseline_kernels() {
 #else
   static constexpr VectorMathKernels kernels = {
       {&scalar_loop<float, VectorFunction::Exp>, &scalar_loop<float, VectorFunction::Log>,
-       &scalar_loop<float, VectorFunction::Tanh>},
+       &scalar_loop<float, VectorFunction::Tanh>, &scalar_loop<float, VectorFunction::Sigmoid>},
       {&scalar_loop<double, VectorFunction::Exp>, &scalar_loop<double, VectorFunction::Log>,
-       &scalar_loop<double, VectorFunction::Tanh>}};
+       &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>}};
 #endif
   return kernels;
 }
@@ -93,7 +95,7 @@ InstructionSet choose_instruction_set() {
     } else if (!instruction_set_available(cap)) {
       std::fprintf(stderr,
                    "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
-                   "cannot run it; exp, log and tanh use the widest set below it\n",
+                   "cannot run it; exp, log, tanh and sigmoid use the widest set below it\n",
                    requested);
     }
   }

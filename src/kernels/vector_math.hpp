@@ -1,4 +1,5 @@
-// exp, log and tanh over contiguous arrays, with the widest SIMD instructions the CPU has.
+// exp, log, tanh and the logistic sigmoid over contiguous arrays, with the widest SIMD
+// instructions the CPU has.
 //
 // The library is built for baseline x86-64 (SSE2), so that its binaries run on any x86-64
 // CPU and its ABI does not depend on -march (docs/performance.md, "xsimd"). These three
@@ -13,13 +14,25 @@
 // in the last bit on some elements (FMA rounds once where SSE2 rounds twice).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 namespace tapegrad::detail {
 
-enum class VectorFunction { Exp, Log, Tanh };
+enum class VectorFunction { Exp, Log, Tanh, Sigmoid };
+constexpr int kVectorFunctions = 4;
 
-// The ops exp, log and tanh use vector_math on arrays above this many elements, the C
+// 1 / (1 + e^-v), never exponentiating a positive number, so that it neither overflows nor
+// loses 1 - tiny: the sigmoid op's scalar function, and vector_math's where it takes the C
+// library's exp.
+template <class T>
+T stable_sigmoid(T v) {
+  if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
+  const T e = std::exp(v);
+  return e / (T(1) + e);
+}
+
+// The ops exp, log, tanh and sigmoid use vector_math on arrays above this many elements, the C
 // library's functions on smaller ones (as a Function's fused loops do for the same sizes).
 constexpr std::size_t kVectorMathAbove = 32;
 
@@ -40,8 +53,8 @@ bool instruction_set_available(InstructionSet set);
 template <class T>
 using VectorKernel = void (*)(const T* in, T* out, std::size_t n);
 struct VectorMathKernels {
-  VectorKernel<float> f32[3];  // indexed by VectorFunction
-  VectorKernel<double> f64[3];
+  VectorKernel<float> f32[kVectorFunctions];  // indexed by VectorFunction
+  VectorKernel<double> f64[kVectorFunctions];
 };
 // Throws InvalidArgument when !instruction_set_available(set).
 const VectorMathKernels& vector_math_kernels(InstructionSet set);

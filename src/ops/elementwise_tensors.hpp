@@ -37,9 +37,10 @@ Tensor unary_tensor(const A& a, ScalarFn fn) {
   return out;
 }
 
-// exp, log or tanh of a as a new Tensor: fn (the C library's function) up to kVectorMathAbove
-// elements, vector_math (kernels/vector_math.hpp: xsimd, with the widest instructions the CPU
-// has) above; a Function's fused loops choose as this does (runtime/elementwise_rule.hpp).
+// exp, log, tanh or sigmoid of a as a new Tensor: fn (the C library's function) up to
+// kVectorMathAbove elements, vector_math (kernels/vector_math.hpp: xsimd, with the widest
+// instructions the CPU has) above; a Function's fused loops choose as this does
+// (runtime/elementwise_rule.hpp).
 template <class T, class ScalarFn>
 Tensor unary_tensor_vector_math(const KernelInput<T>& a, ScalarFn fn, VectorFunction function) {
   if (a.size() <= kVectorMathAbove) return unary_tensor(a, fn);

@@ -32,8 +32,8 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
   return out;
 }
 
-// The forward of a one-input floating op (exp, log, tanh) that kernels/vector_math.hpp computes
-// for large inputs; `kernel` maps one element of small ones.
+// The forward of a one-input floating op (exp, log, tanh, sigmoid) that kernels/vector_math.hpp
+// computes for large inputs; `kernel` maps one element of small ones.
 template <class Kernel>
 Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
                                     Kernel kernel, VectorFunction vectorised) {

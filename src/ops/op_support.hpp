@@ -41,7 +41,7 @@ inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
 }
 
 // The forward of a one-input elementwise op, recorded as `op`: `function` is its public name
-// (for errors), `kernel` maps one element, and `vectorised` (optional: exp, log or tanh's
+// (for errors), `kernel` maps one element, and `vectorised` (optional: exp, log, tanh or sigmoid's
 // VectorFunction) computes large inputs at once. `accepted`: floating dtypes only, or every
 // numeric one.
 template <DTypeSet accepted, class Kernel, class Vectorised = NoExpression>

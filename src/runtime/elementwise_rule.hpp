@@ -20,8 +20,8 @@ using BlockKernel = void (*)(const T* const* inputs, T* out, std::size_t n);
 struct ElementwiseRule {
   std::uint8_t arity;  // 1 or 2
   // The most elements a fused loop may compute with `f32`/`f64`: an op whose eager kernel
-  // switches to SIMD kernels above kVectorMathAbove elements (exp, log, tanh) computes larger
-  // tensors with other roundings, so those take `above_max`'s kernels, the eager ones (an
+  // switches to SIMD kernels above kVectorMathAbove elements (exp, log, tanh, sigmoid) computes
+  // larger tensors with other roundings, so those take `above_max`'s kernels, the eager ones (an
   // element's result depends on its value only, so a block gives the eager call's bits);
   // without `above_max` they stay the op's own.
   std::size_t max_elements;
@@ -76,7 +76,7 @@ inline constexpr ElementwiseRule vector_math_elementwise_large{
     1, std::numeric_limits<std::size_t>::max(), &vector_math_block<function, float>,
     &vector_math_block<function, double>};
 
-// The rules of exp, log and tanh: `Element::apply` (the C library) up to kVectorMathAbove
+// The rules of exp, log, tanh and sigmoid: `Element::apply` (the C library) up to kVectorMathAbove
 // elements, kernels/vector_math.hpp above, as their eager kernels.
 template <class Element, VectorFunction function>
 inline constexpr ElementwiseRule vector_math_elementwise{

@@ -26,16 +26,19 @@ T libm(T v) {
     return std::exp(v);
   } else if constexpr (function == VectorFunction::Log) {
     return std::log(v);
-  } else {
+  } else if constexpr (function == VectorFunction::Tanh) {
     return std::tanh(v);
+  } else {
+    return stable_sigmoid(v);
   }
 }
 
 // Where xsimd 8.1's results are wrong, the C library's are taken (test_vector_math sweeps
 // both edges). exp builds 2^k from exponent bits, so it overflows to inf while e^x is still
 // finite (from x = 709.44 in float64, where e^x reaches 1.8e308 only at 709.78) and returns 0
-// for subnormal results; log of a subnormal is off by up to 40 (log(1e-310) = -746.5, not
-// -713.8). The thresholds keep a margin inside the range where xsimd is right.
+// for subnormal results (the sigmoid's e^-|x| alike); log of a subnormal is off by up to 40
+// (log(1e-310) = -746.5, not -713.8). The thresholds keep a margin inside the range where xsimd is
+// right.
 template <class T>
 struct ExpRange {
   static constexpr T low = std::is_same_v<T, float> ? T(-87) : T(-708);
@@ -54,17 +57,28 @@ template <class Arch, class T, VectorFunction function>
     } else if constexpr (function == VectorFunction::Log) {
       xsimd::log(x).store_unaligned(to);
       return !xsimd::any(x < Batch(std::numeric_limits<T>::min()));
-    } else {
+    } else if constexpr (function == VectorFunction::Tanh) {
       xsimd::tanh(x).store_unaligned(to);
       return true;
+    } else {
+      // stable_sigmoid's two branches, with e = e^-|x| for both.
+      const Batch minus_abs = -xsimd::abs(x);
+      const Batch e = xsimd::exp(minus_abs);
+      const Batch one(T(1));
+      xsimd::select(x >= Batch(T(0)), one / (one + e), e / (one + e)).store_unaligned(to);
+      return !xsimd::any(minus_abs < Batch(ExpRange<T>::low));
     }
   };
   auto fix = [](const T* x, T* to, std::size_t lanes) {
     for (std::size_t k = 0; k < lanes; ++k) {
-      const bool outside =
-          function == VectorFunction::Exp
-              ? (x[k] < ExpRange<T>::low || x[k] > ExpRange<T>::high)
-              : function == VectorFunction::Log && x[k] < std::numeric_limits<T>::min();
+      bool outside = false;
+      if constexpr (function == VectorFunction::Exp) {
+        outside = x[k] < ExpRange<T>::low || x[k] > ExpRange<T>::high;
+      } else if constexpr (function == VectorFunction::Log) {
+        outside = x[k] < std::numeric_limits<T>::min();
+      } else if constexpr (function == VectorFunction::Sigmoid) {
+        outside = -std::fabs(x[k]) < ExpRange<T>::low;
+      }
       if (outside) to[k] = libm<T, function>(x[k]);
     }
   };
@@ -91,10 +105,12 @@ template <class Arch>
 constexpr VectorMathKernels kernels_for() {
   return {{&vector_loop<Arch, float, VectorFunction::Exp>,
            &vector_loop<Arch, float, VectorFunction::Log>,
-           &vector_loop<Arch, float, VectorFunction::Tanh>},
+           &vector_loop<Arch, float, VectorFunction::Tanh>,
+           &vector_loop<Arch, float, VectorFunction::Sigmoid>},
           {&vector_loop<Arch, double, VectorFunction::Exp>,
            &vector_loop<Arch, double, VectorFunction::Log>,
-           &vector_loop<Arch, double, VectorFunction::Tanh>}};
+           &vector_loop<Arch, double, VectorFunction::Tanh>,
+           &vector_loop<Arch, double, VectorFunction::Sigmoid>}};
 }
 
 }  // namespace
