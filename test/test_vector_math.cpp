@@ -208,6 +208,16 @@ void require_position_independent(InstructionSet set, VectorFunction f) {
       }
     }
   }
+  // A long array (whole chunks of batches, kernels/simd/vector_math_loops.hpp) with lanes the
+  // C library takes: each element as on its own.
+  std::vector<T> long_array(3001);
+  for (T& v : long_array) v = static_cast<T>(values(random));
+  for (std::size_t k = 7; k < long_array.size(); k += 397) long_array[k] = all[13];
+  const std::vector<T> long_result = run(set, f, long_array);
+  for (std::size_t i = 0; i < long_array.size(); ++i) {
+    INFO(name_of(f) << " element " << i << " of " << long_array.size());
+    REQUIRE(ulps_apart(long_result[i], run(set, f, std::vector<T>{long_array[i]})[0]) == 0);
+  }
   // In place: out is in.
   std::vector<T> in_place = all;
   const auto& kernels = detail::vector_math_kernels(set);
