@@ -16,6 +16,7 @@
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
 #include "ops/math_kernels.hpp"
+#include "ops/math_support.hpp"
 #include "ops/op_support.hpp"
 #include "ops/structure_support.hpp"
 #include "tapegrad/ops/array.hpp"
