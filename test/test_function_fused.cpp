@@ -69,6 +69,22 @@ std::size_t peak_buffers(const Function& f, const std::vector<Tensor>& args,
   return (peak_bytes(f, args) + buffer_bytes - 1) / buffer_bytes;
 }
 
+// fn traced fused and traced op by op (FunctionOptions::optimize off): both calls equal fn's
+// eager one bit for bit; then the peak buffers each call holds.
+struct PeakBuffers {
+  std::size_t fused;
+  std::size_t unfused;
+};
+PeakBuffers fused_and_unfused_peaks(const Body& fn, const std::vector<Tensor>& args,
+                                    std::size_t buffer_bytes) {
+  const Function fused = function(fn);
+  const Function unfused = function(fn, FunctionOptions{16, false});
+  const std::vector<Tensor> eager = fn(args);
+  require_all_bitwise_equal(fused(args), eager);
+  require_all_bitwise_equal(unfused(args), eager);
+  return {peak_buffers(fused, args, buffer_bytes), peak_buffers(unfused, args, buffer_bytes)};
+}
+
 // The InvalidArgument a call of f with args throws (the test fails when it throws none).
 std::string invalid_argument_of(const Function& f, const std::vector<Tensor>& args) {
   try {
@@ -156,15 +172,10 @@ TEST_CASE(
     for (int i = 0; i < 6; ++i) y = tanh(log(add(exp(multiply(y, c)), c)) - sigmoid(y));
     return std::vector<Tensor>{y};
   };
-  const std::vector<Tensor> args = {ramp(n, DType::Float64)};
-  const Function fused = function(fn);
-  const Function unfused = function(fn, FunctionOptions{16, false});
-  require_all_bitwise_equal(fused(args), unfused(args));
-  const std::size_t fused_peak = peak_buffers(fused, args, buffer);
-  const std::size_t unfused_peak = peak_buffers(unfused, args, buffer);
-  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
-  REQUIRE(fused_peak <= 1);
-  REQUIRE(unfused_peak >= 2);
+  const PeakBuffers peaks = fused_and_unfused_peaks(fn, {ramp(n, DType::Float64)}, buffer);
+  INFO("fused " << peaks.fused << " buffers, unfused " << peaks.unfused);
+  REQUIRE(peaks.fused <= 1);
+  REQUIRE(peaks.unfused >= 2);
 }
 
 TEST_CASE(
@@ -249,16 +260,11 @@ TEST_CASE(
   const auto fn = [&](const std::vector<Tensor>& args) {
     return sin_chain_value_and_gradient(args[0], c, b, 20);
   };
-  const std::vector<Tensor> args = {ramp(n, DType::Float64)};
-  const Function fused = function(fn);
-  const Function unfused = function(fn, FunctionOptions{16, false});
-  require_all_bitwise_equal(fused(args), unfused(args));  // both traced
-  const std::size_t fused_peak = peak_buffers(fused, args, buffer);
-  const std::size_t unfused_peak = peak_buffers(unfused, args, buffer);
-  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
+  const PeakBuffers peaks = fused_and_unfused_peaks(fn, {ramp(n, DType::Float64)}, buffer);
+  INFO("fused " << peaks.fused << " buffers, unfused " << peaks.unfused);
   // The value and the gradient, the reduce_sum's seed and broadcast, and its sum.
-  REQUIRE(fused_peak <= 4);
-  REQUIRE(unfused_peak >= 20);
+  REQUIRE(peaks.fused <= 4);
+  REQUIRE(peaks.unfused >= 20);
 }
 
 TEST_CASE(
@@ -330,17 +336,12 @@ TEST_CASE(
   REQUIRE(args[0].shape() == column_shape);
   REQUIRE(args[2].shape() == tangent_shape);
 
-  const Function fused = function(value);
-  const Function unfused = function(value, FunctionOptions{16, false});
-  require_all_bitwise_equal(fused(args), value(args));
-  require_all_bitwise_equal(unfused(args), value(args));
-  const std::size_t fused_peak = peak_buffers(fused, args, buffer);
-  const std::size_t unfused_peak = peak_buffers(unfused, args, buffer);
-  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
+  const PeakBuffers peaks = fused_and_unfused_peaks(value, args, buffer);
+  INFO("fused " << peaks.fused << " buffers, unfused " << peaks.unfused);
   // Fused: the result and the three columns' patterns (3n + a block each, 60 KiB in all). Op
   // by op: two products and their sum alive at once.
-  REQUIRE(fused_peak <= 2);
-  REQUIRE(unfused_peak >= 3);
+  REQUIRE(peaks.fused <= 2);
+  REQUIRE(peaks.unfused >= 3);
 
   const Function with_gradient = function(value_and_gradient);
   const std::vector<Tensor> results = with_gradient(args);
@@ -422,13 +423,9 @@ TEST_CASE(
   const auto gn = [&](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{jacobian_forward(g, a[0])};
   };
-  const Function g_fused = function(gn);
-  const Function g_unfused = function(gn, FunctionOptions{16, false});
-  require_all_bitwise_equal(g_fused(args), gn(args));
-  const std::size_t fused_peak = peak_buffers(g_fused, args, buffer);
-  const std::size_t unfused_peak = peak_buffers(g_unfused, args, buffer);
-  INFO("fused " << fused_peak << " buffers, unfused " << unfused_peak);
-  REQUIRE(fused_peak < unfused_peak);
+  const PeakBuffers peaks = fused_and_unfused_peaks(gn, args, buffer);
+  INFO("fused " << peaks.fused << " buffers, unfused " << peaks.unfused);
+  REQUIRE(peaks.fused < peaks.unfused);
 }
 
 TEST_CASE(

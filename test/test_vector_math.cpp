@@ -229,16 +229,22 @@ void require_position_independent(InstructionSet set, VectorFunction f) {
   for (std::size_t i = 0; i < all.size(); ++i) REQUIRE(ulps_apart(in_place[i], reference[i]) == 0);
 }
 
+// check(set, f) for each instruction set this CPU runs and each function.
+template <class Check>
+void for_each_available_set_and_function(Check check) {
+  for (InstructionSet set : kSets) {
+    if (!detail::instruction_set_available(set)) continue;
+    for (VectorFunction f : kFunctions) check(set, f);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("vector_math: each instruction set is within 2 ulps of the C library or exact value") {
-  for (InstructionSet set : kSets) {
-    if (!detail::instruction_set_available(set)) continue;
-    for (VectorFunction f : kFunctions) {
-      require_close_to_libm<float>(set, f);
-      require_close_to_libm<double>(set, f);
-    }
-  }
+  for_each_available_set_and_function([](InstructionSet set, VectorFunction f) {
+    require_close_to_libm<float>(set, f);
+    require_close_to_libm<double>(set, f);
+  });
 }
 
 TEST_CASE("vector_math: infinities, NaN, zeros of both signs and overflow exactly") {
@@ -250,13 +256,10 @@ TEST_CASE("vector_math: infinities, NaN, zeros of both signs and overflow exactl
 }
 
 TEST_CASE("vector_math: an element's result depends on its value only, in place or not") {
-  for (InstructionSet set : kSets) {
-    if (!detail::instruction_set_available(set)) continue;
-    for (VectorFunction f : kFunctions) {
-      require_position_independent<float>(set, f);
-      require_position_independent<double>(set, f);
-    }
-  }
+  for_each_available_set_and_function([](InstructionSet set, VectorFunction f) {
+    require_position_independent<float>(set, f);
+    require_position_independent<double>(set, f);
+  });
 }
 
 TEST_CASE("vector_math: an instruction set is available and runs, or is refused by name") {

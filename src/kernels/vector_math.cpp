@@ -26,17 +26,7 @@ namespace {
 // Without xsimd (TAPEGRAD_USE_XSIMD=OFF) the baseline is the C library's functions.
 template <class T, VectorFunction function>
 void scalar_loop(const T* in, T* out, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if constexpr (function == VectorFunction::Exp) {
-      out[i] = std::exp(in[i]);
-    } else if constexpr (function == VectorFunction::Log) {
-      out[i] = std::log(in[i]);
-    } else if constexpr (function == VectorFunction::Tanh) {
-      out[i] = std::tanh(in[i]);
-    } else {
-      out[i] = stable_sigmoid(in[i]);
-    }
-  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = scalar_function<function>(in[i]);
 }
 #endif
 

@@ -23,13 +23,28 @@ enum class VectorFunction { Exp, Log, Tanh, Sigmoid };
 constexpr int kVectorFunctions = 4;
 
 // 1 / (1 + e^-v), never exponentiating a positive number, so that it neither overflows nor
-// loses 1 - tiny: the sigmoid op's scalar function, and vector_math's where it takes the C
-// library's exp.
+// loses 1 - tiny.
 template <class T>
 T stable_sigmoid(T v) {
   if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
   const T e = std::exp(v);
   return e / (T(1) + e);
+}
+
+// f(v) one element at a time, with the C library: the ops' scalar path (tensors of up to
+// kVectorMathAbove elements, and a Function's fused loops for them) and vector_math's lanes
+// where xsimd is wrong. One definition, so that both give the same values.
+template <VectorFunction function, class T>
+T scalar_function(T v) {
+  if constexpr (function == VectorFunction::Exp) {
+    return std::exp(v);
+  } else if constexpr (function == VectorFunction::Log) {
+    return std::log(v);
+  } else if constexpr (function == VectorFunction::Tanh) {
+    return std::tanh(v);
+  } else {
+    return stable_sigmoid(v);
+  }
 }
 
 // The ops exp, log, tanh and sigmoid use vector_math on arrays above this many elements, the C

@@ -78,12 +78,12 @@ Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn
   });
 }
 
-struct NoExpression {};
+struct NoVectorFunction {};
 
 // fn(v) -> T elementwise over x, whose dtype must be in `accepted` (an InvalidArgument naming
 // op, x's shape and dtype otherwise). `function`, when given (exp, log, tanh, sigmoid), computes
 // arrays above kVectorMathAbove elements with kernels/vector_math.hpp.
-template <DTypeSet accepted, class ScalarFn, class Vectorised = NoExpression>
+template <DTypeSet accepted, class ScalarFn, class Vectorised = NoVectorFunction>
 Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Vectorised function = {}) {
   require_defined(op, x);
   return dispatch_in<accepted>(op, x, [&](auto zero) {

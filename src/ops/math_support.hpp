@@ -33,11 +33,11 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
 }
 
 // The forward of a one-input floating op (exp, log, tanh, sigmoid) that kernels/vector_math.hpp
-// computes for large inputs; `kernel` maps one element of small ones.
-template <class Kernel>
-Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x,
-                                    Kernel kernel, VectorFunction vectorised) {
-  return unary_op<DTypeSet::Floating>(op, function, x, kernel, vectorised);
+// computes for large inputs and scalar_function for small ones.
+template <VectorFunction vectorised>
+Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x) {
+  return unary_op<DTypeSet::Floating>(
+      op, function, x, [](auto v) { return scalar_function<vectorised>(v); }, vectorised);
 }
 
 // The rules of an elementwise op y = f(x) whose derivative f'(x) = Slope(x) is written in

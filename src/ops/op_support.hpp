@@ -44,7 +44,7 @@ inline std::vector<std::int64_t> signed_shape(const Shape& shape) {
 // (for errors), `kernel` maps one element, and `vectorised` (optional: exp, log, tanh or sigmoid's
 // VectorFunction) computes large inputs at once. `accepted`: floating dtypes only, or every
 // numeric one.
-template <DTypeSet accepted, class Kernel, class Vectorised = NoExpression>
+template <DTypeSet accepted, class Kernel, class Vectorised = NoVectorFunction>
 Tensor unary_op(const OpDefinition& op, const char* function, const Tensor& x, Kernel kernel,
                 Vectorised vectorised = {}) {
   Tensor out = unary_kernel<accepted>(function, x, kernel, vectorised);

@@ -76,11 +76,20 @@ inline constexpr ElementwiseRule vector_math_elementwise_large{
     1, std::numeric_limits<std::size_t>::max(), &vector_math_block<function, float>,
     &vector_math_block<function, double>};
 
-// The rules of exp, log, tanh and sigmoid: `Element::apply` (the C library) up to kVectorMathAbove
-// elements, kernels/vector_math.hpp above, as their eager kernels.
-template <class Element, VectorFunction function>
+template <VectorFunction function>
+struct VectorFunctionElement {
+  template <class T>
+  static T apply(T v) {
+    return scalar_function<function>(v);
+  }
+};
+
+// The rules of exp, log, tanh and sigmoid: scalar_function (the C library) up to
+// kVectorMathAbove elements, kernels/vector_math.hpp above, as their eager kernels.
+template <VectorFunction function>
 inline constexpr ElementwiseRule vector_math_elementwise{
-    1, kVectorMathAbove, &unary_block<Element, float>, &unary_block<Element, double>,
+    1, kVectorMathAbove, &unary_block<VectorFunctionElement<function>, float>,
+    &unary_block<VectorFunctionElement<function>, double>,
     &vector_math_elementwise_large<function>};
 
 }  // namespace tapegrad::detail

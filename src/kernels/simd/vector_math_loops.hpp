@@ -20,19 +20,6 @@
 namespace tapegrad::detail {
 namespace {
 
-template <class T, VectorFunction function>
-T libm(T v) {
-  if constexpr (function == VectorFunction::Exp) {
-    return std::exp(v);
-  } else if constexpr (function == VectorFunction::Log) {
-    return std::log(v);
-  } else if constexpr (function == VectorFunction::Tanh) {
-    return std::tanh(v);
-  } else {
-    return stable_sigmoid(v);
-  }
-}
-
 // Where xsimd 8.1's results are wrong, the C library's are taken (test_vector_math sweeps
 // both edges). exp builds 2^k from exponent bits, so it overflows to inf while e^x is still
 // finite (from x = 709.44 in float64, where e^x reaches 1.8e308 only at 709.78; from 88.38 in
@@ -85,7 +72,7 @@ template <class Arch, class T, VectorFunction function>
       } else if constexpr (function == VectorFunction::Log) {
         outside = x[k] < std::numeric_limits<T>::min();
       }
-      if (outside) to[k] = libm<T, function>(x[k]);
+      if (outside) to[k] = scalar_function<function>(x[k]);
     }
   };
   std::size_t i = 0;

@@ -181,35 +181,21 @@ static Grads exp_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents);
 static Grads log_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents log_tangent(const ForwardContext& op, const Tangents& tangents);
-struct ExpElement {
-  template <class T>
-  static T apply(T v) {
-    return std::exp(v);
-  }
-};
 TAPEGRAD_BUILTIN_OP(exp_op) = detail::with_elementwise(
     detail::differentiable_op("Exp", exp_gradient, KeepSet::none(), KeepSet::all(), exp_tangent,
                               detail::batch_unary<&tapegrad::exp>),
-    detail::vector_math_elementwise<ExpElement, detail::VectorFunction::Exp>);
-struct LogElement {
-  template <class T>
-  static T apply(T v) {
-    return std::log(v);
-  }
-};
+    detail::vector_math_elementwise<detail::VectorFunction::Exp>);
 TAPEGRAD_BUILTIN_OP(log_op) = detail::with_elementwise(
     detail::differentiable_op("Log", log_gradient, KeepSet::all(), KeepSet::none(), log_tangent,
                               detail::batch_unary<&tapegrad::log>),
-    detail::vector_math_elementwise<LogElement, detail::VectorFunction::Log>);
+    detail::vector_math_elementwise<detail::VectorFunction::Log>);
 
 Tensor exp(const Tensor& x) {
-  return detail::vectorised_floating_unary_op(
-      exp_op, "exp", x, [](auto v) { return ExpElement::apply(v); }, detail::VectorFunction::Exp);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Exp>(exp_op, "exp", x);
 }
 
 Tensor log(const Tensor& x) {
-  return detail::vectorised_floating_unary_op(
-      log_op, "log", x, [](auto v) { return LogElement::apply(v); }, detail::VectorFunction::Log);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Log>(log_op, "log", x);
 }
 
 static Tangents exp_tangent(const ForwardContext& op, const Tangents& tangents) {
@@ -316,16 +302,10 @@ static Tangents tanh_tangent(const ForwardContext& op, const Tangents& tangents)
 static Grads tanh_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents tanh_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor tanh_grad_fixed_y(const Tensor& y, const Tensor& g);
-struct TanhElement {
-  template <class T>
-  static T apply(T v) {
-    return std::tanh(v);
-  }
-};
 TAPEGRAD_BUILTIN_OP(tanh_op) = detail::with_elementwise(
     detail::differentiable_op("Tanh", tanh_gradient, KeepSet::none(), KeepSet::all(), tanh_tangent,
                               detail::batch_unary<&tapegrad::tanh>),
-    detail::vector_math_elementwise<TanhElement, detail::VectorFunction::Tanh>);
+    detail::vector_math_elementwise<detail::VectorFunction::Tanh>);
 struct TanhGradElement {
   template <class T>
   static T apply(T yv, T gv) {
@@ -341,9 +321,7 @@ TAPEGRAD_BUILTIN_OP(tanh_grad_definition) = detail::with_structure(
     detail::structure_fused_activation<&detail::tanh_grad_op>);
 
 Tensor tanh(const Tensor& x) {
-  return detail::vectorised_floating_unary_op(
-      tanh_op, "tanh", x, [](auto v) { return TanhElement::apply(v); },
-      detail::VectorFunction::Tanh);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Tanh>(tanh_op, "tanh", x);
 }
 
 Tensor detail::tanh_grad_op(const Tensor& y, const Tensor& g) {

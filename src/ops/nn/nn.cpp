@@ -108,22 +108,14 @@ static Tensor relu_grad_fixed_y(const Tensor& y, const Tensor& g) {
 
 static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g);
 static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents);
-// kernels/vector_math.hpp's stable_sigmoid: never exponentiates a positive number.
-struct SigmoidElement {
-  template <class T>
-  static T apply(T v) {
-    return detail::stable_sigmoid(v);
-  }
-};
 TAPEGRAD_BUILTIN_OP(sigmoid_op) = detail::with_elementwise(
     detail::differentiable_op("Sigmoid", sigmoid_gradient, KeepSet::none(), KeepSet::all(),
                               sigmoid_tangent, detail::batch_unary<&tapegrad::sigmoid>),
-    detail::vector_math_elementwise<SigmoidElement, detail::VectorFunction::Sigmoid>);
+    detail::vector_math_elementwise<detail::VectorFunction::Sigmoid>);
 
 Tensor sigmoid(const Tensor& x) {
-  return detail::vectorised_floating_unary_op(
-      sigmoid_op, "sigmoid", x, [](auto v) { return SigmoidElement::apply(v); },
-      detail::VectorFunction::Sigmoid);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Sigmoid>(sigmoid_op,
+                                                                               "sigmoid", x);
 }
 
 static Tangents sigmoid_tangent(const ForwardContext& op, const Tangents& tangents) {

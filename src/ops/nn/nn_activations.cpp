@@ -338,16 +338,9 @@ TAPEGRAD_BUILTIN_OP(silu_op) = detail::differentiable_op("Silu", detail::slope_g
                                                          detail::slope_tangent<silu_slope>,
                                                          detail::batch_unary<&tapegrad::silu>);
 
-// Never exponentiates a positive number (as nn.cpp's sigmoid).
-static double stable_sigmoid(double v) {
-  if (v >= 0) return 1 / (1 + std::exp(-v));
-  const double e = std::exp(v);
-  return e / (1 + e);
-}
-
 Tensor silu(const Tensor& x) {
-  return detail::floating_unary_op(silu_op, "silu", x,
-                                   in_double([](double v) { return v * stable_sigmoid(v); }));
+  return detail::floating_unary_op(
+      silu_op, "silu", x, in_double([](double v) { return v * detail::stable_sigmoid(v); }));
 }
 
 // ---- LogSigmoid: -softplus(-x) = min(x, 0) - log1p(e^-|x|); slope sigmoid(-x) -----------
