@@ -2,7 +2,13 @@
 // a 3-D rotation), reductions over a middle axis (the general strided case) and over leading or
 // trailing axes (the contiguous fast paths), slice, concat, split and tile; each on a large
 // float64 tensor (memory-bound) and on a small one (per-call cost); and the tile and scans of
-// llsq's Vandermonde matrix.
+// llsq's Vandermonde matrix. Whole-array sums (pairwise, float32 and float64) against a running
+// sum in eight interleaved partial sums over a plain array (the library's sum before it summed
+// pairwise: the baseline, in the same process), sums over outer and inner axes, and log_softmax
+// over long rows.
+#include <cstddef>
+#include <vector>
+
 #include <benchmark/benchmark.h>
 
 #include <tapegrad/tapegrad.hpp>
@@ -51,6 +57,51 @@ void BM_reduce_sum_leading_axis(benchmark::State& state) {
 void BM_reduce_sum_trailing_axis(benchmark::State& state) {
   const tg::Tensor x = ramp(shape_arg(state, 2));
   for (auto _ : state) benchmark::DoNotOptimize(tg::reduce_sum(x, {1}).id());
+}
+
+template <class T>
+tg::Tensor ramp_of(std::size_t n) {
+  xt::xarray<T> a = xt::empty<T>({n});
+  for (std::size_t i = 0; i < n; ++i) a(i) = static_cast<T>(i % 97) * T(0.25);
+  return tg::Tensor(a);
+}
+
+template <class T>
+void BM_reduce_sum_all(benchmark::State& state) {
+  const tg::Tensor x = ramp_of<T>(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(tg::reduce_sum(x).id());
+}
+
+// The baseline: eight running sums, term j into sum j % 8, as the library summed before.
+template <class T>
+T running_sum(const T* b, std::size_t count) {
+  T lane[8] = {};
+  std::size_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+#pragma GCC unroll 1
+    for (std::size_t k = 0; k < 8; ++k) lane[k] += b[j + k];
+  }
+  T acc = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  for (; j < count; ++j) acc += b[j];
+  return acc;
+}
+
+template <class T>
+void BM_running_sum_baseline(benchmark::State& state) {
+  const tg::Tensor x = ramp_of<T>(static_cast<std::size_t>(state.range(0)));
+  const auto& a = x.array<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(running_sum(a.data(), a.size()));
+}
+
+void BM_reduce_sum_outer_and_inner_axes(benchmark::State& state) {
+  const tg::Tensor x = ramp({16, 64, static_cast<std::size_t>(state.range(0))});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::reduce_sum(x, {0, 2}).id());
+}
+
+void BM_log_softmax_long_rows(benchmark::State& state) {
+  const tg::Tensor x =
+      tg::reshape(ramp_of<float>(100 * static_cast<std::size_t>(state.range(0))), {100, -1});
+  for (auto _ : state) benchmark::DoNotOptimize(tg::log_softmax(x).id());
 }
 
 void BM_slice_center(benchmark::State& state) {
@@ -103,6 +154,27 @@ BENCHMARK(BM_reduce_sum_middle_axis)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosec
 BENCHMARK(BM_reduce_max_outer_axes)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_reduce_sum_leading_axis)->Arg(4)->Arg(512)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_reduce_sum_trailing_axis)->Arg(4)->Arg(512)->Unit(benchmark::kMicrosecond);
+// Elements: 4,096 (in cache) and 2^20 (memory-bound).
+BENCHMARK_TEMPLATE(BM_reduce_sum_all, float)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_running_sum_baseline, float)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_reduce_sum_all, double)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_running_sum_baseline, double)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+// [16, 64, Arg] over axes 0 and 2 (an NCHW batch's moments).
+BENCHMARK(BM_reduce_sum_outer_and_inner_axes)->Arg(4)->Arg(1024)->Unit(benchmark::kMicrosecond);
+// 100 rows of Arg float32 logits.
+BENCHMARK(BM_log_softmax_long_rows)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_slice_center)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_concat_axis1)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_split_axis1)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);

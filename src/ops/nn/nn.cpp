@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/log_sum_exp.hpp"
+#include "kernels/pairwise_sum.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
@@ -260,17 +262,6 @@ TAPEGRAD_BUILTIN_OP(log_softmax_op) =
     detail::differentiable_op("LogSoftmax", log_softmax_gradient, KeepSet::none(), KeepSet::all(),
                               log_softmax_tangent, detail::batch_axis<&tapegrad::log_softmax>);
 
-// log(sum(exp(x[k]))) over the n entries x[0], x[stride], ... computed stably.
-template <class T>
-static T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (std::size_t k = 0; k < n; ++k) m = std::max(m, x[k * stride]);
-  if (!std::isfinite(m)) return m;  // empty row (-inf), an +inf logit, or NaN
-  T sum = 0;
-  for (std::size_t k = 0; k < n; ++k) sum += std::exp(x[k * stride] - m);
-  return m + std::log(sum);
-}
-
 // out = x - logsumexp(x) along `axis` (log_softmax); softmax exponentiates it. The tensor is
 // walked as [outer, n, inner] around the axis.
 template <class T>
@@ -284,10 +275,27 @@ static xt::xarray<T> log_softmax_kernel(const xt::xarray<T>& x, std::size_t axis
   xt::xarray<T> out = xt::empty<T>(shape);
   const T* in = x.data();
   T* o = out.data();
+  if (inner == 1) {
+    // Contiguous rows (the last axis): long rows exponentiate with SIMD (log_sum_exp_row, and
+    // the softmax's exp through vector_math), the output row serving as scratch.
+    for (std::size_t a = 0; a < outer; ++a) {
+      const T* row = in + a * n;
+      T* out_row = o + a * n;
+      const T lse = detail::log_sum_exp_row(row, n, out_row);
+      for (std::size_t k = 0; k < n; ++k) out_row[k] = row[k] - lse;
+      if (!exponentiate) continue;
+      if (n > detail::kVectorMathAbove) {
+        detail::vector_math(detail::VectorFunction::Exp, out_row, out_row, n);
+      } else {
+        for (std::size_t k = 0; k < n; ++k) out_row[k] = std::exp(out_row[k]);
+      }
+    }
+    return out;
+  }
   for (std::size_t a = 0; a < outer; ++a) {
     for (std::size_t c = 0; c < inner; ++c) {
       const std::size_t base = a * n * inner + c;
-      const T lse = log_sum_exp(in + base, n, inner);
+      const T lse = detail::log_sum_exp(in + base, n, inner);
       for (std::size_t k = 0; k < n; ++k) {
         const T v = in[base + k * inner] - lse;
         o[base + k * inner] = exponentiate ? std::exp(v) : v;
@@ -406,13 +414,13 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
     xt::xarray<T> loss = xt::empty<T>(row_shape);
     T* o = loss.data();
     // -sum(z * log_softmax(x)) = sum(z * (lse - x)); lse - x >= 0 is finite for finite x.
+    std::vector<T> scratch(classes > detail::kVectorMathAbove ? classes : 0);
     for (std::size_t r = 0; r < rows; ++r) {
       const T* xr = x + r * classes;
       const T* zr = z + r * classes;
-      const T lse = log_sum_exp(xr, classes, 1);
-      T acc = 0;
-      for (std::size_t k = 0; k < classes; ++k) acc += zr[k] * (lse - xr[k]);
-      o[r] = acc;
+      const T lse = detail::log_sum_exp_row(xr, classes, scratch.data());
+      o[r] = detail::pairwise_sum_of<T>(0, classes,
+                                        [&](std::size_t k) { return zr[k] * (lse - xr[k]); });
     }
     return Tensor(std::move(loss));
   });

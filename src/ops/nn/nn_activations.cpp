@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/log_sum_exp.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/internal_ops.hpp"
@@ -412,17 +413,6 @@ static void require_sparse_operands(const Tensor& labels, const Tensor& logits) 
   }
 }
 
-// log(sum(exp(x[k]))) over one row, shifted by the row's maximum.
-template <class T>
-static T row_log_sum_exp(const T* x, std::size_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (std::size_t k = 0; k < n; ++k) m = std::max(m, x[k]);
-  if (!std::isfinite(m)) return m;
-  T sum = 0;
-  for (std::size_t k = 0; k < n; ++k) sum += std::exp(x[k] - m);
-  return m + std::log(sum);
-}
-
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   require_sparse_operands(labels, logits);
   const detail::IndexValues ids = detail::index_values(labels);
@@ -433,9 +423,10 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
     T* o = nullptr;
     Tensor loss = detail::new_tensor<T>(labels.shape(), o);
     // -log_softmax(x)[label] = logsumexp(x) - x[label].
+    std::vector<T> scratch(classes > detail::kVectorMathAbove ? classes : 0);
     for (std::size_t r = 0; r < ids.size(); ++r) {
       const T* row = x + r * classes;
-      o[r] = row_log_sum_exp(row, classes) - row[ids[r]];
+      o[r] = detail::log_sum_exp_row(row, classes, scratch.data()) - row[ids[r]];
     }
     return loss;
   });

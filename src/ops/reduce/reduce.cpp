@@ -10,6 +10,7 @@
 
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "kernels/pairwise_sum.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
@@ -27,8 +28,9 @@ static Tangents sum_tangent(const ForwardContext& op, const Tangents& tangents) 
       op, tangents, [&](const Tensor& dx) { return detail::sum_over_reduced_axes(op, dx); });
 }
 
-// Fold rule: over leading axes, into more than one element, the eager kernel adds the rows in
-// order from zero (reduce_axes), with the arithmetic of SumFold's combine.
+// Fold rule: over leading axes, into more than one element, the eager kernel adds up to
+// kPairwiseRowLeaf rows in order from zero (detail::sum_axes), with wrapping_add; more rows it
+// adds pairwise, which no fold rule describes (rows() is then 0).
 namespace {
 struct SumRowsElement {
   template <class T>
@@ -45,7 +47,7 @@ static std::size_t sum_rows(const Shape& input, const Attrs* attrs, const Shape&
     if (axes[i] != static_cast<std::int64_t>(i) || i >= input.size()) return 0;
     rows *= input[i];
   }
-  return axes.empty() ? 0 : rows;
+  return axes.empty() || rows > detail::kPairwiseRowLeaf ? 0 : rows;
 }
 static constexpr detail::FoldRule sum_fold_rule{&detail::binary_elementwise<SumRowsElement>, 0.0,
                                                 sum_rows};
@@ -57,44 +59,16 @@ TAPEGRAD_BUILTIN_OP(sum_op) = detail::with_fold(
                               detail::batch_reduction<&tapegrad::reduce_sum>),
     sum_fold_rule);
 
-// The sum as reduce_axes takes it. A contiguous run (a whole-array sum, a row sum) is added in
-// eight interleaved partial sums, which the compiler vectorises, and then added together: one
-// fixed order, so the result is deterministic, and no less accurate than one running sum (each
-// partial sum has an eighth of the terms). Integer sums wrap, so they are exact in any order.
-namespace {
-template <class T>
-struct SumFold {
-  T operator()(T acc, T v) const { return detail::wrapping_add(acc, v); }
-
-  T run(const T* b, std::size_t count, T init) const {
-    constexpr std::size_t kLanes = 8;
-    T acc = init;
-    std::size_t j = 0;
-    if (count >= 2 * kLanes) {
-      T lane[kLanes] = {};
-      for (; j + kLanes <= count; j += kLanes) {
-        // Kept a loop over the lanes (not unrolled into scalars) so the vectoriser takes it.
-#pragma GCC unroll 1
-        for (std::size_t k = 0; k < kLanes; ++k) lane[k] = detail::wrapping_add(lane[k], b[j + k]);
-      }
-      T total = detail::wrapping_add(detail::wrapping_add(detail::wrapping_add(lane[0], lane[4]),
-                                                          detail::wrapping_add(lane[2], lane[6])),
-                                     detail::wrapping_add(detail::wrapping_add(lane[1], lane[5]),
-                                                          detail::wrapping_add(lane[3], lane[7])));
-      acc = detail::wrapping_add(acc, total);
-    }
-    for (; j < count; ++j) acc = detail::wrapping_add(acc, b[j]);
-    return acc;
-  }
-};
-}  // namespace
-
+// Summed pairwise (kernels/pairwise_sum.hpp): the error grows with log(n), not n. Integer
+// sums wrap, so they are exact in any order.
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const auto ax = detail::checked_reduction_axes("reduce_sum", x, axes);
-  return detail::folding_reduction(sum_op, "reduce_sum", x, ax, keepdims, [](auto zero) {
+  Tensor out = detail::dispatch_numeric("reduce_sum", x, [&](auto zero) {
     using T = decltype(zero);
-    return detail::Fold{T(0), SumFold<T>{}};
+    return Tensor(detail::sum_axes<T>(detail::KernelInput<T>(x), ax, keepdims));
   });
+  detail::record(sum_op, {&x}, out, [&] { return detail::reduction_attrs(ax, keepdims); });
+  return out;
 }
 
 static Grads sum_gradient(const OpContext& op, const std::vector<Tensor>& g) {
@@ -120,8 +94,8 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const std::size_t count = detail::reduced_count(x.shape(), ax);
   Tensor out = detail::dispatch_numeric("reduce_mean", x, [&](auto zero) {
     using T = decltype(zero);
-    // The same fold as reduce_sum: a mean is bit for bit reduce_sum / count.
-    auto sum = detail::reduce_axes<T>(detail::KernelInput<T>(x), ax, keepdims, T(0), SumFold<T>{});
+    // The same sum as reduce_sum: a mean is bit for bit reduce_sum / count.
+    auto sum = detail::sum_axes<T>(detail::KernelInput<T>(x), ax, keepdims);
     // An empty reduction is 0/0: NaN for floats (NumPy, TF); 0 for integers. Integers: the
     // wrapped sum divided in int64, where the count (<= 2^63 - 1) never becomes 0 or -1.
     for (auto& v : sum) {
@@ -267,8 +241,7 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
     }
     const auto shifted_exp =
         detail::map_binary<T>(a, shift, shape, [](T v, T m) { return std::exp(v - m); });
-    const auto sums = detail::reduce_axes<T>(shifted_exp, ax, /*keepdims=*/true, T(0),
-                                             [](T acc, T v) { return acc + v; });
+    const auto sums = detail::sum_axes<T>(shifted_exp, ax, /*keepdims=*/true);
     xt::xarray<T> result =
         detail::map_binary<T>(sums, shift, Shape(sums.shape().begin(), sums.shape().end()),
                               [](T s, T m) { return std::log(s) + m; });
