@@ -1,5 +1,6 @@
 // Sums of many terms stay accurate: reduce_sum, reduce_mean, moments, reduce_logsumexp and the
-// softmax family add pairwise (kernels/pairwise_sum.hpp), over every kind of axes. Float32
+// softmax family add pairwise (kernels/pairwise_sum.hpp), over every kind of axes; float32
+// scans run in float64 (kernels/scan_kernel.hpp). Float32
 // inputs of millions of elements whose exact sums are known, checked to a few roundings (a
 // running sum was 1 % off); and the order is a function of the group's size only, so batched,
 // replayed and strided runs give the bits of the plain call.
@@ -188,6 +189,35 @@ TEST_CASE("a group sums to the same bits alone, batched, replayed and from a str
     const Tensor column = slice(big, {0, 2}, {-1, 1});
     require_identical(reduce_sum(column), reduce_sum(identity(column) * 1.0));
     require_identical(reduce_sum(transpose(big), {1}), reduce_sum(transpose(big) * 1.0, {1}));
+  }
+}
+
+TEST_CASE("float32 cumsum and cumprod run in float64: long lines stay accurate",
+          "[scan][accuracy]") {
+  const std::size_t n = std::size_t{1} << 23;
+  const double total = static_cast<double>(n) * kTenth;
+  SECTION("the last axis, forward, reverse and exclusive") {
+    const auto forward = cumsum(tenths({n}), 0).array<float>();
+    const auto reversed = cumsum(tenths({n}), 0, false, true).array<float>();
+    const auto exclusive = cumsum(tenths({n}), 0, true).array<float>();
+    // Each result is float64's running sum rounded once: within half a float32 unit.
+    CHECK(std::abs(forward(n - 1) - total) <= 1e-7 * total);
+    CHECK(std::abs(reversed(0) - total) <= 1e-7 * total);
+    CHECK(std::abs(exclusive(n - 1) - (total - kTenth)) <= 1e-7 * total);
+    CHECK(std::abs(forward(n / 2 - 1) - total / 2) <= 1e-7 * total);
+  }
+  SECTION("a leading axis, lines side by side") {
+    const auto columns = cumsum(tenths({n / 4, 4}), 0).array<float>();
+    for (std::size_t c = 0; c < 4; ++c) {
+      CHECK(std::abs(columns(n / 4 - 1, c) - total / 4) <= 1e-7 * total);
+    }
+  }
+  SECTION("a product leaves and re-enters float32's range") {
+    const Tensor x = from_values({1e30, 1e30, 1e-30, 1e-30, 2}, {5}, DType::Float32);
+    const auto p = cumprod(x, 0).array<float>();
+    CHECK(p(1) == INFINITY);  // 1e60 is no float32
+    CHECK(std::abs(p(2) - 1e30f) <= 1e-6f * 1e30f);
+    CHECK(std::abs(p(4) - 2.0f) <= 1e-6f);
   }
 }
 

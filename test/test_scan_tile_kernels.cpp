@@ -2,9 +2,11 @@
 // layouts their fast paths split on: the last axis with short lines and with long ones (walked
 // in pairs: odd and even counts), inner axes, every exclusive/reverse flag, every numeric
 // dtype, zero sizes; tile rows of one element, short rows and long rows. Values are compared
-// exactly: the kernels combine each line in its own order, as the loops here do.
+// exactly: the kernels combine each line in its own order (float32 in float64), as the loops
+// here do.
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "support.hpp"
 
@@ -41,7 +43,8 @@ Tensor near_one(const Shape& shape, DType dtype) {
 }
 
 // The scan along `axis` by the definition: for each position, the combine of identity and
-// the covered elements of its line, walked from the line's start (its end when reversed).
+// the covered elements of its line, walked from the line's start (its end when reversed);
+// float32 lines in float64, each result rounded once.
 template <class T>
 std::vector<T> scan_by_loop(const Tensor& x, std::size_t axis, bool exclusive, bool reverse,
                             bool product) {
@@ -55,16 +58,17 @@ std::vector<T> scan_by_loop(const Tensor& x, std::size_t axis, bool exclusive, b
   for (std::size_t o = 0; o < outer; ++o) {
     for (std::size_t i = 0; i < inner; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
-        T acc = product ? T(1) : T(0);
+        using A = std::conditional_t<std::is_same_v<T, float>, double, T>;
+        A acc = product ? A(1) : A(0);
         for (std::size_t step = 0; step < n; ++step) {
           const std::size_t k = reverse ? n - 1 - step : step;
           const bool covered =
               reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
           if (!covered) continue;
-          const T v = src[(o * n + k) * inner + i];
-          acc = product ? static_cast<T>(acc * v) : static_cast<T>(acc + v);
+          const A v = src[(o * n + k) * inner + i];
+          acc = product ? static_cast<A>(acc * v) : static_cast<A>(acc + v);
         }
-        out[(o * n + j) * inner + i] = acc;
+        out[(o * n + j) * inner + i] = static_cast<T>(acc);
       }
     }
   }

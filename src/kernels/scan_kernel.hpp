@@ -1,14 +1,22 @@
 // The scan kernel behind cumsum and cumprod: a running combine (+ or *) along one axis of a
 // row-major buffer seen as [outer, n, inner], forward or reversed, inclusive or exclusive.
 // Each line's values are combined in the order of the line, so the results do not depend on
-// how lines are grouped below (a parallel prefix would reorder the rounding).
+// how lines are grouped below (a parallel prefix would reorder the rounding). float32 lines run
+// in float64 (ScanAccumulator), each result rounded once: a running float32 sum's error grows
+// with the line's length (the cumsum of 2^23 copies of 0.1f ended 5.7 % off), a float64 one's
+// stays far below float32's rounding.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 namespace tapegrad::detail {
+
+// The type a line's running value is kept in.
+template <class T>
+using ScanAccumulator = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
 struct ScanLayout {
   std::size_t outer = 1;  // lines before the axis
@@ -29,31 +37,32 @@ constexpr std::size_t kPairedLineLength = 1024;
 template <bool Exclusive, bool Reverse, class T, class Combine>
 void last_axis(const T* src, T* dst, std::size_t outer, std::size_t n, T identity,
                Combine combine) {
+  using A = ScanAccumulator<T>;
   constexpr std::size_t kLines = 2;
   std::size_t o = 0;
   for (; n >= kPairedLineLength && o + kLines <= outer; o += kLines) {
-    T run[kLines];
-    std::fill(run, run + kLines, identity);
+    A run[kLines];
+    std::fill(run, run + kLines, A(identity));
     const T* in = src + o * n;
     T* out = dst + o * n;
     for (std::size_t step = 0; step < n; ++step) {
       const std::size_t k = Reverse ? n - 1 - step : step;
       for (std::size_t l = 0; l < kLines; ++l) {
-        const T before = run[l];
-        run[l] = combine(before, in[l * n + k]);
-        out[l * n + k] = Exclusive ? before : run[l];
+        const A before = run[l];
+        run[l] = combine(before, A(in[l * n + k]));
+        out[l * n + k] = T(Exclusive ? before : run[l]);
       }
     }
   }
   for (; o < outer; ++o) {
-    T run = identity;
+    A run = identity;
     const T* in = src + o * n;
     T* out = dst + o * n;
     for (std::size_t step = 0; step < n; ++step) {
       const std::size_t k = Reverse ? n - 1 - step : step;
-      const T before = run;
-      run = combine(before, in[k]);
-      out[k] = Exclusive ? before : run;
+      const A before = run;
+      run = combine(before, A(in[k]));
+      out[k] = T(Exclusive ? before : run);
     }
   }
 }
@@ -62,19 +71,20 @@ void last_axis(const T* src, T* dst, std::size_t outer, std::size_t n, T identit
 // the axis in turn (a loop the compiler vectorizes).
 template <bool Exclusive, bool Reverse, class T, class Combine>
 void side_by_side(const T* src, T* dst, const ScanLayout& layout, T identity, Combine combine) {
+  using A = ScanAccumulator<T>;
   const std::size_t n = layout.n, inner = layout.inner;
-  std::vector<T> running(inner);
+  std::vector<A> running(inner);
   for (std::size_t o = 0; o < layout.outer; ++o) {
-    std::fill(running.begin(), running.end(), identity);
-    T* run = running.data();
+    std::fill(running.begin(), running.end(), A(identity));
+    A* run = running.data();
     for (std::size_t step = 0; step < n; ++step) {
       const std::size_t k = Reverse ? n - 1 - step : step;
       const T* in = src + (o * n + k) * inner;
       T* out = dst + (o * n + k) * inner;
       for (std::size_t i = 0; i < inner; ++i) {
-        const T before = run[i];
-        run[i] = combine(before, in[i]);
-        out[i] = Exclusive ? before : run[i];
+        const A before = run[i];
+        run[i] = combine(before, A(in[i]));
+        out[i] = T(Exclusive ? before : run[i]);
       }
     }
   }
