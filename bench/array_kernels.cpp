@@ -4,8 +4,8 @@
 // float64 tensor (memory-bound) and on a small one (per-call cost); and the tile and scans of
 // llsq's Vandermonde matrix. Whole-array sums (pairwise, float32 and float64) against a running
 // sum in eight interleaved partial sums over a plain array (the library's sum before it summed
-// pairwise: the baseline, in the same process), sums over outer and inner axes, and log_softmax
-// over long rows.
+// pairwise: the baseline, in the same process), sums over outer and inner axes, log_softmax
+// over long rows, float32 scans and segment sums.
 #include <cstddef>
 #include <vector>
 
@@ -158,6 +158,30 @@ void BM_cumprod_last_axis_float32(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tg::cumprod(x, 1, true).id());
 }
 
+// float32 unsorted_segment_sum: an embedding's gradient made dense (4,096 rows of 64 into
+// 50,000 segments, most touched once) and 2^20 one-element rows into 16 segments (each busy:
+// summed in float64 after its first 32 rows).
+void BM_segment_sum_float32_embedding(benchmark::State& state) {
+  xt::xarray<std::int64_t> ids = xt::empty<std::int64_t>({std::size_t{4096}});
+  for (std::size_t k = 0; k < ids.size(); ++k) ids(k) = static_cast<std::int64_t>(k * 7919 % 50000);
+  const tg::Tensor rows = tg::cast(ramp({4096, 64}), tg::DType::Float32);
+  const tg::Tensor segment_ids(ids);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tg::unsorted_segment_sum(rows, segment_ids, 50000).id());
+  }
+}
+
+void BM_segment_sum_float32_busy(benchmark::State& state) {
+  const std::size_t n = std::size_t{1} << 20;
+  xt::xarray<std::int64_t> ids = xt::empty<std::int64_t>({n});
+  for (std::size_t k = 0; k < n; ++k) ids(k) = static_cast<std::int64_t>(k % 16);
+  const tg::Tensor rows = ramp_of<float>(n);
+  const tg::Tensor segment_ids(ids);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tg::unsorted_segment_sum(rows, segment_ids, 16).id());
+  }
+}
+
 }  // namespace
 
 // Arg = the size of every dimension: 4 (per-call cost) and 64 or 512 (memory-bound).
@@ -202,4 +226,6 @@ BENCHMARK(BM_cumprod_last_axis)
 BENCHMARK(BM_cumsum_first_axis)->Arg(16)->Arg(16392)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cumsum_first_axis_float32)->Arg(16392)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cumprod_last_axis_float32)->Arg(16392)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_segment_sum_float32_embedding)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_segment_sum_float32_busy)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -1,6 +1,6 @@
 // Sums of many terms stay accurate: reduce_sum, reduce_mean, moments, reduce_logsumexp and the
 // softmax family add pairwise (kernels/pairwise_sum.hpp), over every kind of axes; float32
-// scans run in float64 (kernels/scan_kernel.hpp). Float32
+// scans and segment sums run in float64 (kernels/running_accumulator.hpp). Float32
 // inputs of millions of elements whose exact sums are known, checked to a few roundings (a
 // running sum was 1 % off); and the order is a function of the group's size only, so batched,
 // replayed and strided runs give the bits of the plain call.
@@ -218,6 +218,57 @@ TEST_CASE("float32 cumsum and cumprod run in float64: long lines stay accurate",
     CHECK(p(1) == INFINITY);  // 1e60 is no float32
     CHECK(std::abs(p(2) - 1e30f) <= 1e-6f * 1e30f);
     CHECK(std::abs(p(4) - 2.0f) <= 1e-6f);
+  }
+}
+
+TEST_CASE("float32 unsorted_segment_sum adds in float64: many rows into few segments",
+          "[gather][accuracy]") {
+  const std::size_t n = std::size_t{1} << 22;
+  const double total = static_cast<double>(n) * kTenth;
+  SECTION("one element per row, all into segment 0 of 2") {
+    const Tensor ids = Tensor(xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({n})));
+    const auto sums = unsorted_segment_sum(tenths({n}), ids, 2).array<float>();
+    CHECK(std::abs(sums(0) - total) <= 1e-7 * total);
+    CHECK(sums(1) == 0.0f);
+  }
+  SECTION("rows of 4 into 2 segments, alternating") {
+    xt::xarray<std::int64_t> alternating = xt::zeros<std::int64_t>({n / 4});
+    for (std::size_t k = 1; k < n / 4; k += 2) alternating(k) = 1;
+    const auto sums = unsorted_segment_sum(tenths({n / 4, 4}), Tensor(alternating), 2);
+    require_all_near(sums, total / 8, 1e-7);
+  }
+  SECTION("segments with many rows and with few, and a bad id") {
+    // Segment 0: 1,000 rows of 0.1 (float64, rounded once); segment 2: 3 rows (float32, in
+    // order); segment 1: none.
+    std::vector<double> values(1003, 0.1);
+    values[1000] = 1.5;
+    values[1001] = 1e-8;
+    values[1002] = -2.25;
+    std::vector<double> id_values(1003, 0.0);
+    for (std::size_t k = 1000; k < 1003; ++k) id_values[k] = 2.0;
+    const Tensor data = from_values(values, {1003}, DType::Float32);
+    const Tensor ids = from_values(id_values, {1003}, DType::Int64);
+    const auto sums = unsorted_segment_sum(data, ids, 3).array<float>();
+    CHECK(sums(0) == static_cast<float>(1000 * kTenth));
+    CHECK(sums(1) == 0.0f);
+    CHECK(sums(2) == (0.0f + 1.5f) + 1e-8f + -2.25f);
+    id_values[500] = 3.0;
+    const std::string bad = message_of<InvalidArgument>(
+        [&] { unsorted_segment_sum(data, from_values(id_values, {1003}, DType::Int64), 3); });
+    CHECK_THAT(bad, Catch::Contains("unsorted_segment_sum") && Catch::Contains("segment id 3") &&
+                        Catch::Contains("segment_ids[500]") && Catch::Contains("float32"));
+  }
+  SECTION("gather's gradient into a row read 2^22 times") {
+    const Tensor params =
+        Tensor(xt::xarray<float>(xt::zeros<float>({std::size_t{3}, std::size_t{2}})));
+    const Tensor ids = Tensor(xt::xarray<std::int64_t>(xt::ones<std::int64_t>({n})));
+    GradientTape tape;
+    tape.watch(params);
+    const Tensor y = reduce_sum(multiply(gather(params, ids, 0), tenths({n, 2})));
+    const auto g = tape.gradient(y, params).array<float>();
+    CHECK(std::abs(g(1, 0) - total) <= 1e-7 * total);
+    CHECK(std::abs(g(1, 1) - total) <= 1e-7 * total);
+    CHECK(g(0, 0) == 0.0f);
   }
 }
 

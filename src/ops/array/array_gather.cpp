@@ -3,9 +3,11 @@
 // its forward, its gradient. Everything but the public functions has internal linkage.
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
+#include "kernels/segment_sum.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
@@ -257,7 +259,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     throw InvalidArgument(described() + ": segment_ids must be 1-D with one id per row of data");
   }
   const detail::IndexValues ids = detail::index_values(segment_ids);
-  // Checked as the sums read them (below): one pass over the ids, not two.
+  // Checked by the kernel's count of rows per segment, before anything is added.
   const auto out_of_range = [&](std::size_t k) {
     return InvalidArgument(described() + ": segment id " + std::to_string(ids[k]) +
                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
@@ -275,25 +277,8 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   Tensor out = detail::dispatch_numeric(op, data, [&](auto zero) {
     using T = decltype(zero);
     xt::xarray<T> sums = detail::allocate_array<T>(op, out_shape);
-    std::fill(sums.begin(), sums.end(), T(0));
-    const T* src = detail::kernel_data<T>(data);
-    T* dst = sums.data();
-    const auto add_rows = [&](auto row_length) {
-      const std::size_t length = row_length;
-      for (std::size_t k = 0; k < ids.size(); ++k) {
-        const auto id = static_cast<std::uint64_t>(ids[k]);  // a negative id: past the end
-        if (id >= num_segments) throw out_of_range(k);
-        T* row = dst + id * length;
-        const T* from = src + k * length;
-        for (std::size_t j = 0; j < length; ++j) row[j] = detail::wrapping_add(row[j], from[j]);
-      }
-    };
-    // One element per id (a gather's gradient from a flat tensor) as a compile-time length.
-    if (inner == 1) {
-      add_rows(std::integral_constant<std::size_t, 1>{});
-    } else {
-      add_rows(inner);
-    }
+    detail::segment_sum_rows(detail::kernel_data<T>(data), ids, inner, num_segments, sums.data(),
+                             out_of_range);
     return Tensor(std::move(sums));
   });
   detail::record(segment_sum_op, {&data, &segment_ids}, out);
