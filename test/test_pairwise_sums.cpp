@@ -258,6 +258,19 @@ TEST_CASE("float32 unsorted_segment_sum adds in float64: many rows into few segm
     CHECK_THAT(bad, Catch::Contains("unsorted_segment_sum") && Catch::Contains("segment id 3") &&
                         Catch::Contains("segment_ids[500]") && Catch::Contains("float32"));
   }
+  SECTION("a busy segment among far more segments than rows (its slot in a hash map)") {
+    // 100 rows into segment 7 of 1,000 (more than 4 segments per row): the first 32 in
+    // float32, then the sum in float64, rounded once.
+    const Tensor ids = from_values(std::vector<double>(100, 7.0), {100}, DType::Int64);
+    const auto sums = unsorted_segment_sum(tenths({100, 2}), ids, 1000).array<float>();
+    float first_32 = 0.0f;
+    for (int k = 0; k < 32; ++k) first_32 += 0.1f;
+    const float expected = static_cast<float>(static_cast<double>(first_32) + 68 * kTenth);
+    CHECK(sums(7, 0) == expected);
+    CHECK(sums(7, 1) == expected);
+    CHECK(sums(6, 0) == 0.0f);
+    CHECK(sums(999, 1) == 0.0f);
+  }
   SECTION("gather's gradient into a row read 2^22 times") {
     const Tensor params =
         Tensor(xt::xarray<float>(xt::zeros<float>({std::size_t{3}, std::size_t{2}})));
