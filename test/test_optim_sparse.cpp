@@ -52,6 +52,22 @@ TEST_CASE("SGD sparse: duplicates summed, only the named rows touched", "[optim]
   require_close(w.peek(), {4, 2}, {1 - 5.0, 1 - 10.0, 2, 2, 3 - 2.0, 3 - 3.0, 4, 4});
 }
 
+TEST_CASE("SGD sparse float32: a row repeated 2^20 times sums in float64 after its 32nd",
+          "[optim][sparse]") {
+  // 2^20 slices of 0.1 on row 0: their sum 104857.6 (float32's 0.1 times 2^20, exactly in
+  // float64); a float32 running sum was 1 % off.
+  const std::size_t n = std::size_t{1} << 20;
+  Variable w(zeros({2, 1}, DType::Float32), true, "w");
+  SGD sgd(1.0);
+  const IndexedSlices grad{fill({n, 1}, 0.1, DType::Float32), zeros({n}, DType::Int64), {2, 1}};
+  sgd.apply_gradients(std::vector<std::pair<GradientValue, Variable>>{{grad, w}});
+  float first_32 = 0.0f;
+  for (int k = 0; k < 32; ++k) first_32 += 0.1f;
+  const double rest = static_cast<double>(n - 32) * static_cast<double>(0.1f);
+  CHECK(w.peek().array<float>()(0, 0) == -static_cast<float>(first_32 + rest));
+  CHECK(w.peek().array<float>()(1, 0) == 0.0f);
+}
+
 TEST_CASE("SGD momentum sparse: only the named rows' velocity moves", "[optim][sparse]") {
   Variable w(zeros({3, 1}), true, "w");
   SGD sgd(1.0, 0.5);

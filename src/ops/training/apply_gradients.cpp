@@ -2,12 +2,14 @@
 // and hands it to the optimizer's update (apply_sgd.cpp, apply_adam.cpp); under a Function's
 // trace the whole step is a host step the Function replays. Among the ops, not in src/optim/,
 // because it uses the runtime (traces, one-time warnings) and the kernels (index values).
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/segment_sum.hpp"
 #include "kernels/shape_util.hpp"
 #include "ops/training/training_support.hpp"
 #include "runtime/op_definition.hpp"
@@ -70,12 +72,13 @@ std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, 
   }
   Shape summed_shape = v.shape();
   summed_shape[0] = unique.size();
-  xt::xarray<T> summed = xt::zeros<T>(summed_shape);
-  const T* values = s.values.array<T>().data();
-  for (std::size_t k = 0; k < raw.size(); ++k) {
-    T* row = summed.data() + position[raw[k]] * width;
-    for (std::size_t j = 0; j < width; ++j) row[j] += values[k * width + j];
-  }
+  xt::xarray<T> summed = xt::empty<T>(summed_shape);
+  // Summed as unsorted_segment_sum sums (a float32 row hit more than 32 times in float64).
+  std::vector<std::int64_t> slot(raw.size());
+  for (std::size_t k = 0; k < raw.size(); ++k)
+    slot[k] = static_cast<std::int64_t>(position[raw[k]]);
+  detail::segment_sum_rows(s.values.array<T>().data(), slot, width, unique.size(), summed.data(),
+                           [](std::size_t) { return std::logic_error("no slot is out of range"); });
   return {std::move(unique), Tensor(std::move(summed))};
 }
 
