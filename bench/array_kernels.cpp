@@ -98,6 +98,12 @@ void BM_reduce_sum_outer_and_inner_axes(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tg::reduce_sum(x, {0, 2}).id());
 }
 
+// GradBench lse's primal: the log-sum-exp of 1,280,000 float64 values.
+void BM_reduce_logsumexp_all(benchmark::State& state) {
+  const tg::Tensor x = ramp_of<double>(1280000);
+  for (auto _ : state) benchmark::DoNotOptimize(tg::reduce_logsumexp(x).id());
+}
+
 void BM_log_softmax_long_rows(benchmark::State& state) {
   const tg::Tensor x =
       tg::reshape(ramp_of<float>(100 * static_cast<std::size_t>(state.range(0))), {100, -1});
@@ -210,6 +216,7 @@ BENCHMARK_TEMPLATE(BM_running_sum_baseline, double)
     ->Unit(benchmark::kMicrosecond);
 // [16, 64, Arg] over axes 0 and 2 (an NCHW batch's moments).
 BENCHMARK(BM_reduce_sum_outer_and_inner_axes)->Arg(4)->Arg(1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_reduce_logsumexp_all)->Unit(benchmark::kMicrosecond);
 // 100 rows of Arg float32 logits.
 BENCHMARK(BM_log_softmax_long_rows)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_slice_center)->Arg(4)->Arg(64)->Unit(benchmark::kMicrosecond);

@@ -158,6 +158,39 @@ TEST_CASE("softmax over a long strided axis and long rows holding a NaN or an in
   }
 }
 
+TEST_CASE(
+    "reduce_logsumexp over trailing and leading axes: the same values, the same special groups",
+    "[reduce][accuracy]") {
+  for (std::size_t n : {std::size_t{10}, std::size_t{40}, std::size_t{3000}}) {
+    INFO(n << " elements per group");
+    // Rows: random, all -inf, a +inf among finite values, a NaN among finite values.
+    xt::xarray<double> rows = xt::zeros<double>({std::size_t{4}, n});
+    for (std::size_t k = 0; k < n; ++k) {
+      rows(0, k) = std::sin(static_cast<double>(k)) * 30.0;
+      rows(1, k) = -INFINITY;
+      rows(2, k) = static_cast<double>(k);
+      rows(3, k) = static_cast<double>(k);
+    }
+    rows(2, n / 2) = INFINITY;
+    rows(3, n / 3) = std::nan("");
+    long double max = -INFINITY, sum = 0;
+    for (std::size_t k = 0; k < n; ++k) max = std::max<long double>(max, rows(0, k));
+    for (std::size_t k = 0; k < n; ++k) sum += std::exp(static_cast<long double>(rows(0, k)) - max);
+    const double exact = static_cast<double>(max + std::log(sum));
+    const auto trailing = reduce_logsumexp(Tensor(rows), {1}).array<double>();
+    const auto leading = reduce_logsumexp(transpose(Tensor(rows)) * 1.0, {0}).array<double>();
+    for (const auto* lse : {&trailing, &leading}) {
+      CHECK(std::abs((*lse)(0) - exact) <= 4e-16 * std::abs(exact));
+      CHECK((*lse)(1) == -INFINITY);
+      CHECK((*lse)(2) == INFINITY);
+      CHECK(std::isnan((*lse)(3)));
+    }
+  }
+  const auto empty = reduce_logsumexp(zeros({2, 0}), {1}).array<double>();
+  CHECK(empty(0) == -INFINITY);
+  CHECK(empty(1) == -INFINITY);
+}
+
 TEST_CASE("a group sums to the same bits alone, batched, replayed and from a strided view",
           "[reduce][accuracy]") {
   // 5,000 terms per group (two leaves and a remainder) and 100 rows (pairwise above 32).

@@ -69,15 +69,23 @@ T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
 }
 
 // The same over a contiguous row x[0..n), the exponentials of more than kVectorMathAbove
-// elements computed by vector_math (SIMD) into `scratch` (n elements) and summed from there.
+// elements computed by vector_math (SIMD) a leaf at a time into `scratch` (min(n,
+// kPairwiseRunLeaf) elements) and summed from there.
 template <class T>
 T log_sum_exp_row(const T* x, std::size_t n, T* scratch) {
   if (n <= kVectorMathAbove) return log_sum_exp(x, n, 1);
   const T m = log_sum_exp_shift(x, n, 1);
   if (!std::isfinite(m)) return m;
-  for (std::size_t k = 0; k < n; ++k) scratch[k] = x[k] - m;
-  vector_math(VectorFunction::Exp, scratch, scratch, n);
-  return m + std::log(pairwise_sum(scratch, n));
+  const auto exponentials = [&](std::size_t first, std::size_t count, T* out) {
+    for (std::size_t k = 0; k < count; ++k) out[k] = x[first + k] - m;
+    vector_math(VectorFunction::Exp, out, out, count);
+  };
+  return m + std::log(pairwise_sum_of_blocks<T>(0, n, exponentials, scratch));
+}
+
+// The scratch log_sum_exp_row needs for rows of n elements.
+inline std::size_t log_sum_exp_scratch(std::size_t n) {
+  return n > kVectorMathAbove ? std::min(n, kPairwiseRunLeaf) : 0;
 }
 
 }  // namespace tapegrad::detail

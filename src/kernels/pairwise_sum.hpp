@@ -168,6 +168,20 @@ T pairwise_sum(const T* b, std::size_t count) {
   return wrapping_add(pairwise_sum(b, half), pairwise_sum(b + half, count - half));
 }
 
+// The sum of term first, ..., first + count - 1, where fill(start, n, out) writes terms start
+// .. start + n - 1 to out (n <= kPairwiseRunLeaf; `buffer` holds that many): the same bits as
+// pairwise_sum of all the terms in one array, without that array.
+template <class T, class Fill>
+T pairwise_sum_of_blocks(std::size_t first, std::size_t count, const Fill& fill, T* buffer) {
+  if (count <= kPairwiseRunLeaf) {
+    fill(first, count, buffer);
+    return sum_leaf(buffer, count);
+  }
+  const std::size_t half = pairwise_split(count);
+  return wrapping_add(pairwise_sum_of_blocks<T>(first, half, fill, buffer),
+                      pairwise_sum_of_blocks<T>(first + half, count - half, fill, buffer));
+}
+
 namespace pairwise_detail {
 
 // out[j] += row[j] for j < width (out and row do not overlap); floating point in 16-byte

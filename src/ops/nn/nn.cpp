@@ -414,7 +414,7 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
     xt::xarray<T> loss = xt::empty<T>(row_shape);
     T* o = loss.data();
     // -sum(z * log_softmax(x)) = sum(z * (lse - x)); lse - x >= 0 is finite for finite x.
-    std::vector<T> scratch(classes > detail::kVectorMathAbove ? classes : 0);
+    std::vector<T> scratch(detail::log_sum_exp_scratch(classes));
     for (std::size_t r = 0; r < rows; ++r) {
       const T* xr = x + r * classes;
       const T* zr = z + r * classes;

@@ -423,7 +423,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
     T* o = nullptr;
     Tensor loss = detail::new_tensor<T>(labels.shape(), o);
     // -log_softmax(x)[label] = logsumexp(x) - x[label].
-    std::vector<T> scratch(classes > detail::kVectorMathAbove ? classes : 0);
+    std::vector<T> scratch(detail::log_sum_exp_scratch(classes));
     for (std::size_t r = 0; r < ids.size(); ++r) {
       const T* row = x + r * classes;
       o[r] = detail::log_sum_exp_row(row, classes, scratch.data()) - row[ids[r]];

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/elementwise.hpp"
 #include "kernels/int_arith.hpp"
+#include "kernels/log_sum_exp.hpp"
 #include "kernels/pairwise_sum.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
@@ -231,6 +233,23 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
     using T = decltype(zero);
     const auto& a = detail::kernel_array<T>(x);
     const Shape shape = x.shape();
+    bool trailing = true;
+    for (std::size_t i = 0; i < ax.size(); ++i) {
+      trailing = trailing && ax[i] == shape.size() - ax.size() + i;
+    }
+    if (trailing) {
+      // Contiguous groups (trailing axes, or all): kernels/log_sum_exp.hpp, SIMD exp above
+      // 32 elements. The same special groups as below: all -inf gives -inf, a +inf +inf, a
+      // NaN NaN.
+      const std::size_t n = detail::reduced_count(shape, ax);
+      xt::xarray<T> result = xt::empty<T>(detail::keepdims_shape(shape, ax));
+      std::vector<T> scratch(detail::log_sum_exp_scratch(n));
+      for (std::size_t k = 0; k < result.size(); ++k) {
+        result.data()[k] = detail::log_sum_exp_row(a.data() + k * n, n, scratch.data());
+      }
+      if (!keepdims) result.reshape(detail::reduced_shape(shape, ax));
+      return Tensor(std::move(result));
+    }
     // Shift by the group maximum so exp never overflows; an infinite maximum (all -inf, or
     // a +inf) is not a usable shift, so those groups are not shifted (as TF).
     auto shift =
