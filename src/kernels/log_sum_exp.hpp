@@ -63,8 +63,7 @@ template <class T>
 T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
   const T m = log_sum_exp_shift(x, n, stride);
   if (!std::isfinite(m)) return m;
-  const T sum =
-      pairwise_sum_of<T>(0, n, [&](std::size_t k) { return std::exp(x[k * stride] - m); });
+  const T sum = pairwise_sum_of<T>(n, [&](std::size_t k) { return std::exp(x[k * stride] - m); });
   return m + std::log(sum);
 }
 
@@ -80,7 +79,7 @@ T log_sum_exp_row(const T* x, std::size_t n, T* scratch) {
     for (std::size_t k = 0; k < count; ++k) out[k] = x[first + k] - m;
     vector_math(VectorFunction::Exp, out, out, count);
   };
-  return m + std::log(pairwise_sum_of_blocks<T>(0, n, exponentials, scratch));
+  return m + std::log(pairwise_sum_of_blocks<T>(n, exponentials, scratch));
 }
 
 // The scratch log_sum_exp_row needs for rows of n elements.

@@ -143,43 +143,42 @@ T sum_leaf_of(std::size_t count, const Term& term) {
   return acc;
 }
 
-// Where pairwise summation splits `count` terms: the first part a whole number of leaves.
-inline std::size_t pairwise_split(std::size_t count) {
-  return (count / kPairwiseRunLeaf + 1) / 2 * kPairwiseRunLeaf;
+// Terms first .. first + count - 1 summed pairwise: leaf(start, n) gives the sum of n <=
+// kPairwiseRunLeaf terms from `start` (sum_leaf's order); a larger range is split in two, the
+// first part a whole number of leaves, and the two sums added. The one split of every pairwise
+// sum below, so they all give the same bits for the same terms.
+template <class T, class Leaf>
+T pairwise_tree(std::size_t first, std::size_t count, const Leaf& leaf) {
+  if (count <= kPairwiseRunLeaf) return leaf(first, count);
+  const std::size_t half = (count / kPairwiseRunLeaf + 1) / 2 * kPairwiseRunLeaf;
+  return wrapping_add(pairwise_tree<T>(first, half, leaf),
+                      pairwise_tree<T>(first + half, count - half, leaf));
 }
 
-// The sum of term(first), ..., term(first + count - 1): sum_leaf_of up to kPairwiseRunLeaf
-// terms, else the two parts' sums (pairwise_split) added.
-template <class T, class Term>
-T pairwise_sum_of(std::size_t first, std::size_t count, const Term& term) {
-  if (count <= kPairwiseRunLeaf) {
-    return sum_leaf_of<T>(count, [&](std::size_t k) { return term(first + k); });
-  }
-  const std::size_t half = pairwise_split(count);
-  return wrapping_add(pairwise_sum_of<T>(first, half, term),
-                      pairwise_sum_of<T>(first + half, count - half, term));
-}
-
-// The sum of b[0..count): the same bits as pairwise_sum_of its elements.
+// The sum of b[0..count).
 template <class T>
 T pairwise_sum(const T* b, std::size_t count) {
-  if (count <= kPairwiseRunLeaf) return sum_leaf(b, count);
-  const std::size_t half = pairwise_split(count);
-  return wrapping_add(pairwise_sum(b, half), pairwise_sum(b + half, count - half));
+  return pairwise_tree<T>(0, count,
+                          [b](std::size_t start, std::size_t n) { return sum_leaf(b + start, n); });
 }
 
-// The sum of term first, ..., first + count - 1, where fill(start, n, out) writes terms start
-// .. start + n - 1 to out (n <= kPairwiseRunLeaf; `buffer` holds that many): the same bits as
-// pairwise_sum of all the terms in one array, without that array.
+// The sum of term(0), ..., term(count - 1), each term computed as the leaves need it.
+template <class T, class Term>
+T pairwise_sum_of(std::size_t count, const Term& term) {
+  return pairwise_tree<T>(0, count, [&](std::size_t start, std::size_t n) {
+    return sum_leaf_of<T>(n, [&](std::size_t k) { return term(start + k); });
+  });
+}
+
+// The sum of count terms that fill(start, n, out) writes to out n <= kPairwiseRunLeaf at a
+// time (`buffer` holds min(count, kPairwiseRunLeaf)): a leaf's terms made together (SIMD)
+// without an array of all of them.
 template <class T, class Fill>
-T pairwise_sum_of_blocks(std::size_t first, std::size_t count, const Fill& fill, T* buffer) {
-  if (count <= kPairwiseRunLeaf) {
-    fill(first, count, buffer);
-    return sum_leaf(buffer, count);
-  }
-  const std::size_t half = pairwise_split(count);
-  return wrapping_add(pairwise_sum_of_blocks<T>(first, half, fill, buffer),
-                      pairwise_sum_of_blocks<T>(first + half, count - half, fill, buffer));
+T pairwise_sum_of_blocks(std::size_t count, const Fill& fill, T* buffer) {
+  return pairwise_tree<T>(0, count, [&](std::size_t start, std::size_t n) {
+    fill(start, n, buffer);
+    return sum_leaf(buffer, n);
+  });
 }
 
 namespace pairwise_detail {

@@ -419,8 +419,8 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
       const T* xr = x + r * classes;
       const T* zr = z + r * classes;
       const T lse = detail::log_sum_exp_row(xr, classes, scratch.data());
-      o[r] = detail::pairwise_sum_of<T>(0, classes,
-                                        [&](std::size_t k) { return zr[k] * (lse - xr[k]); });
+      o[r] =
+          detail::pairwise_sum_of<T>(classes, [&](std::size_t k) { return zr[k] * (lse - xr[k]); });
     }
     return Tensor(std::move(loss));
   });

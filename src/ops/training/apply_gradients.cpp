@@ -63,20 +63,21 @@ std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, 
   const std::size_t width = detail::elements_per_row(v.shape());
   std::unordered_map<std::int64_t, std::size_t> position;
   std::vector<std::int64_t> unique;
+  std::vector<std::int64_t> slot;  // per slice, its row in the summed tensor
+  slot.reserve(raw.size());
   for (std::int64_t index : raw) {
     if (index < 0 || static_cast<std::size_t>(index) >= rows) {
       throw InvalidArgument(describe_variable(optimizer, v) + ": index " + std::to_string(index) +
                             " is out of range [0, " + std::to_string(rows) + ")");
     }
-    if (position.emplace(index, unique.size()).second) unique.push_back(index);
+    const auto [at, inserted] = position.emplace(index, unique.size());
+    if (inserted) unique.push_back(index);
+    slot.push_back(static_cast<std::int64_t>(at->second));
   }
   Shape summed_shape = v.shape();
   summed_shape[0] = unique.size();
   xt::xarray<T> summed = xt::empty<T>(summed_shape);
   // Summed as unsorted_segment_sum sums (a float32 row hit more than 32 times in float64).
-  std::vector<std::int64_t> slot(raw.size());
-  for (std::size_t k = 0; k < raw.size(); ++k)
-    slot[k] = static_cast<std::int64_t>(position[raw[k]]);
   detail::segment_sum_rows(s.values.array<T>().data(), slot, width, unique.size(), summed.data(),
                            [](std::size_t) { return std::logic_error("no slot is out of range"); });
   return {std::move(unique), Tensor(std::move(summed))};
