@@ -36,9 +36,12 @@ const VectorMathKernels& baseline_kernels() {
 #else
   static constexpr VectorMathKernels kernels = {
       {&scalar_loop<float, VectorFunction::Exp>, &scalar_loop<float, VectorFunction::Log>,
-       &scalar_loop<float, VectorFunction::Tanh>, &scalar_loop<float, VectorFunction::Sigmoid>},
+       &scalar_loop<float, VectorFunction::Tanh>, &scalar_loop<float, VectorFunction::Sigmoid>,
+       &scalar_loop<float, VectorFunction::Gelu>, &scalar_loop<float, VectorFunction::GeluSlope>},
       {&scalar_loop<double, VectorFunction::Exp>, &scalar_loop<double, VectorFunction::Log>,
-       &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>}};
+       &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>,
+       &scalar_loop<double, VectorFunction::Gelu>,
+       &scalar_loop<double, VectorFunction::GeluSlope>}};
 #endif
   return kernels;
 }
@@ -85,7 +88,7 @@ InstructionSet choose_instruction_set() {
     } else if (!instruction_set_available(cap)) {
       std::fprintf(stderr,
                    "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
-                   "cannot run it; exp, log, tanh and sigmoid use the widest set below it\n",
+                   "cannot run it; exp, log, tanh, sigmoid and gelu use the widest set below it\n",
                    requested);
     }
   }

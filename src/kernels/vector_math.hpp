@@ -1,8 +1,8 @@
-// exp, log, tanh and the logistic sigmoid over contiguous arrays, with the widest SIMD
-// instructions the CPU has.
+// exp, log, tanh, the logistic sigmoid, the exact GELU and GELU's slope over contiguous
+// arrays, with the widest SIMD instructions the CPU has.
 //
 // The library is built for baseline x86-64 (SSE2), so that its binaries run on any x86-64
-// CPU and its ABI does not depend on -march (docs/performance.md, "xsimd"). These three
+// CPU and its ABI does not depend on -march (docs/performance.md, "xsimd"). These
 // functions are where that costs most: xsimd's tanh on float64 runs about 6x faster with
 // AVX-512 than with SSE2 here. So they are also compiled for AVX2+FMA and for AVX-512
 // (kernels/simd/, each file with its own -m flags) and the widest set the CPU and the OS
@@ -11,7 +11,8 @@
 //
 // Every element goes through the same SIMD code, the last partial batch included, so an
 // element's result does not depend on its position in the array. The instruction sets differ
-// in the last bit on some elements (FMA rounds once where SSE2 rounds twice).
+// in the last bit on some elements (FMA rounds once where SSE2 rounds twice). GELU and its
+// slope run in double for float32 too (kernels/simd/erfc_batch.hpp), each result rounded once.
 #pragma once
 
 #include <cmath>
@@ -19,8 +20,33 @@
 
 namespace tapegrad::detail {
 
-enum class VectorFunction { Exp, Log, Tanh, Sigmoid };
-constexpr int kVectorFunctions = 4;
+enum class VectorFunction { Exp, Log, Tanh, Sigmoid, Gelu, GeluSlope };
+constexpr int kVectorFunctions = 6;
+
+constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
+// e^(-u^2), with u^2 = p + e split exactly (Veltkamp: u's high 26 bits and the rest), so that
+// the rounding of u^2 (up to 740 near erfc's underflow) does not become 100s of ulps of the
+// result: e^(-p) (1 - e). kernels/simd/erfc_batch.hpp computes it so too.
+inline double exp_of_minus_square(double u) {
+  if (!(std::fabs(u) <= 27.5)) return std::exp(-u * u);  // 0 (NaN for NaN): no split
+  const double scaled = 134217729.0 * u;                 // 2^27 + 1
+  const double high = scaled - (scaled - u);
+  const double low = u - high;
+  const double p = u * u;
+  const double e = ((high * high - p) + 2.0 * high * low) + low * low;
+  return std::exp(-p) * (1.0 - e);
+}
+
+// The exact GELU, 0.5 x erfc(u) with u = -x / sqrt 2 (erfc keeps the tail: 1 + erf(x / sqrt 2)
+// would cancel to 0 for x << 0), and its slope 0.5 erfc(u) + x e^(-u^2) / sqrt(2 pi), both
+// computed in double and rounded once to T.
+inline double gelu_in_double(double v) { return 0.5 * v * std::erfc(-v * kSqrtHalf); }
+inline double gelu_slope_in_double(double v) {
+  const double u = -v * kSqrtHalf;
+  return 0.5 * std::erfc(u) + v * kInvSqrt2Pi * exp_of_minus_square(u);
+}
 
 // 1 / (1 + e^-v), never exponentiating a positive number, so that it neither overflows nor
 // loses 1 - tiny.
@@ -42,13 +68,18 @@ T scalar_function(T v) {
     return std::log(v);
   } else if constexpr (function == VectorFunction::Tanh) {
     return std::tanh(v);
-  } else {
+  } else if constexpr (function == VectorFunction::Sigmoid) {
     return stable_sigmoid(v);
+  } else if constexpr (function == VectorFunction::Gelu) {
+    return static_cast<T>(gelu_in_double(v));
+  } else {
+    return static_cast<T>(gelu_slope_in_double(v));
   }
 }
 
-// The ops exp, log, tanh and sigmoid use vector_math on arrays above this many elements, the C
-// library's functions on smaller ones (as a Function's fused loops do for the same sizes).
+// The ops exp, log, tanh, sigmoid and gelu (and gelu's gradient) use vector_math on arrays
+// above this many elements, the C library's functions on smaller ones (as a Function's fused
+// loops do for the same sizes).
 constexpr std::size_t kVectorMathAbove = 32;
 
 // out[i] = f(in[i]) for i < n; out may be in.

@@ -80,6 +80,13 @@ Tensor numeric_binary(const char* op, const Tensor& x, const Tensor& y, ScalarFn
 
 struct NoVectorFunction {};
 
+inline void require_activation_grad_operands(const char* op, const Tensor& y, const Tensor& g) {
+  require_same_dtype(op, y, g);
+  if (!is_floating(y.dtype())) {
+    throw InvalidArgument(describe(op, y, g) + ": expected float32 or float64 operands");
+  }
+}
+
 // fn(v) -> T elementwise over x, whose dtype must be in `accepted` (an InvalidArgument naming
 // op, x's shape and dtype otherwise). `function`, when given (exp, log, tanh, sigmoid), computes
 // arrays above kVectorMathAbove elements with kernels/vector_math.hpp.
@@ -102,10 +109,7 @@ Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Vectorised fun
 // elementwise for y and g of one shape and floating dtype.
 template <class ScalarFn>
 Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
-  require_same_dtype(op, y, g);
-  if (!is_floating(y.dtype())) {
-    throw InvalidArgument(describe(op, y, g) + ": expected float32 or float64 operands");
-  }
+  require_activation_grad_operands(op, y, g);
   return dispatch_floating(op, y.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const KernelInput<T> a(y);
@@ -114,6 +118,33 @@ Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, 
       throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
     return binary_tensor<T>(a, b, a.shape(),
                             [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
+  });
+}
+
+// A fused activation gradient g s(x) whose slope s is a vector_math function (GeluGrad:
+// GeluSlope): s(x) rounded to the dtype, then times g; s by scalar_function up to
+// kVectorMathAbove elements and by vector_math above, as the activation's forward chooses.
+template <VectorFunction slope>
+Tensor activation_grad_vector_math(const char* op, const Tensor& x, const Tensor& g) {
+  require_activation_grad_operands(op, x, g);
+  return dispatch_floating(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const KernelInput<T> a(x);
+    const KernelInput<T> b(g);
+    if (a.shape() != b.shape())
+      throw InvalidArgument(describe(op, x, g) + ": the shapes must be equal");
+    const std::size_t n = a.size();
+    if (n <= kVectorMathAbove) {
+      return binary_tensor<T>(a, b, a.shape(), [](T xv, T gv) {
+        return static_cast<T>(gv * scalar_function<slope>(xv));
+      });
+    }
+    T* o = nullptr;
+    Tensor out = new_tensor<T>(a.shape(), o);
+    vector_math(slope, a.data(), o, n);
+    const T* gradient = b.data();
+    for (std::size_t i = 0; i < n; ++i) o[i] = gradient[i] * o[i];
+    return out;
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/simd/erfc_batch.hpp"
 #include "kernels/vector_math.hpp"
 
 namespace tapegrad::detail {
@@ -106,16 +107,53 @@ template <class Arch, class T, VectorFunction function>
   for (std::size_t k = 0; i + k < n; ++k) out[i + k] = result[k];
 }
 
+// GELU and its slope, in double for float32 as for float64 (as scalar_function computes them):
+// groups of four batches of doubles, converted in and out through a block, the last partial
+// group padded with its first element (so an element's result does not depend on its
+// position). out may be in: a group is read whole before it is written.
+template <class Arch, class T, VectorFunction function>
+[[gnu::flatten]] void double_precision_loop(const T* in, T* out, std::size_t n) {
+  using Batch = xsimd::batch<double, Arch>;
+  constexpr std::size_t kBatches = 4;
+  constexpr std::size_t group = kBatches * Batch::size;
+  alignas(64) double block[group];
+  Batches<Batch, kBatches> x;
+  Batches<Batch, kBatches> y;
+  for (std::size_t i = 0; i < n; i += group) {
+    const std::size_t count = n - i < group ? n - i : group;
+    if (count == group) {
+      for (std::size_t k = 0; k < group; ++k) block[k] = static_cast<double>(in[i + k]);
+    } else {
+      for (std::size_t k = 0; k < group; ++k)
+        block[k] = static_cast<double>(in[i + (k < count ? k : 0)]);
+    }
+#pragma GCC unroll 8
+    for (std::size_t j = 0; j < kBatches; ++j) x[j] = Batch::load_aligned(block + j * Batch::size);
+    if constexpr (function == VectorFunction::Gelu) {
+      gelu_batches(x, y);
+    } else {
+      gelu_slope_batches(x, y);
+    }
+#pragma GCC unroll 8
+    for (std::size_t j = 0; j < kBatches; ++j) y[j].store_aligned(block + j * Batch::size);
+    for (std::size_t k = 0; k < count; ++k) out[i + k] = static_cast<T>(block[k]);
+  }
+}
+
 template <class Arch>
 constexpr VectorMathKernels kernels_for() {
   return {{&vector_loop<Arch, float, VectorFunction::Exp>,
            &vector_loop<Arch, float, VectorFunction::Log>,
            &vector_loop<Arch, float, VectorFunction::Tanh>,
-           &vector_loop<Arch, float, VectorFunction::Sigmoid>},
+           &vector_loop<Arch, float, VectorFunction::Sigmoid>,
+           &double_precision_loop<Arch, float, VectorFunction::Gelu>,
+           &double_precision_loop<Arch, float, VectorFunction::GeluSlope>},
           {&vector_loop<Arch, double, VectorFunction::Exp>,
            &vector_loop<Arch, double, VectorFunction::Log>,
            &vector_loop<Arch, double, VectorFunction::Tanh>,
-           &vector_loop<Arch, double, VectorFunction::Sigmoid>}};
+           &vector_loop<Arch, double, VectorFunction::Sigmoid>,
+           &double_precision_loop<Arch, double, VectorFunction::Gelu>,
+           &double_precision_loop<Arch, double, VectorFunction::GeluSlope>}};
 }
 
 }  // namespace

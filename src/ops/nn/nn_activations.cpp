@@ -179,8 +179,8 @@ Tensor selu(const Tensor& x) {
 
 // ---- Gelu: x Phi(x); GeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --------------
 
-constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+using detail::kInvSqrt2Pi;  // kernels/vector_math.hpp, with the exact GELU's scalar functions
+using detail::kSqrtHalf;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluCubic = 0.044715;
 
@@ -253,25 +253,23 @@ Tensor gelu(const Tensor& x, bool approximate) {
                                        return 0.5 * v * (1 + std::tanh(u));
                                      }));
   }
-  // erfc keeps the tail accurate: for v << 0, 1 + erf(v / sqrt 2) would cancel to 0.
-  return detail::floating_unary_op(
-      gelu_op, "gelu", x, in_double([](double v) { return 0.5 * v * std::erfc(-v * kSqrtHalf); }));
+  // In double with erfc (vector_math.hpp's gelu_in_double); above kVectorMathAbove elements
+  // with kernels/simd/erfc_batch.hpp's SIMD erfc.
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      gelu_op, "gelu", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Gelu>(v); },
+      detail::VectorFunction::Gelu);
 }
 
-// The slopes in double, as the forwards compute (Phi with erfc, for its negative tail), rounded
-// to g's type before the product, as the unfused rules rounded them.
-static double gelu_slope_at(double v) {
-  return 0.5 * std::erfc(-v * kSqrtHalf) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
-}
+// GeluTanhGrad's slope in double, as its forward computes, rounded to g's type before the
+// product, as the unfused rules rounded it (GeluGrad's: vector_math's GeluSlope, the same way).
 static double gelu_tanh_slope_at(double v) {
   const double t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
   return 0.5 * (1 + t) + 0.5 * v * ((1 - t * t) * (kSqrt2OverPi * (1 + 3 * kGeluCubic * v * v)));
 }
 
 Tensor detail::gelu_grad_op(const Tensor& x, const Tensor& g) {
-  Tensor out = activation_grad_kernel("GeluGrad", x, g, [](auto xv, auto gv) {
-    return gv * static_cast<decltype(gv)>(gelu_slope_at(xv));
-  });
+  Tensor out = activation_grad_vector_math<VectorFunction::GeluSlope>("GeluGrad", x, g);
   record(gelu_grad_definition, {&x, &g}, out);
   return out;
 }

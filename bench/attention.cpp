@@ -1,0 +1,270 @@
+// A transformer encoder block as PyTorch users write it, and the exact GELU inside it.
+//
+// 1. One training step (forward + backward w.r.t. all 12 parameters, no update) of a pre-norm
+//    block: layer norm, causal 4-head self-attention (d = 64), a residual, layer norm, a
+//    64-256-64 GELU MLP, a residual, the mean of the squared output; batch 8 of 64 tokens,
+//    float32, one thread. tapegrad against LibTorch's autograd in the same process when CMake
+//    found LibTorch (TAPEGRAD_HAVE_TORCH); both start from the same weights, and the program
+//    aborts unless their gradients agree (relative difference below 1e-5).
+// 2. The exact GELU and its gradient (GeluGrad) of [512, 256] (the block's MLP activation), in
+//    float32 and float64, against the loop they replaced in the same process: the C library's
+//    erfc (and exp) per element in double.
+//
+//   ./bench_attention --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+#ifdef TAPEGRAD_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace tg = tapegrad;
+using tg::Tensor;
+
+namespace {
+
+constexpr int kBatch = 8, kTokens = 64, kModel = 64, kHeads = 4, kHidden = 256;
+
+// Reproducible values in [-scale / 2, scale / 2).
+std::vector<float> values(std::size_t n, unsigned seed, float scale) {
+  std::vector<float> v(n);
+  unsigned state = seed * 2654435761U + 1;
+  for (float& x : v) {
+    state = state * 1664525U + 1013904223U;
+    x = scale * (static_cast<float>(state >> 8) / 16777216.0F - 0.5F);
+  }
+  return v;
+}
+
+struct Weights {
+  std::vector<std::vector<float>> data;
+  std::vector<std::vector<std::size_t>> shapes;
+  Weights() {
+    const std::size_t d = kModel, h = kHidden;
+    add({d, d}, 1, 0.3F);  // query, key, value, output projections
+    add({d, d}, 2, 0.3F);
+    add({d, d}, 3, 0.3F);
+    add({d, d}, 4, 0.3F);
+    add({d, h}, 5, 0.3F);  // the MLP
+    add({h}, 6, 0.1F);
+    add({h, d}, 7, 0.15F);
+    add({d}, 8, 0.1F);
+    add({d}, 9, 0.2F);  // the two layer norms' gammas (near 1) and betas
+    add({d}, 10, 0.2F);
+    add({d}, 11, 0.2F);
+    add({d}, 12, 0.2F);
+    for (float& x : data[8]) x += 1.0F;
+    for (float& x : data[10]) x += 1.0F;
+  }
+  void add(std::vector<std::size_t> shape, unsigned seed, float scale) {
+    std::size_t n = 1;
+    for (std::size_t e : shape) n *= e;
+    data.push_back(values(n, seed, scale));
+    shapes.push_back(std::move(shape));
+  }
+};
+
+Tensor float32_tensor(const std::vector<float>& v, const tg::Shape& shape) {
+  return tg::from_values(std::vector<double>(v.begin(), v.end()), shape, tg::DType::Float32);
+}
+
+struct TapegradBlock {
+  std::vector<Tensor> w;
+  Tensor x, mask;
+  explicit TapegradBlock(const Weights& weights) {
+    for (std::size_t i = 0; i < weights.data.size(); ++i) {
+      w.push_back(float32_tensor(weights.data[i],
+                                 tg::Shape(weights.shapes[i].begin(), weights.shapes[i].end())));
+    }
+    x = float32_tensor(values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F),
+                       {kBatch, kTokens, kModel});
+    std::vector<double> causal(std::size_t{kTokens} * kTokens);
+    for (int i = 0; i < kTokens; ++i) {
+      for (int j = 0; j < kTokens; ++j) causal[i * kTokens + j] = j > i ? -INFINITY : 0.0;
+    }
+    mask = tg::from_values(causal, {kTokens, kTokens}, tg::DType::Float32);
+  }
+  Tensor loss() const {
+    using namespace tg;
+    constexpr int head = kModel / kHeads;
+    const Tensor h = layer_normalization(x, {-1}, w[8], w[9], 1e-5);
+    auto heads = [&](const Tensor& t) {
+      return transpose(reshape(t, {kBatch, kTokens, kHeads, head}), {0, 2, 1, 3});
+    };
+    const Tensor q = heads(matmul(h, w[0])), k = heads(matmul(h, w[1])), v = heads(matmul(h, w[2]));
+    const Tensor scores =
+        add(multiply(matmul(q, k, false, true), 1.0 / std::sqrt(double{head})), mask);
+    const Tensor attended =
+        reshape(transpose(matmul(softmax(scores), v), {0, 2, 1, 3}), {kBatch, kTokens, kModel});
+    const Tensor x2 = add(x, matmul(attended, w[3]));
+    const Tensor h2 = layer_normalization(x2, {-1}, w[10], w[11], 1e-5);
+    const Tensor mlp = add(matmul(gelu(add(matmul(h2, w[4]), w[5])), w[6]), w[7]);
+    return reduce_mean(square(add(x2, mlp)));
+  }
+  std::vector<Tensor> gradients() const {
+    tg::GradientTape tape;
+    for (const Tensor& t : w) tape.watch(t);
+    return tape.gradient(loss(), w);
+  }
+};
+
+void BM_attention_step_tapegrad(benchmark::State& state) {
+  const TapegradBlock block{Weights()};
+  for (auto _ : state) benchmark::DoNotOptimize(block.gradients());
+}
+BENCHMARK(BM_attention_step_tapegrad)->Unit(benchmark::kMicrosecond);
+
+#ifdef TAPEGRAD_HAVE_TORCH
+struct TorchBlock {
+  std::vector<torch::Tensor> w;
+  torch::Tensor x, mask;
+  explicit TorchBlock(Weights& weights) {
+    for (std::size_t i = 0; i < weights.data.size(); ++i) {
+      const std::vector<std::int64_t> shape(weights.shapes[i].begin(), weights.shapes[i].end());
+      w.push_back(torch::from_blob(weights.data[i].data(), shape, torch::kFloat32)
+                      .clone()
+                      .requires_grad_(true));
+    }
+    std::vector<float> input = values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F);
+    x = torch::from_blob(input.data(), {kBatch, kTokens, kModel}, torch::kFloat32).clone();
+    mask = torch::full({kTokens, kTokens}, -INFINITY).triu(1);
+  }
+  void step() {
+    constexpr int head = kModel / kHeads;
+    for (auto& t : w) t.mutable_grad() = torch::Tensor();
+    const auto h = torch::layer_norm(x, {kModel}, w[8], w[9], 1e-5);
+    auto heads = [&](const torch::Tensor& t) {
+      return t.reshape({kBatch, kTokens, kHeads, head}).permute({0, 2, 1, 3});
+    };
+    const auto q = heads(h.matmul(w[0])), k = heads(h.matmul(w[1])), v = heads(h.matmul(w[2]));
+    const auto scores = q.matmul(k.transpose(-1, -2)) * (1.0 / std::sqrt(double{head})) + mask;
+    const auto attended = torch::softmax(scores, -1)
+                              .matmul(v)
+                              .permute({0, 2, 1, 3})
+                              .reshape({kBatch, kTokens, kModel});
+    const auto x2 = x + attended.matmul(w[3]);
+    const auto h2 = torch::layer_norm(x2, {kModel}, w[10], w[11], 1e-5);
+    const auto mlp = torch::gelu(h2.matmul(w[4]) + w[5]).matmul(w[6]) + w[7];
+    (x2 + mlp).square().mean().backward();
+  }
+};
+
+void BM_attention_step_libtorch(benchmark::State& state) {
+  torch::set_num_threads(1);
+  Weights weights;
+  TorchBlock block(weights);
+  for (auto _ : state) block.step();
+}
+BENCHMARK(BM_attention_step_libtorch)->Unit(benchmark::kMicrosecond);
+
+// Both start from the same weights: their gradients must agree before any timing means much.
+void check_against_libtorch() {
+  Weights weights;
+  const std::vector<Tensor> ours = TapegradBlock(weights).gradients();
+  TorchBlock theirs(weights);
+  theirs.step();
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    const auto g = theirs.w[i].grad().contiguous();
+    const auto& a = ours[i].array<float>();
+    double difference = 0, size = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      const double d = a.flat(j) - g.data_ptr<float>()[j];
+      difference += d * d;
+      size += static_cast<double>(a.flat(j)) * a.flat(j);
+    }
+    if (!(std::sqrt(difference / size) < 1e-5)) {
+      std::fprintf(stderr, "bench_attention: parameter %zu's gradient differs from LibTorch's\n",
+                   i);
+      std::abort();
+    }
+  }
+}
+#endif
+
+// ---- GELU and GeluGrad of [512, 256] against the C library's loop ------------------------
+
+template <class T>
+Tensor activations() {
+  const std::vector<float> v = values(512 * 256, 21, 8.0F);  // pre-activations in [-4, 4)
+  return tg::cast(float32_tensor(v, {512, 256}), tg::dtype_of<T>::value);
+}
+
+template <class T>
+void BM_gelu(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x));
+}
+BENCHMARK_TEMPLATE(BM_gelu, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu, double)->Unit(benchmark::kMicrosecond);
+
+// GELU's gradient alone: the fused GeluGrad of x and g = 1.
+template <class T>
+void BM_gelu_gradient(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) {
+    tg::GradientTape tape;
+    tape.watch(x);
+    const Tensor y = tg::gelu(x);
+    benchmark::DoNotOptimize(tape.gradient(y, x));
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_gradient, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_gradient, double)->Unit(benchmark::kMicrosecond);
+
+// The loops the two ops ran before: the C library per element, in double, into a fresh array.
+template <class T>
+void BM_gelu_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      out[i] = static_cast<T>(0.5 * v * std::erfc(-v * 0.70710678118654752440));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_c_library, double)->Unit(benchmark::kMicrosecond);
+
+// GELU forward and its slope times g = 1, as the op and the gradient computed them.
+template <class T>
+void BM_gelu_gradient_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> forward(in.size()), slope(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      forward[i] = static_cast<T>(0.5 * v * std::erfc(-v * 0.70710678118654752440));
+      slope[i] = static_cast<T>(0.5 * std::erfc(-v * 0.70710678118654752440) +
+                                v * 0.39894228040143267794 * std::exp(-0.5 * v * v));
+    }
+    benchmark::DoNotOptimize(forward.data());
+    benchmark::DoNotOptimize(slope.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  openblas_set_num_threads(1);
+#ifdef TAPEGRAD_HAVE_TORCH
+  torch::set_num_threads(1);
+  check_against_libtorch();
+#endif
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
