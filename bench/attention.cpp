@@ -1,14 +1,10 @@
-// A transformer encoder block as PyTorch users write it, and the exact GELU inside it.
-//
-// 1. One training step (forward + backward w.r.t. all 12 parameters, no update) of a pre-norm
-//    block: layer norm, causal 4-head self-attention (d = 64), a residual, layer norm, a
-//    64-256-64 GELU MLP, a residual, the mean of the squared output; batch 8 of 64 tokens,
-//    float32, one thread. tapegrad against LibTorch's autograd in the same process when CMake
-//    found LibTorch (TAPEGRAD_HAVE_TORCH); both start from the same weights, and the program
-//    aborts unless their gradients agree (relative difference below 1e-5).
-// 2. The exact GELU and its gradient (GeluGrad) of [512, 256] (the block's MLP activation), in
-//    float32 and float64, against the loop they replaced in the same process: the C library's
-//    erfc (and exp) per element in double.
+// A transformer encoder block as PyTorch users write it: one training step (forward +
+// backward w.r.t. all 12 parameters, no update) of a pre-norm block: layer norm, causal 4-head
+// self-attention (d = 64), a residual, layer norm, a 64-256-64 GELU MLP, a residual, the mean
+// of the squared output; batch 8 of 64 tokens, float32, one thread. tapegrad against
+// LibTorch's autograd in the same process when CMake found LibTorch (TAPEGRAD_HAVE_TORCH);
+// both start from the same weights, and the program aborts unless their gradients agree
+// (relative difference below 1e-5). The block's GELU alone: bench_activations.
 //
 //   ./bench_attention --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -188,73 +184,6 @@ void check_against_libtorch() {
   }
 }
 #endif
-
-// ---- GELU and GeluGrad of [512, 256] against the C library's loop ------------------------
-
-template <class T>
-Tensor activations() {
-  const std::vector<float> v = values(512 * 256, 21, 8.0F);  // pre-activations in [-4, 4)
-  return tg::cast(float32_tensor(v, {512, 256}), tg::dtype_of<T>::value);
-}
-
-template <class T>
-void BM_gelu(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x));
-}
-BENCHMARK_TEMPLATE(BM_gelu, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu, double)->Unit(benchmark::kMicrosecond);
-
-// GELU's gradient alone: the fused GeluGrad of x and g = 1.
-template <class T>
-void BM_gelu_gradient(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  for (auto _ : state) {
-    tg::GradientTape tape;
-    tape.watch(x);
-    const Tensor y = tg::gelu(x);
-    benchmark::DoNotOptimize(tape.gradient(y, x));
-  }
-}
-BENCHMARK_TEMPLATE(BM_gelu_gradient, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_gradient, double)->Unit(benchmark::kMicrosecond);
-
-// The loops the two ops ran before: the C library per element, in double, into a fresh array.
-template <class T>
-void BM_gelu_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  for (auto _ : state) {
-    std::vector<T> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      out[i] = static_cast<T>(0.5 * v * std::erfc(-v * 0.70710678118654752440));
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-}
-BENCHMARK_TEMPLATE(BM_gelu_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_c_library, double)->Unit(benchmark::kMicrosecond);
-
-// GELU forward and its slope times g = 1, as the op and the gradient computed them.
-template <class T>
-void BM_gelu_gradient_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  for (auto _ : state) {
-    std::vector<T> forward(in.size()), slope(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      forward[i] = static_cast<T>(0.5 * v * std::erfc(-v * 0.70710678118654752440));
-      slope[i] = static_cast<T>(0.5 * std::erfc(-v * 0.70710678118654752440) +
-                                v * 0.39894228040143267794 * std::exp(-0.5 * v * v));
-    }
-    benchmark::DoNotOptimize(forward.data());
-    benchmark::DoNotOptimize(slope.data());
-  }
-}
-BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

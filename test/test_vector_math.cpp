@@ -345,17 +345,23 @@ TEST_CASE("vector_math: an instruction set is available and runs, or is refused 
 // 709.7 was inf in a tensor of 64 elements and 1.65e308 in a tensor of one) now agree with
 // the op on one element, which computes with the C library; where that is subnormal, the large
 // tensor's exp and sigmoid are 0 (docs/performance.md, section 11).
-Tensor exact_gelu(const Tensor& x) { return gelu(x); }
-// GELU's gradient (its fused GeluGrad) of every element of x, through a tape.
-Tensor gelu_gradient(const Tensor& x) {
+static Tensor exact_gelu(const Tensor& x) { return gelu(x); }
+// GELU's and softplus's gradients (their fused GeluGrad and SoftplusGrad: the slope from
+// vector_math above 32 elements) of every element of x, through a tape.
+static Tensor gelu_gradient(const Tensor& x) {
   GradientTape tape;
   tape.watch(x);
   return tape.gradient(reduce_sum(gelu(x)), x);
 }
+static Tensor softplus_gradient(const Tensor& x) {
+  GradientTape tape;
+  tape.watch(x);
+  return tape.gradient(reduce_sum(softplus(x)), x);
+}
 
 TEST_CASE(
-    "exp, log, tanh, sigmoid, gelu and gelu's gradient of large tensors agree with their "
-    "one-element results") {
+    "exp, log, tanh, sigmoid, gelu and the gradients of gelu and softplus of large tensors "
+    "agree with their one-element results") {
   struct Case {
     Tensor (*op)(const Tensor&);
     const char* name;
@@ -375,6 +381,8 @@ TEST_CASE(
       {&exact_gelu, "gelu", {-14, -9, -3, -0.4, 0.2, 0.7, 5, 30}, DType::Float32},
       {&gelu_gradient, "gelu's gradient", {-37, -20, -3, -1.5, -0.4, 0.2, 5, 30}, DType::Float64},
       {&gelu_gradient, "gelu's gradient", {-14, -9, -3, -1.5, 0.2, 5, 30}, DType::Float32},
+      {&softplus_gradient, "softplus's gradient", {-745, -720, -30, 0.3, 4, 40}, DType::Float64},
+      {&softplus_gradient, "softplus's gradient", {-104, -95, -30, 0.3, 4, 20}, DType::Float32},
   };
   for (const Case& c : cases) {
     for (double v : c.values) {

@@ -218,11 +218,10 @@ TAPEGRAD_BUILTIN_OP(softplus_grad_definition) = detail::with_structure(
         detail::batch_fused_activation<&detail::softplus_grad_op, &softplus_grad_fixed_x>),
     detail::structure_fused_activation<&detail::softplus_grad_op>);
 
-// The sigmoid's scalar function, as sigmoid() computes tensors of up to 32 elements (larger
-// ones take SIMD kernels, within 2 ulps of it), so the product rounds as the unfused rule's did.
+// The sigmoid as sigmoid() computes it (the scalar function up to 32 elements, vector_math's
+// SIMD kernel above), rounded before the product, as the unfused rule's was.
 Tensor detail::softplus_grad_op(const Tensor& x, const Tensor& g) {
-  Tensor out = activation_grad_kernel("SoftplusGrad", x, g,
-                                      [](auto xv, auto gv) { return gv * stable_sigmoid(xv); });
+  Tensor out = activation_grad_vector_math<VectorFunction::Sigmoid>("SoftplusGrad", x, g);
   record(softplus_grad_definition, {&x, &g}, out);
   return out;
 }

@@ -1,0 +1,139 @@
+// The activations whose kernels run on vector_math (src/kernels/vector_math.hpp), against the
+// loops they ran before, in the same process: the exact GELU and its gradient (GeluGrad), and
+// softplus's gradient (SoftplusGrad, g sigmoid(x)), of [512, 256] (a transformer block's MLP
+// activation, bench_attention), float32 and float64, one thread. The baselines compute each
+// element with the C library in double (GELU: erfc and exp), or with the sigmoid's scalar
+// function (softplus), into a fresh array.
+//
+//   ./bench_activations --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+namespace tg = tapegrad;
+using tg::Tensor;
+
+namespace {
+
+// Pre-activations in [-4, 4), reproducible.
+template <class T>
+Tensor activations() {
+  std::vector<double> v(512 * 256);
+  unsigned state = 21;
+  for (double& x : v) {
+    state = state * 1664525U + 1013904223U;
+    x = 8.0 * (static_cast<double>(state >> 8) / 16777216.0 - 0.5);
+  }
+  return tg::from_values(v, {512, 256}, tg::dtype_of<T>::value);
+}
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+template <class T>
+void BM_gelu(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x));
+}
+BENCHMARK_TEMPLATE(BM_gelu, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu, double)->Unit(benchmark::kMicrosecond);
+
+// The loop GELU ran before: the C library's erfc per element, in double.
+template <class T>
+void BM_gelu_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      out[i] = static_cast<T>(0.5 * v * std::erfc(-v * kSqrtHalf));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_c_library, double)->Unit(benchmark::kMicrosecond);
+
+// An activation and its gradient through a tape: the forward and the fused gradient of x and
+// g = 1.
+template <class T, Tensor (*activation)(const Tensor&)>
+void time_with_gradient(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) {
+    tg::GradientTape tape;
+    tape.watch(x);
+    const Tensor y = activation(x);
+    benchmark::DoNotOptimize(tape.gradient(y, x));
+  }
+}
+Tensor exact_gelu(const Tensor& x) { return tg::gelu(x); }
+
+template <class T>
+void BM_gelu_gradient(benchmark::State& state) {
+  time_with_gradient<T, &exact_gelu>(state);
+}
+BENCHMARK_TEMPLATE(BM_gelu_gradient, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_gradient, double)->Unit(benchmark::kMicrosecond);
+
+// GELU forward and its slope times g = 1, as the op and GeluGrad computed them before.
+template <class T>
+void BM_gelu_gradient_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> forward(in.size()), slope(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      forward[i] = static_cast<T>(0.5 * v * std::erfc(-v * kSqrtHalf));
+      slope[i] = static_cast<T>(0.5 * std::erfc(-v * kSqrtHalf) +
+                                v * kInvSqrt2Pi * std::exp(-0.5 * v * v));
+    }
+    benchmark::DoNotOptimize(forward.data());
+    benchmark::DoNotOptimize(slope.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
+
+// Softplus's gradient alone: SoftplusGrad of x and g = 1 (the forward's tensor made once).
+template <class T>
+void BM_softplus_gradient(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const Tensor g = tg::ones_like(x);
+  tg::GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = tg::softplus(x);
+  const auto paused = tape.stop_recording();  // or the tape would record every backward
+  tg::GradientOptions options;
+  options.output_gradients = {g};
+  for (auto _ : state) benchmark::DoNotOptimize(tape.gradient({y}, {x}, options));
+}
+BENCHMARK_TEMPLATE(BM_softplus_gradient, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_softplus_gradient, double)->Unit(benchmark::kMicrosecond);
+
+// SoftplusGrad's loop before: g times the sigmoid's scalar function (the C library's exp).
+template <class T>
+void BM_softplus_gradient_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const T v = in.data()[i];
+      const T sigmoid =
+          v >= T(0) ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
+      out[i] = T(1) * sigmoid;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_softplus_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_softplus_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
