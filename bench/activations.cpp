@@ -1,9 +1,10 @@
 // The activations whose kernels run on vector_math (src/kernels/vector_math.hpp), against the
-// loops they ran before, in the same process: the exact GELU and its gradient (GeluGrad), and
-// softplus's gradient (SoftplusGrad, g sigmoid(x)), of [512, 256] (a transformer block's MLP
-// activation, bench_attention), float32 and float64, one thread. The baselines compute each
-// element with the C library in double (GELU: erfc and exp), or with the sigmoid's scalar
-// function (softplus), into a fresh array.
+// loops they ran before, in the same process: the exact GELU and its gradient (GeluGrad), the
+// tanh-approximated GELU and its gradient, SiLU, and softplus's gradient (SoftplusGrad,
+// g sigmoid(x)), of [512, 256] (a transformer block's MLP activation, bench_attention),
+// float32 and float64, one thread. The baselines compute each element with the C library in
+// double (GELU: erfc and exp; the tanh GELU: tanh), or with the sigmoid's scalar function
+// (SiLU, softplus), into a fresh array.
 //
 //   ./bench_activations --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -98,6 +99,71 @@ void BM_gelu_gradient_c_library(benchmark::State& state) {
 }
 BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
+
+Tensor tanh_gelu(const Tensor& x) { return tg::gelu(x, true); }
+
+template <class T>
+void BM_gelu_tanh(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x, true));
+}
+BENCHMARK_TEMPLATE(BM_gelu_tanh, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_tanh, double)->Unit(benchmark::kMicrosecond);
+
+template <class T>
+void BM_gelu_tanh_gradient(benchmark::State& state) {
+  time_with_gradient<T, &tanh_gelu>(state);
+}
+BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient, double)->Unit(benchmark::kMicrosecond);
+
+// The loops of the tanh GELU before: 0.5 v (1 + tanh u) and its slope, in double.
+template <class T>
+void BM_gelu_tanh_gradient_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  constexpr double k = 0.79788456080286535588, c = 0.044715;
+  for (auto _ : state) {
+    std::vector<T> forward(in.size()), slope(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      const double t = std::tanh(k * (v + c * v * v * v));
+      forward[i] = static_cast<T>(0.5 * v * (1 + t));
+      slope[i] =
+          static_cast<T>(0.5 * (1 + t) + 0.5 * v * ((1 - t * t) * (k * (1 + 3 * c * v * v))));
+    }
+    benchmark::DoNotOptimize(forward.data());
+    benchmark::DoNotOptimize(slope.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
+
+template <class T>
+void BM_silu(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(tg::silu(x));
+}
+BENCHMARK_TEMPLATE(BM_silu, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_silu, double)->Unit(benchmark::kMicrosecond);
+
+// SiLU's loop before: v times the sigmoid's scalar function (one exp), in double.
+template <class T>
+void BM_silu_c_library(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double v = in.data()[i];
+      const double e = std::exp(-std::fabs(v));
+      out[i] = static_cast<T>(v * (v >= 0 ? 1 / (1 + e) : e / (1 + e)));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK_TEMPLATE(BM_silu_c_library, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_silu_c_library, double)->Unit(benchmark::kMicrosecond);
 
 // Softplus's gradient alone: SoftplusGrad of x and g = 1 (the forward's tensor made once).
 template <class T>

@@ -37,11 +37,16 @@ const VectorMathKernels& baseline_kernels() {
   static constexpr VectorMathKernels kernels = {
       {&scalar_loop<float, VectorFunction::Exp>, &scalar_loop<float, VectorFunction::Log>,
        &scalar_loop<float, VectorFunction::Tanh>, &scalar_loop<float, VectorFunction::Sigmoid>,
-       &scalar_loop<float, VectorFunction::Gelu>, &scalar_loop<float, VectorFunction::GeluSlope>},
+       &scalar_loop<float, VectorFunction::Gelu>, &scalar_loop<float, VectorFunction::GeluSlope>,
+       &scalar_loop<float, VectorFunction::GeluTanh>,
+       &scalar_loop<float, VectorFunction::GeluTanhSlope>,
+       &scalar_loop<float, VectorFunction::Silu>},
       {&scalar_loop<double, VectorFunction::Exp>, &scalar_loop<double, VectorFunction::Log>,
        &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>,
-       &scalar_loop<double, VectorFunction::Gelu>,
-       &scalar_loop<double, VectorFunction::GeluSlope>}};
+       &scalar_loop<double, VectorFunction::Gelu>, &scalar_loop<double, VectorFunction::GeluSlope>,
+       &scalar_loop<double, VectorFunction::GeluTanh>,
+       &scalar_loop<double, VectorFunction::GeluTanhSlope>,
+       &scalar_loop<double, VectorFunction::Silu>}};
 #endif
   return kernels;
 }
@@ -86,10 +91,11 @@ InstructionSet choose_instruction_set() {
                    "ignored\n",
                    requested);
     } else if (!instruction_set_available(cap)) {
-      std::fprintf(stderr,
-                   "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
-                   "cannot run it; exp, log, tanh, sigmoid and gelu use the widest set below it\n",
-                   requested);
+      std::fprintf(
+          stderr,
+          "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
+          "cannot run it; exp, log, tanh, sigmoid, gelu and silu use the widest set below it\n",
+          requested);
     }
   }
   for (InstructionSet set : kWidestFirst) {

@@ -1,4 +1,4 @@
-// exp, log, tanh, the logistic sigmoid, the exact GELU and GELU's slope over contiguous
+// exp, log, tanh, the logistic sigmoid, both GELUs and their slopes, and SiLU over contiguous
 // arrays, with the widest SIMD instructions the CPU has.
 //
 // The library is built for baseline x86-64 (SSE2), so that its binaries run on any x86-64
@@ -11,8 +11,10 @@
 //
 // Every element goes through the same SIMD code, the last partial batch included, so an
 // element's result does not depend on its position in the array. The instruction sets differ
-// in the last bit on some elements (FMA rounds once where SSE2 rounds twice). GELU and its
-// slope run in double for float32 too (kernels/simd/erfc_batch.hpp), each result rounded once.
+// in the last bit on some elements (FMA rounds once where SSE2 rounds twice). The GELUs and
+// their slopes run in double for float32 too (kernels/simd/erfc_batch.hpp, sigmoid_batches.hpp),
+// each result rounded once, as their scalar functions below; SiLU in the element type, as the
+// sigmoid (within 3 float32 ulps of its scalar function, which computes in double).
 #pragma once
 
 #include <cmath>
@@ -20,11 +22,23 @@
 
 namespace tapegrad::detail {
 
-enum class VectorFunction { Exp, Log, Tanh, Sigmoid, Gelu, GeluSlope };
-constexpr int kVectorFunctions = 6;
+enum class VectorFunction {
+  Exp,
+  Log,
+  Tanh,
+  Sigmoid,
+  Gelu,
+  GeluSlope,
+  GeluTanh,
+  GeluTanhSlope,
+  Silu
+};
+constexpr int kVectorFunctions = 9;
 
-constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
 
 // e^(-u^2), with u^2 = p + e split exactly (Veltkamp: u's high 26 bits and the rest), so that
 // the rounding of u^2 (up to 740 near erfc's underflow) does not become 100s of ulps of the
@@ -57,6 +71,23 @@ T stable_sigmoid(T v) {
   return e / (T(1) + e);
 }
 
+// The tanh-approximated GELU 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// x sigmoid(2u) (the same function): 1 + tanh u would cancel for x << 0 (at x = -6, to 4e-6 of
+// its value). Its slope sigmoid(2u) + 2 x u' sigmoid(2u) sigmoid(-2u), u' = sqrt(2/pi)
+// (1 + 3 * 0.044715 x^2), with sigmoid(2u) sigmoid(-2u) = e / (1 + e)^2, e = e^(-2|u|).
+inline double gelu_tanh_inner(double v) { return kSqrt2OverPi * (v + kGeluCubic * v * v * v); }
+inline double gelu_tanh_in_double(double v) { return v * stable_sigmoid(2 * gelu_tanh_inner(v)); }
+inline double gelu_tanh_slope_in_double(double v) {
+  const double u = gelu_tanh_inner(v);
+  const double e = std::exp(-std::fabs(2 * u));
+  const double one_plus_e = 1 + e;
+  const double s = u >= 0 ? 1 / one_plus_e : e / one_plus_e;
+  const double du = kSqrt2OverPi * (1 + 3 * kGeluCubic * v * v);
+  return s + 2 * v * du * (e / (one_plus_e * one_plus_e));
+}
+// SiLU (swish) x sigmoid(x).
+inline double silu_in_double(double v) { return v * stable_sigmoid(v); }
+
 // f(v) one element at a time, with the C library: the ops' scalar path (tensors of up to
 // kVectorMathAbove elements, and a Function's fused loops for them) and vector_math's lanes
 // where xsimd is wrong. One definition, so that both give the same values.
@@ -72,14 +103,20 @@ T scalar_function(T v) {
     return stable_sigmoid(v);
   } else if constexpr (function == VectorFunction::Gelu) {
     return static_cast<T>(gelu_in_double(v));
-  } else {
+  } else if constexpr (function == VectorFunction::GeluSlope) {
     return static_cast<T>(gelu_slope_in_double(v));
+  } else if constexpr (function == VectorFunction::GeluTanh) {
+    return static_cast<T>(gelu_tanh_in_double(v));
+  } else if constexpr (function == VectorFunction::GeluTanhSlope) {
+    return static_cast<T>(gelu_tanh_slope_in_double(v));
+  } else {
+    return static_cast<T>(silu_in_double(v));
   }
 }
 
-// The ops exp, log, tanh, sigmoid and gelu (and gelu's gradient) use vector_math on arrays
-// above this many elements, the C library's functions on smaller ones (as a Function's fused
-// loops do for the same sizes).
+// The ops exp, log, tanh, sigmoid, gelu and silu (and the gradients of gelu and softplus) use
+// vector_math on arrays above this many elements, the C library's functions on smaller ones (as a
+// Function's fused loops do for the same sizes).
 constexpr std::size_t kVectorMathAbove = 32;
 
 // out[i] = f(in[i]) for i < n; out may be in.

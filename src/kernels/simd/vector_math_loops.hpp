@@ -16,6 +16,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/simd/erfc_batch.hpp"
+#include "kernels/simd/sigmoid_batches.hpp"
 #include "kernels/vector_math.hpp"
 
 namespace tapegrad::detail {
@@ -61,7 +62,12 @@ template <class Arch, class T, VectorFunction function>
       const Batch minus_abs = -xsimd::abs(x);
       const Batch e = xsimd::exp(minus_abs);
       const Batch one(T(1));
-      xsimd::select(x >= Batch(T(0)), one / (one + e), e / (one + e)).store_unaligned(to);
+      const Batch sigmoid = xsimd::select(x >= Batch(T(0)), one / (one + e), e / (one + e));
+      if constexpr (function == VectorFunction::Silu) {
+        (x * sigmoid).store_unaligned(to);
+      } else {
+        sigmoid.store_unaligned(to);
+      }
       return Lanes(false);
     }
   };
@@ -107,7 +113,8 @@ template <class Arch, class T, VectorFunction function>
   for (std::size_t k = 0; i + k < n; ++k) out[i + k] = result[k];
 }
 
-// GELU and its slope, in double for float32 as for float64 (as scalar_function computes them):
+// The GELUs and their slopes, in double for float32 as for float64 (as scalar_function computes
+// them):
 // groups of four batches of doubles, converted in and out through a block, the last partial
 // group padded with its first element (so an element's result does not depend on its
 // position). out may be in: a group is read whole before it is written.
@@ -131,8 +138,12 @@ template <class Arch, class T, VectorFunction function>
     for (std::size_t j = 0; j < kBatches; ++j) x[j] = Batch::load_aligned(block + j * Batch::size);
     if constexpr (function == VectorFunction::Gelu) {
       gelu_batches(x, y);
-    } else {
+    } else if constexpr (function == VectorFunction::GeluSlope) {
       gelu_slope_batches(x, y);
+    } else if constexpr (function == VectorFunction::GeluTanh) {
+      gelu_tanh_batches(x, y);
+    } else {
+      gelu_tanh_slope_batches(x, y);
     }
 #pragma GCC unroll 8
     for (std::size_t j = 0; j < kBatches; ++j) y[j].store_aligned(block + j * Batch::size);
@@ -147,13 +158,19 @@ constexpr VectorMathKernels kernels_for() {
            &vector_loop<Arch, float, VectorFunction::Tanh>,
            &vector_loop<Arch, float, VectorFunction::Sigmoid>,
            &double_precision_loop<Arch, float, VectorFunction::Gelu>,
-           &double_precision_loop<Arch, float, VectorFunction::GeluSlope>},
+           &double_precision_loop<Arch, float, VectorFunction::GeluSlope>,
+           &double_precision_loop<Arch, float, VectorFunction::GeluTanh>,
+           &double_precision_loop<Arch, float, VectorFunction::GeluTanhSlope>,
+           &vector_loop<Arch, float, VectorFunction::Silu>},
           {&vector_loop<Arch, double, VectorFunction::Exp>,
            &vector_loop<Arch, double, VectorFunction::Log>,
            &vector_loop<Arch, double, VectorFunction::Tanh>,
            &vector_loop<Arch, double, VectorFunction::Sigmoid>,
            &double_precision_loop<Arch, double, VectorFunction::Gelu>,
-           &double_precision_loop<Arch, double, VectorFunction::GeluSlope>}};
+           &double_precision_loop<Arch, double, VectorFunction::GeluSlope>,
+           &double_precision_loop<Arch, double, VectorFunction::GeluTanh>,
+           &double_precision_loop<Arch, double, VectorFunction::GeluTanhSlope>,
+           &vector_loop<Arch, double, VectorFunction::Silu>}};
 }
 
 }  // namespace

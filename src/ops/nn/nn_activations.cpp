@@ -179,10 +179,10 @@ Tensor selu(const Tensor& x) {
 
 // ---- Gelu: x Phi(x); GeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --------------
 
-using detail::kInvSqrt2Pi;  // kernels/vector_math.hpp, with the exact GELU's scalar functions
+using detail::kGeluCubic;  // kernels/vector_math.hpp, with the GELUs' scalar functions
+using detail::kInvSqrt2Pi;
+using detail::kSqrt2OverPi;
 using detail::kSqrtHalf;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
-constexpr double kGeluCubic = 0.044715;
 
 // Phi(x) + x phi(x).
 static Tensor gelu_slope(const Tensor& x) {
@@ -248,10 +248,11 @@ TAPEGRAD_BUILTIN_OP(gelu_tanh_grad_definition) = detail::with_structure(
 
 Tensor gelu(const Tensor& x, bool approximate) {
   if (approximate) {
-    return detail::floating_unary_op(gelu_tanh_op, "gelu", x, in_double([](double v) {
-                                       const double u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-                                       return 0.5 * v * (1 + std::tanh(u));
-                                     }));
+    // 0.5 x (1 + tanh u) as x sigmoid(2u), in double (vector_math.hpp's gelu_tanh_in_double).
+    return detail::unary_op<detail::DTypeSet::Floating>(
+        gelu_tanh_op, "gelu", x,
+        [](auto v) { return detail::scalar_function<detail::VectorFunction::GeluTanh>(v); },
+        detail::VectorFunction::GeluTanh);
   }
   // In double with erfc (vector_math.hpp's gelu_in_double); above kVectorMathAbove elements
   // with kernels/simd/erfc_batch.hpp's SIMD erfc.
@@ -261,12 +262,8 @@ Tensor gelu(const Tensor& x, bool approximate) {
       detail::VectorFunction::Gelu);
 }
 
-// GeluTanhGrad's slope in double, as its forward computes, rounded to g's type before the
-// product, as the unfused rules rounded it (GeluGrad's: vector_math's GeluSlope, the same way).
-static double gelu_tanh_slope_at(double v) {
-  const double t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  return 0.5 * (1 + t) + 0.5 * v * ((1 - t * t) * (kSqrt2OverPi * (1 + 3 * kGeluCubic * v * v)));
-}
+// The slopes (vector_math's GeluSlope, GeluTanhSlope) in double, rounded to g's type before
+// the product, as the unfused rules rounded them.
 
 Tensor detail::gelu_grad_op(const Tensor& x, const Tensor& g) {
   Tensor out = activation_grad_vector_math<VectorFunction::GeluSlope>("GeluGrad", x, g);
@@ -275,9 +272,7 @@ Tensor detail::gelu_grad_op(const Tensor& x, const Tensor& g) {
 }
 
 Tensor detail::gelu_tanh_grad_op(const Tensor& x, const Tensor& g) {
-  Tensor out = activation_grad_kernel("GeluTanhGrad", x, g, [](auto xv, auto gv) {
-    return gv * static_cast<decltype(gv)>(gelu_tanh_slope_at(xv));
-  });
+  Tensor out = activation_grad_vector_math<VectorFunction::GeluTanhSlope>("GeluTanhGrad", x, g);
   record(gelu_tanh_grad_definition, {&x, &g}, out);
   return out;
 }
@@ -338,8 +333,10 @@ TAPEGRAD_BUILTIN_OP(silu_op) = detail::differentiable_op("Silu", detail::slope_g
                                                          detail::batch_unary<&tapegrad::silu>);
 
 Tensor silu(const Tensor& x) {
-  return detail::floating_unary_op(
-      silu_op, "silu", x, in_double([](double v) { return v * detail::stable_sigmoid(v); }));
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      silu_op, "silu", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Silu>(v); },
+      detail::VectorFunction::Silu);
 }
 
 // ---- LogSigmoid: -softplus(-x) = min(x, 0) - log1p(e^-|x|); slope sigmoid(-x) -----------
