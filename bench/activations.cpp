@@ -2,13 +2,14 @@
 // loops they ran before, in the same process: the exact GELU and its gradient (GeluGrad), the
 // tanh-approximated GELU and its gradient, SiLU, and softplus's gradient (SoftplusGrad,
 // g sigmoid(x)), of [512, 256] (a transformer block's MLP activation, bench_attention),
-// float32 and float64, one thread. The baselines compute each element with the C library in
-// double (GELU: erfc and exp; the tanh GELU: tanh), or with the sigmoid's scalar function
-// (SiLU, softplus), into a fresh array.
+// float32 and float64, one thread; and ELU, SELU, softplus, log sigmoid, erf and erfc. The
+// baselines compute each element as the ops did before, with the C library (in double where
+// the op computed in double) or the sigmoid's scalar function, into a fresh array.
 //
 //   ./bench_activations --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -164,6 +165,113 @@ void BM_silu_c_library(benchmark::State& state) {
 }
 BENCHMARK_TEMPLATE(BM_silu_c_library, float)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_silu_c_library, double)->Unit(benchmark::kMicrosecond);
+
+// ELU, SELU, softplus, log sigmoid, erf and erfc: the op against the loop it ran before (its
+// scalar form per element: the C library, in double where the op computed in double).
+struct EluLoop {
+  template <class T>
+  static T at(T v) {
+    return v < 0 ? static_cast<T>(std::expm1(v)) : v;
+  }
+};
+struct SeluLoop {
+  template <class T>
+  static T at(T v) {
+    constexpr double alpha = 1.6732632423543772848170429916717;
+    constexpr double scale = 1.0507009873554804934193349852946;
+    const double d = v;
+    return static_cast<T>(d < 0 ? scale * alpha * std::expm1(d) : scale * d);
+  }
+};
+struct SoftplusLoop {
+  template <class T>
+  static T at(T v) {
+    return std::max(v, T(0)) + std::log1p(std::exp(-std::fabs(v)));
+  }
+};
+struct LogSigmoidLoop {
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    return static_cast<T>(std::fmin(d, 0.0) - std::log1p(std::exp(-std::fabs(d))));
+  }
+};
+struct ErfLoop {
+  template <class T>
+  static T at(T v) {
+    return static_cast<T>(std::erf(static_cast<double>(v)));
+  }
+};
+struct ErfcLoop {
+  template <class T>
+  static T at(T v) {
+    return static_cast<T>(std::erfc(static_cast<double>(v)));
+  }
+};
+
+template <class T, Tensor (*op)(const Tensor&)>
+void BM_op(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  for (auto _ : state) benchmark::DoNotOptimize(op(x));
+}
+template <class T, class Loop>
+void BM_loop(benchmark::State& state) {
+  const Tensor x = activations<T>();
+  const auto& in = x.array<T>();
+  for (auto _ : state) {
+    std::vector<T> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = Loop::template at<T>(in.data()[i]);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+Tensor elu_op(const Tensor& x) { return tg::elu(x); }
+Tensor selu_op(const Tensor& x) { return tg::selu(x); }
+Tensor softplus_op(const Tensor& x) { return tg::softplus(x); }
+Tensor log_sigmoid_op(const Tensor& x) { return tg::log_sigmoid(x); }
+Tensor erf_op(const Tensor& x) { return tg::erf(x); }
+Tensor erfc_op(const Tensor& x) { return tg::erfc(x); }
+BENCHMARK_TEMPLATE(BM_op, float, &elu_op)->Name("BM_elu<float>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, EluLoop)
+    ->Name("BM_elu_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &elu_op)->Name("BM_elu<double>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, EluLoop)
+    ->Name("BM_elu_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &selu_op)->Name("BM_selu<float>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, SeluLoop)
+    ->Name("BM_selu_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &softplus_op)
+    ->Name("BM_softplus<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, SoftplusLoop)
+    ->Name("BM_softplus_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &softplus_op)
+    ->Name("BM_softplus<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, SoftplusLoop)
+    ->Name("BM_softplus_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &log_sigmoid_op)
+    ->Name("BM_log_sigmoid<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, LogSigmoidLoop)
+    ->Name("BM_log_sigmoid_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &erf_op)->Name("BM_erf<float>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, ErfLoop)
+    ->Name("BM_erf_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &erf_op)->Name("BM_erf<double>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, ErfLoop)
+    ->Name("BM_erf_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &erfc_op)->Name("BM_erfc<double>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, ErfcLoop)
+    ->Name("BM_erfc_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
 
 // Softplus's gradient alone: SoftplusGrad of x and g = 1 (the forward's tensor made once).
 template <class T>

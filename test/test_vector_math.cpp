@@ -28,9 +28,11 @@ namespace {
 constexpr InstructionSet kSets[] = {InstructionSet::Baseline, InstructionSet::Avx2,
                                     InstructionSet::Avx512};
 constexpr VectorFunction kFunctions[] = {
-    VectorFunction::Exp,      VectorFunction::Log,           VectorFunction::Tanh,
-    VectorFunction::Sigmoid,  VectorFunction::Gelu,          VectorFunction::GeluSlope,
-    VectorFunction::GeluTanh, VectorFunction::GeluTanhSlope, VectorFunction::Silu};
+    VectorFunction::Exp,        VectorFunction::Log,           VectorFunction::Tanh,
+    VectorFunction::Sigmoid,    VectorFunction::Gelu,          VectorFunction::GeluSlope,
+    VectorFunction::GeluTanh,   VectorFunction::GeluTanhSlope, VectorFunction::Silu,
+    VectorFunction::Elu,        VectorFunction::Selu,          VectorFunction::Softplus,
+    VectorFunction::LogSigmoid, VectorFunction::Erf,           VectorFunction::Erfc};
 
 const char* name_of(VectorFunction f) {
   switch (f) {
@@ -50,20 +52,65 @@ const char* name_of(VectorFunction f) {
       return "gelu tanh";
     case VectorFunction::GeluTanhSlope:
       return "gelu tanh slope";
-    default:
+    case VectorFunction::Silu:
       return "silu";
+    case VectorFunction::Elu:
+      return "elu";
+    case VectorFunction::Selu:
+      return "selu";
+    case VectorFunction::Softplus:
+      return "softplus";
+    case VectorFunction::LogSigmoid:
+      return "log sigmoid";
+    case VectorFunction::Erf:
+      return "erf";
+    default:
+      return "erfc";
   }
 }
 
-// The functions whose scalar forms compute in double for both dtypes (their kernels too, but
-// SiLU's: in float32 it is the float32 sigmoid times x).
+// The activations and erf: compared with their scalar forms (vector_math.hpp's scalar_function),
+// several of which compute in double for both dtypes.
 bool in_double(VectorFunction f) {
-  return f == VectorFunction::Gelu || f == VectorFunction::GeluSlope ||
-         f == VectorFunction::GeluTanh || f == VectorFunction::GeluTanhSlope ||
-         f == VectorFunction::Silu;
+  return f != VectorFunction::Exp && f != VectorFunction::Log && f != VectorFunction::Tanh &&
+         f != VectorFunction::Sigmoid;
+}
+// Those whose kernels compute in the element type (float32 arithmetic for float32).
+bool in_element_type(VectorFunction f) {
+  return f == VectorFunction::Silu || f == VectorFunction::Elu || f == VectorFunction::Selu ||
+         f == VectorFunction::Softplus || f == VectorFunction::LogSigmoid;
 }
 bool is_gelu_tanh(VectorFunction f) {
   return f == VectorFunction::GeluTanh || f == VectorFunction::GeluTanhSlope;
+}
+
+// scalar_function<f>(v) for the activations, erf and erfc.
+template <class T>
+T scalar(VectorFunction f, T v) {
+  switch (f) {
+    case VectorFunction::Gelu:
+      return detail::scalar_function<VectorFunction::Gelu>(v);
+    case VectorFunction::GeluSlope:
+      return detail::scalar_function<VectorFunction::GeluSlope>(v);
+    case VectorFunction::GeluTanh:
+      return detail::scalar_function<VectorFunction::GeluTanh>(v);
+    case VectorFunction::GeluTanhSlope:
+      return detail::scalar_function<VectorFunction::GeluTanhSlope>(v);
+    case VectorFunction::Silu:
+      return detail::scalar_function<VectorFunction::Silu>(v);
+    case VectorFunction::Elu:
+      return detail::scalar_function<VectorFunction::Elu>(v);
+    case VectorFunction::Selu:
+      return detail::scalar_function<VectorFunction::Selu>(v);
+    case VectorFunction::Softplus:
+      return detail::scalar_function<VectorFunction::Softplus>(v);
+    case VectorFunction::LogSigmoid:
+      return detail::scalar_function<VectorFunction::LogSigmoid>(v);
+    case VectorFunction::Erf:
+      return detail::scalar_function<VectorFunction::Erf>(v);
+    default:
+      return detail::scalar_function<VectorFunction::Erfc>(v);
+  }
 }
 
 // The C library's value; the sigmoid's exact one, rounded (computed in long double); those
@@ -79,16 +126,8 @@ T reference(VectorFunction f, T v) {
       return std::tanh(v);
     case VectorFunction::Sigmoid:
       return static_cast<T>(1.0L / (1.0L + std::exp(-static_cast<long double>(v))));
-    case VectorFunction::Gelu:
-      return static_cast<T>(detail::gelu_in_double(v));
-    case VectorFunction::GeluSlope:
-      return static_cast<T>(detail::gelu_slope_in_double(v));
-    case VectorFunction::GeluTanh:
-      return static_cast<T>(detail::gelu_tanh_in_double(v));
-    case VectorFunction::GeluTanhSlope:
-      return static_cast<T>(detail::gelu_tanh_slope_in_double(v));
     default:
-      return static_cast<T>(detail::silu_in_double(v));
+      return scalar(f, v);
   }
 }
 
@@ -102,8 +141,9 @@ T reference(VectorFunction f, T v) {
 template <class T>
 double allowed_ulps(VectorFunction f, T x) {
   if (!in_double(f)) return 2;
-  // SiLU in float32 is the float32 sigmoid (2 ulps) times x, its scalar form in double.
-  if (f == VectorFunction::Silu) return std::is_same_v<T, float> ? 3 : 2;
+  // Those in the element type: float32 SIMD functions (2 ulps) and an operation, against scalar
+  // forms some of which compute in double.
+  if (in_element_type(f)) return std::is_same_v<T, float> ? 3 : 2;
   if (std::is_same_v<T, float>) return 1;
   if (!is_gelu_tanh(f)) return 6;
   return 6 + 4 * std::fabs(2 * detail::gelu_tanh_inner(static_cast<double>(x)));
@@ -144,13 +184,14 @@ std::vector<T> sweep(VectorFunction f) {
     x.push_back(static_cast<T>(f == VectorFunction::Log ? std::fabs(v) : v));
   }
   const bool is_float = std::is_same_v<T, float>;
-  if (f == VectorFunction::Exp || f == VectorFunction::Sigmoid) {
+  if (f == VectorFunction::Exp || f == VectorFunction::Sigmoid || f == VectorFunction::Softplus ||
+      f == VectorFunction::LogSigmoid) {
     // Across both ends of the range: overflow near log(max), subnormal results below log(min)
     // (the sigmoid's e^-|x| has the lower end only, on both sides of 0).
     const double top = is_float ? 88.7 : 709.8, bottom = is_float ? -104 : -745.2;
     for (double v = top - 3; v <= top + 0.1; v += 1.0 / 1024) x.push_back(static_cast<T>(v));
     for (double v = bottom - 0.1; v <= bottom + 20; v += 1.0 / 256) x.push_back(static_cast<T>(v));
-    if (f == VectorFunction::Sigmoid) {
+    if (f != VectorFunction::Exp) {
       for (double v = -40; v <= 40; v += 1.0 / 64) x.push_back(static_cast<T>(v));
     }
   } else if (f == VectorFunction::Log) {
@@ -176,7 +217,9 @@ std::vector<T> sweep(VectorFunction f) {
 // float32 results never are, but SiLU's (in float32, where e^(-|x|) is subnormal).
 template <class T>
 bool flushed(VectorFunction f, T x, T exact) {
-  if (in_double(f)) {
+  if (in_double(f) && f != VectorFunction::Softplus && f != VectorFunction::LogSigmoid &&
+      f != VectorFunction::Elu && f != VectorFunction::Selu && f != VectorFunction::Erf &&
+      f != VectorFunction::Erfc) {
     const double v = x;
     const double exponent = is_gelu_tanh(f)             ? -std::fabs(2 * detail::gelu_tanh_inner(v))
                             : f == VectorFunction::Silu ? -std::fabs(v)
@@ -187,8 +230,10 @@ bool flushed(VectorFunction f, T x, T exact) {
     return (std::is_same_v<T, double> || f == VectorFunction::Silu) && x < 0 &&
            std::exp(exponent) < smallest;
   }
-  return (f == VectorFunction::Exp || f == VectorFunction::Sigmoid) && exact != 0 &&
-         std::fabs(exact) < std::numeric_limits<T>::min();
+  return (f == VectorFunction::Exp || f == VectorFunction::Sigmoid ||
+          f == VectorFunction::Softplus || f == VectorFunction::LogSigmoid ||
+          f == VectorFunction::Erfc) &&
+         exact != 0 && std::fabs(exact) < std::numeric_limits<T>::min();
 }
 
 // ulps_apart, except for the GELUs' slopes, which cross 0 (near x = -0.75, where their two
@@ -309,6 +354,31 @@ void require_special_values(InstructionSet set) {
   check(VectorFunction::GeluTanhSlope, nan, nan);
   check(VectorFunction::GeluTanhSlope, T(1000), T(1));
   check(VectorFunction::GeluTanhSlope, T(-1000), T(0));
+  for (VectorFunction f : {VectorFunction::Elu, VectorFunction::Selu, VectorFunction::Softplus,
+                           VectorFunction::LogSigmoid, VectorFunction::Erf, VectorFunction::Erfc}) {
+    check(f, nan, nan);
+  }
+  const T selu_floor = static_cast<T>(-detail::kSeluScale * detail::kSeluAlpha);
+  check(VectorFunction::Elu, inf, inf);
+  check(VectorFunction::Elu, -inf, T(-1));
+  check(VectorFunction::Elu, T(0), T(0));
+  check(VectorFunction::Elu, T(-0.0), T(-0.0));
+  check(VectorFunction::Selu, inf, inf);
+  check(VectorFunction::Selu, -inf, selu_floor);
+  check(VectorFunction::Selu, T(-0.0), T(-0.0));
+  check(VectorFunction::Softplus, inf, inf);
+  check(VectorFunction::Softplus, -inf, T(0));
+  check(VectorFunction::Softplus, T(1000), T(1000));
+  check(VectorFunction::LogSigmoid, inf, T(0));
+  check(VectorFunction::LogSigmoid, -inf, -inf);
+  check(VectorFunction::LogSigmoid, T(-1000), T(-1000));
+  check(VectorFunction::Erf, inf, T(1));
+  check(VectorFunction::Erf, -inf, T(-1));
+  check(VectorFunction::Erf, T(0), T(0));
+  check(VectorFunction::Erf, T(-0.0), T(-0.0));
+  check(VectorFunction::Erfc, inf, T(0));
+  check(VectorFunction::Erfc, -inf, T(2));
+  check(VectorFunction::Erfc, T(0), T(1));
 }
 
 template <class T>
@@ -430,8 +500,8 @@ static Tensor softplus_gradient(const Tensor& x) {
 }
 
 TEST_CASE(
-    "exp, log, tanh, sigmoid, both gelus, silu and the gradients of the gelus and softplus of "
-    "large tensors agree with their one-element results") {
+    "exp, log, tanh, sigmoid, the activations, erf, erfc and the gradients of the gelus and "
+    "softplus of large tensors agree with their one-element results") {
   struct Case {
     Tensor (*op)(const Tensor&);
     const char* name;
@@ -459,6 +529,18 @@ TEST_CASE(
       {&tanh_gelu_gradient, "gelu (tanh)'s gradient", {-9, -6, -1.5, 0.2, 5, 30}, DType::Float32},
       {&silu, "silu", {-745, -720, -30, -0.4, 0.3, 4, 40}, DType::Float64},
       {&silu, "silu", {-104, -30, -0.4, 0.3, 4, 20}, DType::Float32},
+      {&elu, "elu", {-800, -30, -0.4, -1e-300, 0.3, 4}, DType::Float64},
+      {&elu, "elu", {-100, -30, -0.4, -1e-30F, 0.3, 4}, DType::Float32},
+      {&selu, "selu", {-800, -30, -0.4, 0.3, 4}, DType::Float64},
+      {&selu, "selu", {-100, -30, -0.4, 0.3, 4}, DType::Float32},
+      {&softplus, "softplus", {-745, -720, -30, -0.4, 0.3, 4, 40, 800}, DType::Float64},
+      {&softplus, "softplus", {-104, -95, -30, -0.4, 0.3, 4, 20, 100}, DType::Float32},
+      {&log_sigmoid, "log_sigmoid", {-800, -30, -0.4, 0.3, 4, 40, 720, 745}, DType::Float64},
+      {&log_sigmoid, "log_sigmoid", {-100, -30, -0.4, 0.3, 4, 20, 95, 104}, DType::Float32},
+      {&erf, "erf", {-30, -3, -0.7, -0.4, 1e-300, 0.2, 0.5, 2, 6}, DType::Float64},
+      {&erf, "erf", {-30, -3, -0.7, -0.4, 1e-30F, 0.2, 0.5, 2, 6}, DType::Float32},
+      {&erfc, "erfc", {-30, -3, -0.4, 0.2, 0.5, 2, 9.69446, 26.5, 26.6, 30}, DType::Float64},
+      {&erfc, "erfc", {-30, -3, -0.4, 0.2, 0.5, 2, 9.2, 10.5}, DType::Float32},
   };
   for (const Case& c : cases) {
     for (double v : c.values) {

@@ -40,13 +40,19 @@ const VectorMathKernels& baseline_kernels() {
        &scalar_loop<float, VectorFunction::Gelu>, &scalar_loop<float, VectorFunction::GeluSlope>,
        &scalar_loop<float, VectorFunction::GeluTanh>,
        &scalar_loop<float, VectorFunction::GeluTanhSlope>,
-       &scalar_loop<float, VectorFunction::Silu>},
+       &scalar_loop<float, VectorFunction::Silu>, &scalar_loop<float, VectorFunction::Elu>,
+       &scalar_loop<float, VectorFunction::Selu>, &scalar_loop<float, VectorFunction::Softplus>,
+       &scalar_loop<float, VectorFunction::LogSigmoid>, &scalar_loop<float, VectorFunction::Erf>,
+       &scalar_loop<float, VectorFunction::Erfc>},
       {&scalar_loop<double, VectorFunction::Exp>, &scalar_loop<double, VectorFunction::Log>,
        &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>,
        &scalar_loop<double, VectorFunction::Gelu>, &scalar_loop<double, VectorFunction::GeluSlope>,
        &scalar_loop<double, VectorFunction::GeluTanh>,
        &scalar_loop<double, VectorFunction::GeluTanhSlope>,
-       &scalar_loop<double, VectorFunction::Silu>}};
+       &scalar_loop<double, VectorFunction::Silu>, &scalar_loop<double, VectorFunction::Elu>,
+       &scalar_loop<double, VectorFunction::Selu>, &scalar_loop<double, VectorFunction::Softplus>,
+       &scalar_loop<double, VectorFunction::LogSigmoid>, &scalar_loop<double, VectorFunction::Erf>,
+       &scalar_loop<double, VectorFunction::Erfc>}};
 #endif
   return kernels;
 }
@@ -91,11 +97,11 @@ InstructionSet choose_instruction_set() {
                    "ignored\n",
                    requested);
     } else if (!instruction_set_available(cap)) {
-      std::fprintf(
-          stderr,
-          "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
-          "cannot run it; exp, log, tanh, sigmoid, gelu and silu use the widest set below it\n",
-          requested);
+      std::fprintf(stderr,
+                   "tapegrad warning: TAPEGRAD_SIMD=%s: this CPU or this build of tapegrad "
+                   "cannot run it; exp, log, tanh, sigmoid, erf and the activations use the widest "
+                   "set below it\n",
+                   requested);
     }
   }
   for (InstructionSet set : kWidestFirst) {

@@ -1,5 +1,6 @@
-// exp, log, tanh, the logistic sigmoid, both GELUs and their slopes, and SiLU over contiguous
-// arrays, with the widest SIMD instructions the CPU has.
+// exp, log, tanh, the logistic sigmoid, both GELUs and their slopes, SiLU, ELU, SELU, softplus,
+// log sigmoid, erf and erfc over contiguous arrays, with the widest SIMD instructions the CPU
+// has.
 //
 // The library is built for baseline x86-64 (SSE2), so that its binaries run on any x86-64
 // CPU and its ABI does not depend on -march (docs/performance.md, "xsimd"). These
@@ -11,12 +12,14 @@
 //
 // Every element goes through the same SIMD code, the last partial batch included, so an
 // element's result does not depend on its position in the array. The instruction sets differ
-// in the last bit on some elements (FMA rounds once where SSE2 rounds twice). The GELUs and
-// their slopes run in double for float32 too (kernels/simd/erfc_batch.hpp, sigmoid_batches.hpp),
-// each result rounded once, as their scalar functions below; SiLU in the element type, as the
-// sigmoid (within 3 float32 ulps of its scalar function, which computes in double).
+// in the last bit on some elements (FMA rounds once where SSE2 rounds twice). The GELUs, their
+// slopes, erf and erfc run in double for float32 too (kernels/simd/erfc_batch.hpp,
+// sigmoid_batches.hpp), each result rounded once, as their scalar functions below; SiLU, ELU,
+// SELU, softplus and log sigmoid in the element type (within 3 float32 ulps of their scalar
+// functions, some of which compute in double).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -31,9 +34,18 @@ enum class VectorFunction {
   GeluSlope,
   GeluTanh,
   GeluTanhSlope,
-  Silu
+  Silu,
+  Elu,
+  Selu,
+  Softplus,
+  LogSigmoid,
+  Erf,
+  Erfc
 };
-constexpr int kVectorFunctions = 9;
+constexpr int kVectorFunctions = 15;
+
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
 constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
@@ -88,6 +100,22 @@ inline double gelu_tanh_slope_in_double(double v) {
 // SiLU (swish) x sigmoid(x).
 inline double silu_in_double(double v) { return v * stable_sigmoid(v); }
 
+// ELU (alpha 1) and softplus in the element type; SELU and log sigmoid in double.
+template <class T>
+T elu_in(T v) {
+  return v < 0 ? static_cast<T>(std::expm1(v)) : v;
+}
+inline double selu_in_double(double v) {
+  return v < 0 ? kSeluScale * kSeluAlpha * std::expm1(v) : kSeluScale * v;
+}
+template <class T>
+T stable_softplus(T v) {  // max(v, 0) + log(1 + e^-|v|): never exponentiates a positive number
+  return std::max(v, T(0)) + std::log1p(std::exp(-std::fabs(v)));
+}
+inline double log_sigmoid_in_double(double v) {
+  return std::fmin(v, 0.0) - std::log1p(std::exp(-std::fabs(v)));
+}
+
 // f(v) one element at a time, with the C library: the ops' scalar path (tensors of up to
 // kVectorMathAbove elements, and a Function's fused loops for them) and vector_math's lanes
 // where xsimd is wrong. One definition, so that both give the same values.
@@ -109,14 +137,26 @@ T scalar_function(T v) {
     return static_cast<T>(gelu_tanh_in_double(v));
   } else if constexpr (function == VectorFunction::GeluTanhSlope) {
     return static_cast<T>(gelu_tanh_slope_in_double(v));
-  } else {
+  } else if constexpr (function == VectorFunction::Silu) {
     return static_cast<T>(silu_in_double(v));
+  } else if constexpr (function == VectorFunction::Elu) {
+    return elu_in(v);
+  } else if constexpr (function == VectorFunction::Selu) {
+    return static_cast<T>(selu_in_double(v));
+  } else if constexpr (function == VectorFunction::Softplus) {
+    return stable_softplus(v);
+  } else if constexpr (function == VectorFunction::LogSigmoid) {
+    return static_cast<T>(log_sigmoid_in_double(v));
+  } else if constexpr (function == VectorFunction::Erf) {
+    return static_cast<T>(std::erf(static_cast<double>(v)));
+  } else {
+    return static_cast<T>(std::erfc(static_cast<double>(v)));
   }
 }
 
-// The ops exp, log, tanh, sigmoid, gelu and silu (and the gradients of gelu and softplus) use
-// vector_math on arrays above this many elements, the C library's functions on smaller ones (as a
-// Function's fused loops do for the same sizes).
+// The ops exp, log, tanh, sigmoid, gelu, silu, elu, selu, softplus, log_sigmoid, erf and erfc
+// (and the gradients of gelu and softplus) use vector_math on arrays above this many elements, the
+// C library's functions on smaller ones (as a Function's fused loops do for the same sizes).
 constexpr std::size_t kVectorMathAbove = 32;
 
 // out[i] = f(in[i]) for i < n; out may be in.

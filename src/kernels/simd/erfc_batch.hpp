@@ -1,4 +1,4 @@
-// erfc, the exact GELU and GELU's slope over xsimd batches of doubles, for
+// erfc, erf, the exact GELU and GELU's slope over xsimd batches of doubles, for
 // kernels/simd/vector_math_loops.hpp. xsimd 8.1's own erfc is unusable here: 3e4 ulps off in
 // GELU's tail, 1e14 near erfc's underflow.
 //
@@ -98,6 +98,20 @@ void erfc_batches(const Batches<B, N>& x, Batches<B, N>& out, Batches<B, N>* gau
     B upper = xsimd::select(beyond, B(0.0), exponential * tail[j] * scale[j]);
     upper = xsimd::select(x[j] < B(0.0), B(2.0) - upper, upper);
     out[j] = xsimd::select(ax[j] < B(kErfcSplit), B(1.0) - x[j] * near_zero[j], upper);
+  }
+}
+
+// erf(x): x P(x^2) below |x| = 0.5 (no cancellation near 0), 1 - erfc(x) above (|erf| > 0.52).
+template <class B, std::size_t N>
+void erf_batches(const Batches<B, N>& x, Batches<B, N>& out) {
+  Batches<B, N> squares, near_zero;
+#pragma GCC unroll 32
+  for (std::size_t j = 0; j < N; ++j) squares[j] = x[j] * x[j];
+  polynomial(kErfcNearZero, squares, near_zero);
+  erfc_batches(x, out);
+#pragma GCC unroll 32
+  for (std::size_t j = 0; j < N; ++j) {
+    out[j] = xsimd::select(xsimd::abs(x[j]) < B(kErfcSplit), x[j] * near_zero[j], B(1.0) - out[j]);
   }
 }
 

@@ -57,6 +57,26 @@ template <class Arch, class T, VectorFunction function>
     } else if constexpr (function == VectorFunction::Tanh) {
       xsimd::tanh(x).store_unaligned(to);
       return Lanes(false);
+    } else if constexpr (function == VectorFunction::Elu) {
+      // expm1 of the negative lanes only matters; a NaN lane keeps x.
+      xsimd::select(x < Batch(T(0)), xsimd::expm1(x), x).store_unaligned(to);
+      return Lanes(false);
+    } else if constexpr (function == VectorFunction::Selu) {
+      xsimd::select(x < Batch(T(0)), Batch(T(kSeluScale * kSeluAlpha)) * xsimd::expm1(x),
+                    Batch(T(kSeluScale)) * x)
+          .store_unaligned(to);
+      return Lanes(false);
+    } else if constexpr (function == VectorFunction::Softplus ||
+                         function == VectorFunction::LogSigmoid) {
+      // max(x, 0) + log1p(e^-|x|) and min(x, 0) - log1p(e^-|x|): a NaN gives NaN.
+      const Batch zero(T(0));
+      const Batch tail = xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
+      if constexpr (function == VectorFunction::Softplus) {
+        (xsimd::select(x < zero, zero, x) + tail).store_unaligned(to);
+      } else {
+        (xsimd::select(x > zero, zero, x) - tail).store_unaligned(to);
+      }
+      return Lanes(false);
     } else {
       // stable_sigmoid's two branches, with e = e^-|x| for both.
       const Batch minus_abs = -xsimd::abs(x);
@@ -113,8 +133,8 @@ template <class Arch, class T, VectorFunction function>
   for (std::size_t k = 0; i + k < n; ++k) out[i + k] = result[k];
 }
 
-// The GELUs and their slopes, in double for float32 as for float64 (as scalar_function computes
-// them):
+// The GELUs, their slopes, erf and erfc, in double for float32 as for float64 (as
+// scalar_function computes them):
 // groups of four batches of doubles, converted in and out through a block, the last partial
 // group padded with its first element (so an element's result does not depend on its
 // position). out may be in: a group is read whole before it is written.
@@ -142,8 +162,12 @@ template <class Arch, class T, VectorFunction function>
       gelu_slope_batches(x, y);
     } else if constexpr (function == VectorFunction::GeluTanh) {
       gelu_tanh_batches(x, y);
-    } else {
+    } else if constexpr (function == VectorFunction::GeluTanhSlope) {
       gelu_tanh_slope_batches(x, y);
+    } else if constexpr (function == VectorFunction::Erf) {
+      erf_batches(x, y);
+    } else {
+      erfc_batches(x, y);
     }
 #pragma GCC unroll 8
     for (std::size_t j = 0; j < kBatches; ++j) y[j].store_aligned(block + j * Batch::size);
@@ -161,7 +185,13 @@ constexpr VectorMathKernels kernels_for() {
            &double_precision_loop<Arch, float, VectorFunction::GeluSlope>,
            &double_precision_loop<Arch, float, VectorFunction::GeluTanh>,
            &double_precision_loop<Arch, float, VectorFunction::GeluTanhSlope>,
-           &vector_loop<Arch, float, VectorFunction::Silu>},
+           &vector_loop<Arch, float, VectorFunction::Silu>,
+           &vector_loop<Arch, float, VectorFunction::Elu>,
+           &vector_loop<Arch, float, VectorFunction::Selu>,
+           &vector_loop<Arch, float, VectorFunction::Softplus>,
+           &vector_loop<Arch, float, VectorFunction::LogSigmoid>,
+           &double_precision_loop<Arch, float, VectorFunction::Erf>,
+           &double_precision_loop<Arch, float, VectorFunction::Erfc>},
           {&vector_loop<Arch, double, VectorFunction::Exp>,
            &vector_loop<Arch, double, VectorFunction::Log>,
            &vector_loop<Arch, double, VectorFunction::Tanh>,
@@ -170,7 +200,13 @@ constexpr VectorMathKernels kernels_for() {
            &double_precision_loop<Arch, double, VectorFunction::GeluSlope>,
            &double_precision_loop<Arch, double, VectorFunction::GeluTanh>,
            &double_precision_loop<Arch, double, VectorFunction::GeluTanhSlope>,
-           &vector_loop<Arch, double, VectorFunction::Silu>}};
+           &vector_loop<Arch, double, VectorFunction::Silu>,
+           &vector_loop<Arch, double, VectorFunction::Elu>,
+           &vector_loop<Arch, double, VectorFunction::Selu>,
+           &vector_loop<Arch, double, VectorFunction::Softplus>,
+           &vector_loop<Arch, double, VectorFunction::LogSigmoid>,
+           &double_precision_loop<Arch, double, VectorFunction::Erf>,
+           &double_precision_loop<Arch, double, VectorFunction::Erfc>}};
 }
 
 }  // namespace

@@ -46,13 +46,18 @@ TAPEGRAD_BUILTIN_OP(erfc_op) = detail::differentiable_op("Erfc", detail::slope_g
                                                          detail::batch_unary<&tapegrad::erfc>);
 
 Tensor erf(const Tensor& x) {
-  return detail::floating_unary_op(erf_op, "erf", x,
-                                   in_double([](double v) { return std::erf(v); }));
+  // In double (SIMD above 32 elements: kernels/simd/erfc_batch.hpp).
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      erf_op, "erf", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Erf>(v); },
+      detail::VectorFunction::Erf);
 }
 
 Tensor erfc(const Tensor& x) {
-  return detail::floating_unary_op(erfc_op, "erfc", x,
-                                   in_double([](double v) { return std::erfc(v); }));
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      erfc_op, "erfc", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Erfc>(v); },
+      detail::VectorFunction::Erfc);
 }
 
 // ---- Lgamma: digamma ---------------------------------------------------------------------

@@ -185,15 +185,12 @@ TAPEGRAD_BUILTIN_OP(softplus_op) =
     detail::differentiable_op("Softplus", softplus_gradient, KeepSet::all(), KeepSet::none(),
                               softplus_tangent, detail::batch_unary<&tapegrad::softplus>);
 
-// log(1 + exp(v)) = max(v, 0) + log1p(exp(-|v|)).
-template <class T>
-static T stable_softplus(T v) {
-  return std::max(v, T(0)) + std::log1p(std::exp(-std::fabs(v)));
-}
-
 Tensor softplus(const Tensor& x) {
-  return detail::floating_unary_op(softplus_op, "softplus", x,
-                                   [](auto v) { return stable_softplus(v); });
+  // kernels/vector_math.hpp's stable_softplus (SIMD above 32 elements).
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      softplus_op, "softplus", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Softplus>(v); },
+      detail::VectorFunction::Softplus);
 }
 
 static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents) {

@@ -31,7 +31,6 @@
 namespace tapegrad {
 
 using detail::constant_like;
-using detail::in_double;
 
 // The rules of an activation y = f(x) whose slope f'(x) = Slope(y) is a function of its output
 // (ELU, SELU: TF's EluGrad, SeluGrad read the output too). The op keeps its output only.
@@ -124,8 +123,11 @@ TAPEGRAD_BUILTIN_OP(elu_grad_definition) = detail::with_structure(
     detail::structure_fused_activation<&detail::elu_grad_op>);
 
 Tensor elu(const Tensor& x) {
-  return detail::floating_unary_op(
-      elu_op, "elu", x, [](auto v) { return v < 0 ? static_cast<decltype(v)>(std::expm1(v)) : v; });
+  // e^x - 1 below 0 (kernels/vector_math.hpp's elu_in; SIMD above 32 elements).
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      elu_op, "elu", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Elu>(v); },
+      detail::VectorFunction::Elu);
 }
 
 // g (y + 1) where y < 0, else g: a NaN output passes g, as the select of slopes did.
@@ -158,8 +160,8 @@ static Tensor elu_grad_fixed_y(const Tensor& y, const Tensor& g) {
 
 // ---- Selu: scale (x < 0 ? alpha (e^x - 1) : x) with TF's (Klambauer et al.'s) constants -----
 
-constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
+using detail::kSeluAlpha;  // kernels/vector_math.hpp, with SELU's scalar function
+using detail::kSeluScale;
 
 static Tensor selu_slope(const Tensor& y) {
   return where(less(y, constant_like(0.0, y)), add(y, constant_like(kSeluScale * kSeluAlpha, y)),
@@ -171,10 +173,10 @@ TAPEGRAD_BUILTIN_OP(selu_op) = detail::differentiable_op("Selu", output_slope_gr
                                                          detail::batch_unary<&tapegrad::selu>);
 
 Tensor selu(const Tensor& x) {
-  return detail::floating_unary_op(selu_op, "selu", x, in_double([](double v) {
-                                     return v < 0 ? kSeluScale * kSeluAlpha * std::expm1(v)
-                                                  : kSeluScale * v;
-                                   }));
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      selu_op, "selu", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::Selu>(v); },
+      detail::VectorFunction::Selu);
 }
 
 // ---- Gelu: x Phi(x); GeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --------------
@@ -347,9 +349,10 @@ TAPEGRAD_BUILTIN_OP(log_sigmoid_op) = detail::differentiable_op(
     detail::slope_tangent<log_sigmoid_slope>, detail::batch_unary<&tapegrad::log_sigmoid>);
 
 Tensor log_sigmoid(const Tensor& x) {
-  return detail::floating_unary_op(log_sigmoid_op, "log_sigmoid", x, in_double([](double v) {
-                                     return std::fmin(v, 0.0) - std::log1p(std::exp(-std::fabs(v)));
-                                   }));
+  return detail::unary_op<detail::DTypeSet::Floating>(
+      log_sigmoid_op, "log_sigmoid", x,
+      [](auto v) { return detail::scalar_function<detail::VectorFunction::LogSigmoid>(v); },
+      detail::VectorFunction::LogSigmoid);
 }
 
 // ---- Softsign: x / (1 + |x|); slope 1 / (1 + |x|)^2 --------------------------------------
