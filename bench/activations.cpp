@@ -34,31 +34,8 @@ Tensor activations() {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-
-template <class T>
-void BM_gelu(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x));
-}
-BENCHMARK_TEMPLATE(BM_gelu, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu, double)->Unit(benchmark::kMicrosecond);
-
-// The loop GELU ran before: the C library's erfc per element, in double.
-template <class T>
-void BM_gelu_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  for (auto _ : state) {
-    std::vector<T> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      out[i] = static_cast<T>(0.5 * v * std::erfc(-v * kSqrtHalf));
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-}
-BENCHMARK_TEMPLATE(BM_gelu_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_c_library, double)->Unit(benchmark::kMicrosecond);
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
 
 // An activation and its gradient through a tape: the forward and the fused gradient of x and
 // g = 1.
@@ -81,35 +58,7 @@ void BM_gelu_gradient(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_gelu_gradient, float)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_gelu_gradient, double)->Unit(benchmark::kMicrosecond);
 
-// GELU forward and its slope times g = 1, as the op and GeluGrad computed them before.
-template <class T>
-void BM_gelu_gradient_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  for (auto _ : state) {
-    std::vector<T> forward(in.size()), slope(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      forward[i] = static_cast<T>(0.5 * v * std::erfc(-v * kSqrtHalf));
-      slope[i] = static_cast<T>(0.5 * std::erfc(-v * kSqrtHalf) +
-                                v * kInvSqrt2Pi * std::exp(-0.5 * v * v));
-    }
-    benchmark::DoNotOptimize(forward.data());
-    benchmark::DoNotOptimize(slope.data());
-  }
-}
-BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
-
 Tensor tanh_gelu(const Tensor& x) { return tg::gelu(x, true); }
-
-template <class T>
-void BM_gelu_tanh(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  for (auto _ : state) benchmark::DoNotOptimize(tg::gelu(x, true));
-}
-BENCHMARK_TEMPLATE(BM_gelu_tanh, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_tanh, double)->Unit(benchmark::kMicrosecond);
 
 template <class T>
 void BM_gelu_tanh_gradient(benchmark::State& state) {
@@ -118,56 +67,49 @@ void BM_gelu_tanh_gradient(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient, float)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient, double)->Unit(benchmark::kMicrosecond);
 
-// The loops of the tanh GELU before: 0.5 v (1 + tanh u) and its slope, in double.
-template <class T>
-void BM_gelu_tanh_gradient_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  constexpr double k = 0.79788456080286535588, c = 0.044715;
-  for (auto _ : state) {
-    std::vector<T> forward(in.size()), slope(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      const double t = std::tanh(k * (v + c * v * v * v));
-      forward[i] = static_cast<T>(0.5 * v * (1 + t));
-      slope[i] =
-          static_cast<T>(0.5 * (1 + t) + 0.5 * v * ((1 - t * t) * (k * (1 + 3 * c * v * v))));
-    }
-    benchmark::DoNotOptimize(forward.data());
-    benchmark::DoNotOptimize(slope.data());
+// ---- Forward: each op against the loop it ran before (its scalar form per element: the C
+// library, in double where the op computed in double) ----------------------------------------
+
+struct GeluLoop {
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    return static_cast<T>(0.5 * d * std::erfc(-d * kSqrtHalf));
   }
-}
-BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_gelu_tanh_gradient_c_library, double)->Unit(benchmark::kMicrosecond);
-
-template <class T>
-void BM_silu(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  for (auto _ : state) benchmark::DoNotOptimize(tg::silu(x));
-}
-BENCHMARK_TEMPLATE(BM_silu, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_silu, double)->Unit(benchmark::kMicrosecond);
-
-// SiLU's loop before: v times the sigmoid's scalar function (one exp), in double.
-template <class T>
-void BM_silu_c_library(benchmark::State& state) {
-  const Tensor x = activations<T>();
-  const auto& in = x.array<T>();
-  for (auto _ : state) {
-    std::vector<T> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double v = in.data()[i];
-      const double e = std::exp(-std::fabs(v));
-      out[i] = static_cast<T>(v * (v >= 0 ? 1 / (1 + e) : e / (1 + e)));
-    }
-    benchmark::DoNotOptimize(out.data());
+};
+struct GeluTanhLoop {
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    return static_cast<T>(0.5 * d * (1 + std::tanh(kSqrt2OverPi * (d + kGeluCubic * d * d * d))));
   }
-}
-BENCHMARK_TEMPLATE(BM_silu_c_library, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_silu_c_library, double)->Unit(benchmark::kMicrosecond);
-
-// ELU, SELU, softplus, log sigmoid, erf and erfc: the op against the loop it ran before (its
-// scalar form per element: the C library, in double where the op computed in double).
+};
+// The slopes GeluGrad and GeluTanhGrad computed before, in double.
+struct GeluSlopeLoop {
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    return static_cast<T>(0.5 * std::erfc(-d * kSqrtHalf) +
+                          d * kInvSqrt2Pi * std::exp(-0.5 * d * d));
+  }
+};
+struct GeluTanhSlopeLoop {
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    const double t = std::tanh(kSqrt2OverPi * (d + kGeluCubic * d * d * d));
+    return static_cast<T>(0.5 * (1 + t) +
+                          0.5 * d * ((1 - t * t) * (kSqrt2OverPi * (1 + 3 * kGeluCubic * d * d))));
+  }
+};
+struct SiluLoop {  // v times the sigmoid's scalar function (one exp), in double
+  template <class T>
+  static T at(T v) {
+    const double d = v;
+    const double e = std::exp(-std::fabs(d));
+    return static_cast<T>(d * (d >= 0 ? 1 / (1 + e) : e / (1 + e)));
+  }
+};
 struct EluLoop {
   template <class T>
   static T at(T v) {
@@ -209,14 +151,30 @@ struct ErfcLoop {
   }
 };
 
-template <class T, Tensor (*op)(const Tensor&)>
+// sqrt, compiled here without -fno-math-errno, as the library was before: a sqrt that may set
+// errno is not vectorized (the benchmarks below take its square root of |x|).
+struct SqrtLoop {
+  template <class T>
+  static T at(T v) {
+    return std::sqrt(v);
+  }
+};
+
+// The inputs of a benchmark: the activations, or their absolute values (for sqrt).
+enum class Inputs { Signed, Absolute };
+template <class T>
+Tensor inputs(Inputs kind) {
+  return kind == Inputs::Absolute ? tg::abs(activations<T>()) : activations<T>();
+}
+
+template <class T, Tensor (*op)(const Tensor&), Inputs kind = Inputs::Signed>
 void BM_op(benchmark::State& state) {
-  const Tensor x = activations<T>();
+  const Tensor x = inputs<T>(kind);
   for (auto _ : state) benchmark::DoNotOptimize(op(x));
 }
-template <class T, class Loop>
+template <class T, class Loop, Inputs kind = Inputs::Signed>
 void BM_loop(benchmark::State& state) {
-  const Tensor x = activations<T>();
+  const Tensor x = inputs<T>(kind);
   const auto& in = x.array<T>();
   for (auto _ : state) {
     std::vector<T> out(in.size());
@@ -224,28 +182,79 @@ void BM_loop(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-// sqrt of |x|, whose loop the library now compiles with -fno-math-errno (this file is compiled
-// without it, as the library was before: a sqrt that may set errno is not vectorized).
-template <class T>
-void BM_sqrt(benchmark::State& state) {
-  const Tensor x = tg::abs(activations<T>());
-  for (auto _ : state) benchmark::DoNotOptimize(tg::sqrt(x));
-}
-BENCHMARK_TEMPLATE(BM_sqrt, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_sqrt, double)->Unit(benchmark::kMicrosecond);
-template <class T>
-void BM_sqrt_loop(benchmark::State& state) {
-  const Tensor x = tg::abs(activations<T>());
+// An activation's forward and gradient loops before (g = 1): the baseline of
+// BM_gelu_gradient and BM_gelu_tanh_gradient.
+template <class T, class Forward, class Slope>
+void BM_gradient_loops(benchmark::State& state) {
+  const Tensor x = activations<T>();
   const auto& in = x.array<T>();
   for (auto _ : state) {
-    std::vector<T> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = std::sqrt(in.data()[i]);
-    benchmark::DoNotOptimize(out.data());
+    std::vector<T> forward(in.size()), slope(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      forward[i] = Forward::template at<T>(in.data()[i]);
+      slope[i] = Slope::template at<T>(in.data()[i]);
+    }
+    benchmark::DoNotOptimize(forward.data());
+    benchmark::DoNotOptimize(slope.data());
   }
 }
-BENCHMARK_TEMPLATE(BM_sqrt_loop, float)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_sqrt_loop, double)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gradient_loops, float, GeluLoop, GeluSlopeLoop)
+    ->Name("BM_gelu_gradient_loops<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gradient_loops, double, GeluLoop, GeluSlopeLoop)
+    ->Name("BM_gelu_gradient_loops<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gradient_loops, float, GeluTanhLoop, GeluTanhSlopeLoop)
+    ->Name("BM_gelu_tanh_gradient_loops<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_gradient_loops, double, GeluTanhLoop, GeluTanhSlopeLoop)
+    ->Name("BM_gelu_tanh_gradient_loops<double>")
+    ->Unit(benchmark::kMicrosecond);
 
+Tensor gelu_op(const Tensor& x) { return tg::gelu(x); }
+Tensor gelu_tanh_op(const Tensor& x) { return tg::gelu(x, true); }
+Tensor silu_op(const Tensor& x) { return tg::silu(x); }
+Tensor sqrt_op(const Tensor& x) { return tg::sqrt(x); }
+BENCHMARK_TEMPLATE(BM_op, float, &gelu_op)->Name("BM_gelu<float>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, GeluLoop)
+    ->Name("BM_gelu_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &gelu_op)->Name("BM_gelu<double>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, GeluLoop)
+    ->Name("BM_gelu_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &gelu_tanh_op)
+    ->Name("BM_gelu_tanh<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, GeluTanhLoop)
+    ->Name("BM_gelu_tanh_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &gelu_tanh_op)
+    ->Name("BM_gelu_tanh<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, GeluTanhLoop)
+    ->Name("BM_gelu_tanh_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &silu_op)->Name("BM_silu<float>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, SiluLoop)
+    ->Name("BM_silu_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &silu_op)->Name("BM_silu<double>")->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, SiluLoop)
+    ->Name("BM_silu_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, float, &sqrt_op, Inputs::Absolute)
+    ->Name("BM_sqrt<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, SqrtLoop, Inputs::Absolute)
+    ->Name("BM_sqrt_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &sqrt_op, Inputs::Absolute)
+    ->Name("BM_sqrt<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, SqrtLoop, Inputs::Absolute)
+    ->Name("BM_sqrt_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
 Tensor elu_op(const Tensor& x) { return tg::elu(x); }
 Tensor selu_op(const Tensor& x) { return tg::selu(x); }
 Tensor softplus_op(const Tensor& x) { return tg::softplus(x); }

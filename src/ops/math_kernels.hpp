@@ -105,10 +105,10 @@ Tensor unary_kernel(const char* op, const Tensor& x, ScalarFn fn, Vectorised fun
   });
 }
 
-// The kernel of the fused activation gradients (TanhGrad, ...: ops/internal_ops.hpp): fn(y, g)
-// elementwise for y and g of one shape and floating dtype.
-template <class ScalarFn>
-Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
+// body(a, b) with y and g read as KernelInput<T> of their floating dtype T, after the checks
+// of a fused activation gradient's operands (one dtype, floating, one shape).
+template <class Body>
+Tensor with_activation_grad_operands(const char* op, const Tensor& y, const Tensor& g, Body body) {
   require_activation_grad_operands(op, y, g);
   return dispatch_floating(op, y.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -116,6 +116,16 @@ Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, 
     const KernelInput<T> b(g);
     if (a.shape() != b.shape())
       throw InvalidArgument(describe(op, y, g) + ": the shapes must be equal");
+    return body(a, b);
+  });
+}
+
+// The kernel of the fused activation gradients (TanhGrad, ...: ops/internal_ops.hpp): fn(y, g)
+// elementwise for y and g of one shape and floating dtype.
+template <class ScalarFn>
+Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, ScalarFn fn) {
+  return with_activation_grad_operands(op, y, g, [&](const auto& a, const auto& b) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(a.data())>>;
     return binary_tensor<T>(a, b, a.shape(),
                             [&](T yv, T gv) { return static_cast<T>(fn(yv, gv)); });
   });
@@ -126,13 +136,8 @@ Tensor activation_grad_kernel(const char* op, const Tensor& y, const Tensor& g, 
 // kVectorMathAbove elements and by vector_math above, as the activation's forward chooses.
 template <VectorFunction slope>
 Tensor activation_grad_vector_math(const char* op, const Tensor& x, const Tensor& g) {
-  require_activation_grad_operands(op, x, g);
-  return dispatch_floating(op, x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const KernelInput<T> a(x);
-    const KernelInput<T> b(g);
-    if (a.shape() != b.shape())
-      throw InvalidArgument(describe(op, x, g) + ": the shapes must be equal");
+  return with_activation_grad_operands(op, x, g, [&](const auto& a, const auto& b) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(a.data())>>;
     const std::size_t n = a.size();
     if (n <= kVectorMathAbove) {
       return binary_tensor<T>(a, b, a.shape(), [](T xv, T gv) {
