@@ -151,6 +151,14 @@ struct ErfcLoop {
   }
 };
 
+// leaky_relu (alpha 0.2), compiled here without -fno-trapping-math, as the library was before:
+// alpha x might trap, so it is not computed on both sides of the select and the loop branches.
+struct LeakyReluLoop {
+  template <class T>
+  static T at(T v) {
+    return v > 0 ? v : static_cast<T>(0.2 * v);
+  }
+};
 // sqrt, compiled here without -fno-math-errno, as the library was before: a sqrt that may set
 // errno is not vectorized (the benchmarks below take its square root of |x|).
 struct SqrtLoop {
@@ -215,6 +223,19 @@ Tensor gelu_op(const Tensor& x) { return tg::gelu(x); }
 Tensor gelu_tanh_op(const Tensor& x) { return tg::gelu(x, true); }
 Tensor silu_op(const Tensor& x) { return tg::silu(x); }
 Tensor sqrt_op(const Tensor& x) { return tg::sqrt(x); }
+Tensor leaky_relu_op(const Tensor& x) { return tg::leaky_relu(x); }
+BENCHMARK_TEMPLATE(BM_op, float, &leaky_relu_op)
+    ->Name("BM_leaky_relu<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, float, LeakyReluLoop)
+    ->Name("BM_leaky_relu_loop<float>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_op, double, &leaky_relu_op)
+    ->Name("BM_leaky_relu<double>")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_loop, double, LeakyReluLoop)
+    ->Name("BM_leaky_relu_loop<double>")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_op, float, &gelu_op)->Name("BM_gelu<float>")->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_loop, float, GeluLoop)
     ->Name("BM_gelu_loop<float>")
