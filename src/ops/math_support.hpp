@@ -32,8 +32,8 @@ Tensor numeric_binary_op(const OpDefinition& op, const char* function, const Ten
   return out;
 }
 
-// The forward of a one-input floating op (exp, log, tanh, sigmoid) that kernels/vector_math.hpp
-// computes for large inputs and scalar_function for small ones.
+// The forward of a one-input floating op (exp, log, tanh, sigmoid, erf, the activations) that
+// kernels/vector_math.hpp computes for large inputs and scalar_function for small ones.
 template <VectorFunction vectorised>
 Tensor vectorised_floating_unary_op(const OpDefinition& op, const char* function, const Tensor& x) {
   return unary_op<DTypeSet::Floating>(

@@ -47,17 +47,11 @@ TAPEGRAD_BUILTIN_OP(erfc_op) = detail::differentiable_op("Erfc", detail::slope_g
 
 Tensor erf(const Tensor& x) {
   // In double (SIMD above 32 elements: kernels/simd/erfc_batch.hpp).
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      erf_op, "erf", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Erf>(v); },
-      detail::VectorFunction::Erf);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Erf>(erf_op, "erf", x);
 }
 
 Tensor erfc(const Tensor& x) {
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      erfc_op, "erfc", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Erfc>(v); },
-      detail::VectorFunction::Erfc);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Erfc>(erfc_op, "erfc", x);
 }
 
 // ---- Lgamma: digamma ---------------------------------------------------------------------

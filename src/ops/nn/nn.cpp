@@ -187,10 +187,8 @@ TAPEGRAD_BUILTIN_OP(softplus_op) =
 
 Tensor softplus(const Tensor& x) {
   // kernels/vector_math.hpp's stable_softplus (SIMD above 32 elements).
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      softplus_op, "softplus", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Softplus>(v); },
-      detail::VectorFunction::Softplus);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Softplus>(softplus_op,
+                                                                                "softplus", x);
 }
 
 static Tangents softplus_tangent(const ForwardContext& op, const Tangents& tangents) {

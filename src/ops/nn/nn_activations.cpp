@@ -124,10 +124,7 @@ TAPEGRAD_BUILTIN_OP(elu_grad_definition) = detail::with_structure(
 
 Tensor elu(const Tensor& x) {
   // e^x - 1 below 0 (kernels/vector_math.hpp's elu_in; SIMD above 32 elements).
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      elu_op, "elu", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Elu>(v); },
-      detail::VectorFunction::Elu);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Elu>(elu_op, "elu", x);
 }
 
 // g (y + 1) where y < 0, else g: a NaN output passes g, as the select of slopes did.
@@ -173,10 +170,7 @@ TAPEGRAD_BUILTIN_OP(selu_op) = detail::differentiable_op("Selu", output_slope_gr
                                                          detail::batch_unary<&tapegrad::selu>);
 
 Tensor selu(const Tensor& x) {
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      selu_op, "selu", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Selu>(v); },
-      detail::VectorFunction::Selu);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Selu>(selu_op, "selu", x);
 }
 
 // ---- Gelu: x Phi(x); GeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --------------
@@ -251,17 +245,12 @@ TAPEGRAD_BUILTIN_OP(gelu_tanh_grad_definition) = detail::with_structure(
 Tensor gelu(const Tensor& x, bool approximate) {
   if (approximate) {
     // 0.5 x (1 + tanh u) as x sigmoid(2u), in double (vector_math.hpp's gelu_tanh_in_double).
-    return detail::unary_op<detail::DTypeSet::Floating>(
-        gelu_tanh_op, "gelu", x,
-        [](auto v) { return detail::scalar_function<detail::VectorFunction::GeluTanh>(v); },
-        detail::VectorFunction::GeluTanh);
+    return detail::vectorised_floating_unary_op<detail::VectorFunction::GeluTanh>(gelu_tanh_op,
+                                                                                  "gelu", x);
   }
   // In double with erfc (vector_math.hpp's gelu_in_double); above kVectorMathAbove elements
   // with kernels/simd/erfc_batch.hpp's SIMD erfc.
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      gelu_op, "gelu", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Gelu>(v); },
-      detail::VectorFunction::Gelu);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Gelu>(gelu_op, "gelu", x);
 }
 
 // The slopes (vector_math's GeluSlope, GeluTanhSlope) in double, rounded to g's type before
@@ -335,10 +324,7 @@ TAPEGRAD_BUILTIN_OP(silu_op) = detail::differentiable_op("Silu", detail::slope_g
                                                          detail::batch_unary<&tapegrad::silu>);
 
 Tensor silu(const Tensor& x) {
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      silu_op, "silu", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::Silu>(v); },
-      detail::VectorFunction::Silu);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::Silu>(silu_op, "silu", x);
 }
 
 // ---- LogSigmoid: -softplus(-x) = min(x, 0) - log1p(e^-|x|); slope sigmoid(-x) -----------
@@ -349,10 +335,8 @@ TAPEGRAD_BUILTIN_OP(log_sigmoid_op) = detail::differentiable_op(
     detail::slope_tangent<log_sigmoid_slope>, detail::batch_unary<&tapegrad::log_sigmoid>);
 
 Tensor log_sigmoid(const Tensor& x) {
-  return detail::unary_op<detail::DTypeSet::Floating>(
-      log_sigmoid_op, "log_sigmoid", x,
-      [](auto v) { return detail::scalar_function<detail::VectorFunction::LogSigmoid>(v); },
-      detail::VectorFunction::LogSigmoid);
+  return detail::vectorised_floating_unary_op<detail::VectorFunction::LogSigmoid>(log_sigmoid_op,
+                                                                                  "log_sigmoid", x);
 }
 
 // ---- Softsign: x / (1 + |x|); slope 1 / (1 + |x|)^2 --------------------------------------
