@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/vector_math.hpp"
@@ -84,33 +85,18 @@ bool is_gelu_tanh(VectorFunction f) {
   return f == VectorFunction::GeluTanh || f == VectorFunction::GeluTanhSlope;
 }
 
-// scalar_function<f>(v) for the activations, erf and erfc.
+// scalar_function<f>(v), f known at run time.
+template <class T, std::size_t... function>
+T scalar_of(VectorFunction f, T v, std::index_sequence<function...>) {
+  T result{};
+  ((static_cast<VectorFunction>(function) == f &&
+    (result = detail::scalar_function<static_cast<VectorFunction>(function)>(v), true)) ||
+   ...);
+  return result;
+}
 template <class T>
 T scalar(VectorFunction f, T v) {
-  switch (f) {
-    case VectorFunction::Gelu:
-      return detail::scalar_function<VectorFunction::Gelu>(v);
-    case VectorFunction::GeluSlope:
-      return detail::scalar_function<VectorFunction::GeluSlope>(v);
-    case VectorFunction::GeluTanh:
-      return detail::scalar_function<VectorFunction::GeluTanh>(v);
-    case VectorFunction::GeluTanhSlope:
-      return detail::scalar_function<VectorFunction::GeluTanhSlope>(v);
-    case VectorFunction::Silu:
-      return detail::scalar_function<VectorFunction::Silu>(v);
-    case VectorFunction::Elu:
-      return detail::scalar_function<VectorFunction::Elu>(v);
-    case VectorFunction::Selu:
-      return detail::scalar_function<VectorFunction::Selu>(v);
-    case VectorFunction::Softplus:
-      return detail::scalar_function<VectorFunction::Softplus>(v);
-    case VectorFunction::LogSigmoid:
-      return detail::scalar_function<VectorFunction::LogSigmoid>(v);
-    case VectorFunction::Erf:
-      return detail::scalar_function<VectorFunction::Erf>(v);
-    default:
-      return detail::scalar_function<VectorFunction::Erfc>(v);
-  }
+  return scalar_of(f, v, std::make_index_sequence<detail::kVectorFunctions>{});
 }
 
 // The C library's value; the sigmoid's exact one, rounded (computed in long double); those

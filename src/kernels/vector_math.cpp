@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "tapegrad/errors.hpp"
 
@@ -28,31 +29,19 @@ template <class T, VectorFunction function>
 void scalar_loop(const T* in, T* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = scalar_function<function>(in[i]);
 }
+template <std::size_t... function>
+constexpr VectorMathKernels scalar_kernels(std::index_sequence<function...>) {
+  return {{&scalar_loop<float, static_cast<VectorFunction>(function)>...},
+          {&scalar_loop<double, static_cast<VectorFunction>(function)>...}};
+}
 #endif
 
 const VectorMathKernels& baseline_kernels() {
 #if defined(XTENSOR_USE_XSIMD)
   static constexpr VectorMathKernels kernels = kernels_for<xsimd::default_arch>();
 #else
-  static constexpr VectorMathKernels kernels = {
-      {&scalar_loop<float, VectorFunction::Exp>, &scalar_loop<float, VectorFunction::Log>,
-       &scalar_loop<float, VectorFunction::Tanh>, &scalar_loop<float, VectorFunction::Sigmoid>,
-       &scalar_loop<float, VectorFunction::Gelu>, &scalar_loop<float, VectorFunction::GeluSlope>,
-       &scalar_loop<float, VectorFunction::GeluTanh>,
-       &scalar_loop<float, VectorFunction::GeluTanhSlope>,
-       &scalar_loop<float, VectorFunction::Silu>, &scalar_loop<float, VectorFunction::Elu>,
-       &scalar_loop<float, VectorFunction::Selu>, &scalar_loop<float, VectorFunction::Softplus>,
-       &scalar_loop<float, VectorFunction::LogSigmoid>, &scalar_loop<float, VectorFunction::Erf>,
-       &scalar_loop<float, VectorFunction::Erfc>},
-      {&scalar_loop<double, VectorFunction::Exp>, &scalar_loop<double, VectorFunction::Log>,
-       &scalar_loop<double, VectorFunction::Tanh>, &scalar_loop<double, VectorFunction::Sigmoid>,
-       &scalar_loop<double, VectorFunction::Gelu>, &scalar_loop<double, VectorFunction::GeluSlope>,
-       &scalar_loop<double, VectorFunction::GeluTanh>,
-       &scalar_loop<double, VectorFunction::GeluTanhSlope>,
-       &scalar_loop<double, VectorFunction::Silu>, &scalar_loop<double, VectorFunction::Elu>,
-       &scalar_loop<double, VectorFunction::Selu>, &scalar_loop<double, VectorFunction::Softplus>,
-       &scalar_loop<double, VectorFunction::LogSigmoid>, &scalar_loop<double, VectorFunction::Erf>,
-       &scalar_loop<double, VectorFunction::Erfc>}};
+  static constexpr VectorMathKernels kernels =
+      scalar_kernels(std::make_index_sequence<kVectorFunctions>{});
 #endif
   return kernels;
 }

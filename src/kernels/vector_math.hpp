@@ -42,7 +42,7 @@ enum class VectorFunction {
   Erf,
   Erfc
 };
-constexpr int kVectorFunctions = 15;
+constexpr int kVectorFunctions = static_cast<int>(VectorFunction::Erfc) + 1;  // the last + 1
 
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include <xsimd/xsimd.hpp>
 
@@ -175,38 +176,32 @@ template <class Arch, class T, VectorFunction function>
   }
 }
 
+// The GELUs, their slopes, erf and erfc run in double (double_precision_loop); the others in
+// the element type (vector_loop).
+template <VectorFunction function>
+constexpr bool runs_in_double =
+    function == VectorFunction::Gelu || function == VectorFunction::GeluSlope ||
+    function == VectorFunction::GeluTanh || function == VectorFunction::GeluTanhSlope ||
+    function == VectorFunction::Erf || function == VectorFunction::Erfc;
+
+template <class Arch, class T, VectorFunction function>
+constexpr VectorKernel<T> loop_for() {
+  if constexpr (runs_in_double<function>) {
+    return &double_precision_loop<Arch, T, function>;
+  } else {
+    return &vector_loop<Arch, T, function>;
+  }
+}
+
+// One kernel per VectorFunction, in the enum's order (the tables are indexed by it).
+template <class Arch, std::size_t... function>
+constexpr VectorMathKernels kernels_for(std::index_sequence<function...>) {
+  return {{loop_for<Arch, float, static_cast<VectorFunction>(function)>()...},
+          {loop_for<Arch, double, static_cast<VectorFunction>(function)>()...}};
+}
 template <class Arch>
 constexpr VectorMathKernels kernels_for() {
-  return {{&vector_loop<Arch, float, VectorFunction::Exp>,
-           &vector_loop<Arch, float, VectorFunction::Log>,
-           &vector_loop<Arch, float, VectorFunction::Tanh>,
-           &vector_loop<Arch, float, VectorFunction::Sigmoid>,
-           &double_precision_loop<Arch, float, VectorFunction::Gelu>,
-           &double_precision_loop<Arch, float, VectorFunction::GeluSlope>,
-           &double_precision_loop<Arch, float, VectorFunction::GeluTanh>,
-           &double_precision_loop<Arch, float, VectorFunction::GeluTanhSlope>,
-           &vector_loop<Arch, float, VectorFunction::Silu>,
-           &vector_loop<Arch, float, VectorFunction::Elu>,
-           &vector_loop<Arch, float, VectorFunction::Selu>,
-           &vector_loop<Arch, float, VectorFunction::Softplus>,
-           &vector_loop<Arch, float, VectorFunction::LogSigmoid>,
-           &double_precision_loop<Arch, float, VectorFunction::Erf>,
-           &double_precision_loop<Arch, float, VectorFunction::Erfc>},
-          {&vector_loop<Arch, double, VectorFunction::Exp>,
-           &vector_loop<Arch, double, VectorFunction::Log>,
-           &vector_loop<Arch, double, VectorFunction::Tanh>,
-           &vector_loop<Arch, double, VectorFunction::Sigmoid>,
-           &double_precision_loop<Arch, double, VectorFunction::Gelu>,
-           &double_precision_loop<Arch, double, VectorFunction::GeluSlope>,
-           &double_precision_loop<Arch, double, VectorFunction::GeluTanh>,
-           &double_precision_loop<Arch, double, VectorFunction::GeluTanhSlope>,
-           &vector_loop<Arch, double, VectorFunction::Silu>,
-           &vector_loop<Arch, double, VectorFunction::Elu>,
-           &vector_loop<Arch, double, VectorFunction::Selu>,
-           &vector_loop<Arch, double, VectorFunction::Softplus>,
-           &vector_loop<Arch, double, VectorFunction::LogSigmoid>,
-           &double_precision_loop<Arch, double, VectorFunction::Erf>,
-           &double_precision_loop<Arch, double, VectorFunction::Erfc>}};
+  return kernels_for<Arch>(std::make_index_sequence<kVectorFunctions>{});
 }
 
 }  // namespace

@@ -259,7 +259,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     throw InvalidArgument(described() + ": segment_ids must be 1-D with one id per row of data");
   }
   const detail::IndexValues ids = detail::index_values(segment_ids);
-  // Checked by the kernel's count of rows per segment, before anything is added.
+  // Checked by the kernel as it adds each row (kernels/segment_sum.hpp): one pass over the ids.
   const auto out_of_range = [&](std::size_t k) {
     return InvalidArgument(described() + ": segment id " + std::to_string(ids[k]) +
                            " (segment_ids[" + std::to_string(k) + "]) is out of range [0, " +
