@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include "kernels/blas_call_guard.hpp"
+#include "kernels/direct_conv.hpp"
 
 namespace tapegrad::detail {
 
@@ -233,6 +234,7 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* filters, T* out)
     blas_gemm(false, false, g.rows(), g.out_c, g.patch(), x, filters, T(0), out);
     return;
   }
+  if (direct_conv2d_forward(g, x, filters, out)) return;
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     im2col_rows(g, x, first, last, col);
     blas_gemm(false, false, last - first, g.out_c, g.patch(), col, filters, T(0),
@@ -251,6 +253,7 @@ void conv2d_backprop_input(const ConvGeometry& g, const T* grad, const T* filter
     blas_gemm(false, true, g.rows(), g.patch(), g.out_c, grad, filters, T(0), dx);
     return;
   }
+  if (direct_conv2d_backprop_input(g, grad, filters, dx)) return;
   std::fill_n(dx, g.input_size(), T(0));
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     blas_gemm(false, true, last - first, g.patch(), g.out_c, grad + first * g.out_c, filters, T(0),
@@ -270,6 +273,7 @@ void conv2d_backprop_filter(const ConvGeometry& g, const T* x, const T* grad, T*
     blas_gemm(true, false, g.patch(), g.out_c, g.rows(), x, grad, T(0), dfilters);
     return;
   }
+  if (direct_conv2d_backprop_filter(g, x, grad, dfilters)) return;
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     im2col_rows(g, x, first, last, col);
     // The blocks' products add up: beta 0 for the first, 1 after.
