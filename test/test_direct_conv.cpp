@@ -80,6 +80,16 @@ ConvGeometry geometry_of(const Case& c) {
   return g;
 }
 
+// x [batch, in_h, in_w, in_c] and an output [batch, out_h, out_w, out_c], row-major.
+template <class T>
+detail::StridedImages<T> images(const std::vector<T>& x, const ConvGeometry& g) {
+  return detail::StridedImages<T>::row_major(x.data(), g.in_h, g.in_w, g.in_c);
+}
+template <class T>
+detail::StridedImages<T> output_images(const std::vector<T>& y, const ConvGeometry& g) {
+  return detail::StridedImages<T>::row_major(y.data(), g.out_h, g.out_w, g.out_c);
+}
+
 template <class T>
 std::vector<T> random_values(std::size_t n, unsigned seed) {
   std::mt19937 engine(seed);
@@ -169,14 +179,14 @@ void check_case(const Case& c, InstructionSet set, unsigned seed) {
   });
 
   std::vector<T> got(g.output_size(), T(7));
-  REQUIRE(detail::direct_conv2d_forward(g, x.data(), f.data(), got.data(), set));
+  REQUIRE(detail::direct_conv2d_forward(g, images(x, g), f.data(), got.data(), false, set));
   check_against(got, out, what + ": forward");
 
   std::vector<T> got_dx(g.input_size(), T(7));
   // Its output channels are x's: declined for fewer than half a batch, and for strides.
   const bool applies = c.stride_h == 1 && c.stride_w == 1 && 2 * c.in_c >= width_of<T>(set);
-  REQUIRE(detail::direct_conv2d_backprop_input(g, grad.data(), f.data(), got_dx.data(), set) ==
-          applies);
+  REQUIRE(detail::direct_conv2d_backprop_input(g, output_images(grad, g), f.data(), got_dx.data(),
+                                               false, set) == applies);
   if (applies) {
     check_against(got_dx, dx, what + ": input gradient");
   } else {
@@ -184,7 +194,8 @@ void check_case(const Case& c, InstructionSet set, unsigned seed) {
   }
 
   std::vector<T> got_df(g.filter_size(), T(7));
-  REQUIRE(detail::direct_conv2d_backprop_filter(g, x.data(), grad.data(), got_df.data(), set));
+  REQUIRE(detail::direct_conv2d_backprop_filter(g, images(x, g), output_images(grad, g),
+                                                got_df.data(), set));
   check_against(got_df, df, what + ": filter gradient");
 }
 
@@ -248,7 +259,7 @@ TEST_CASE("direct convolutions: a result does not depend on its image or its cha
     std::copy_n(x.begin(), image, x.begin() + static_cast<std::ptrdiff_t>(image));
     const std::vector<float> f = random_values<float>(g.filter_size(), 6);
     std::vector<float> out(g.output_size());
-    REQUIRE(detail::direct_conv2d_forward(g, x.data(), f.data(), out.data(), set));
+    REQUIRE(detail::direct_conv2d_forward(g, images(x, g), f.data(), out.data(), false, set));
     const std::size_t half = out.size() / 2;
     for (std::size_t i = 0; i < half; ++i) REQUIRE(out[i] == out[half + i]);
 
@@ -262,7 +273,8 @@ TEST_CASE("direct convolutions: a result does not depend on its image or its cha
                   f_narrow.begin() + static_cast<std::ptrdiff_t>(r * w));
     }
     std::vector<float> out_narrow(h.output_size());
-    REQUIRE(detail::direct_conv2d_forward(h, x.data(), f_narrow.data(), out_narrow.data(), set));
+    REQUIRE(detail::direct_conv2d_forward(h, images(x, h), f_narrow.data(), out_narrow.data(),
+                                          false, set));
     for (std::size_t p = 0; p < h.rows(); ++p) {
       for (std::size_t co = 0; co < w; ++co) {
         REQUIRE(out_narrow[p * w + co] == out[p * g.out_c + co]);
@@ -284,8 +296,9 @@ TEST_CASE("direct convolutions decline fewer output channels than half a SIMD ba
     const std::vector<float> x = random_values<float>(g.input_size(), 1);
     const std::vector<float> f = random_values<float>(g.filter_size(), 2);
     std::vector<float> out(g.output_size(), 7.0F), df(g.filter_size(), 7.0F);
-    CHECK_FALSE(detail::direct_conv2d_forward(g, x.data(), f.data(), out.data(), set));
-    CHECK_FALSE(detail::direct_conv2d_backprop_filter(g, x.data(), out.data(), df.data(), set));
+    CHECK_FALSE(detail::direct_conv2d_forward(g, images(x, g), f.data(), out.data(), false, set));
+    CHECK_FALSE(detail::direct_conv2d_backprop_filter(g, images(x, g), output_images(out, g),
+                                                      df.data(), set));
     for (float v : out) REQUIRE(v == 7.0F);
     for (float v : df) REQUIRE(v == 7.0F);
     Case narrow_input{1, 5, 5, w / 2 - 1, 3, 3, 2 * w, 1, 1, 1, 1, true};
@@ -293,7 +306,111 @@ TEST_CASE("direct convolutions decline fewer output channels than half a SIMD ba
     const std::vector<float> grad = random_values<float>(h.output_size(), 3);
     const std::vector<float> fh = random_values<float>(h.filter_size(), 4);
     std::vector<float> dx(h.input_size(), 7.0F);
-    CHECK_FALSE(detail::direct_conv2d_backprop_input(h, grad.data(), fh.data(), dx.data(), set));
+    CHECK_FALSE(detail::direct_conv2d_backprop_input(h, output_images(grad, h), fh.data(),
+                                                     dx.data(), false, set));
     for (float v : dx) REQUIRE(v == 7.0F);
+  }
+}
+
+namespace {
+
+// y [batch, h, w, c] row-major stored channels first, [batch, c, h, w].
+template <class T>
+std::vector<T> channels_first(const std::vector<T>& y, std::size_t batch, std::size_t h,
+                              std::size_t w, std::size_t c) {
+  std::vector<T> r(y.size());
+  for (std::size_t n = 0; n < batch; ++n) {
+    for (std::size_t p = 0; p < h * w; ++p) {
+      for (std::size_t k = 0; k < c; ++k) r[(n * c + k) * h * w + p] = y[(n * h * w + p) * c + k];
+    }
+  }
+  return r;
+}
+
+template <class T>
+detail::StridedImages<T> channels_first_images(const std::vector<T>& stored, std::size_t h,
+                                               std::size_t w, std::size_t c) {
+  detail::StridedImages<T> images;
+  images.data = stored.data();
+  images.strides[0] = static_cast<std::ptrdiff_t>(c * h * w);
+  images.strides[1] = static_cast<std::ptrdiff_t>(w);
+  images.strides[2] = 1;
+  images.strides[3] = static_cast<std::ptrdiff_t>(h * w);
+  return images;
+}
+
+// The row-major results against channels-first inputs and outputs, and against images read
+// with a reversed width (a general strided view), bit for bit.
+template <class T>
+void check_layouts(const Case& c, InstructionSet set, unsigned seed) {
+  const ConvGeometry g = geometry_of(c);
+  INFO(describe(c) << ", " << detail::instruction_set_name(set));
+  const std::vector<T> x = random_values<T>(g.input_size(), seed);
+  const std::vector<T> f = random_values<T>(g.filter_size(), seed + 1);
+  const std::vector<T> grad = random_values<T>(g.output_size(), seed + 2);
+  const std::vector<T> x_first = channels_first(x, g.batch, g.in_h, g.in_w, g.in_c);
+  const std::vector<T> grad_first = channels_first(grad, g.batch, g.out_h, g.out_w, g.out_c);
+  const auto x_images = channels_first_images(x_first, g.in_h, g.in_w, g.in_c);
+  const auto grad_images = channels_first_images(grad_first, g.out_h, g.out_w, g.out_c);
+
+  std::vector<T> out(g.output_size()), out_first(g.output_size());
+  REQUIRE(detail::direct_conv2d_forward(g, images(x, g), f.data(), out.data(), false, set));
+  REQUIRE(detail::direct_conv2d_forward(g, x_images, f.data(), out_first.data(), true, set));
+  REQUIRE(out_first == channels_first(out, g.batch, g.out_h, g.out_w, g.out_c));
+  std::vector<T> out_last(g.output_size());
+  REQUIRE(detail::direct_conv2d_forward(g, x_images, f.data(), out_last.data(), false, set));
+  REQUIRE(out_last == out);
+
+  std::vector<T> dx(g.input_size()), dx_first(g.input_size());
+  if (detail::direct_conv2d_backprop_input(g, output_images(grad, g), f.data(), dx.data(), false,
+                                           set)) {
+    REQUIRE(
+        detail::direct_conv2d_backprop_input(g, grad_images, f.data(), dx_first.data(), true, set));
+    REQUIRE(dx_first == channels_first(dx, g.batch, g.in_h, g.in_w, g.in_c));
+  }
+
+  std::vector<T> df(g.filter_size()), df_first(g.filter_size());
+  REQUIRE(detail::direct_conv2d_backprop_filter(g, images(x, g), output_images(grad, g), df.data(),
+                                                set));
+  REQUIRE(detail::direct_conv2d_backprop_filter(g, x_images, grad_images, df_first.data(), set));
+  REQUIRE(df_first == df);
+
+  // x with its width reversed in memory, read through a negative stride.
+  std::vector<T> mirrored(x.size());
+  for (std::size_t row = 0; row < g.batch * g.in_h; ++row) {
+    for (std::size_t j = 0; j < g.in_w; ++j) {
+      std::copy_n(
+          x.begin() + static_cast<std::ptrdiff_t>((row * g.in_w + j) * g.in_c), g.in_c,
+          mirrored.begin() + static_cast<std::ptrdiff_t>((row * g.in_w + g.in_w - 1 - j) * g.in_c));
+    }
+  }
+  detail::StridedImages<T> reversed =
+      detail::StridedImages<T>::row_major(mirrored.data(), g.in_h, g.in_w, g.in_c);
+  reversed.data += (g.in_w - 1) * g.in_c;
+  reversed.strides[2] = -static_cast<std::ptrdiff_t>(g.in_c);
+  std::vector<T> out_reversed(g.output_size());
+  REQUIRE(detail::direct_conv2d_forward(g, reversed, f.data(), out_reversed.data(), false, set));
+  REQUIRE(out_reversed == out);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "direct convolutions read channels-first and strided images and write channels first, "
+    "bit for bit as row-major",
+    "[conv][direct]") {
+  unsigned seed = 7;
+  for (InstructionSet set : kSets) {
+    if (!detail::instruction_set_available(set)) continue;
+    const std::size_t w = width_of<float>(set);
+    const Case cases[] = {
+        {2, 7, 6, 5, 3, 3, w + 3, 1, 1, 1, 1, true},   // padded: copied channel by channel
+        {2, 6, 7, w, 3, 3, 2 * w, 1, 1, 1, 1, false},  // VALID: read where it lies
+        {1, 9, 8, 3, 3, 2, w, 2, 1, 1, 2, true},
+    };
+    for (const Case& c : cases) {
+      check_layouts<float>(c, set, seed++);
+      check_layouts<double>(c, set, seed++);
+    }
   }
 }

@@ -1,13 +1,15 @@
 // Direct 2-D convolution: the forward product and the filter gradient computed from the
 // input's pixels in place, without an im2col matrix, by SIMD kernels for the widest instruction
 // set the CPU runs (kernels/simd/direct_conv_loops.hpp; the set is vector_math's, and
-// TAPEGRAD_SIMD caps it as there). kernels/im2col.cpp calls these first and falls back to
+// TAPEGRAD_SIMD caps it as there). kernels/conv_layouts.cpp calls these first and falls back to
 // im2col + gemm where they do not apply.
 //
 // Why: with few channels (a 3x3 filter over 16 channels is a 144-long patch) the im2col
 // matrix is 9x the input, written and read back once per product, and the gemm packs it once
 // more; for a residual block of 16-channel 32x32 images that was half of the convolutions'
-// time, which then took twice LibTorch's (bench/resnet_block.cpp).
+// time, which then took twice LibTorch's (bench/resnet_block.cpp). They read strided images
+// and write channels-first outputs too, so that a channels-first (PyTorch) program pays no
+// transposing copies around its convolutions.
 //
 // Every output element is one sum in a fixed order (filter row, filter column, input channel
 // for the forward; output position for the filter gradient), whatever its place in a tile: a
@@ -21,11 +23,14 @@
 
 namespace tapegrad::detail {
 
-// The geometry the kernels read: x [batch, in_h, in_w, in_c] padded with zeros so that every
-// filter tap of every output position is inside it, i.e. output (oh, ow) reads
-// x[oh * stride_h + kh * dilation_h][ow * stride_w + kw * dilation_w].
+// The geometry the kernels read: an input of `batch` images of in_c channels, zero-padded so
+// that every filter tap of every output position is inside it: output (n, oh, ow) reads, for
+// tap (kh, kw) and channel c, the element at n image_stride + (oh stride_h + kh dilation_h)
+// row_stride + (ow stride_w + kw dilation_w) column_stride + c channel_stride. Channels last
+// has channel_stride 1, channels first column_stride 1.
 struct DirectConvShape {
-  std::size_t batch = 0, in_h = 0, in_w = 0, in_c = 0;
+  std::size_t batch = 0, in_c = 0;
+  std::size_t image_stride = 0, row_stride = 0, column_stride = 0, channel_stride = 0;
   std::size_t out_h = 0, out_w = 0, out_c = 0;
   // The filters' (and the filter gradient's) output channels, rounded up to a whole number of
   // SIMD batches; the padding lanes are zeros.
@@ -52,20 +57,24 @@ struct DirectConvKernels {
   std::size_t f32_width, f64_width;  // lanes of one SIMD batch
 };
 
-// The three products of kernels/im2col.hpp, direct, with the kernels of `set` (by default the
-// one vector_math chose); each returns false, having written nothing, where it does not apply:
+// The three products of kernels/im2col.hpp, direct, on strided inputs (the output channels
+// first when asked), with the kernels of `set` (by default the one vector_math chose); each
+// returns false, having written nothing, where it does not apply:
 // no SIMD kernels in this build (TAPEGRAD_USE_XSIMD off), fewer output channels than half a
-// SIMD batch, and for the input gradient strides other than 1. kernels/im2col.cpp calls them
-// after its own cases (empty shapes, pointwise filters). InvalidArgument when `set` is not
-// available.
+// SIMD batch, and for the input gradient strides other than 1. kernels/conv_layouts.cpp calls
+// them after its own cases (empty shapes; pointwise filters on row-major images, one gemm).
+// InvalidArgument when `set` is not available.
 template <class T>
-bool direct_conv2d_forward(const ConvGeometry& geometry, const T* x, const T* filters, T* out,
+bool direct_conv2d_forward(const ConvGeometry& geometry, const StridedImages<T>& x,
+                           const T* filters, T* out, bool channels_first_out,
                            InstructionSet set = vector_math_instruction_set());
 template <class T>
-bool direct_conv2d_backprop_input(const ConvGeometry& geometry, const T* g, const T* filters, T* dx,
+bool direct_conv2d_backprop_input(const ConvGeometry& geometry, const StridedImages<T>& g,
+                                  const T* filters, T* dx, bool channels_first_out,
                                   InstructionSet set = vector_math_instruction_set());
 template <class T>
-bool direct_conv2d_backprop_filter(const ConvGeometry& geometry, const T* x, const T* g,
-                                   T* dfilters, InstructionSet set = vector_math_instruction_set());
+bool direct_conv2d_backprop_filter(const ConvGeometry& geometry, const StridedImages<T>& x,
+                                   const StridedImages<T>& g, T* dfilters,
+                                   InstructionSet set = vector_math_instruction_set());
 
 }  // namespace tapegrad::detail

@@ -17,7 +17,6 @@
 #include <cblas.h>
 
 #include "kernels/blas_call_guard.hpp"
-#include "kernels/direct_conv.hpp"
 
 namespace tapegrad::detail {
 
@@ -40,12 +39,6 @@ void blas_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, co
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
               static_cast<int>(n));
-}
-
-// A 1x1 filter with unit strides and no padding reads x exactly as its own im2col matrix.
-bool is_pointwise(const ConvGeometry& g) {
-  return g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-         g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
 }
 
 // The taps [first, last) of a window along one axis that land inside the input, and the input
@@ -230,11 +223,10 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* filters, T* out)
     std::fill_n(out, g.output_size(), T(0));
     return;
   }
-  if (is_pointwise(g)) {
+  if (g.pointwise()) {
     blas_gemm(false, false, g.rows(), g.out_c, g.patch(), x, filters, T(0), out);
     return;
   }
-  if (direct_conv2d_forward(g, x, filters, out)) return;
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     im2col_rows(g, x, first, last, col);
     blas_gemm(false, false, last - first, g.out_c, g.patch(), col, filters, T(0),
@@ -249,11 +241,10 @@ void conv2d_backprop_input(const ConvGeometry& g, const T* grad, const T* filter
     std::fill_n(dx, g.input_size(), T(0));
     return;
   }
-  if (is_pointwise(g)) {
+  if (g.pointwise()) {
     blas_gemm(false, true, g.rows(), g.patch(), g.out_c, grad, filters, T(0), dx);
     return;
   }
-  if (direct_conv2d_backprop_input(g, grad, filters, dx)) return;
   std::fill_n(dx, g.input_size(), T(0));
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     blas_gemm(false, true, last - first, g.patch(), g.out_c, grad + first * g.out_c, filters, T(0),
@@ -269,11 +260,10 @@ void conv2d_backprop_filter(const ConvGeometry& g, const T* x, const T* grad, T*
     std::fill_n(dfilters, g.filter_size(), T(0));
     return;
   }
-  if (is_pointwise(g)) {
+  if (g.pointwise()) {
     blas_gemm(true, false, g.patch(), g.out_c, g.rows(), x, grad, T(0), dfilters);
     return;
   }
-  if (direct_conv2d_backprop_filter(g, x, grad, dfilters)) return;
   for_each_row_block<T>(g, [&](std::size_t first, std::size_t last, T* col) {
     im2col_rows(g, x, first, last, col);
     // The blocks' products add up: beta 0 for the first, 1 after.

@@ -35,7 +35,8 @@ void gather_positions(const DirectConvShape& s, const T* x, std::size_t first, s
   std::size_t oh = first % per_image / s.out_w;
   std::size_t ow = first % s.out_w;
   for (std::size_t i = 0; i < count; ++i) {
-    at[i] = x + ((n * s.in_h + oh * s.stride_h) * s.in_w + ow * s.stride_w) * s.in_c;
+    at[i] =
+        x + n * s.image_stride + oh * s.stride_h * s.row_stride + ow * s.stride_w * s.column_stride;
     if (++ow == s.out_w) {
       ow = 0;
       if (++oh == s.out_h) {
@@ -61,7 +62,7 @@ inline void store_lanes(const xsimd::batch<T, Arch>& b, T* to, std::size_t lanes
 
 // Positions outputs at `at[0..Positions)`, channels [0, channels) of the batches at
 // `filters` (out_c_padded apart per input channel), written `out_c` apart from `out`.
-template <class Arch, class T, std::size_t Positions, std::size_t Batches>
+template <class Arch, class T, bool UnitChannelStride, std::size_t Positions, std::size_t Batches>
 inline void forward_tile(const DirectConvShape& s, const T* const* at, const T* filters, T* out,
                          std::size_t channels) {
   using Batch = xsimd::batch<T, Arch>;
@@ -74,8 +75,9 @@ inline void forward_tile(const DirectConvShape& s, const T* const* at, const T* 
 #pragma GCC unroll 2
     for (std::size_t j = 0; j < Batches; ++j) sum[p][j] = Batch(T(0));
   }
-  const std::size_t row_step = s.dilation_h * s.in_w * s.in_c;
-  const std::size_t column_step = s.dilation_w * s.in_c;
+  const std::size_t row_step = s.dilation_h * s.row_stride;
+  const std::size_t column_step = s.dilation_w * s.column_stride;
+  const std::size_t channel_step = UnitChannelStride ? 1 : s.channel_stride;
   const std::size_t tap_size = s.in_c * s.out_c_padded;
   for (std::size_t kh = 0; kh < s.k_h; ++kh) {
     for (std::size_t kw = 0; kw < s.k_w; ++kw) {
@@ -89,7 +91,7 @@ inline void forward_tile(const DirectConvShape& s, const T* const* at, const T* 
         }
 #pragma GCC unroll 16
         for (std::size_t p = 0; p < Positions; ++p) {
-          const Batch v(in[p][offset + c]);
+          const Batch v(in[p][offset + c * channel_step]);
 #pragma GCC unroll 2
           for (std::size_t j = 0; j < Batches; ++j) sum[p][j] = xsimd::fma(v, w[j], sum[p][j]);
         }
@@ -103,8 +105,8 @@ inline void forward_tile(const DirectConvShape& s, const T* const* at, const T* 
   }
 }
 
-template <class Arch, class T>
-[[gnu::flatten]] void forward_loop(const DirectConvShape& s, const T* x, const T* filters, T* out) {
+template <class Arch, class T, bool UnitChannelStride>
+void forward_blocks(const DirectConvShape& s, const T* x, const T* filters, T* out) {
   constexpr std::size_t width = xsimd::batch<T, Arch>::size;
   const std::size_t positions = s.batch * s.out_h * s.out_w;
   const T* at[kPositionsPerBlock];
@@ -115,23 +117,33 @@ template <class Arch, class T>
     for (std::size_t c0 = 0; c0 < s.out_c; c0 += 2 * width) {
       const std::size_t channels = std::min(2 * width, s.out_c - c0);
       const T* f = filters + c0;
+      T* to = block_out + c0;
       std::size_t p = 0;
       if (channels > width) {
         for (; p + 4 <= count; p += 4) {
-          forward_tile<Arch, T, 4, 2>(s, at + p, f, block_out + p * s.out_c + c0, channels);
+          forward_tile<Arch, T, UnitChannelStride, 4, 2>(s, at + p, f, to + p * s.out_c, channels);
         }
         for (; p < count; ++p) {
-          forward_tile<Arch, T, 1, 2>(s, at + p, f, block_out + p * s.out_c + c0, channels);
+          forward_tile<Arch, T, UnitChannelStride, 1, 2>(s, at + p, f, to + p * s.out_c, channels);
         }
       } else {
         for (; p + 8 <= count; p += 8) {
-          forward_tile<Arch, T, 8, 1>(s, at + p, f, block_out + p * s.out_c + c0, channels);
+          forward_tile<Arch, T, UnitChannelStride, 8, 1>(s, at + p, f, to + p * s.out_c, channels);
         }
         for (; p < count; ++p) {
-          forward_tile<Arch, T, 1, 1>(s, at + p, f, block_out + p * s.out_c + c0, channels);
+          forward_tile<Arch, T, UnitChannelStride, 1, 1>(s, at + p, f, to + p * s.out_c, channels);
         }
       }
     }
+  }
+}
+
+template <class Arch, class T>
+[[gnu::flatten]] void forward_loop(const DirectConvShape& s, const T* x, const T* filters, T* out) {
+  if (s.channel_stride == 1) {
+    forward_blocks<Arch, T, true>(s, x, filters, out);
+  } else {
+    forward_blocks<Arch, T, false>(s, x, filters, out);
   }
 }
 
@@ -140,6 +152,7 @@ template <class Arch, class T>
 template <class Arch, class T, std::size_t Channels, std::size_t Batches>
 inline void filter_tile(const DirectConvShape& s, const T* const* at, std::size_t count,
                         std::size_t offset, const T* g, T* df) {
+  const std::size_t channel_step = s.channel_stride;
   using Batch = xsimd::batch<T, Arch>;
   constexpr std::size_t width = Batch::size;
   Batch sum[Channels][Batches];
@@ -159,7 +172,7 @@ inline void filter_tile(const DirectConvShape& s, const T* const* at, std::size_
     const T* in = at[q] + offset;
 #pragma GCC unroll 8
     for (std::size_t c = 0; c < Channels; ++c) {
-      const Batch v(in[c]);
+      const Batch v(in[c * channel_step]);
 #pragma GCC unroll 2
       for (std::size_t j = 0; j < Batches; ++j) sum[c][j] = xsimd::fma(v, gq[j], sum[c][j]);
     }
@@ -192,8 +205,8 @@ template <class Arch, class T>
   constexpr std::size_t width = xsimd::batch<T, Arch>::size;
   std::fill_n(df, s.k_h * s.k_w * s.in_c * s.out_c_padded, T(0));
   const std::size_t positions = s.batch * s.out_h * s.out_w;
-  const std::size_t row_step = s.dilation_h * s.in_w * s.in_c;
-  const std::size_t column_step = s.dilation_w * s.in_c;
+  const std::size_t row_step = s.dilation_h * s.row_stride;
+  const std::size_t column_step = s.dilation_w * s.column_stride;
   const T* at[kPositionsPerBlock];
   for (std::size_t first = 0; first < positions; first += kPositionsPerBlock) {
     const std::size_t count = std::min(kPositionsPerBlock, positions - first);
@@ -209,11 +222,11 @@ template <class Arch, class T>
             T* to = df_tap + c0 * s.out_c_padded + j0;
             const auto each = std::make_index_sequence<kChannelsPerTile>{};
             if (s.out_c_padded - j0 > width) {
-              filter_tile_of<Arch, T, 2>(channels, each, s, at, count, tap_offset + c0,
-                                         block_g + j0, to);
+              filter_tile_of<Arch, T, 2>(channels, each, s, at, count,
+                                         tap_offset + c0 * s.channel_stride, block_g + j0, to);
             } else {
-              filter_tile_of<Arch, T, 1>(channels, each, s, at, count, tap_offset + c0,
-                                         block_g + j0, to);
+              filter_tile_of<Arch, T, 1>(channels, each, s, at, count,
+                                         tap_offset + c0 * s.channel_stride, block_g + j0, to);
             }
           }
         }

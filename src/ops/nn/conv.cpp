@@ -126,8 +126,14 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, 
                                                  padding, described);
   const Tensor input = layout.to_channels_last(x);
   detail::check_blas_kernels();
-  Tensor out = detail::compute_floating(op, x.dtype(), output_shape_of(g), [&](auto* y) {
-    detail::conv2d_forward(g, detail::data_of(input, y), detail::data_of(filters, y), y);
+  Tensor out = detail::dispatch_floating(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto images = detail::images_of(input, &zero);
+    return detail::compute_images<T>(
+        op, output_shape_of(g), detail::stored_channels_first(images, x_shape),
+        [&](T* y, bool channels_first) {
+          detail::conv2d_forward(g, images, detail::data_of(filters, y), y, channels_first);
+        });
   });
   detail::record(conv2d_op, {&input, &filters}, out, [&] { return w.to_attrs(); });
   return layout.from_channels_last(out);
@@ -264,8 +270,15 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& filters, const Shape& out
   }
   detail::check_new_shape(op, out_shape, x.dtype());
   const Tensor input = layout.to_channels_last(x);
-  Tensor out = detail::compute_floating(op, x.dtype(), out_shape, [&](auto* dx) {
-    detail::conv2d_backprop_input(g, detail::data_of(input, dx), detail::data_of(filters, dx), dx);
+  Tensor out = detail::dispatch_floating(op, x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto images = detail::images_of(input, &zero);
+    return detail::compute_images<T>(op, out_shape, detail::stored_channels_first(images, x_shape),
+                                     [&](T* dx, bool channels_first) {
+                                       detail::conv2d_backprop_input(g, images,
+                                                                     detail::data_of(filters, dx),
+                                                                     dx, channels_first);
+                                     });
   });
   detail::record(backprop_input_op, {&input, &filters}, out,
                  [&] { return w.to_attrs().set("output_shape", out_shape); });
@@ -371,7 +384,8 @@ Tensor detail::conv2d_backprop_filter(const Tensor& x, const Shape& filter_shape
     fail("g must have the conv2d output's shape " + shape_to_string(output_shape_of(geometry)));
   }
   Tensor out = detail::compute_floating(op, x.dtype(), filter_shape, [&](auto* dw) {
-    detail::conv2d_backprop_filter(geometry, detail::data_of(x, dw), detail::data_of(g, dw), dw);
+    detail::conv2d_backprop_filter(geometry, detail::images_of(x, dw), detail::images_of(g, dw),
+                                   dw);
   });
   detail::record(backprop_filter_op, {&x, &g}, out,
                  [&] { return w.to_attrs().set("filter_shape", filter_shape); });

@@ -99,4 +99,51 @@ const T* data_of(const Tensor& t, T*) {
   return detail::kernel_data<T>(t);
 }
 
+// An image batch t [batch, h, w, c] as the convolution kernels read it: where its elements lie,
+// through their strides, when t is a strided view not copied yet (a channels-first tensor
+// transposed to channels last); else its row-major elements. T as in data_of.
+template <class T>
+StridedImages<T> images_of(const Tensor& t, T*) {
+  const TensorImpl& impl = impl_of(t);
+  if (impl.is_view() && !impl.contiguous() && impl.elements() == nullptr && impl.holds_elements &&
+      impl.dtype == dtype_of<T>::value) {
+    const ElementLayout layout = element_layout(*TensorAccess::pointer(t));
+    StridedImages<T> images;
+    images.data = static_cast<const T*>(layout.data) + layout.offset;
+    for (int axis = 0; axis < 4; ++axis) images.strides[axis] = layout.strides[axis];
+    return images;
+  }
+  const Shape& shape = t.shape();
+  return StridedImages<T>::row_major(kernel_data<T>(t), shape[1], shape[2], shape[3]);
+}
+
+// Whether a kernel given `images` (channels-last shape `shape`) should store its image output
+// channels first: when they are stored so themselves, their output follows (PyTorch's memory
+// format rule), so that the caller's transpose back to channels first is free.
+template <class T>
+bool stored_channels_first(const StridedImages<T>& images, const Shape& shape) {
+  return images.is_channels_first(shape[0], shape[1], shape[2], shape[3]) &&
+         !images.is_row_major(shape[0], shape[1], shape[2], shape[3]);
+}
+
+// A new image tensor of T and of channels-last `shape` [n, h, w, c], filled by
+// kernel(T* out, bool channels_first): stored [n, c, h, w] when `channels_first` (the result
+// is then a view of that storage, its transpose to channels first contiguous). `op` names the
+// op in allocation errors.
+template <class T, class Kernel>
+Tensor compute_images(const char* op, const Shape& shape, bool channels_first, Kernel kernel) {
+  if (!channels_first) {
+    xt::xarray<T> out = allocate_array<T>(op, shape);
+    kernel(out.data(), false);
+    return Tensor(std::move(out));
+  }
+  xt::xarray<T> out = allocate_array<T>(op, {shape[0], shape[3], shape[1], shape[2]});
+  kernel(out.data(), true);
+  const Tensor stored(std::move(out));
+  const auto plane = static_cast<std::ptrdiff_t>(shape[1] * shape[2]);
+  const TensorImpl::Strides strides{plane * static_cast<std::ptrdiff_t>(shape[3]),
+                                    static_cast<std::ptrdiff_t>(shape[2]), 1, plane};
+  return make_view(buffer_owner_of(stored), shape, strides, 0);
+}
+
 }  // namespace tapegrad::detail
