@@ -12,6 +12,7 @@
 #include "image_layout_support.hpp"
 #include "misuse_support.hpp"
 #include "ops/nn/conv_ops.hpp"
+#include "runtime/tensor_impl.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;
@@ -508,7 +509,7 @@ void require_layouts_agree(const ImageOp& first, const ImageOp& last, const Tens
   GradientTape tape_first;
   tape_first.watch(std::vector<Tensor>{image_first, filters});
   const Tensor y_first = first(image_first, filters);
-  const Tensor g_first = random_tensor(y_first.shape(), seed);
+  const Tensor g_first = cast(random_tensor(y_first.shape(), seed), y_first.dtype());
   const auto grads_first =
       tape_first.gradient(std::vector<Tensor>{y_first}, std::vector<Tensor>{image_first, filters},
                           std::vector<Tensor>{g_first});
@@ -565,6 +566,44 @@ TEST_CASE(
                           seed + 2);
     seed += 3;
   }
+}
+
+TEST_CASE(
+    "NCHW and NHWC agree bit for bit where the direct kernels run (16 and 24 channels), "
+    "float32 and float64, and an NCHW result is stored channels first",
+    "[conv][nchw]") {
+  unsigned seed = 740;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int stride : {1, 2}) {
+      INFO(dtype_name(dtype) << ", stride " << stride);
+      const Tensor x = cast(random_tensor({2, 9, 8, 16}, seed), dtype);
+      const Tensor f = cast(random_tensor({3, 3, 16, 24}, seed + 1), dtype);
+      const ImageOp first = [&](const Tensor& image, const Tensor& filters) {
+        return conv2d(image, filters, {stride, stride}, Padding::Same, DataFormat::NCHW);
+      };
+      const ImageOp last = [&](const Tensor& image, const Tensor& filters) {
+        return conv2d(image, filters, {stride, stride}, Padding::Same);
+      };
+      require_layouts_agree(first, last, x, f, seed + 2);
+      const Shape y_shape = conv2d(x, f, {stride, stride}, Padding::Same).shape();
+      const ImageOp transposed_first = [&](const Tensor& y, const Tensor& filters) {
+        return conv2d_transpose(y, filters, {2, 16, 9, 8}, {stride, stride}, Padding::Same,
+                                DataFormat::NCHW);
+      };
+      const ImageOp transposed_last = [&](const Tensor& y, const Tensor& filters) {
+        return conv2d_transpose(y, filters, x.shape(), {stride, stride}, Padding::Same);
+      };
+      require_layouts_agree(transposed_first, transposed_last,
+                            cast(random_tensor(y_shape, seed + 3), dtype), f, seed + 4);
+      seed += 5;
+    }
+  }
+  // The NCHW result is the op's own storage, not a view that each later op copies.
+  const Tensor y =
+      conv2d(random_tensor({2, 16, 9, 8}, 749, -1, 1), random_tensor({3, 3, 16, 24}, 750), {1, 1},
+             Padding::Same, DataFormat::NCHW);
+  REQUIRE(y.shape() == Shape{2, 24, 9, 8});
+  REQUIRE(detail::impl_of(y).contiguous());
 }
 
 TEST_CASE(
