@@ -8,6 +8,7 @@
 
 #include "kernels/direct_conv.hpp"
 #include "kernels/im2col.hpp"
+#include "kernels/strided_copy.hpp"
 #include "tapegrad/buffer_allocator.hpp"
 
 namespace tapegrad::detail {
@@ -49,12 +50,10 @@ void into_layout(std::size_t batch, std::size_t positions, std::size_t c, T* out
   }
   LayoutScratch<T> rows(batch * positions * c);
   product(rows.data());
-  for (std::size_t n = 0; n < batch; ++n) {
-    const T* from = rows.data() + n * positions * c;
-    T* to = out + n * positions * c;
-    for (std::size_t k = 0; k < c; ++k) {
-      for (std::size_t p = 0; p < positions; ++p) to[k * positions + p] = from[p * c + k];
-    }
+  for (std::size_t n = 0; n < batch; ++n) {  // [positions, c] -> [c, positions], tile by tile
+    const std::size_t shape[2] = {c, positions};
+    const std::ptrdiff_t strides[2] = {1, static_cast<std::ptrdiff_t>(c)};
+    copy_strided(rows.data() + n * positions * c, 0, shape, strides, 2, out + n * positions * c);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/strided_copy.hpp"
 #include "kernels/vector_math.hpp"
 #include "tapegrad/buffer_allocator.hpp"
 #include "tapegrad/errors.hpp"
@@ -82,6 +83,14 @@ std::size_t round_up(std::size_t n, std::size_t width) { return (n + width - 1) 
 template <class T>
 using Scratch = std::vector<T, buffer_allocator<T>>;
 
+// to [cols, rows] = from [rows, cols] transposed (tile by tile: kernels/strided_copy.hpp).
+template <class T>
+void transpose_rows(const T* from, std::size_t rows, std::size_t cols, T* to) {
+  const std::size_t shape[2] = {cols, rows};
+  const std::ptrdiff_t strides[2] = {1, static_cast<std::ptrdiff_t>(cols)};
+  copy_strided(from, 0, shape, strides, 2, to);
+}
+
 // An input as the kernels read it: its first element and DirectConvShape's strides.
 template <class T>
 struct PaddedImages {
@@ -142,10 +151,14 @@ const T* widened(const StridedImages<T>& images, std::size_t batch, std::size_t 
   const std::ptrdiff_t* stride = images.strides;
   for (std::size_t n = 0; n < batch; ++n) {
     T* to = storage.data() + n * plane * width;
-    if (images.is_channels_first(batch, h, w, c)) {  // each channel's plane read along
+    if (images.is_channels_first(batch, h, w, c)) {
+      const T* from = images.data + n * c * plane;
+      if (c == width) {
+        transpose_rows(from, c, plane, to);
+        continue;
+      }
       for (std::size_t k = 0; k < c; ++k) {
-        const T* from = images.data + n * c * plane + k * plane;
-        for (std::size_t p = 0; p < plane; ++p) to[p * width + k] = from[p];
+        for (std::size_t p = 0; p < plane; ++p) to[p * width + k] = from[k * plane + p];
       }
       continue;
     }
@@ -194,12 +207,7 @@ void run_forward(DirectConvForward<T> kernel, DirectConvShape s, const PaddedIma
   Scratch<T> block(positions * s.out_c);
   for (std::size_t n = 0; n < batch; ++n) {
     kernel(s, input.data + n * s.image_stride, filters, block.data());
-    T* image_out = out + n * positions * s.out_c;
-    for (std::size_t k = 0; k < s.out_c; ++k) {
-      for (std::size_t p = 0; p < positions; ++p) {
-        image_out[k * positions + p] = block[p * s.out_c + k];
-      }
-    }
+    transpose_rows(block.data(), positions, s.out_c, out + n * positions * s.out_c);
   }
 }
 
