@@ -97,9 +97,10 @@ enum class DataFormat { NHWC, NCHW };
 /// 2-D convolution (TF: tf.nn.conv2d): filters [k_h, k_w, in_c, out_c] in both layouts;
 /// NHWC: x [batch, h, w, in_c] -> [batch, out_h, out_w, out_c];
 /// NCHW: x [batch, in_c, h, w] -> [batch, out_c, out_h, out_w].
-/// im2col + one BLAS gemm. Gradients: x gets conv2d_transpose(g, filters, ...), filters a
-/// Conv2DBackpropFilter of x and g; both are differentiable again (TF's formulas), so every
-/// higher derivative exists. The overload without dilations takes dilation 1, so that
+/// Direct SIMD kernels (im2col + one BLAS gemm for 1x1 filters and few output channels); an
+/// NCHW result is stored channels first. Gradients: x gets conv2d_transpose(g, filters, ...),
+/// filters a Conv2DBackpropFilter of x and g; both are differentiable again (TF's formulas), so
+/// every higher derivative exists. The overload without dilations takes dilation 1, so that
 /// conv2d(x, filters, {1, 1}, Padding::Same, DataFormat::NCHW) needs no {1, 1} for them.
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int> strides, Padding padding,
               std::vector<int> dilations = {1, 1}, DataFormat data_format = DataFormat::NHWC);
