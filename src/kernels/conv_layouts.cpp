@@ -31,8 +31,9 @@ const T* row_major_images(const StridedImages<T>& images, std::size_t batch, std
         const T* from = images.data + static_cast<std::ptrdiff_t>(n) * images.strides[0] +
                         static_cast<std::ptrdiff_t>(i) * images.strides[1] +
                         static_cast<std::ptrdiff_t>(j) * images.strides[2];
-        for (std::size_t k = 0; k < c; ++k)
+        for (std::size_t k = 0; k < c; ++k) {
           *to++ = from[static_cast<std::ptrdiff_t>(k) * images.strides[3]];
+        }
       }
     }
   }
@@ -50,10 +51,8 @@ void into_layout(std::size_t batch, std::size_t positions, std::size_t c, T* out
   }
   LayoutScratch<T> rows(batch * positions * c);
   product(rows.data());
-  for (std::size_t n = 0; n < batch; ++n) {  // [positions, c] -> [c, positions], tile by tile
-    const std::size_t shape[2] = {c, positions};
-    const std::ptrdiff_t strides[2] = {1, static_cast<std::ptrdiff_t>(c)};
-    copy_strided(rows.data() + n * positions * c, 0, shape, strides, 2, out + n * positions * c);
+  for (std::size_t n = 0; n < batch; ++n) {
+    transpose_rows(rows.data() + n * positions * c, positions, c, out + n * positions * c);
   }
 }
 

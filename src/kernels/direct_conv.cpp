@@ -83,14 +83,6 @@ std::size_t round_up(std::size_t n, std::size_t width) { return (n + width - 1) 
 template <class T>
 using Scratch = std::vector<T, buffer_allocator<T>>;
 
-// to [cols, rows] = from [rows, cols] transposed (tile by tile: kernels/strided_copy.hpp).
-template <class T>
-void transpose_rows(const T* from, std::size_t rows, std::size_t cols, T* to) {
-  const std::size_t shape[2] = {cols, rows};
-  const std::ptrdiff_t strides[2] = {1, static_cast<std::ptrdiff_t>(cols)};
-  copy_strided(from, 0, shape, strides, 2, to);
-}
-
 // An input as the kernels read it: its first element and DirectConvShape's strides.
 template <class T>
 struct PaddedImages {
@@ -185,6 +177,38 @@ void read_from(DirectConvShape& s, const PaddedImages<T>& input) {
   s.channel_stride = input.channel_stride;
 }
 
+// The kernels' shape of the product of g itself (the forward and the filter gradient), its
+// output channels padded to `width` lanes.
+DirectConvShape shape_of(const ConvGeometry& g, std::size_t width) {
+  DirectConvShape s;
+  s.batch = g.batch;
+  s.in_c = g.in_c;
+  s.out_h = g.out_h;
+  s.out_w = g.out_w;
+  s.out_c = g.out_c;
+  s.out_c_padded = round_up(g.out_c, width);
+  s.k_h = g.k_h;
+  s.k_w = g.k_w;
+  s.stride_h = g.stride_h;
+  s.stride_w = g.stride_w;
+  s.dilation_h = g.dilation_h;
+  s.dilation_w = g.dilation_w;
+  return s;
+}
+
+// rows x columns values as rows of `width` (zeros after): the filters as the forward kernel
+// reads them. The values themselves when columns == width.
+template <class T>
+const T* padded_rows(const T* from, std::size_t rows, std::size_t columns, std::size_t width,
+                     Scratch<T>& storage) {
+  if (columns == width) return from;
+  storage.assign(rows * width, T(0));
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::copy_n(from + r * columns, columns, storage.data() + r * width);
+  }
+  return storage.data();
+}
+
 // The span of padded input that output positions [0, out) read along one axis.
 std::size_t extent(std::size_t out, std::size_t stride, std::size_t kernel, std::size_t dilation) {
   return (out - 1) * stride + (kernel - 1) * dilation + 1;
@@ -218,32 +242,13 @@ bool direct_conv2d_forward(const ConvGeometry& g, const StridedImages<T>& x, con
                            T* out, bool channels_first_out, InstructionSet set) {
   const DirectConvKernels* kernels = kernels_for(set);
   if (kernels == nullptr || !fills_batches(g.out_c, width_of<T>(*kernels))) return false;
-  DirectConvShape s;
-  s.batch = g.batch;
-  s.in_c = g.in_c;
-  s.out_h = g.out_h;
-  s.out_w = g.out_w;
-  s.out_c = g.out_c;
-  s.out_c_padded = round_up(g.out_c, width_of<T>(*kernels));
-  s.k_h = g.k_h;
-  s.k_w = g.k_w;
-  s.stride_h = g.stride_h;
-  s.stride_w = g.stride_w;
-  s.dilation_h = g.dilation_h;
-  s.dilation_w = g.dilation_w;
+  const DirectConvShape s = shape_of(g, width_of<T>(*kernels));
   Scratch<T> input_storage, filter_storage;
   const PaddedImages<T> input =
       padded(x, g.batch, g.in_h, g.in_w, g.in_c, g.pad_top, g.pad_left,
              extent(g.out_h, g.stride_h, g.k_h, g.dilation_h),
              extent(g.out_w, g.stride_w, g.k_w, g.dilation_w), input_storage);
-  const T* f = filters;
-  if (s.out_c_padded != g.out_c) {
-    filter_storage.assign(g.patch() * s.out_c_padded, T(0));
-    for (std::size_t r = 0; r < g.patch(); ++r) {
-      std::copy_n(filters + r * g.out_c, g.out_c, filter_storage.data() + r * s.out_c_padded);
-    }
-    f = filter_storage.data();
-  }
+  const T* f = padded_rows(filters, g.patch(), g.out_c, s.out_c_padded, filter_storage);
   run_forward(forward_of<T>(*kernels), s, input, f, out, channels_first_out);
   return true;
 }
@@ -299,19 +304,7 @@ bool direct_conv2d_backprop_filter(const ConvGeometry& g, const StridedImages<T>
                                    const StridedImages<T>& grad, T* dfilters, InstructionSet set) {
   const DirectConvKernels* kernels = kernels_for(set);
   if (kernels == nullptr || !fills_batches(g.out_c, width_of<T>(*kernels))) return false;
-  DirectConvShape s;
-  s.batch = g.batch;
-  s.in_c = g.in_c;
-  s.out_h = g.out_h;
-  s.out_w = g.out_w;
-  s.out_c = g.out_c;
-  s.out_c_padded = round_up(g.out_c, width_of<T>(*kernels));
-  s.k_h = g.k_h;
-  s.k_w = g.k_w;
-  s.stride_h = g.stride_h;
-  s.stride_w = g.stride_w;
-  s.dilation_h = g.dilation_h;
-  s.dilation_w = g.dilation_w;
+  DirectConvShape s = shape_of(g, width_of<T>(*kernels));
   Scratch<T> input_storage, grad_storage, filter_storage;
   const PaddedImages<T> input =
       padded(x, g.batch, g.in_h, g.in_w, g.in_c, g.pad_top, g.pad_left,
@@ -319,12 +312,13 @@ bool direct_conv2d_backprop_filter(const ConvGeometry& g, const StridedImages<T>
              extent(g.out_w, g.stride_w, g.k_w, g.dilation_w), input_storage);
   read_from(s, input);
   const T* rows = widened(grad, g.batch, g.out_h, g.out_w, g.out_c, s.out_c_padded, grad_storage);
+  const DirectConvFilterGradient<T> kernel = filter_gradient_of<T>(*kernels);
   if (s.out_c_padded == g.out_c) {
-    filter_gradient_of<T> (*kernels)(s, input.data, rows, dfilters);
+    kernel(s, input.data, rows, dfilters);
     return true;
   }
   filter_storage.resize(g.patch() * s.out_c_padded);
-  filter_gradient_of<T> (*kernels)(s, input.data, rows, filter_storage.data());
+  kernel(s, input.data, rows, filter_storage.data());
   for (std::size_t r = 0; r < g.patch(); ++r) {
     std::copy_n(filter_storage.data() + r * s.out_c_padded, g.out_c, dfilters + r * g.out_c);
   }

@@ -16,6 +16,14 @@ template <class T>
 void copy_strided(const T* from, std::size_t offset, const std::size_t* shape,
                   const std::ptrdiff_t* strides, std::size_t rank, T* out);
 
+// to [cols, rows] = from [rows, cols] transposed, tile by tile (copy_strided).
+template <class T>
+void transpose_rows(const T* from, std::size_t rows, std::size_t cols, T* to) {
+  const std::size_t shape[2] = {cols, rows};
+  const std::ptrdiff_t strides[2] = {1, static_cast<std::ptrdiff_t>(cols)};
+  copy_strided(from, 0, shape, strides, 2, to);
+}
+
 extern template void copy_strided<float>(const float*, std::size_t, const std::size_t*,
                                          const std::ptrdiff_t*, std::size_t, float*);
 extern template void copy_strided<double>(const double*, std::size_t, const std::size_t*,
