@@ -18,6 +18,8 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "ported_weights.hpp"
+
 #ifdef TAPEGRAD_HAVE_TORCH
 #include <torch/torch.h>
 #endif
@@ -29,20 +31,7 @@ namespace {
 
 constexpr int kBatch = 8, kTokens = 64, kModel = 64, kHeads = 4, kHidden = 256;
 
-// Reproducible values in [-scale / 2, scale / 2).
-std::vector<float> values(std::size_t n, unsigned seed, float scale) {
-  std::vector<float> v(n);
-  unsigned state = seed * 2654435761U + 1;
-  for (float& x : v) {
-    state = state * 1664525U + 1013904223U;
-    x = scale * (static_cast<float>(state >> 8) / 16777216.0F - 0.5F);
-  }
-  return v;
-}
-
-struct Weights {
-  std::vector<std::vector<float>> data;
-  std::vector<std::vector<std::size_t>> shapes;
+struct Weights : ported::Weights {
   Weights() {
     const std::size_t d = kModel, h = kHidden;
     add({d, d}, 1, 0.3F);  // query, key, value, output projections
@@ -60,28 +49,15 @@ struct Weights {
     for (float& x : data[8]) x += 1.0F;
     for (float& x : data[10]) x += 1.0F;
   }
-  void add(std::vector<std::size_t> shape, unsigned seed, float scale) {
-    std::size_t n = 1;
-    for (std::size_t e : shape) n *= e;
-    data.push_back(values(n, seed, scale));
-    shapes.push_back(std::move(shape));
-  }
 };
-
-Tensor float32_tensor(const std::vector<float>& v, const tg::Shape& shape) {
-  return tg::from_values(std::vector<double>(v.begin(), v.end()), shape, tg::DType::Float32);
-}
 
 struct TapegradBlock {
   std::vector<Tensor> w;
   Tensor x, mask;
   explicit TapegradBlock(const Weights& weights) {
-    for (std::size_t i = 0; i < weights.data.size(); ++i) {
-      w.push_back(float32_tensor(weights.data[i],
-                                 tg::Shape(weights.shapes[i].begin(), weights.shapes[i].end())));
-    }
-    x = float32_tensor(values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F),
-                       {kBatch, kTokens, kModel});
+    w = weights.tensors();
+    x = ported::float32_tensor(ported::values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F),
+                               {kBatch, kTokens, kModel});
     std::vector<double> causal(std::size_t{kTokens} * kTokens);
     for (int i = 0; i < kTokens; ++i) {
       for (int j = 0; j < kTokens; ++j) causal[i * kTokens + j] = j > i ? -INFINITY : 0.0;
@@ -129,7 +105,7 @@ struct TorchBlock {
                       .clone()
                       .requires_grad_(true));
     }
-    std::vector<float> input = values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F);
+    std::vector<float> input = ported::values(std::size_t{kBatch} * kTokens * kModel, 99, 2.0F);
     x = torch::from_blob(input.data(), {kBatch, kTokens, kModel}, torch::kFloat32).clone();
     mask = torch::full({kTokens, kTokens}, -INFINITY).triu(1);
   }
@@ -169,18 +145,7 @@ void check_against_libtorch() {
   theirs.step();
   for (std::size_t i = 0; i < ours.size(); ++i) {
     const auto g = theirs.w[i].grad().contiguous();
-    const auto& a = ours[i].array<float>();
-    double difference = 0, size = 0;
-    for (std::size_t j = 0; j < a.size(); ++j) {
-      const double d = a.flat(j) - g.data_ptr<float>()[j];
-      difference += d * d;
-      size += static_cast<double>(a.flat(j)) * a.flat(j);
-    }
-    if (!(std::sqrt(difference / size) < 1e-5)) {
-      std::fprintf(stderr, "bench_attention: parameter %zu's gradient differs from LibTorch's\n",
-                   i);
-      std::abort();
-    }
+    ported::require_same_gradient("bench_attention", i, ours[i], g.data_ptr<float>(), 1e-5);
   }
 }
 #endif

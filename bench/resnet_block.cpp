@@ -19,6 +19,8 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "ported_weights.hpp"
+
 #ifdef TAPEGRAD_HAVE_TORCH
 #include <torch/torch.h>
 #endif
@@ -31,21 +33,8 @@ namespace {
 constexpr int kBatch = 32, kChannels = 16, kSize = 32, kClasses = 10;
 constexpr double kEpsilon = 1e-5;
 
-// Reproducible values in [-scale / 2, scale / 2).
-std::vector<float> values(std::size_t n, unsigned seed, float scale) {
-  std::vector<float> v(n);
-  unsigned state = seed * 2654435761U + 1;
-  for (float& x : v) {
-    state = state * 1664525U + 1013904223U;
-    x = scale * (static_cast<float>(state >> 8) / 16777216.0F - 0.5F);
-  }
-  return v;
-}
-
 // The parameters in tapegrad's layouts: filters HWIO [3, 3, in, out], the rest as PyTorch's.
-struct Weights {
-  std::vector<std::vector<float>> data;
-  std::vector<std::vector<std::size_t>> shapes;
+struct Weights : ported::Weights {
   Weights() {
     const std::size_t c = kChannels;
     add({3, 3, c, c}, 1, 0.5F);  // the two convolutions
@@ -59,12 +48,6 @@ struct Weights {
     for (float& x : data[2]) x += 1.0F;
     for (float& x : data[4]) x += 1.0F;
   }
-  void add(std::vector<std::size_t> shape, unsigned seed, float scale) {
-    std::size_t n = 1;
-    for (std::size_t e : shape) n *= e;
-    data.push_back(values(n, seed, scale));
-    shapes.push_back(std::move(shape));
-  }
 };
 
 std::vector<std::int64_t> labels() {
@@ -73,22 +56,16 @@ std::vector<std::int64_t> labels() {
   return l;
 }
 
-Tensor float32_tensor(const std::vector<float>& v, const tg::Shape& shape) {
-  return tg::from_values(std::vector<double>(v.begin(), v.end()), shape, tg::DType::Float32);
-}
-
 struct TapegradBlock {
   std::vector<Tensor> w;
   Tensor x, y;
   tg::DataFormat layout;
   explicit TapegradBlock(const Weights& weights, tg::DataFormat data_format = tg::DataFormat::NCHW)
       : layout(data_format) {
-    for (std::size_t i = 0; i < weights.data.size(); ++i) {
-      w.push_back(float32_tensor(weights.data[i],
-                                 tg::Shape(weights.shapes[i].begin(), weights.shapes[i].end())));
-    }
-    x = float32_tensor(values(std::size_t{kBatch} * kChannels * kSize * kSize, 99, 2.0F),
-                       {kBatch, kChannels, kSize, kSize});
+    w = weights.tensors();
+    x = ported::float32_tensor(
+        ported::values(std::size_t{kBatch} * kChannels * kSize * kSize, 99, 2.0F),
+        {kBatch, kChannels, kSize, kSize});
     if (layout == tg::DataFormat::NHWC) x = tg::identity(tg::transpose(x, {0, 2, 3, 1}));
     const std::vector<std::int64_t> l = labels();
     y = tg::from_values(std::vector<double>(l.begin(), l.end()), {kBatch}, tg::DType::Int64);
@@ -145,7 +122,8 @@ struct TorchBlock {
       if (i < 2) t = t.permute({3, 2, 0, 1}).contiguous();
       w.push_back(t.requires_grad_(true));
     }
-    std::vector<float> input = values(std::size_t{kBatch} * kChannels * kSize * kSize, 99, 2.0F);
+    std::vector<float> input =
+        ported::values(std::size_t{kBatch} * kChannels * kSize * kSize, 99, 2.0F);
     x = torch::from_blob(input.data(), {kBatch, kChannels, kSize, kSize}, torch::kFloat32).clone();
     std::vector<std::int64_t> l = labels();
     y = torch::from_blob(l.data(), {kBatch}, torch::kInt64).clone();
@@ -187,20 +165,7 @@ void check_against_libtorch() {
   theirs.step();
   for (std::size_t i = 0; i < ours.size(); ++i) {
     const auto g = theirs.gradient(i);
-    const auto& a = ours[i].array<float>();
-    double difference = 0, size = 0;
-    for (std::size_t j = 0; j < a.size(); ++j) {
-      const double d = a.flat(j) - g.data_ptr<float>()[j];
-      difference += d * d;
-      size += static_cast<double>(a.flat(j)) * a.flat(j);
-    }
-    if (!(std::sqrt(difference / size) < 1e-4)) {
-      std::fprintf(stderr,
-                   "bench_resnet_block: parameter %zu's gradient differs from LibTorch's "
-                   "(relative %g)\n",
-                   i, std::sqrt(difference / size));
-      std::abort();
-    }
+    ported::require_same_gradient("bench_resnet_block", i, ours[i], g.data_ptr<float>(), 1e-4);
   }
 }
 #endif
