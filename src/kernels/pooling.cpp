@@ -71,15 +71,24 @@ void max_pool_forward(const ConvGeometry& g, const T* x, T* out, std::int64_t* a
           first_tap = false;
           return;
         }
-        for (std::size_t k = 0; k < c; ++k) {
-          // Strictly greater: the first maximum in window order wins a tie. A NaN compares
-          // false both ways, so it is taken explicitly (as reduce_max and TF's MaxPool do);
-          // once out holds a NaN nothing replaces it, so the first NaN is the argmax.
-          const T v = x[i + k];
-          if (v > out[o + k] || (std::isnan(v) && !std::isnan(out[o + k]))) {
-            out[o + k] = v;
-            if (argmax != nullptr) argmax[o + k] = static_cast<std::int64_t>(i + k);
+        // Strictly greater: the first maximum in window order wins a tie. A NaN compares
+        // false both ways, so it is taken explicitly (as reduce_max and TF's MaxPool do);
+        // once out holds a NaN nothing replaces it, so the first NaN is the argmax. Selects,
+        // not branches, so that the channel loop vectorizes.
+        T* __restrict best = out + o;
+        const T* __restrict v = x + i;
+        if (argmax == nullptr) {
+          for (std::size_t k = 0; k < c; ++k) {
+            const bool take = v[k] > best[k] || (v[k] != v[k] && best[k] == best[k]);
+            best[k] = take ? v[k] : best[k];
           }
+          return;
+        }
+        std::int64_t* __restrict at = argmax + o;
+        for (std::size_t k = 0; k < c; ++k) {
+          const bool take = v[k] > best[k] || (v[k] != v[k] && best[k] == best[k]);
+          best[k] = take ? v[k] : best[k];
+          at[k] = take ? static_cast<std::int64_t>(i + k) : at[k];
         }
       },
       [](std::size_t, std::size_t) {});
