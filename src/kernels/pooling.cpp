@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
 
 namespace tapegrad::detail {
 
@@ -59,16 +62,21 @@ void sweep(const ConvGeometry& g, Begin begin, Tap tap, End end) {
 template <class T>
 void max_pool_forward(const ConvGeometry& g, const T* x, T* out, std::int64_t* argmax) {
   const std::size_t c = g.in_c;
-  bool first_tap = true;
+  // The argmax is followed as the number of the winning tap in the window, an integer as wide
+  // as T, so that the channel loop selects values and taps with one mask and vectorizes; each
+  // window's taps' input offsets turn it into x's flat index at the end.
+  using Tap = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  std::vector<Tap> winner(argmax != nullptr ? c : 0);
+  std::vector<std::size_t> offsets;
+  offsets.reserve(g.k_h * g.k_w);
   sweep(
-      g, [&](std::size_t, std::size_t) { first_tap = true; },
+      g, [&](std::size_t, std::size_t) { offsets.clear(); },
       [&](std::size_t o, std::size_t i) {
-        if (first_tap) {
+        const auto tap = static_cast<Tap>(offsets.size());
+        offsets.push_back(i);
+        if (tap == 0) {
           std::copy_n(x + i, c, out + o);
-          if (argmax != nullptr) {
-            for (std::size_t k = 0; k < c; ++k) argmax[o + k] = static_cast<std::int64_t>(i + k);
-          }
-          first_tap = false;
+          std::fill(winner.begin(), winner.end(), Tap(0));
           return;
         }
         // Strictly greater: the first maximum in window order wins a tie. A NaN compares
@@ -84,14 +92,22 @@ void max_pool_forward(const ConvGeometry& g, const T* x, T* out, std::int64_t* a
           }
           return;
         }
-        std::int64_t* __restrict at = argmax + o;
+        Tap* __restrict won = winner.data();
         for (std::size_t k = 0; k < c; ++k) {
-          const bool take = v[k] > best[k] || (v[k] != v[k] && best[k] == best[k]);
-          best[k] = take ? v[k] : best[k];
-          at[k] = take ? static_cast<std::int64_t>(i + k) : at[k];
+          const T value = v[k], current = best[k];
+          // Bitwise, not short-circuit: one mask for both selects.
+          const bool take = (value > current) | ((value != value) & (current == current));
+          best[k] = take ? value : current;
+          won[k] = take ? tap : won[k];
         }
       },
-      [](std::size_t, std::size_t) {});
+      [&](std::size_t o, std::size_t) {
+        if (argmax == nullptr || offsets.empty()) return;
+        for (std::size_t k = 0; k < c; ++k) {
+          argmax[o + k] =
+              static_cast<std::int64_t>(offsets[static_cast<std::size_t>(winner[k])] + k);
+        }
+      });
 }
 
 template <class T>
