@@ -870,3 +870,49 @@ TEST_CASE("NCHW convolution misuse: errors name the op, the shapes as passed and
   std::cout << "NCHW convolution misuse cases: " << run << " run\n";
   REQUIRE(run == 17);
 }
+
+TEST_CASE(
+    "NCHW convolutions stored channels first: a Function (optimized or not) and "
+    "vectorized_map give the eager results bit for bit",
+    "[conv][nchw][function]") {
+  const auto f32 = [](const Tensor& t) { return cast(t, DType::Float32); };
+  const Tensor x = f32(random_tensor({2, 16, 7, 6}, 900));
+  const Tensor f1 = f32(random_tensor({3, 3, 16, 16}, 901, -0.2, 0.2));
+  const Tensor f2 = f32(random_tensor({3, 3, 16, 24}, 902, -0.2, 0.2));
+  const auto body = [](const std::vector<Tensor>& a) {
+    GradientTape tape;
+    tape.watch(std::vector<Tensor>{a[1], a[2]});
+    Tensor h = relu(conv2d(a[0], a[1], {1, 1}, Padding::Same, DataFormat::NCHW));
+    h = max_pool2d(h, {2, 2}, {2, 2}, Padding::Same, DataFormat::NCHW);
+    const Tensor y = conv2d(h, a[2], {1, 1}, Padding::Same, DataFormat::NCHW);
+    const std::vector<Tensor> g = tape.gradient(reduce_sum(multiply(y, y)), {a[1], a[2]});
+    return std::vector<Tensor>{y, g[0], g[1]};
+  };
+  const std::vector<Tensor> eager = body({x, f1, f2});
+  for (bool optimize : {true, false}) {
+    INFO("optimize " << optimize);
+    FunctionOptions options;
+    options.optimize = optimize;
+    Function traced = function(body, options);
+    for (int call = 0; call < 2; ++call) {
+      const std::vector<Tensor> out = traced({x, f1, f2});
+      REQUIRE(out.size() == eager.size());
+      for (std::size_t i = 0; i < out.size(); ++i) require_identical(out[i], eager[i]);
+    }
+  }
+  // Per-example filter gradients: the batch of images merged into the convolution's batch.
+  const auto per_example = [&](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    tape.watch(f1);
+    const Tensor y =
+        conv2d(reshape(in[0], {1, 16, 7, 6}), f1, {1, 1}, Padding::Same, DataFormat::NCHW);
+    return std::vector<Tensor>{tape.gradient(reduce_sum(multiply(y, y)), f1)};
+  };
+  const std::vector<Tensor> vectorized = vectorized_map(per_example, {x}, false);
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const Tensor image = reshape(slice(x, {b, 0, 0, 0}, {1, 16, 7, 6}), {16, 7, 6});
+    require_identical(
+        reshape(slice(vectorized[0], {b, 0, 0, 0, 0}, {1, 3, 3, 16, 16}), {3, 3, 16, 16}),
+        per_example({image})[0]);
+  }
+}
