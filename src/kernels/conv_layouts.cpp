@@ -18,25 +18,15 @@ namespace {
 template <class T>
 using LayoutScratch = std::vector<T, buffer_allocator<T>>;
 
-// images [batch, h, w, c] row-major: their own data, or a copy in `storage`.
+// images [batch, h, w, c] row-major: their own data, or a copy in `storage` (copy_strided:
+// tile by tile for a channels-first batch).
 template <class T>
 const T* row_major_images(const StridedImages<T>& images, std::size_t batch, std::size_t h,
                           std::size_t w, std::size_t c, LayoutScratch<T>& storage) {
   if (images.is_row_major(batch, h, w, c)) return images.data;
   storage.resize(batch * h * w * c);
-  T* to = storage.data();
-  for (std::size_t n = 0; n < batch; ++n) {
-    for (std::size_t i = 0; i < h; ++i) {
-      for (std::size_t j = 0; j < w; ++j) {
-        const T* from = images.data + static_cast<std::ptrdiff_t>(n) * images.strides[0] +
-                        static_cast<std::ptrdiff_t>(i) * images.strides[1] +
-                        static_cast<std::ptrdiff_t>(j) * images.strides[2];
-        for (std::size_t k = 0; k < c; ++k) {
-          *to++ = from[static_cast<std::ptrdiff_t>(k) * images.strides[3]];
-        }
-      }
-    }
-  }
+  const std::size_t shape[4] = {batch, h, w, c};
+  copy_strided(images.data, 0, shape, images.strides, 4, storage.data());
   return storage.data();
 }
 
