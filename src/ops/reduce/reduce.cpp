@@ -118,7 +118,8 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
 static Grads mean_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const double n =
       static_cast<double>(detail::reduced_count(op.input_shape(0), detail::reduction_axes(op)));
-  return {divide(detail::broadcast_to_input(op, g[0]), scalar(n, g[0].dtype()))};
+  // Divided before the broadcast (the same values): one pass over the input's size, not two.
+  return {detail::broadcast_to_input(op, divide(g[0], scalar(n, g[0].dtype())))};
 }
 
 // ---- Prod -------------------------------------------------------------------------------
