@@ -274,26 +274,63 @@ TEST_CASE("release_cached_memory hands cached buffers back to the system") {
   CHECK(memory_stats().system_allocations == released.system_allocations + 1);
 }
 
-TEST_CASE("sizes nobody asks for again go back to the system once the pool has grown") {
+// 40 sizes of about 2 MiB each (the kept tensors of a one-shot tape), made and freed.
+static void make_one_off_sizes(std::size_t first_elements) {
+  std::vector<Tensor> once;
+  for (std::size_t i = 0; i < 40; ++i) once.push_back(zeros({first_elements + 8 * i}));
+}
+
+TEST_CASE("sizes nobody asks for during a whole interval go back to the system") {
   release_cached_memory();
   const std::size_t first = std::size_t{1} << 18;  // 2 MiB of float64
-  {
-    // 40 one-off sizes (the kept tensors of a one-shot tape), about 80 MiB, then freed.
-    std::vector<Tensor> once;
-    for (std::size_t i = 0; i < 40; ++i) once.push_back(zeros({first + 8 * i}));
-  }
-  CHECK(memory_stats().bytes_cached >= std::size_t{80} << 20);
+  const std::size_t other = 300000;
+  make_one_off_sizes(first);                // about 80 MiB
   { const Tensor again = zeros({first}); }  // the first size is asked for again: a loop's
   const MemoryStats before = memory_stats();
+  CHECK(before.bytes_cached >= std::size_t{80} << 20);
   {
-    const Tensor other = zeros({300000});  // a size the cache cannot serve
+    // A size the cache cannot serve, once the pool has grown by 64 MiB: the pool trims, but
+    // sizes first freed since the last trim have not had an interval to be asked for yet.
+    const Tensor missed = zeros({other});
     const MemoryStats after = memory_stats();
     CHECK(after.system_allocations == before.system_allocations + 1);
-    CHECK(after.bytes_cached == first * sizeof(double));  // only the size asked for again
+    CHECK(after.bytes_cached == before.bytes_cached);
   }
-  // A loop's sizes stay: the first size and the other one are both served from the cache.
-  const MemoryStats kept = memory_stats();
-  { const Tensor a = zeros({first}), b = zeros({300000}); }
-  CHECK(memory_stats().system_allocations == kept.system_allocations);
-  CHECK(memory_stats().cache_hits == kept.cache_hits + 2);
+  // The next interval: the loop's two sizes are served from the cache, 40 other one-offs grow
+  // the pool by 80 MiB more, and a miss trims again.
+  const MemoryStats loop = memory_stats();
+  { const Tensor a = zeros({first}), b = zeros({other}); }
+  CHECK(memory_stats().system_allocations == loop.system_allocations);
+  CHECK(memory_stats().cache_hits == loop.cache_hits + 2);
+  const std::size_t second = first + 4096;
+  make_one_off_sizes(second);
+  const MemoryStats grown = memory_stats();
+  {
+    const Tensor missed = zeros({other + 1000});
+    // Gone: the first batch's 39 sizes not asked for again (i = 1..39). Kept: the loop's two,
+    // and the second batch, first freed in this interval.
+    std::size_t gone = 0;
+    for (std::size_t i = 1; i < 40; ++i) gone += (first + 8 * i) * sizeof(double);
+    CHECK(memory_stats().bytes_cached == grown.bytes_cached - gone);
+  }
+}
+
+TEST_CASE("a loop's large temporaries come from the cache from its second step, after a miss") {
+  // GradBench's kmeans: its step makes two 80 MB matrices, frees them, then asks for a size it
+  // has not asked for before; that miss trims the pool.
+  release_cached_memory();
+  const auto step = [] {
+    {
+      const Tensor distances = zeros({std::size_t{5} << 20});  // 40 MiB of float64
+      const Tensor shifted = distances + 1.0;
+      CHECK(shifted.size() == distances.size());
+    }
+    const Tensor later = zeros({170000});
+    CHECK(later.size() == 170000);
+  };
+  step();
+  const MemoryStats after_first = memory_stats();
+  CHECK(after_first.bytes_cached >= std::size_t{80} << 20);
+  step();
+  CHECK(memory_stats().system_allocations == after_first.system_allocations);
 }

@@ -211,16 +211,21 @@ class BufferPool {
 
  private:
   // A large request missed. A loop asks for the same sizes every step, so a size not asked for
-  // since the last trim is a one-off (the kept tensors of a one-shot tape, freed in its
-  // backward): once the large buffers have grown by kTrimStep, such sizes go back to the
-  // system, where malloc can reuse their memory for other sizes instead of the process taking
-  // fresh pages. The caller holds the lock.
+  // during a whole interval between trims is a one-off (the kept tensors of a one-shot tape,
+  // freed in its backward): once the large buffers have grown by kTrimStep, such sizes go back
+  // to the system, where malloc can reuse their memory for other sizes instead of the process
+  // taking fresh pages. A size first freed since the last trim has not had its interval yet:
+  // a loop's first step frees its large temporaries and may miss on another size before the
+  // second step asks for them again (GradBench's kmeans: two 80 MB buffers, then a 1.3 MB
+  // miss), and freeing them then made the second step fault in 160 MB afresh. The caller
+  // holds the lock.
   void trim() noexcept {
     if (large_bytes_ < bytes_after_trim_ + kTrimStep) return;
     std::size_t freed = 0;
     for (auto it = large_.begin(); it != large_.end();) {
-      if (it->second.taken) {
+      if (it->second.taken || it->second.fresh) {
         it->second.taken = false;
+        it->second.fresh = false;
         ++it;
       } else {
         freed += free_all(it->second.buffers, it->first);
@@ -235,6 +240,7 @@ class BufferPool {
   struct LargeList {
     std::vector<void*> buffers;
     bool taken = false;  // since the last trim
+    bool fresh = true;   // first freed since the last trim
   };
   std::mutex mutex_;
   SmallLists small_;
