@@ -44,7 +44,8 @@ constexpr std::size_t kGranule = 64;
 constexpr std::size_t kAlignedFrom = 256;
 // A thread keeps at most this much in its own lists.
 constexpr std::size_t kThreadBytes = std::size_t{2} << 20;
-// The cache may always hold this much; beyond it, no more than the most ever in use at once.
+// The buffers in use and in the pool may always add up to this much; beyond it, to no more than
+// twice the most ever in use at once.
 constexpr std::size_t kCacheFloor = std::size_t{256} << 20;
 // A thread's bytes in use reach the shared counter once they differ from it by this much.
 constexpr std::int64_t kUnflushedBytes = std::int64_t{64} << 10;
@@ -97,9 +98,21 @@ void raise_to(std::atomic<std::size_t>& maximum, std::size_t value) {
   }
 }
 
-// What the pool may hold (the threads' own lists hold at most kThreadBytes each besides).
+// What the buffers in use and the pool may add up to (the threads' own lists hold at most
+// kThreadBytes each besides). A loop's distinct large buffers can add up to more than its peak
+// in use (GradBench's gmm: 264 MB of them, at most 251 MB at once), and a limit of the peak
+// alone sent one 51 MB buffer back to the system every step, to be faulted in again (12,500
+// page faults a step); twice the peak keeps such a loop's set whole.
 std::size_t cache_limit() {
-  return std::max(kCacheFloor, buffer_counters.all_time_peak.load(std::memory_order_relaxed));
+  return std::max(kCacheFloor, 2 * buffer_counters.all_time_peak.load(std::memory_order_relaxed));
+}
+
+// The bytes in use as the shared counter has them (each thread's unflushed share aside, which
+// can leave the counter briefly below its true value, even below zero).
+std::size_t shared_bytes_in_use() {
+  const auto in_use =
+      static_cast<std::int64_t>(buffer_counters.in_use.load(std::memory_order_relaxed));
+  return in_use > 0 ? static_cast<std::size_t>(in_use) : 0;
 }
 
 // Adds to a counter that only the calling thread writes: no locked instruction.
@@ -164,7 +177,7 @@ class BufferPool {
   // Keeps `buffer` unless the pool is full or a list cannot grow: false, and the caller frees it.
   bool put(std::size_t bytes, void* buffer) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + bytes > cache_limit()) return false;
+    if (cached_ + bytes + shared_bytes_in_use() > cache_limit()) return false;
     if (bytes <= kLargeAbove) {
       if (!push(small_[small_class_of(bytes)], buffer)) return false;
     } else {
