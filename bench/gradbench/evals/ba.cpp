@@ -191,8 +191,10 @@ EvalFunctions ba_functions() {
                    for (std::size_t k = 0; k < 30; ++k) derivative[k] = t[k].array<double>().data();
                    const double* weight_derivative = t[30].array<double>().data();
                    // Buffers whose elements the loops below write first: no zeroing pass (a
-                   // std::vector's would write the 12 MB of ba1's CSR once more).
-                   xt::uvector<double> values(31 * p);
+                   // std::vector's would write the 12 MB of ba1's CSR once more). From the
+                   // buffer cache, as the tool's arrays: from malloc, glibc mapped them afresh
+                   // (and then grew and trimmed its heap) at each of the first evaluates.
+                   xt::uvector<double, buffer_allocator<double>> values(31 * p);
                    double* value = values.data();
                    for (std::size_t i = 0; i < p; ++i, value += 30) {
                      for (std::size_t k = 0; k < 30; ++k) value[k] = derivative[k][i];
@@ -203,7 +205,8 @@ EvalFunctions ba_functions() {
                    if (11 * n + 3 * m + 31 * p >
                        static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
                      throw std::invalid_argument("ba: the CSR indices would overflow 32 bits");
-                   xt::uvector<std::int32_t> rows(3 * p + 1), columns(31 * p);
+                   xt::uvector<std::int32_t, buffer_allocator<std::int32_t>> rows(3 * p + 1),
+                       columns(31 * p);
                    for (std::size_t r = 0; r <= 2 * p; ++r)
                      rows[r] = static_cast<std::int32_t>(15 * r);
                    for (std::size_t r = 1; r <= p; ++r)
