@@ -192,7 +192,8 @@ static Grads atan2_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor g_scaled = multiply(g[0], inverse_radius_squared(y, x));
   Grads r(2);
   if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, multiply(g_scaled, x));
-  // Negated after the sum (exactly the same values): a broadcast y's gradient is small.
+  // Negated after the sum (the same numbers, but for a zero sum's sign): a broadcast y's
+  // gradient is small, the product is the output's size.
   if (op.needs_gradient(1)) r[1] = negative(sum_to_input(op, 1, multiply(g_scaled, y)));
   return r;
 }
@@ -457,8 +458,8 @@ static Grads squared_difference_gradient(const OpContext& op, const std::vector<
   const Tensor scaled = multiply(g[0], twice_difference(op.inputs()[0], op.inputs()[1]));
   Grads r(2);
   if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, scaled);
-  // Negated after the sum, as subtract's: a broadcast b (moments' mean) gets a small gradient
-  // without a pass over the output's size.
+  // Negated after the sum, as subtract's (the same numbers, but for a zero sum's sign): a
+  // broadcast b (moments' mean) gets its gradient without another pass over the output's size.
   if (op.needs_gradient(1)) r[1] = negative(sum_to_input(op, 1, scaled));
   return r;
 }
