@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include <xtensor/xstorage.hpp>
 
@@ -12,17 +18,67 @@
 namespace tapegrad::detail {
 namespace {
 
+#if defined(__SSE2__)
+// The square block of 16 bytes' width at src (rows `src_stride` apart), transposed into dst
+// (rows `dst_stride` apart) in SSE registers: 4 x 4 floats or 2 x 2 doubles.
+inline void transpose_block(const float* src, std::size_t src_stride, float* dst,
+                            std::size_t dst_stride) {
+  __m128 r0 = _mm_loadu_ps(src);
+  __m128 r1 = _mm_loadu_ps(src + src_stride);
+  __m128 r2 = _mm_loadu_ps(src + 2 * src_stride);
+  __m128 r3 = _mm_loadu_ps(src + 3 * src_stride);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + dst_stride, r1);
+  _mm_storeu_ps(dst + 2 * dst_stride, r2);
+  _mm_storeu_ps(dst + 3 * dst_stride, r3);
+}
+inline void transpose_block(const double* src, std::size_t src_stride, double* dst,
+                            std::size_t dst_stride) {
+  const __m128d r0 = _mm_loadu_pd(src);
+  const __m128d r1 = _mm_loadu_pd(src + src_stride);
+  _mm_storeu_pd(dst, _mm_unpacklo_pd(r0, r1));
+  _mm_storeu_pd(dst + dst_stride, _mm_unpackhi_pd(r0, r1));
+}
+#endif
+
 // dst [cols, rows] = the transpose of src [rows, cols], in square tiles: a row-by-row walk
 // reads one input element per cache line when both sides are long (a tall Jacobian's
-// [26, 3N] -> [3N, 26]).
+// [26, 3N] -> [3N, 26]). Float and double tiles go through SSE registers in 16-byte blocks
+// (2.2x faster on a channels-first batch of 16 x 1024 images), unless dst's rows are a
+// multiple of 4 KiB apart: their blocks' stores then alias in the cache and the element-wise
+// walk, which writes each row's run whole, was 1.8x faster (1024 x 16 float images).
 template <class T>
 void transpose_matrix(const T* src, std::size_t rows, std::size_t cols, T* dst) {
   constexpr std::size_t kTile = 16;
+#if defined(__SSE2__)
+  constexpr std::size_t kBlock =
+      std::is_same_v<T, float> || std::is_same_v<T, double> ? 16 / sizeof(T) : 0;
+  [[maybe_unused]] const bool in_registers = kBlock != 0 && (rows * sizeof(T)) % 4096 != 0;
+#else
+  constexpr std::size_t kBlock = 0;
+  [[maybe_unused]] const bool in_registers = false;
+#endif
   for (std::size_t i0 = 0; i0 < rows; i0 += kTile) {
     const std::size_t i1 = std::min(rows, i0 + kTile);
     for (std::size_t j0 = 0; j0 < cols; j0 += kTile) {
       const std::size_t j1 = std::min(cols, j0 + kTile);
-      for (std::size_t j = j0; j < j1; ++j) {
+      std::size_t j = j0;
+      if constexpr (kBlock != 0) {
+        if (in_registers) {
+          const std::size_t blocked_rows = i0 + (i1 - i0) / kBlock * kBlock;
+          for (; j + kBlock <= j1; j += kBlock) {
+            for (std::size_t i = i0; i < blocked_rows; i += kBlock) {
+              transpose_block(src + i * cols + j, cols, dst + j * rows + i, rows);
+            }
+            for (std::size_t jj = j; jj < j + kBlock; ++jj) {
+              for (std::size_t i = blocked_rows; i < i1; ++i)
+                dst[jj * rows + i] = src[i * cols + jj];
+            }
+          }
+        }
+      }
+      for (; j < j1; ++j) {
         for (std::size_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * cols + j];
       }
     }
