@@ -168,7 +168,7 @@ class BufferPool {
         trim();
         return nullptr;
       }
-      it->second.taken = true;
+      it->second.used = true;
       large_bytes_ -= bytes;
     }
     if (buffer != nullptr) cached_ -= bytes;
@@ -236,9 +236,8 @@ class BufferPool {
     if (large_bytes_ < bytes_after_trim_ + kTrimStep) return;
     std::size_t freed = 0;
     for (auto it = large_.begin(); it != large_.end();) {
-      if (it->second.taken || it->second.fresh) {
-        it->second.taken = false;
-        it->second.fresh = false;
+      if (it->second.used) {
+        it->second.used = false;
         ++it;
       } else {
         freed += free_all(it->second.buffers, it->first);
@@ -252,8 +251,8 @@ class BufferPool {
 
   struct LargeList {
     std::vector<void*> buffers;
-    bool taken = false;  // since the last trim
-    bool fresh = true;   // first freed since the last trim
+    // Taken, or first freed (the list is new), since the last trim.
+    bool used = true;
   };
   std::mutex mutex_;
   SmallLists small_;

@@ -3,10 +3,11 @@
 #include "kernels/pooling.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
+
+#include "kernels/extremum.hpp"
 
 namespace tapegrad::detail {
 
@@ -79,24 +80,18 @@ void max_pool_forward(const ConvGeometry& g, const T* x, T* out, std::int64_t* a
           std::fill(winner.begin(), winner.end(), Tap(0));
           return;
         }
-        // Strictly greater: the first maximum in window order wins a tie. A NaN compares
-        // false both ways, so it is taken explicitly (as reduce_max and TF's MaxPool do);
-        // once out holds a NaN nothing replaces it, so the first NaN is the argmax. Selects,
-        // not branches, so that the channel loop vectorizes.
         T* __restrict best = out + o;
         const T* __restrict v = x + i;
         if (argmax == nullptr) {
           for (std::size_t k = 0; k < c; ++k) {
-            const bool take = v[k] > best[k] || (v[k] != v[k] && best[k] == best[k]);
-            best[k] = take ? v[k] : best[k];
+            best[k] = replaces_extremum<true>(v[k], best[k]) ? v[k] : best[k];
           }
           return;
         }
         Tap* __restrict won = winner.data();
         for (std::size_t k = 0; k < c; ++k) {
           const T value = v[k], current = best[k];
-          // Bitwise, not short-circuit: one mask for both selects.
-          const bool take = (value > current) | ((value != value) & (current == current));
+          const bool take = replaces_extremum<true>(value, current);
           best[k] = take ? value : current;
           won[k] = take ? tap : won[k];
         }

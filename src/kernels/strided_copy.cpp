@@ -42,6 +42,34 @@ inline void transpose_block(const double* src, std::size_t src_stride, double* d
 }
 #endif
 
+// The tile rows [i0, i1) x columns [j0, j1) of src [rows, cols] into dst [cols, rows] through
+// transpose_block, as many whole block columns as fit; returns the first column left to copy
+// (j0 where no blocks apply: other dtypes, no SSE2).
+template <class T>
+std::size_t transpose_tile_in_blocks(const T* src, std::size_t rows, std::size_t cols,
+                                     std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1,
+                                     T* dst) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    constexpr std::size_t kBlock = 16 / sizeof(T);
+    const std::size_t blocked_rows = i0 + (i1 - i0) / kBlock * kBlock;
+    std::size_t j = j0;
+    for (; j + kBlock <= j1; j += kBlock) {
+      for (std::size_t i = i0; i < blocked_rows; i += kBlock) {
+        transpose_block(src + i * cols + j, cols, dst + j * rows + i, rows);
+      }
+      for (std::size_t column = j; column < j + kBlock; ++column) {
+        for (std::size_t i = blocked_rows; i < i1; ++i)
+          dst[column * rows + i] = src[i * cols + column];
+      }
+    }
+    return j;
+  }
+#endif
+  (void)src, (void)rows, (void)cols, (void)i0, (void)i1, (void)j1, (void)dst;  // no blocks
+  return j0;
+}
+
 // dst [cols, rows] = the transpose of src [rows, cols], in square tiles: a row-by-row walk
 // reads one input element per cache line when both sides are long (a tall Jacobian's
 // [26, 3N] -> [3N, 26]). Float and double tiles go through SSE registers in 16-byte blocks
@@ -51,33 +79,13 @@ inline void transpose_block(const double* src, std::size_t src_stride, double* d
 template <class T>
 void transpose_matrix(const T* src, std::size_t rows, std::size_t cols, T* dst) {
   constexpr std::size_t kTile = 16;
-#if defined(__SSE2__)
-  constexpr std::size_t kBlock =
-      std::is_same_v<T, float> || std::is_same_v<T, double> ? 16 / sizeof(T) : 0;
-  [[maybe_unused]] const bool in_registers = kBlock != 0 && (rows * sizeof(T)) % 4096 != 0;
-#else
-  constexpr std::size_t kBlock = 0;
-  [[maybe_unused]] const bool in_registers = false;
-#endif
+  const bool in_blocks = (rows * sizeof(T)) % 4096 != 0;
   for (std::size_t i0 = 0; i0 < rows; i0 += kTile) {
     const std::size_t i1 = std::min(rows, i0 + kTile);
     for (std::size_t j0 = 0; j0 < cols; j0 += kTile) {
       const std::size_t j1 = std::min(cols, j0 + kTile);
-      std::size_t j = j0;
-      if constexpr (kBlock != 0) {
-        if (in_registers) {
-          const std::size_t blocked_rows = i0 + (i1 - i0) / kBlock * kBlock;
-          for (; j + kBlock <= j1; j += kBlock) {
-            for (std::size_t i = i0; i < blocked_rows; i += kBlock) {
-              transpose_block(src + i * cols + j, cols, dst + j * rows + i, rows);
-            }
-            for (std::size_t jj = j; jj < j + kBlock; ++jj) {
-              for (std::size_t i = blocked_rows; i < i1; ++i)
-                dst[jj * rows + i] = src[i * cols + jj];
-            }
-          }
-        }
-      }
+      std::size_t j =
+          in_blocks ? transpose_tile_in_blocks(src, rows, cols, i0, i1, j0, j1, dst) : j0;
       for (; j < j1; ++j) {
         for (std::size_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * cols + j];
       }

@@ -275,17 +275,18 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
 // dz = sum(softmax * dx) over each group, softmax = exp(x - lse).
 static Tangents logsumexp_tangent(const ForwardContext& op, const Tangents& tangents) {
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    const Tensor softmax = exp(subtract(op.inputs[0], detail::output_broadcast_to_input(op)));
+    const Tensor softmax = exp(subtract(op.inputs[0], detail::output_with_kept_axes(op)));
     return detail::sum_over_reduced_axes(op, multiply(softmax, dx));
   });
 }
 
 // d lse / d x = exp(x - lse): a softmax over the reduced axes. Reading lse from the output
-// keeps it differentiable for higher orders.
+// keeps it differentiable for higher orders. lse and g broadcast inside the subtract and the
+// multiply, not as copies of x's size first.
 static Grads logsumexp_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
-  const Tensor softmax = exp(subtract(x, detail::broadcast_to_input(op, op.outputs()[0])));
-  return {multiply(detail::broadcast_to_input(op, g[0]), softmax)};
+  const Tensor softmax = exp(subtract(x, detail::with_kept_axes(op, op.outputs()[0])));
+  return {multiply(detail::with_kept_axes(op, g[0]), softmax)};
 }
 
 }  // namespace tapegrad

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise.hpp"
+#include "kernels/extremum.hpp"
 #include "ops/batching_support.hpp"
 #include "ops/forward_rule_support.hpp"
 #include "ops/op_support.hpp"
@@ -31,12 +32,7 @@ TAPEGRAD_BUILTIN_OP(min_op) =
 // branch: the fold is exactly associative, so the kernel interleaves accumulators.
 template <bool IsMax, class T>
 static T pick(T acc, T v) {
-  const bool better = IsMax ? v > acc : v < acc;
-  if constexpr (std::is_floating_point_v<T>) {
-    return (acc == acc) & (better | (v != v)) ? v : acc;
-  } else {
-    return better ? v : acc;
-  }
+  return detail::replaces_extremum<IsMax>(v, acc) ? v : acc;
 }
 
 // The fold as reduce_axes takes it, with a contiguous run folded in eight independent lanes:

@@ -79,12 +79,18 @@ inline Shape reduction_kept_shape(const OpContext& op) {
   return keepdims_shape(op.input_shape(0), reduction_axes(op));
 }
 
-// A tensor of the reduction's output shape (keepdims or not), reshaped to the kept shape and
-// broadcast over the reduced axes to the input's shape. Differentiable.
-inline Tensor broadcast_to_input(const OpContext& op, const Tensor& reduced) {
+// A tensor of the reduction's output shape (keepdims or not), reshaped to the kept shape: an
+// operand that a binary op with an input-shaped one broadcasts as it goes, with no input-sized
+// copy. Differentiable.
+inline Tensor with_kept_axes(const OpContext& op, const Tensor& reduced) {
   const Shape kept = reduction_kept_shape(op);
-  return broadcast_to(reshape(reduced, std::vector<std::int64_t>(kept.begin(), kept.end())),
-                      op.input_shape(0));
+  return reshape(reduced, std::vector<std::int64_t>(kept.begin(), kept.end()));
+}
+
+// The same broadcast over the reduced axes to the input's shape (a gradient must have it).
+// Differentiable.
+inline Tensor broadcast_to_input(const OpContext& op, const Tensor& reduced) {
+  return broadcast_to(with_kept_axes(op, reduced), op.input_shape(0));
 }
 
 // In a forward rule: the axes the reduction recorded, as the public ops take them.
@@ -98,13 +104,12 @@ inline Tensor sum_over_reduced_axes(const ForwardContext& op, const Tensor& t) {
   return reduce_sum(t, reduction_axes(op), op.attrs().get_bool("keepdims"));
 }
 
-// In a forward rule: the output broadcast back over the reduced axes to the input's shape.
-inline Tensor output_broadcast_to_input(const ForwardContext& op) {
-  const Shape& input = op.inputs[0].shape();
+// In a forward rule: the output with the reduced axes kept as 1 (see with_kept_axes).
+inline Tensor output_with_kept_axes(const ForwardContext& op) {
   const auto axes = reduction_axes(op);
-  const Shape kept = keepdims_shape(input, std::vector<std::size_t>(axes.begin(), axes.end()));
-  return broadcast_to(reshape(op.outputs[0], std::vector<std::int64_t>(kept.begin(), kept.end())),
-                      input);
+  const Shape kept =
+      keepdims_shape(op.inputs[0].shape(), std::vector<std::size_t>(axes.begin(), axes.end()));
+  return reshape(op.outputs[0], std::vector<std::int64_t>(kept.begin(), kept.end()));
 }
 
 }  // namespace tapegrad::detail
