@@ -79,3 +79,33 @@ TEST_CASE("try_emplace keeps the first value, assign overwrites") {
   CHECK_FALSE(map.contains(42));
   CHECK(map.size() == 0);
 }
+
+TEST_CASE("reset empties the map and keeps its cells, clear starts again from none") {
+  IdMap<std::int32_t> map;
+  for (std::int32_t i = 1; i <= 100; ++i) map.assign(static_cast<std::uint64_t>(i) * 7, i);
+  const std::size_t cells_filled = cells(map);
+  CHECK(cells_filled == 128);
+  map.reset();
+  CHECK(map.size() == 0);
+  CHECK(cells(map) == cells_filled);
+  for (std::int32_t i = 1; i <= 100; ++i)
+    CHECK(map.find(static_cast<std::uint64_t>(i) * 7) == nullptr);
+  // Filled again with other keys: only those are found, with their new values (few enough
+  // that stale keys left by a reset would leave empty cells, so a lookup would end).
+  for (std::int32_t i = 1; i <= 10; ++i) {
+    REQUIRE(map.try_emplace(static_cast<std::uint64_t>(i) * 7 + 1, -i).second);
+  }
+  CHECK(map.size() == 10);
+  CHECK(cells(map) == cells_filled);
+  for (std::int32_t i = 1; i <= 10; ++i) {
+    REQUIRE(map.find(static_cast<std::uint64_t>(i) * 7 + 1) != nullptr);
+    CHECK(*map.find(static_cast<std::uint64_t>(i) * 7 + 1) == -i);
+    CHECK(map.find(static_cast<std::uint64_t>(i) * 7) == nullptr);
+  }
+  map.clear();
+  CHECK(map.size() == 0);
+  map.assign(7, 1);
+  CHECK(cells(map) == 16);
+  CHECK(*map.find(7) == 1);
+  CHECK(map.find(8) == nullptr);
+}

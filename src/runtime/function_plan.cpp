@@ -108,16 +108,16 @@ void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
                                    : trace.value_shape(whole.value);
     bool absorbable = true;
     std::size_t some_run = kNone;
-    offsets.assign(op.outputs.size(), PartRule::kNotAPart);
     for (std::size_t j = 0; j < op.outputs.size() && absorbable; ++j) {
       const std::size_t v = op.outputs[j];
       if (reads[v] == 0) continue;
-      offsets[j] = op.op->part_rule->offset(whole_shape, op.attrs.get(), op.output_shapes(), j);
-      absorbable = reads_by_runs[v] == reads[v] && !read_by_other_shape[v] &&
-                   offsets[j] != PartRule::kNotAPart;
+      absorbable = reads_by_runs[v] == reads[v] && !read_by_other_shape[v];
       if (some_run == kNone) some_run = first_reading_run[v];
     }
-    if (!absorbable || some_run == kNone) continue;
+    if (!absorbable || some_run == kNone ||
+        !op.op->part_rule->starts(whole_shape, op.attrs.get(), op.output_shapes(), offsets)) {
+      continue;
+    }
     if (parts.empty()) parts.resize(trace.num_values());
     run_of_kept[i] = kAbsorbed;
     absorbed_into[i] = some_run;
@@ -209,10 +209,22 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   // A run is one item where its last op is: the ops between its ops that are not its own
   // read none of its values (fusable_runs), so they may run first. A fold of a few rows
   // (FoldRule) is a loop of its own.
+  static_assert(kFoldRows < 256, "a byte holds each kept op's fold rows");
+  std::vector<std::uint8_t> fold_rows_of_kept(kept.size(), 0);
+  std::size_t ops_alone = 0, folds = 0;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (run_of_kept[i] != kNone) continue;
+    ++ops_alone;
+    fold_rows_of_kept[i] =
+        optimize ? static_cast<std::uint8_t>(fold_rows(trace, trace.ops[kept[i]])) : 0;
+    if (fold_rows_of_kept[i] != 0) ++folds;
+  }
+  compiled.items.reserve(runs.size() + ops_alone);
+  compiled.fused.reserve(runs.size() + folds);
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const std::size_t r = run_of_kept[i];
     const TracedOp& op = trace.ops[kept[i]];
-    const std::size_t rows = r == kNone && optimize ? fold_rows(trace, op) : 0;
+    const std::size_t rows = fold_rows_of_kept[i];
     if (rows != 0) {
       compiled.items.push_back({kept[i], kNone, compiled.fused.size()});
       compiled.fused.push_back(fold_loop(op, rows, fold_start(*op.op->fold_rule, op)));
@@ -499,6 +511,7 @@ ArenaCandidates arena_candidates(const FunctionTrace& compiled, const std::vecto
 // The joins loops write in place: per part, the join's output and where the part starts.
 void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
   std::vector<Shape> part_shapes;
+  std::vector<std::size_t> part_starts;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     if (item.fused != ReplayItem::kNone || item.definition->join_rule == nullptr ||
@@ -520,15 +533,12 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
                    c.item_reads[in[e].index] == 1;
       if (absorbable) part_shapes.push_back(compiled.trace.value_shape(in[e].index));
     }
-    if (!absorbable) continue;
-    for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
-      const std::size_t start =
-          item.definition->join_rule->offset(whole_shape, item.attrs, part_shapes, e);
-      absorbable = start != PartRule::kNotAPart;
-      c.start_in_whole[in[e].index] = start;
+    if (!absorbable ||
+        !item.definition->join_rule->starts(whole_shape, item.attrs, part_shapes, part_starts)) {
+      continue;
     }
-    if (!absorbable) continue;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      c.start_in_whole[in[e].index] = part_starts[e];
       c.joined_into[in[e].index] = whole;
       c.in_arena[in[e].index] = 1;
     }

@@ -573,6 +573,44 @@ std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<
   return absorbed_into;
 }
 
+namespace {
+
+struct PendingInstruction {
+  const ElementwiseRule* rule;
+  OperandRef operands[2];
+  OperandRef destination;
+};
+
+// What fuse_run builds a loop with, kept per thread from one run to the next: a trace of small
+// ops has thousands of short runs, and five maps and four lists allocated afresh for each (and
+// the loop's own lists regrown as they filled) were two thirds of fusing GradBench's lstm.
+// The maps are keyed by trace value + 1 (IdMap keeps 0 for an empty cell).
+struct FuseWorkspace {
+  IdMap<std::size_t> last_use;              // trace value -> the last op of the run reading it
+  IdMap<OperandRef> computed;               // trace value -> where it lives
+  IdMap<std::uint32_t> input_of;            // trace value -> input number
+  IdMap<std::uint32_t> constant_input_of;   // tensor id -> input
+  IdMap<std::uint32_t> gather_input_of;     // trace value of a gather's output -> params input
+  std::vector<std::uint32_t> free_scratch;  // scratch blocks no later op of the run reads
+  std::vector<PendingInstruction> pending;
+  std::vector<TracedInput> inputs;
+  std::vector<FusedElementwise::InputRead> reads;
+
+  void reset() {
+    last_use.reset();
+    computed.reset();
+    input_of.reset();
+    constant_input_of.reset();
+    gather_input_of.reset();
+    free_scratch.clear();
+    pending.clear();
+    inputs.clear();
+    reads.clear();
+  }
+};
+
+}  // namespace
+
 FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
                           const std::vector<bool>& read_outside,
@@ -585,11 +623,12 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
       batch == 0 ? first.output_shapes()[0] : with_batch_axis(batch, first.output_shapes()[0]);
   fused.elements = num_elements(fused.shape);
 
+  thread_local FuseWorkspace workspace;
+  workspace.reset();
+  auto& [last_use, computed, input_of, constant_input_of, gather_input_of, free_scratch, pending,
+         inputs, reads] = workspace;
   // The last op of the run that reads each value the run computes.
-  // Flat maps keyed by trace value + 1 (IdMap keeps 0 for an empty cell): a trace of small ops
-  // has thousands of short runs, and a node-based map per run was most of its planning.
   const auto key = [](std::size_t value) { return static_cast<std::uint64_t>(value) + 1; };
-  IdMap<std::size_t> last_use;
   for (std::size_t i : run) {
     const TracedOp& op = trace.ops[kept[i]];
     for (const TracedInput& in : op.inputs) {
@@ -597,24 +636,19 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     }
   }
 
-  IdMap<OperandRef> computed;              // trace value -> where it lives
-  IdMap<std::uint32_t> input_of;           // trace value -> input number
-  IdMap<std::uint32_t> constant_input_of;  // tensor id -> input
-  std::vector<std::uint32_t> free_scratch;
-  IdMap<std::uint32_t> gather_input_of;  // trace value of a gather's output -> params input
   const auto add_input = [&](const TracedInput& in) {
-    fused.inputs.push_back(in);
+    inputs.push_back(in);
     // A batched traced value has the run's shape (fusable): read as it is.
-    fused.reads.push_back(batch != 0 && in.value != TracedInput::kConstant
-                              ? FusedElementwise::InputRead{0, false}
-                              : *broadcast_read(shape_of(trace, in), fused.shape));
+    reads.push_back(batch != 0 && in.value != TracedInput::kConstant
+                        ? FusedElementwise::InputRead{0, false}
+                        : *broadcast_read(shape_of(trace, in), fused.shape));
   };
   const auto operand_for = [&](const TracedInput& in) -> OperandRef {
     if (in.value != TracedInput::kConstant) {
       if (const OperandRef* where = computed.find(key(in.value))) return *where;
       if (gathered_by[in.value] != kNoGather) {
-        auto [slot, added] = gather_input_of.try_emplace(
-            key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
+        auto [slot, added] =
+            gather_input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(inputs.size()));
         if (added) {
           const TracedOp& gather = trace.ops[gathered_by[in.value]];
           FusedElementwise::InputRead params_read;
@@ -622,43 +656,37 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
           // Batched params have the batch axis in front of the gather's own axes.
           params_read.gather_axis =
               static_cast<std::size_t>(gather.attrs->get_int("axis")) + (batch != 0 ? 1 : 0);
-          fused.inputs.push_back(gather.inputs[0]);
-          fused.reads.push_back(params_read);
+          inputs.push_back(gather.inputs[0]);
+          reads.push_back(params_read);
           FusedElementwise::InputRead indices_read;
           indices_read.indices_only = true;
-          fused.inputs.push_back(gather.inputs[1]);
-          fused.reads.push_back(indices_read);
+          inputs.push_back(gather.inputs[1]);
+          reads.push_back(indices_read);
         }
         return {OperandRef::Kind::Input, *slot};
       }
       auto [slot, added] =
-          input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(fused.inputs.size()));
+          input_of.try_emplace(key(in.value), static_cast<std::uint32_t>(inputs.size()));
       if (added) {
         const PartOf* part = parts != nullptr ? &(*parts)[in.value] : nullptr;
         if (part != nullptr && part->op != PartOf::kNoPart) {
           // A part of the op's input with the run's shape: its elements in place.
-          fused.inputs.push_back(trace.ops[part->op].inputs[0]);
+          inputs.push_back(trace.ops[part->op].inputs[0]);
           FusedElementwise::InputRead read;
           read.offset = part->offset;
-          fused.reads.push_back(read);
+          reads.push_back(read);
         } else {
           add_input(in);
         }
       }
       return {OperandRef::Kind::Input, *slot};
     }
-    auto [slot, added] = constant_input_of.try_emplace(
-        in.constant.id(), static_cast<std::uint32_t>(fused.inputs.size()));
+    auto [slot, added] =
+        constant_input_of.try_emplace(in.constant.id(), static_cast<std::uint32_t>(inputs.size()));
     if (added) add_input(in);
     return {OperandRef::Kind::Input, *slot};
   };
 
-  struct PendingInstruction {
-    const ElementwiseRule* rule;
-    OperandRef operands[2];
-    OperandRef destination;
-  };
-  std::vector<PendingInstruction> pending;
   for (std::size_t i : run) {
     const TracedOp& op = trace.ops[kept[i]];
     PendingInstruction instruction{op.op->elementwise_rule->for_elements(fused.elements), {}, {}};
@@ -696,6 +724,9 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     pending.push_back(instruction);
   }
 
+  fused.inputs.assign(inputs.begin(), inputs.end());
+  fused.reads.assign(reads.begin(), reads.end());
+  inputs.clear();  // the workspace holds no constant past the call
   const auto input_count = static_cast<std::uint32_t>(fused.inputs.size());
   const auto scratch = static_cast<std::uint32_t>(fused.scratch_blocks);
   const auto number = [&](const OperandRef& ref) -> std::uint32_t {
@@ -709,6 +740,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
     }
     return 0;
   };
+  fused.program.reserve(pending.size());
   for (const PendingInstruction& p : pending) {
     fused.program.push_back({p.rule,
                              {number(p.operands[0]), number(p.operands[1])},

@@ -9,6 +9,7 @@
 // after its entries).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -62,6 +63,12 @@ class IdMap {
     size_ = 0;
     mask_ = 0;
     shift_ = 64;
+  }
+  // Empties the map but keeps its cells, for a map filled and emptied many times over
+  // (after clear() the next key starts again from 16 cells).
+  void reset() {
+    std::fill(keys_.begin(), keys_.end(), 0);
+    size_ = 0;
   }
   void reserve(std::size_t n) {
     while (n * 8 > keys_.size() * 7) grow();

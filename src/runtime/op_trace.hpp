@@ -19,6 +19,7 @@
 #include "runtime/inline_vector.hpp"
 #include "runtime/op_definition.hpp"
 #include "runtime/recording.hpp"
+#include "runtime/segmented_vector.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/variable.hpp"
@@ -63,7 +64,7 @@ struct TracedOp {
 };
 
 static_assert(std::is_nothrow_move_constructible_v<TracedOp>,
-              "a trace's vector of ops moves them when it grows");
+              "a trace's first segment of ops moves them when it grows");
 
 // C++ code a Function replays as it is, on the replayed values of its inputs: an optimizer's
 // update (run_host_step).
@@ -84,7 +85,7 @@ struct TraceStep {
 };
 
 struct OpTrace {
-  std::vector<TracedOp> ops;
+  SegmentedVector<TracedOp> ops;
   bool placeholders = false;  // its inputs stand for no value (computing_on_placeholders)
   bool for_function = false;  // a Function's trace: it keeps steps
   std::vector<TraceStep> steps;
@@ -135,7 +136,7 @@ struct OpTrace {
     const OutputSignature* signature;
     std::size_t output;
   };
-  std::vector<ValueSource> values_;
+  SegmentedVector<ValueSource, 12> values_;
   std::vector<std::unique_ptr<OutputSignature>> signatures_;
   // A signature's hash -> the signatures with that hash.
   std::unordered_multimap<std::size_t, const OutputSignature*> signature_by_hash_;

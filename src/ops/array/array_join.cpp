@@ -36,18 +36,23 @@ static void require_values(const char* op, const std::vector<Tensor>& values) {
 
 // Split's part rule and concat's join rule: with only 1s before the axis, the parts follow
 // one another in the whole's row-major elements (split's input, concat's output).
-static std::size_t part_offset_along_axis(const Shape& whole, const Attrs* attrs,
-                                          const std::vector<Shape>& parts, std::size_t j) {
-  if (attrs == nullptr || !attrs->has("axis")) return detail::PartRule::kNotAPart;
+static bool part_starts_along_axis(const Shape& whole, const Attrs* attrs,
+                                   const std::vector<Shape>& parts,
+                                   std::vector<std::size_t>& starts) {
+  if (attrs == nullptr || !attrs->has("axis")) return false;
   const auto axis = static_cast<std::size_t>(attrs->get_int("axis"));
   for (std::size_t d = 0; d < axis; ++d) {
-    if (whole[d] != 1) return detail::PartRule::kNotAPart;
+    if (whole[d] != 1) return false;
   }
+  starts.resize(parts.size());
   std::size_t offset = 0;
-  for (std::size_t i = 0; i < j; ++i) offset += num_elements(parts[i]);
-  return offset;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    starts[i] = offset;
+    offset += num_elements(parts[i]);
+  }
+  return true;
 }
-static constexpr detail::PartRule parts_along_axis{part_offset_along_axis};
+static constexpr detail::PartRule parts_along_axis{part_starts_along_axis};
 
 // ---- ConcatV2 (and stack) ---------------------------------------------------------------
 
