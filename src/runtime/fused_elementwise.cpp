@@ -655,7 +655,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
           params_read.gather = gather.op->gather_rule;
           // Batched params have the batch axis in front of the gather's own axes.
           params_read.gather_axis =
-              static_cast<std::size_t>(gather.attrs->get_int("axis")) + (batch != 0 ? 1 : 0);
+              static_cast<std::uint32_t>(gather.attrs->get_int("axis") + (batch != 0 ? 1 : 0));
           inputs.push_back(gather.inputs[0]);
           reads.push_back(params_read);
           FusedElementwise::InputRead indices_read;

@@ -27,12 +27,13 @@ struct FusedElementwise {
   // An input may also stand for a gather's output that the loop reads from the gather's params
   // (this input, `gather` set) and indices (the next input, `indices_only`), rows along
   // `gather_axis`: the gather itself does not run, its rule checks the indices.
+  // 32 bytes: a replay of thousands of short loops reads each loop's reads from memory.
   struct InputRead {
     std::size_t period = 0;
     bool expanded = false;
-    const GatherRule* gather = nullptr;
-    std::size_t gather_axis = 0;
     bool indices_only = false;
+    std::uint32_t gather_axis = 0;
+    const GatherRule* gather = nullptr;
     // Elements of the input to skip: the loop reads a part of it (an output of an op with a
     // PartRule, of the run's shape) in place.
     std::size_t offset = 0;

@@ -54,7 +54,7 @@ struct OutputSignature {
 };
 
 struct TracedOp {
-  const OpDefinition* op;
+  const OpDefinition* op = nullptr;
   std::shared_ptr<const Attrs> attrs;  // null when the op recorded none
   InlineVector<TracedInput, 3> inputs;
   InlineVector<std::size_t, 2> outputs;        // value indices

@@ -26,14 +26,17 @@ class SegmentedVector {
     return segments_[i >> SegmentLog2][i & (kSegment - 1)];
   }
 
-  void push_back(T value) {
+  void push_back(T value) { emplace_back() = std::move(value); }
+  // A default-constructed element at the end, to be filled in place.
+  T& emplace_back() {
     const std::size_t segment = size_ >> SegmentLog2;
     if (segment == segments_.size()) {
       segments_.emplace_back();
       if (segment != 0) segments_.back().reserve(kSegment);
     }
-    segments_[segment].push_back(std::move(value));
+    T& added = segments_[segment].emplace_back();
     ++size_;
+    return added;
   }
 
   class const_iterator {
