@@ -50,6 +50,8 @@ TEST_CASE("InlineVector: copies are independent, equality compares the elements"
     InlineVector<std::string, 3> moved = std::move(b);
     CHECK(moved[0] == "changed");
     CHECK(moved.size() == count);
+    CHECK(b.empty());  // NOLINT(bugprone-use-after-move): a moved-from vector is empty
+    CHECK(b.begin() == b.end());
     b = a;  // a moved-from vector takes a new value
     CHECK(b == a);
     InlineVector<std::string, 3> shorter;

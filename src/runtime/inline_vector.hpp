@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace tapegrad::detail {
 
 // The part of std::vector's interface the traces use. Elements past N move, all of them, to
 // a std::vector; N elements are default-constructed inline (T must be cheap to default-construct).
+// The heap part is held by pointer: 8 bytes where an empty std::vector took 24, in each of a
+// traced op's two lists (a trace of 55,000 ops held 1.7 MB of empty vectors).
 template <class T, std::size_t N>
 class InlineVector {
  public:
@@ -21,10 +24,31 @@ class InlineVector {
   using iterator = T*;
   using const_iterator = const T*;
 
+  InlineVector() = default;
+  InlineVector(const InlineVector& other)
+      : inline_(other.inline_),
+        heap_(other.heap_ != nullptr ? std::make_unique<std::vector<T>>(*other.heap_) : nullptr),
+        size_(other.size_) {}
+  InlineVector& operator=(const InlineVector& other) {
+    if (this != &other) *this = InlineVector(other);
+    return *this;
+  }
+  InlineVector(InlineVector&& other) noexcept
+      : inline_(std::move(other.inline_)),
+        heap_(std::move(other.heap_)),
+        size_(std::exchange(other.size_, 0)) {}
+  InlineVector& operator=(InlineVector&& other) noexcept {
+    inline_ = std::move(other.inline_);
+    heap_ = std::move(other.heap_);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
+  ~InlineVector() = default;
+
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  T* data() { return size_ > N ? heap_.data() : inline_.data(); }
-  const T* data() const { return size_ > N ? heap_.data() : inline_.data(); }
+  T* data() { return size_ > N ? heap_->data() : inline_.data(); }
+  const T* data() const { return size_ > N ? heap_->data() : inline_.data(); }
   T* begin() { return data(); }
   T* end() { return data() + size_; }
   const T* begin() const { return data(); }
@@ -37,7 +61,7 @@ class InlineVector {
   const T& back() const { return data()[size_ - 1]; }
 
   void reserve(std::size_t n) {
-    if (n > N) heap_.reserve(n);
+    if (n > N) heap().reserve(n);
   }
   T& emplace_back() { return push_back(T()); }
   T& push_back(T value) {
@@ -45,14 +69,15 @@ class InlineVector {
       inline_[size_] = std::move(value);
       return inline_[size_++];
     }
+    std::vector<T>& elements = heap();
     if (size_ == N) {
-      heap_.reserve(2 * N + 1);
-      for (T& element : inline_) heap_.push_back(std::move(element));
+      elements.reserve(2 * N + 1);
+      for (T& element : inline_) elements.push_back(std::move(element));
       inline_ = {};
     }
-    heap_.push_back(std::move(value));
+    elements.push_back(std::move(value));
     ++size_;
-    return heap_.back();
+    return elements.back();
   }
 
   friend bool operator==(const InlineVector& a, const InlineVector& b) {
@@ -65,8 +90,13 @@ class InlineVector {
   friend bool operator!=(const InlineVector& a, const InlineVector& b) { return !(a == b); }
 
  private:
+  std::vector<T>& heap() {
+    if (heap_ == nullptr) heap_ = std::make_unique<std::vector<T>>();
+    return *heap_;
+  }
+
   std::array<T, N> inline_{};
-  std::vector<T> heap_;
+  std::unique_ptr<std::vector<T>> heap_;
   std::size_t size_ = 0;
 };
 

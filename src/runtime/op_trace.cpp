@@ -51,7 +51,7 @@ void append(OpTrace& trace, const OpDefinition& op, OpInputs inputs, OpOutputs o
   }
   if (all_outputs_traced) return;
 
-  // Built in place: a traced op is 184 bytes, with no temporary to move in.
+  // Built in place: a traced op is 152 bytes, with no temporary to move in.
   TracedOp& traced = trace.ops.emplace_back();
   traced.op = &op;
   if (attrs != nullptr) traced.attrs = std::make_shared<const Attrs>(*attrs);

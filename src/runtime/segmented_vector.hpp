@@ -1,7 +1,7 @@
 // A vector that grows by fixed segments instead of regrowing into one buffer. A Function's
 // trace appends tens of thousands of ops: a std::vector of them regrew into fresh memory at
 // each doubling, moving every op and touching twice the pages the ops need (GradBench's lstm,
-// 55,000 ops of 184 bytes: 15 % of its first call).
+// 55,000 ops of 184 bytes then: 15 % of its first call).
 #pragma once
 
 #include <cstddef>
