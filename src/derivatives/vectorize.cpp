@@ -61,7 +61,7 @@ TracedCall trace_call(const BatchFunction& fn, const std::vector<Tensor>& slices
     call.outputs.push_back(std::move(where));
   }
   if (keep_results) call.results = std::move(outputs);
-  call.trace.value_of_id = IdMap<std::size_t>();
+  call.trace.value_of_id = IdMap<std::uint32_t>();
   return call;
 }
 

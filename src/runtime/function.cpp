@@ -209,7 +209,7 @@ struct FunctionState {
       compiled->trace = OpTrace();
       compiled->results.clear();
     }
-    trace.value_of_id = IdMap<std::size_t>();  // only needed while tracing
+    trace.value_of_id = IdMap<std::uint32_t>();  // only needed while tracing
     keep(signature, std::move(compiled));
     return results;
   }

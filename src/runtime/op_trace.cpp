@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "runtime/tensor_impl.hpp"
@@ -138,13 +140,16 @@ std::size_t OpTrace::add_value(const Tensor& t) { return add_value(t, signature_
 std::size_t OpTrace::add_value(const Tensor& t, const OutputSignature& signature,
                                std::size_t output) {
   const std::size_t v = values_.size();
-  value_of_id.assign(t.id(), v);
+  if (v >= std::numeric_limits<std::uint32_t>::max()) {
+    throw ResourceExhausted("tracing: more than 4,294,967,294 traced values in one trace");
+  }
+  value_of_id.assign(t.id(), static_cast<std::uint32_t>(v));
   values_.push_back({&signature, output});
   return v;
 }
 
 std::size_t OpTrace::value_of(const Tensor& t) const {
-  const std::size_t* v = value_of_id.find(t.id());
+  const std::uint32_t* v = value_of_id.find(t.id());
   return v == nullptr ? TracedInput::kConstant : *v;
 }
 
