@@ -625,8 +625,16 @@ FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& 
 
   thread_local FuseWorkspace workspace;
   workspace.reset();
-  auto& [last_use, computed, input_of, constant_input_of, gather_input_of, free_scratch, pending,
-         inputs, reads] = workspace;
+  // Named references, not a structured binding: C++17 lambdas cannot capture those.
+  IdMap<std::size_t>& last_use = workspace.last_use;
+  IdMap<OperandRef>& computed = workspace.computed;
+  IdMap<std::uint32_t>& input_of = workspace.input_of;
+  IdMap<std::uint32_t>& constant_input_of = workspace.constant_input_of;
+  IdMap<std::uint32_t>& gather_input_of = workspace.gather_input_of;
+  std::vector<std::uint32_t>& free_scratch = workspace.free_scratch;
+  std::vector<PendingInstruction>& pending = workspace.pending;
+  std::vector<TracedInput>& inputs = workspace.inputs;
+  std::vector<FusedElementwise::InputRead>& reads = workspace.reads;
   // The last op of the run that reads each value the run computes.
   const auto key = [](std::size_t value) { return static_cast<std::uint64_t>(value) + 1; };
   for (std::size_t i : run) {
