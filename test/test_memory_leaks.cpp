@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/buffer_cache.hpp"
 #include "kernels/impl_blocks.hpp"
 #include "support.hpp"
 
@@ -35,17 +36,18 @@ constexpr int kScale = 10;
 constexpr int kScale = 1;
 #endif
 
-// Bytes handed out by the allocator and not yet freed.
-// What the allocator has handed out, less the buffers tapegrad's cache holds for reuse (they
-// are free from the program's point of view: docs/guide.md, "Memory").
+// What the allocator and the buffer cache's own mappings have handed out, less the buffers
+// tapegrad's cache holds for reuse (they are free from the program's point of view:
+// docs/guide.md, "Memory").
 std::size_t heap_in_use() {
   // What the caches hold is not in use: element buffers, and freed tensor handles.
   const std::size_t cached = memory_stats().bytes_cached + detail::impl_blocks_cached();
+  const std::size_t mapped = detail::buffer_bytes_mapped();
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
-  return __sanitizer_get_current_allocated_bytes() - cached;
+  return __sanitizer_get_current_allocated_bytes() + mapped - cached;
 #else
   const struct mallinfo2 info = mallinfo2();
-  return info.uordblks + info.hblkhd - cached;
+  return info.uordblks + info.hblkhd + mapped - cached;
 #endif
 }
 

@@ -3,6 +3,7 @@
 // (test/consumer/, run by scripts/test.sh under several -march) check the same from outside.
 // Then the buffer cache behind the storage (include/tapegrad/memory.hpp): reuse, the figures,
 // release (buffers that cross threads: test_thread_stress, which CI runs under TSan).
+#include "kernels/buffer_cache.hpp"
 #include "support.hpp"
 
 #include <cmath>
@@ -273,6 +274,31 @@ TEST_CASE("release_cached_memory hands cached buffers back to the system") {
   const Tensor again = zeros({bytes / sizeof(double)});
   CHECK(memory_stats().system_allocations == released.system_allocations + 1);
 }
+
+#if defined(__linux__)
+TEST_CASE("a buffer of 2 MiB or more is a mapping of its own, on a huge-page boundary") {
+  release_cached_memory();
+  const std::size_t mapped_before = detail::buffer_bytes_mapped();
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  const std::size_t bytes = 3 * (std::size_t{1} << 20) + 40;  // 3 MiB and a little
+  const std::size_t page_rounded = (class_bytes_of(bytes) + 4095) / 4096 * 4096;
+  void* buffer = detail::acquire_buffer(bytes);
+  CHECK(reinterpret_cast<std::uintptr_t>(buffer) % kHugePage == 0);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + page_rounded);
+  static_cast<char*>(buffer)[bytes - 1] = 1;  // the last byte is the buffer's
+  // Below 2 MiB, malloc's memory: nothing more mapped.
+  void* smaller = detail::acquire_buffer(kHugePage - 64);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + page_rounded);
+  detail::release_buffer(smaller, kHugePage - 64);
+  detail::release_buffer(buffer, bytes);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + page_rounded);  // cached, still mapped
+  void* again = detail::acquire_buffer(bytes);
+  CHECK(again == buffer);
+  detail::release_buffer(again, bytes);
+  release_cached_memory();
+  CHECK(detail::buffer_bytes_mapped() == mapped_before);  // unmapped
+}
+#endif
 
 // 40 sizes of about 2 MiB each (the kept tensors of a one-shot tape), made and freed.
 static void make_one_off_sizes(std::size_t first_elements) {
