@@ -1,5 +1,5 @@
-// gmm: ADBench's Gaussian mixture log-posterior, on whole arrays: the k×n×d centred data,
-// one batched matmul for every Q_k (x_i − μ_k), logsumexp over the components.
+// gmm: ADBench's Gaussian mixture log-posterior, on whole arrays: one batched matmul for every
+// Q_k x_i, less Q_k μ_k, logsumexp over the components.
 #include <cmath>
 
 #include "evals/evals.hpp"
@@ -48,9 +48,11 @@ Tensor gmm_objective(const GmmParameters& p, const GmmData& data) {
   const Tensor lower = reshape(gather(padded_l, lower_triangle_positions(d), 1), {k64, d64, d64});
   const Tensor q_matrices = expand_dims(diagonal, 2) * identity_matrix(d) + lower;
 
-  // β_ki = α_k + Σ_j q_kj − ½ ‖Q_k (x_i − μ_k)‖².
-  const Tensor centred = expand_dims(data.x, 0) - expand_dims(p.mu, 1);  // [k, n, d]
-  const Tensor transformed = matmul(centred, q_matrices, false, true);   // [k, n, d]
+  // β_ki = α_k + Σ_j q_kj − ½ ‖Q_k (x_i − μ_k)‖², with Q_k (x_i − μ_k) = Q_k x_i − Q_k μ_k: the
+  // centred data would be one more [k, n, d] array (and its gradient another).
+  const Tensor transformed_x = matmul(expand_dims(data.x, 0), q_matrices, false, true);  // [k,n,d]
+  const Tensor transformed_mu = matmul(expand_dims(p.mu, 1), q_matrices, false, true);   // [k,1,d]
+  const Tensor transformed = transformed_x - transformed_mu;                            // [k,n,d]
   const Tensor sum_q = reduce_sum(p.q, {1});                             // [k]
   const Tensor beta = expand_dims(p.alpha + sum_q, 1) - 0.5 * reduce_sum(square(transformed), {2});
 
