@@ -52,8 +52,8 @@ Tensor gmm_objective(const GmmParameters& p, const GmmData& data) {
   // centred data would be one more [k, n, d] array (and its gradient another).
   const Tensor transformed_x = matmul(expand_dims(data.x, 0), q_matrices, false, true);  // [k,n,d]
   const Tensor transformed_mu = matmul(expand_dims(p.mu, 1), q_matrices, false, true);   // [k,1,d]
-  const Tensor transformed = transformed_x - transformed_mu;                            // [k,n,d]
-  const Tensor sum_q = reduce_sum(p.q, {1});                             // [k]
+  const Tensor transformed = transformed_x - transformed_mu;                             // [k,n,d]
+  const Tensor sum_q = reduce_sum(p.q, {1});                                             // [k]
   const Tensor beta = expand_dims(p.alpha + sum_q, 1) - 0.5 * reduce_sum(square(transformed), {2});
 
   const double nd = static_cast<double>(n) * static_cast<double>(d);
