@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "../src/runtime/id_map.hpp"
+#include "runtime/id_map.hpp"
 
 using tapegrad::detail::IdMap;
 

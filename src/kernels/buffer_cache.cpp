@@ -471,6 +471,21 @@ void* allocate_from_system(std::size_t bytes) {
 
 std::size_t buffer_class_bytes(std::size_t bytes) noexcept { return rounded_bytes(bytes); }
 
+void* acquire_bookkeeping_block(std::size_t bytes) {
+  if (!is_mapped(bytes)) return ::operator new(bytes);
+  void* block = map_buffer(bytes);
+  if (block == nullptr) throw std::bad_alloc();
+  return block;
+}
+
+void release_bookkeeping_block(void* block, std::size_t bytes) noexcept {
+  if (is_mapped(bytes)) {
+    unmap_buffer(block, bytes);
+  } else {
+    ::operator delete(block);
+  }
+}
+
 std::size_t buffer_bytes_mapped() noexcept {
   return buffer_counters.mapped.load(std::memory_order_relaxed);
 }

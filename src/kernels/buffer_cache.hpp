@@ -1,5 +1,5 @@
-// The buffer cache's size classes, for what counts memory (GradientTape::bytes_held), and the
-// memory it maps itself.
+// The buffer cache's size classes, for what counts memory (GradientTape::bytes_held), the
+// memory it maps itself, and blocks of the same kind for the library's large bookkeeping.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,38 @@ std::size_t buffer_class_bytes(std::size_t bytes) noexcept;
 std::size_t malloc_footprint(std::size_t bytes) noexcept;
 
 // The bytes of the buffers the cache mapped from the system itself (2 MiB and larger, on
-// Linux), in use or cached: memory that malloc's own figures (mallinfo2) do not see.
+// Linux), in use or cached, and of the bookkeeping blocks below: memory that malloc's own
+// figures (mallinfo2) do not see.
 std::size_t buffer_bytes_mapped() noexcept;
+
+// A block for the library's own large bookkeeping (a trace's ops, a hash map's cells): of 2 MiB
+// and more, a mapping of its own on a huge-page boundary as the cache's large buffers (one page
+// fault per 2 MiB instead of 512), else from operator new. Not a buffer: not cached, not in
+// memory_stats(). std::bad_alloc when the system refuses. Give it back with the same `bytes`.
+void* acquire_bookkeeping_block(std::size_t bytes);
+void release_bookkeeping_block(void* block, std::size_t bytes) noexcept;
+
+// A std::allocator for containers that may grow to megabytes: their blocks from
+// acquire_bookkeeping_block.
+template <class T>
+struct BookkeepingAllocator {
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "operator new's alignment");
+  using value_type = T;
+  BookkeepingAllocator() = default;
+  template <class U>
+  BookkeepingAllocator(const BookkeepingAllocator<U>&) noexcept {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) { return static_cast<T*>(acquire_bookkeeping_block(n * sizeof(T))); }
+  void deallocate(T* block, std::size_t n) noexcept {
+    release_bookkeeping_block(block, n * sizeof(T));
+  }
+  template <class U>
+  bool operator==(const BookkeepingAllocator<U>&) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const BookkeepingAllocator<U>&) const noexcept {
+    return false;
+  }
+};
 
 }  // namespace tapegrad::detail

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/buffer_cache.hpp"
+
 namespace tapegrad::detail {
 
 // Tensor ids start at 1, so 0 marks an empty cell.
@@ -79,8 +81,8 @@ class IdMap {
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);  // Fibonacci hashing
   }
   void grow() {
-    std::vector<std::uint64_t> old_keys = std::move(keys_);
-    std::vector<Value> old_values = std::move(values_);
+    Keys old_keys = std::move(keys_);
+    Values old_values = std::move(values_);
     const std::size_t capacity = old_keys.empty() ? 16 : old_keys.size() * 2;
     keys_.assign(capacity, 0);
     values_.assign(capacity, Value());
@@ -93,8 +95,11 @@ class IdMap {
     }
   }
 
-  std::vector<std::uint64_t> keys_;
-  std::vector<Value> values_;
+  // A trace's or a long tape's map reaches megabytes: its cells on huge pages then.
+  using Keys = std::vector<std::uint64_t, BookkeepingAllocator<std::uint64_t>>;
+  using Values = std::vector<Value, BookkeepingAllocator<Value>>;
+  Keys keys_;
+  Values values_;
   std::size_t size_ = 0;
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
