@@ -186,10 +186,19 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
     return static_cast<unsigned>(3.3e6 * sorted[sorted.size() / 2]) + 1;
   };
 
+  // At least 200 kills, and more until they have covered enough ground: 100 rounds and 20
+  // kills during a save (a fixed count of 200 fell short on a busy machine once).
+  constexpr int kMinKills = 200;
+  constexpr int kMaxKills = 1000;
+  constexpr std::int64_t kMinRounds = 100;  // about 1.5 rounds a kill
+  constexpr int kMinKillsMidSave = 20;
   std::mt19937 random(20261127);
   std::int64_t last_round = 0;
   int kills = 0, kills_mid_save = 0;
-  for (int kill = 0; kill < 200; ++kill) {
+  const auto covered = [&] {
+    return kills >= kMinKills && last_round >= kMinRounds && kills_mid_save >= kMinKillsMidSave;
+  };
+  for (int kill = 0; kill < kMaxKills && !covered(); ++kill) {
     {
       Child writer({program, path}, true);
       REQUIRE(writer.wait_for_line());  // restored and saving
@@ -241,7 +250,7 @@ TEST_CASE("a process killed at random moments while saving never loses its last 
   INFO("rounds " << last_round << ", kills " << kills << ", of them during a save "
                  << kills_mid_save << ", one save " << save_seconds[1] << " s, the window "
                  << window_microseconds() << " us");
-  CHECK(kills == 200);
-  CHECK(last_round >= 100);     // the writers kept making progress (about 1.5 rounds a kill)
-  CHECK(kills_mid_save >= 20);  // and many kills hit a save in progress
+  CHECK(kills >= kMinKills);
+  CHECK(last_round >= kMinRounds);            // the writers kept making progress
+  CHECK(kills_mid_save >= kMinKillsMidSave);  // and many kills hit a save in progress
 }
