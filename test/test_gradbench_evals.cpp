@@ -130,7 +130,7 @@ TEST_CASE("gradbench llsq: primal against the sum, gradient against central diff
     expected += inner * inner / 2;
   }
   CHECK(llsq_primal(x, n).item<double>() == Approx(expected).epsilon(1e-12));
-  require_gradient_matches([n](const std::vector<Tensor>& a) { return llsq_primal(a[0], n); }, {x});
+  require_gradient_matches([=](const std::vector<Tensor>& a) { return llsq_primal(a[0], n); }, {x});
   const json gradient =
       run("llsq", "gradient", {{"x", values(x)}, {"n", n}, {"min_runs", 1}, {"min_seconds", 0}});
   CHECK(gradient.size() == 8);
@@ -175,13 +175,11 @@ TEST_CASE(
   }
   tapegrad::testing::require_close(ode_primal(x, steps), {5}, y, 1e-12);
   require_gradient_matches(
-      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); },
-      {x});
+      [=](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); }, {x});
   const json gradient =
       run("ode", "gradient", {{"x", xs}, {"s", steps}, {"min_runs", 1}, {"min_seconds", 0}});
   const GradientCheck check = check_gradient(
-      [steps](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); },
-      {x});
+      [=](const std::vector<Tensor>& a) { return slice(ode_primal(a[0], steps), {4}, {1}); }, {x});
   const auto numerical = values(check.numerical);
   for (std::size_t i = 0; i < 5; ++i)
     CHECK(gradient[i].get<double>() == Approx(numerical[i]).margin(1e-6));

@@ -219,7 +219,9 @@ TEST_CASE("reductions reject bad axes naming the op, the axis and the shape", "[
       {"reduce_max", reduce_max},   {"reduce_min", reduce_min},
       {"reduce_prod", reduce_prod}, {"reduce_logsumexp", reduce_logsumexp}};
   const Tensor x = sample();
-  for (const auto& [name, op] : ops) {
+  for (const auto& entry : ops) {
+    const auto& name = entry.first;
+    const auto& op = entry.second;  // a variable, not a binding: the lambdas below capture it
     INFO(name);
     const std::string out_of_range = message_of<InvalidArgument>([&] { op(x, {2}, false); });
     CHECK_THAT(out_of_range,

@@ -346,7 +346,7 @@ TEST_CASE("a loop whose large buffers add up to more than its peak in use keeps 
   // cache may hold what makes in use + cached reach twice the peak (or 256 MiB).
   release_cached_memory();
   const std::size_t elements = (std::size_t{100} << 20) / sizeof(double);  // 100 MiB
-  const auto step = [elements] {
+  const auto step = [=] {
     {
       const Tensor a = zeros({elements}), b = zeros({elements + 8});  // 200 MiB at once
       CHECK(a.size() + 8 == b.size());

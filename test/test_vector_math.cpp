@@ -89,9 +89,10 @@ bool is_gelu_tanh(VectorFunction f) {
 template <class T, std::size_t... function>
 T scalar_of(VectorFunction f, T v, std::index_sequence<function...>) {
   T result{};
-  ((static_cast<VectorFunction>(function) == f &&
-    (result = detail::scalar_function<static_cast<VectorFunction>(function)>(v), true)) ||
-   ...);
+  static_cast<void>(
+      ((static_cast<VectorFunction>(function) == f &&
+        (result = detail::scalar_function<static_cast<VectorFunction>(function)>(v), true)) ||
+       ...));
   return result;
 }
 template <class T>

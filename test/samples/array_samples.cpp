@@ -451,12 +451,12 @@ MisuseCases array_misuse() {
   misuse(t, "reshape: two -1", [x4] { reshape(x4, {-1, -1}); }, {"reshape", "[4]", "-1"});
   misuse(t, "reshape: entry -2", [x4] { reshape(x4, {-2, 2}); }, {"reshape", "-2", "[4]"});
   misuse(t, "reshape: [2^62 + 1, 4] does not wrap to 4 elements",
-         [x4, two62] {
+         [=] {
            reshape(x4, {two62 + 1, 4});
          },
          {"reshape", "[4]", "[4611686018427387905, 4]", "2^63"});
   misuse(t, "reshape: [2^62, 2^62, 0] of 4 elements",
-         [x4, two62] {
+         [=] {
            reshape(x4, {two62, two62, 0});
          },
          {"reshape", "[4]", "[4611686018427387904, 4611686018427387904, 0]"});

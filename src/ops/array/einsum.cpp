@@ -318,7 +318,11 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
                   dtype_name(operands[i].dtype()));
     }
   }
-  auto [terms, output] = parser.parse();
+  // Named, not a structured binding: the lambdas below capture them, which C++17 allows only
+  // for variables (clang rejects capturing a binding).
+  std::pair<std::vector<Term>, Labels> parsed = parser.parse();
+  std::vector<Term>& terms = parsed.first;
+  const Labels& output = parsed.second;
   // One size per label; a size-1 dimension against a larger one broadcasts (NumPy), which
   // is the same as the dimension being absent from that operand.
   xt::svector<std::pair<Label, std::size_t>, 16> sizes;
