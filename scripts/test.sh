@@ -7,8 +7,10 @@
 #      default flags, -mavx2 and -march=native; a plain g++ line from pkg-config; a project
 #      that add_subdirectory()s the source tree;
 # and with --sanitizers (what CI runs) also:
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (-O1 -g1), the whole ctest suite;
-#   4. ThreadSanitizer build (-O1 -g1), every test executable named test_thread*.
+#   3. clang++-14: every library source compiles (-fsyntax-only), and the pkg-config consumer
+#      builds and runs (GCC accepts a few things C++17 does not);
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer build (-O1 -g1), the whole ctest suite;
+#   5. ThreadSanitizer build (-O1 -g1), every test executable named test_thread*.
 # Build directories live under $BUILD_DIR (default build/test); ccache keeps reruns short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ for argument in "$@"; do
   case "$argument" in
     --sanitizers) SANITIZERS=1 ;;
     -h | --help)
-      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
       echo "usage: scripts/test.sh [--sanitizers]"
       exit 0 ;;
     *)
@@ -138,7 +140,21 @@ if [ "$SANITIZERS" -eq 0 ]; then
   exit 0
 fi
 
-# ---- 3. AddressSanitizer + UndefinedBehaviorSanitizer ------------------------------------
+# ---- 3. clang ----------------------------------------------------------------------------
+stage "clang++-14: library sources (-fsyntax-only), pkg-config consumer"
+bash scripts/setup.sh clang-14
+scripts/check_includes.sh "$BUILD_DIR/include-check-clang" "$JOBS" clang++-14
+mkdir -p "$BUILD_DIR/consumer-clang"
+for unit in main own_xsimd no_xsimd; do
+  # shellcheck disable=SC2086  # the flags are words
+  clang++-14 -std=c++17 -O2 $PC_FLAGS -c "test/consumer/$unit.cpp" \
+    -o "$BUILD_DIR/consumer-clang/$unit.o"
+done
+# shellcheck disable=SC2086
+clang++-14 "$BUILD_DIR"/consumer-clang/*.o -o "$BUILD_DIR/consumer-clang/consumer" $PC_LIBS
+"$BUILD_DIR/consumer-clang/consumer"
+
+# ---- 4. AddressSanitizer + UndefinedBehaviorSanitizer ------------------------------------
 stage "ASan+UBSan build (-O1 -g1) and ctest"
 # Without the MPI component: OpenMPI is not instrumented, and LSan would report its own
 # allocations; the MPI tests run in stage 1.
@@ -161,7 +177,7 @@ cmake --build "$BUILD_DIR/asan" -j "$JOBS" > /dev/null
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j "$JOBS")
 
-# ---- 4. ThreadSanitizer ------------------------------------------------------------------
+# ---- 5. ThreadSanitizer ------------------------------------------------------------------
 stage "TSan build (-O1 -g1) and the test_thread* executables"
 # test/CMakeLists.txt makes one executable per test/test_*.cpp, named after the file.
 mapfile -t THREAD_TESTS < <(find test -maxdepth 1 -name 'test_thread*.cpp' -printf '%f\n' |
