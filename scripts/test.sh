@@ -108,17 +108,23 @@ PC_DIR=$(dirname "$(find "$PREFIX" -name tapegrad.pc | head -n 1)")
 PC_FLAGS=$(PKG_CONFIG_PATH="$PC_DIR" pkg-config --cflags tapegrad)
 PC_LIBS=$(PKG_CONFIG_PATH="$PC_DIR" pkg-config --libs tapegrad)
 echo "pkg-config --cflags --libs tapegrad: $PC_FLAGS $PC_LIBS"
+# Builds the consumer's units in DIRECTORY with COMPILER... (a command: "ccache c++"), links
+# them with the compiler alone, and runs the program.
+pkg_config_consumer() {
+  local directory=$1 unit
+  shift
+  mkdir -p "$directory"
+  for unit in main own_xsimd no_xsimd; do
+    # shellcheck disable=SC2086  # the flags are words
+    "$@" -std=c++17 -O2 $PC_FLAGS -c "test/consumer/$unit.cpp" -o "$directory/$unit.o"
+  done
+  # shellcheck disable=SC2086
+  "${@: -1}" "$directory"/*.o -o "$directory/consumer" $PC_LIBS
+  "$directory/consumer"
+}
 CXX_COMMAND=(c++)
 if command -v ccache > /dev/null; then CXX_COMMAND=(ccache c++); fi
-mkdir -p "$BUILD_DIR/consumer-pkg-config"
-for unit in main own_xsimd no_xsimd; do
-  # shellcheck disable=SC2086  # the flags are words
-  "${CXX_COMMAND[@]}" -std=c++17 -O2 $PC_FLAGS -c "test/consumer/$unit.cpp" \
-    -o "$BUILD_DIR/consumer-pkg-config/$unit.o"
-done
-# shellcheck disable=SC2086
-c++ "$BUILD_DIR"/consumer-pkg-config/*.o -o "$BUILD_DIR/consumer-pkg-config/consumer" $PC_LIBS
-"$BUILD_DIR/consumer-pkg-config/consumer"
+pkg_config_consumer "$BUILD_DIR/consumer-pkg-config" "${CXX_COMMAND[@]}"
 
 # add_subdirectory: the source tree built inside another project, same target name.
 echo "-- add_subdirectory consumer"
@@ -144,15 +150,8 @@ fi
 stage "clang++-14: library sources (-fsyntax-only), pkg-config consumer"
 bash scripts/setup.sh clang-14
 scripts/check_includes.sh "$BUILD_DIR/include-check-clang" "$JOBS" clang++-14
-mkdir -p "$BUILD_DIR/consumer-clang"
-for unit in main own_xsimd no_xsimd; do
-  # shellcheck disable=SC2086  # the flags are words
-  clang++-14 -std=c++17 -O2 $PC_FLAGS -c "test/consumer/$unit.cpp" \
-    -o "$BUILD_DIR/consumer-clang/$unit.o"
-done
-# shellcheck disable=SC2086
-clang++-14 "$BUILD_DIR"/consumer-clang/*.o -o "$BUILD_DIR/consumer-clang/consumer" $PC_LIBS
-"$BUILD_DIR/consumer-clang/consumer"
+echo "-- pkg-config consumer, clang++-14"
+pkg_config_consumer "$BUILD_DIR/consumer-clang" clang++-14
 
 # ---- 4. AddressSanitizer + UndefinedBehaviorSanitizer ------------------------------------
 stage "ASan+UBSan build (-O1 -g1) and ctest"
