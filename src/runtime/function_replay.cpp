@@ -80,8 +80,8 @@ struct LoopOperandLists {
 void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
                    std::vector<Tensor>& values, std::byte* arena_base,
                    std::vector<Tensor>* recycled, LoopOperandLists& lists) {
-  lists.inputs.resize(item.input_count);
-  lists.input_elements.resize(item.input_count);
+  grow_to(lists.inputs, item.input_count);
+  grow_to(lists.input_elements, item.input_count);
   const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
   for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
     lists.inputs[k] = in->constant ? &compiled.constants[in->index]
@@ -91,8 +91,8 @@ void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
                               : in->constant ? compiled.constant_elements[in->index]
                                              : nullptr;
   }
-  lists.destinations.resize(item.output_count);
-  lists.output_elements.resize(item.output_count);
+  grow_to(lists.destinations, item.output_count);
+  grow_to(lists.output_elements, item.output_count);
   const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
   const std::uint32_t* output_arena = compiled.output_arena.data() + item.first_output;
   for (std::uint32_t j = 0; j < item.output_count; ++j) {

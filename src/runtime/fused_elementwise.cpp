@@ -265,7 +265,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
 
   LoopWorkspace<T>& workspace = loop_workspace<T>();
   std::vector<T*>& output_data = workspace.output_data;
-  output_data.resize(output_count);  // each set below
+  grow_to(output_data, output_count);  // each set below
   Tensor* const* destinations = operands.destinations;
   for (std::size_t o = 0; o < output_count; ++o) {
     if (operands.output_elements != nullptr && operands.output_elements[o] != nullptr) {
@@ -283,7 +283,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     }
   }
   std::vector<const T*>& input_data = workspace.input_data;
-  input_data.resize(input_count);
+  grow_to(input_data, input_count);
   for (std::size_t e = 0; e < input_count; ++e) {
     if (fused.reads[e].indices_only) {
       input_data[e] = nullptr;
@@ -307,9 +307,9 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     scratch_memory = workspace.scratch_memory.data();
   }
   std::vector<const T*>& read = workspace.read;
-  read.resize(input_count + scratch + output_count);  // every entry set before a block reads it
+  grow_to(read, input_count + scratch + output_count);  // each set before a block reads it
   std::vector<T*>& write = workspace.write;
-  write.resize(scratch + output_count);
+  grow_to(write, scratch + output_count);
   for (std::size_t s = 0; s < scratch; ++s) {
     write[s] = scratch_memory + s * block;
     read[input_count + s] = write[s];
@@ -319,7 +319,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
   // that no block wraps; a longer one is the input itself when its elements are the period,
   // else built once here (both at most a block's copy where a block crosses its end).
   std::vector<PeriodicInput<T>>& periodic = workspace.periodic;
-  periodic.resize(input_count);  // set below where an input repeats
+  grow_to(periodic, input_count);  // set below where an input repeats
   // The workspace outlives the loop: it must not keep the gathers' indices alive after it,
   // nor more than a few small buffers.
   struct ReleaseGathered {
@@ -343,7 +343,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
   const auto small_buffer = [&](std::size_t n) -> T* {
     if (small_used == workspace.small_buffers.size()) workspace.small_buffers.emplace_back();
     std::vector<T>& buffer = workspace.small_buffers[small_used++];
-    buffer.resize(n);
+    grow_to(buffer, n);
     return buffer.data();
   };
   for (std::size_t e = 0; e < input_count; ++e) {
