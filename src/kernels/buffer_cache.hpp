@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "kernels/block_allocator.hpp"
+
 namespace tapegrad::detail {
 
 // The bytes of the buffer a request of `bytes` gets (its size class: at least 64).
@@ -29,24 +31,7 @@ void release_bookkeeping_block(void* block, std::size_t bytes) noexcept;
 // A std::allocator for containers that may grow to megabytes: their blocks from
 // acquire_bookkeeping_block.
 template <class T>
-struct BookkeepingAllocator {
-  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "operator new's alignment");
-  using value_type = T;
-  BookkeepingAllocator() = default;
-  template <class U>
-  BookkeepingAllocator(const BookkeepingAllocator<U>&) noexcept {}  // NOLINT: rebinding
-  T* allocate(std::size_t n) { return static_cast<T*>(acquire_bookkeeping_block(n * sizeof(T))); }
-  void deallocate(T* block, std::size_t n) noexcept {
-    release_bookkeeping_block(block, n * sizeof(T));
-  }
-  template <class U>
-  bool operator==(const BookkeepingAllocator<U>&) const noexcept {
-    return true;
-  }
-  template <class U>
-  bool operator!=(const BookkeepingAllocator<U>&) const noexcept {
-    return false;
-  }
-};
+using BookkeepingAllocator =
+    BlockAllocator<T, acquire_bookkeeping_block, release_bookkeeping_block>;
 
 }  // namespace tapegrad::detail

@@ -10,6 +10,8 @@
 #include <memory>
 #include <utility>
 
+#include "kernels/block_allocator.hpp"
+
 namespace tapegrad::detail {
 
 void* take_impl_block(std::size_t bytes);
@@ -21,27 +23,11 @@ void release_impl_blocks() noexcept;
 
 // A stateless allocator over those blocks, for std::allocate_shared.
 template <class T>
-struct ImplBlockAllocator {
-  using value_type = T;
-  ImplBlockAllocator() noexcept = default;
-  template <class U>
-  ImplBlockAllocator(const ImplBlockAllocator<U>&) noexcept {}  // NOLINT: rebinding
-  T* allocate(std::size_t n) { return static_cast<T*>(take_impl_block(n * sizeof(T))); }
-  void deallocate(T* block, std::size_t n) noexcept { give_back_impl_block(block, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const ImplBlockAllocator<U>&) const noexcept {
-    return true;
-  }
-  template <class U>
-  bool operator!=(const ImplBlockAllocator<U>&) const noexcept {
-    return false;
-  }
-};
+using ImplBlockAllocator = BlockAllocator<T, take_impl_block, give_back_impl_block>;
 
 // std::make_shared<Impl>(args...) with its block from the free lists.
 template <class Impl, class... Args>
 std::shared_ptr<Impl> make_impl_shared(Args&&... args) {
-  static_assert(alignof(Impl) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   return std::allocate_shared<Impl>(ImplBlockAllocator<Impl>(), std::forward<Args>(args)...);
 }
 

@@ -301,9 +301,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
     own_scratch.resize(scratch * block);
     scratch_memory = own_scratch.data();
   } else {
-    if (workspace.scratch_memory.size() < scratch * block) {
-      workspace.scratch_memory.resize(scratch * block);
-    }
+    grow_to(workspace.scratch_memory, scratch * block);
     scratch_memory = workspace.scratch_memory.data();
   }
   std::vector<const T*>& read = workspace.read;

@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -62,9 +61,6 @@ struct TracedOp {
   const std::vector<Shape>& output_shapes() const { return signature->shapes; }
   const std::vector<DType>& output_dtypes() const { return signature->dtypes; }
 };
-
-static_assert(std::is_nothrow_move_constructible_v<TracedOp>,
-              "a trace's first segment of ops moves them when it grows");
 
 // C++ code a Function replays as it is, on the replayed values of its inputs: an optimizer's
 // update (run_host_step).
