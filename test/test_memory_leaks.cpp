@@ -40,8 +40,10 @@ constexpr int kScale = 1;
 // tapegrad's cache holds for reuse (they are free from the program's point of view:
 // docs/guide.md, "Memory").
 std::size_t heap_in_use() {
-  // What the caches hold is not in use: element buffers, and freed tensor handles.
-  const std::size_t cached = memory_stats().bytes_cached + detail::impl_blocks_cached();
+  // What the caches hold is not in use: element buffers, freed tensor handles, and freed
+  // bookkeeping blocks.
+  const std::size_t cached =
+      memory_stats().bytes_cached + detail::impl_blocks_cached() + detail::bookkeeping_bytes_kept();
   const std::size_t mapped = detail::buffer_bytes_mapped();
 #ifdef TAPEGRAD_TEST_UNDER_ASAN
   return __sanitizer_get_current_allocated_bytes() + mapped - cached;

@@ -298,6 +298,49 @@ TEST_CASE("a buffer of 2 MiB or more is a mapping of its own, on a huge-page bou
   release_cached_memory();
   CHECK(detail::buffer_bytes_mapped() == mapped_before);  // unmapped
 }
+
+TEST_CASE("a bookkeeping block of 256 KiB or more is whole huge pages, kept for the next") {
+  release_cached_memory();
+  const std::size_t mapped_before = detail::buffer_bytes_mapped();
+  REQUIRE(detail::bookkeeping_bytes_kept() == 0);
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  // Below 256 KiB: operator new's memory, nothing mapped.
+  void* small = detail::acquire_bookkeeping_block((std::size_t{256} << 10) - 8);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before);
+  detail::release_bookkeeping_block(small, (std::size_t{256} << 10) - 8);
+  CHECK(detail::bookkeeping_bytes_kept() == 0);
+  // 256 KiB: one whole huge page on its boundary; 2 MiB and a byte: two.
+  void* block = detail::acquire_bookkeeping_block(std::size_t{256} << 10);
+  CHECK(reinterpret_cast<std::uintptr_t>(block) % kHugePage == 0);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + kHugePage);
+  static_cast<char*>(block)[kHugePage - 1] = 1;  // the whole page is the block's
+  void* larger = detail::acquire_bookkeeping_block(kHugePage + 1);
+  CHECK(reinterpret_cast<std::uintptr_t>(larger) % kHugePage == 0);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + 3 * kHugePage);
+  // Freed, both are kept; a request of another size of the same length gets the first back,
+  // one of another length a mapping of its own.
+  detail::release_bookkeeping_block(block, std::size_t{256} << 10);
+  detail::release_bookkeeping_block(larger, kHugePage + 1);
+  CHECK(detail::bookkeeping_bytes_kept() == 3 * kHugePage);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + 3 * kHugePage);
+  void* again = detail::acquire_bookkeeping_block(kHugePage - 64);
+  CHECK(again == block);
+  CHECK(detail::bookkeeping_bytes_kept() == 2 * kHugePage);
+  void* other = detail::acquire_bookkeeping_block(3 * kHugePage);
+  CHECK(other != larger);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + 6 * kHugePage);
+  detail::release_bookkeeping_block(other, 3 * kHugePage);
+  detail::release_bookkeeping_block(again, kHugePage - 64);
+  CHECK(detail::bookkeeping_bytes_kept() == 6 * kHugePage);
+  // At most 32 MiB stay kept: a 40 MiB block goes back to the system when freed.
+  void* huge = detail::acquire_bookkeeping_block(std::size_t{40} << 20);
+  detail::release_bookkeeping_block(huge, std::size_t{40} << 20);
+  CHECK(detail::bookkeeping_bytes_kept() == 6 * kHugePage);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before + 6 * kHugePage);
+  release_cached_memory();
+  CHECK(detail::bookkeeping_bytes_kept() == 0);
+  CHECK(detail::buffer_bytes_mapped() == mapped_before);
+}
 #endif
 
 // 40 sizes of about 2 MiB each (the kept tensors of a one-shot tape), made and freed.

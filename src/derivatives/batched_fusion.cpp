@@ -25,7 +25,7 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
   // op's output.
   if (any_observer()) return plan;
   constexpr std::size_t kNone = BatchedFusion::kNone;
-  std::vector<std::size_t> kept;
+  BookkeepingVector<std::size_t> kept;
   bool any_large = false;
   for (std::size_t k = 0; k < trace.ops.size(); ++k) {
     if (!needed[k]) continue;
@@ -43,9 +43,9 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
 
   // Which run each kept op and each value belongs to; how often each value is read.
   RunMembership membership = run_membership(trace, kept, runs);
-  std::vector<std::size_t>& run_of_kept = membership.run_of_kept;
-  std::vector<std::size_t>& producer_run = membership.producer_run;
-  std::vector<std::uint32_t> reads(trace.num_values(), 0);
+  BookkeepingVector<std::size_t>& run_of_kept = membership.run_of_kept;
+  BookkeepingVector<std::size_t>& producer_run = membership.producer_run;
+  BookkeepingVector<std::uint32_t> reads(trace.num_values(), 0);
   for (std::size_t k : kept) {
     for (const TracedInput& in : trace.ops[k].inputs) {
       if (in.value != TracedInput::kConstant) ++reads[in.value];
@@ -57,8 +57,8 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
 
   // Gathers of batched params by constant indices whose output only one run reads: computed
   // with that run.
-  std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
-  const std::vector<std::size_t> absorbed_into =
+  BookkeepingVector<std::size_t> gathered_by(trace.num_values(), kNoGather);
+  const BookkeepingVector<std::size_t> absorbed_into =
       absorb_gathers(trace, kept, runs, run_of_kept, reads, producer_run, gathered_by, batch);
   std::vector<std::vector<std::size_t>> absorbed(runs.size());  // kept indices
   for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -67,7 +67,7 @@ BatchedFusion plan_batched_fusion(const OpTrace& trace, const std::vector<bool>&
     absorbed[absorbed_into[i]].push_back(i);
   }
 
-  std::vector<bool> read_outside(trace.num_values(), false);
+  BookkeepingVector<bool> read_outside(trace.num_values(), false);
   for (std::size_t i = 0; i < kept.size(); ++i) {
     for (const TracedInput& in : trace.ops[kept[i]].inputs) {
       if (in.value != TracedInput::kConstant && producer_run[in.value] != run_of_kept[i]) {

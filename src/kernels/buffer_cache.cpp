@@ -171,6 +171,77 @@ void unmap_buffer(void*, std::size_t) noexcept {}
 
 bool is_mapped(std::size_t bytes) { return kMapsHugeBuffers && bytes >= kHugePageBytes; }
 
+// Bookkeeping blocks from this size on are whole huge pages of a mapping of their own, and a
+// freed one is kept for the next request of its length. Why: a Function's first call plans its
+// replay with a dozen arrays of one entry per traced value (GradBench lstm: 60,000 values,
+// arrays of 240-480 KiB), which malloc maps afresh or takes from a newly grown heap each time:
+// 3,400 of the call's 7,700 page faults at about 12 us each here. One huge page costs about as
+// much as ten small ones, and a kept block none.
+constexpr std::size_t kBookkeepingMappedFrom = std::size_t{256} << 10;
+// The kept blocks add up to at most this much (release_cached_memory frees them).
+constexpr std::size_t kBookkeepingKeptBytes = std::size_t{32} << 20;
+
+bool is_mapped_bookkeeping(std::size_t bytes) {
+  return kMapsHugeBuffers && bytes >= kBookkeepingMappedFrom;
+}
+std::size_t bookkeeping_length(std::size_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
+
+// The freed bookkeeping blocks, linked through their own first bytes; behind one mutex, as
+// blocks of hundreds of kilobytes are asked for a few times per trace or tape, not per op.
+// Never destroyed (a thread's tape may free its map after the static destructors have run).
+class KeptBookkeeping {
+ public:
+  void* take(std::size_t length) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Kept** link = &first_; *link != nullptr; link = &(*link)->next) {
+      Kept* block = *link;
+      if (block->length != length) continue;
+      *link = block->next;
+      bytes_ -= length;
+      return block;
+    }
+    return nullptr;
+  }
+  bool keep(void* block, std::size_t length) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes_ + length > kBookkeepingKeptBytes) return false;
+    first_ = ::new (block) Kept{first_, length};
+    bytes_ += length;
+    return true;
+  }
+  void release_all() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (first_ != nullptr) {
+      Kept* block = first_;
+      first_ = block->next;
+      const std::size_t length = block->length;
+      unmap_buffer(block, length);
+    }
+    bytes_ = 0;
+  }
+  std::size_t bytes() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes_;
+  }
+
+ private:
+  struct Kept {
+    Kept* next;
+    std::size_t length;
+  };
+  std::mutex mutex_;
+  Kept* first_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+KeptBookkeeping& kept_bookkeeping() {
+  alignas(KeptBookkeeping) static unsigned char storage[sizeof(KeptBookkeeping)];
+  static KeptBookkeeping* const instance = ::new (static_cast<void*>(storage)) KeptBookkeeping();
+  return *instance;
+}
+
 void* allocate_from_system(std::size_t bytes);
 // `bytes` as the buffer was allocated with (its rounded size).
 void free_to_system(void* buffer, std::size_t bytes) noexcept {
@@ -472,19 +543,28 @@ void* allocate_from_system(std::size_t bytes) {
 std::size_t buffer_class_bytes(std::size_t bytes) noexcept { return rounded_bytes(bytes); }
 
 void* acquire_bookkeeping_block(std::size_t bytes) {
-  if (!is_mapped(bytes)) return ::operator new(bytes);
-  void* block = map_buffer(bytes);
-  if (block == nullptr) throw std::bad_alloc();
+  if (!is_mapped_bookkeeping(bytes)) return ::operator new(bytes);
+  const std::size_t length = bookkeeping_length(bytes);
+  void* block = kept_bookkeeping().take(length);
+  if (block == nullptr) block = map_buffer(length);
+  if (block == nullptr) {
+    kept_bookkeeping().release_all();
+    block = map_buffer(length);
+    if (block == nullptr) throw std::bad_alloc();
+  }
   return block;
 }
 
 void release_bookkeeping_block(void* block, std::size_t bytes) noexcept {
-  if (is_mapped(bytes)) {
-    unmap_buffer(block, bytes);
-  } else {
+  if (!is_mapped_bookkeeping(bytes)) {
     ::operator delete(block);
+    return;
   }
+  const std::size_t length = bookkeeping_length(bytes);
+  if (!kept_bookkeeping().keep(block, length)) unmap_buffer(block, length);
 }
+
+std::size_t bookkeeping_bytes_kept() noexcept { return kept_bookkeeping().bytes(); }
 
 std::size_t buffer_bytes_mapped() noexcept {
   return buffer_counters.mapped.load(std::memory_order_relaxed);
@@ -567,6 +647,7 @@ void release_cached_memory() {
     own->release_all();
   }
   detail::buffer_pool().release_all();
+  detail::kept_bookkeeping().release_all();
 }
 
 }  // namespace tapegrad

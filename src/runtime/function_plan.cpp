@@ -38,15 +38,15 @@ void for_each_read(const TraceStep& step, Read read) {
 }
 
 // The ops a result or a Variable assignment needs (all of them when not optimising).
-std::vector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) {
+BookkeepingVector<std::size_t> kept_ops(const FunctionTrace& compiled, bool optimize) {
   const OpTrace& trace = compiled.trace;
-  std::vector<std::size_t> kept;
+  BookkeepingVector<std::size_t> kept;
   if (!optimize) {
     kept.resize(trace.ops.size());
     std::iota(kept.begin(), kept.end(), std::size_t{0});
     return kept;
   }
-  std::vector<bool> needed(trace.num_values(), false);
+  BookkeepingVector<bool> needed(trace.num_values(), false);
   const auto need = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) needed[in.value] = true;
   };
@@ -72,17 +72,18 @@ constexpr std::size_t kAbsorbed = ReplayItem::kNone - 1;
 // absorbed (kAbsorbed in run_of_kept, into the first such run) instead of an item. A part may
 // have several reading runs (a gate read by a step and by its gradient): the split's input
 // lives until the last of them.
-void absorb_parts(const OpTrace& trace, const std::vector<std::size_t>& kept,
+void absorb_parts(const OpTrace& trace, const BookkeepingVector<std::size_t>& kept,
                   const std::vector<std::vector<std::size_t>>& runs,
-                  const std::vector<std::uint32_t>& reads, std::vector<std::size_t>& run_of_kept,
-                  std::vector<std::size_t>& absorbed_into, std::vector<std::size_t>& producer_run,
-                  std::vector<PartOf>& parts) {
+                  const BookkeepingVector<std::uint32_t>& reads,
+                  BookkeepingVector<std::size_t>& run_of_kept,
+                  BookkeepingVector<std::size_t>& absorbed_into,
+                  BookkeepingVector<std::size_t>& producer_run, BookkeepingVector<PartOf>& parts) {
   constexpr std::size_t kNone = ReplayItem::kNone;
   // Per value: the first run reading it, how many reads runs make, and whether a run of
   // another shape or dtype reads it.
-  std::vector<std::size_t> first_reading_run(trace.num_values(), kNone);
-  std::vector<std::uint32_t> reads_by_runs(trace.num_values(), 0);
-  std::vector<bool> read_by_other_shape(trace.num_values(), false);
+  BookkeepingVector<std::size_t> first_reading_run(trace.num_values(), kNone);
+  BookkeepingVector<std::uint32_t> reads_by_runs(trace.num_values(), 0);
+  BookkeepingVector<bool> read_by_other_shape(trace.num_values(), false);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const TracedOp& first = trace.ops[kept[runs[r].front()]];
     for (std::size_t i : runs[r]) {
@@ -149,21 +150,22 @@ std::size_t fold_rows(const OpTrace& trace, const TracedOp& op) {
 
 // The kept ops as replay items; with `optimize`, each run of elementwise ops one loop can
 // compute is one item, and only the values read after the run are made tensors.
-void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, bool optimize) {
+void plan_items(FunctionTrace& compiled, const BookkeepingVector<std::size_t>& kept,
+                bool optimize) {
   const OpTrace& trace = compiled.trace;
   std::vector<std::vector<std::size_t>> runs;
   if (optimize) runs = fusable_runs(trace, kept);
   constexpr std::size_t kNone = ReplayItem::kNone;
   RunMembership membership = run_membership(trace, kept, runs);
-  std::vector<std::size_t>& run_of_kept = membership.run_of_kept;
-  std::vector<std::size_t>& producer_run = membership.producer_run;
+  BookkeepingVector<std::size_t>& run_of_kept = membership.run_of_kept;
+  BookkeepingVector<std::size_t>& producer_run = membership.producer_run;
   // Gathers (absorb_gathers) and splits (absorb_parts) that only runs read: the loops read
   // their params or parts instead, and they are not items of their own.
-  std::vector<std::size_t> gathered_by(trace.num_values(), kNoGather);
-  std::vector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
-  std::vector<PartOf> parts;  // per trace value, once a split is absorbed
+  BookkeepingVector<std::size_t> gathered_by(trace.num_values(), kNoGather);
+  BookkeepingVector<std::size_t> absorbed_into(kept.size(), kNone);  // a gather's run
+  BookkeepingVector<PartOf> parts;  // per trace value, once a split is absorbed
   if (!runs.empty()) {
-    std::vector<std::uint32_t> reads(trace.num_values(), 0);
+    BookkeepingVector<std::uint32_t> reads(trace.num_values(), 0);
     const auto count_read = [&](const TracedInput& in) {
       if (in.value != TracedInput::kConstant) ++reads[in.value];
     };
@@ -179,7 +181,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
     absorb_parts(trace, kept, runs, reads, run_of_kept, absorbed_into, producer_run, parts);
   }
 
-  std::vector<bool> read_outside(trace.num_values(), false);
+  BookkeepingVector<bool> read_outside(trace.num_values(), false);
   const auto read_after_run = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) read_outside[in.value] = true;
   };
@@ -209,7 +211,7 @@ void plan_items(FunctionTrace& compiled, const std::vector<std::size_t>& kept, b
   // The items and loops, counted first: both lists are reserved once (an LSTM's 10,000 loops
   // regrew theirs into fresh memory at each doubling).
   static_assert(kFoldRows < 256, "a byte holds each kept op's fold rows");
-  std::vector<std::uint8_t> fold_rows_of_kept(kept.size(), 0);
+  BookkeepingVector<std::uint8_t> fold_rows_of_kept(kept.size(), 0);
   std::size_t ops_alone = 0, folds = 0;
   for (std::size_t i = 0; i < kept.size(); ++i) {
     if (run_of_kept[i] != kNone) continue;
@@ -247,7 +249,7 @@ void plan_lifetimes(FunctionTrace& compiled) {
   const OpTrace& trace = compiled.trace;
   const std::size_t item_count = compiled.items.size();
   constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> last_reader(trace.num_values(), kNever);
+  BookkeepingVector<std::size_t> last_reader(trace.num_values(), kNever);
   const auto read_at = [&](const TracedInput& in, std::size_t i) {
     if (in.value == TracedInput::kConstant) return;
     std::size_t& last = last_reader[in.value];
@@ -268,14 +270,25 @@ void plan_lifetimes(FunctionTrace& compiled) {
   for (const TracedInput& result : compiled.results) {
     if (result.value != TracedInput::kConstant) last_reader[result.value] = item_count;
   }
-  std::vector<std::vector<std::size_t>> released_after(item_count);
-  for (std::size_t i = 0; i < item_count; ++i) {
-    for (std::size_t v : compiled.outputs_of(compiled.items[i])) {  // read by nothing: gone
-      if (last_reader[v] == kNever) released_after[i].push_back(v);
+  // The values released after each item, item by item in one array (an LSTM's 20,000 items
+  // had a list each): first its outputs that nothing reads, then the values it reads last.
+  BookkeepingVector<std::size_t> first_released(item_count + 1, 0);
+  const auto for_each_release = [&](auto release) {
+    for (std::size_t i = 0; i < item_count; ++i) {
+      for (std::size_t v : compiled.outputs_of(compiled.items[i])) {  // read by nothing: gone
+        if (last_reader[v] == kNever) release(i, v);
+      }
     }
-  }
-  for (std::size_t v = 0; v < last_reader.size(); ++v) {
-    if (last_reader[v] < item_count) released_after[last_reader[v]].push_back(v);
+    for (std::size_t v = 0; v < last_reader.size(); ++v) {
+      if (last_reader[v] < item_count) release(last_reader[v], v);
+    }
+  };
+  for_each_release([&](std::size_t i, std::size_t) { ++first_released[i + 1]; });
+  std::partial_sum(first_released.begin(), first_released.end(), first_released.begin());
+  BookkeepingVector<std::size_t> released(first_released[item_count]);
+  {
+    BookkeepingVector<std::size_t> next(first_released.begin(), first_released.end() - 1);
+    for_each_release([&](std::size_t i, std::size_t v) { released[next[i]++] = v; });
   }
   const auto index = [](std::size_t i) {
     if (i > std::numeric_limits<std::uint32_t>::max()) {
@@ -324,8 +337,10 @@ void plan_lifetimes(FunctionTrace& compiled) {
     item.output_count = index(outputs.size());
     for (std::size_t v : outputs) compiled.replay_outputs.push_back(index(v));
     item.first_release = index(compiled.releases.size());
-    item.release_count = index(released_after[i].size());
-    for (std::size_t v : released_after[i]) compiled.releases.push_back(index(v));
+    item.release_count = index(first_released[i + 1] - first_released[i]);
+    for (std::size_t r = first_released[i]; r < first_released[i + 1]; ++r) {
+      compiled.releases.push_back(index(released[r]));
+    }
   }
 }
 
@@ -354,7 +369,7 @@ void plan_constant_elements(FunctionTrace& compiled) {
 void plan_slots(FunctionTrace& compiled, std::size_t argument_count) {
   const OpTrace& trace = compiled.trace;
   constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t>& slot_of = compiled.slot_of_value;
+  BookkeepingVector<std::uint32_t>& slot_of = compiled.slot_of_value;
   slot_of.assign(trace.num_values(), kNoSlot);
   std::vector<std::uint32_t> free_slots;
   std::uint32_t slot_count = 0;
@@ -427,8 +442,8 @@ std::size_t float_bytes(DType dtype) {
 
 // Per trace value, whether it leaves a replay: a result, or read by a step (a Variable
 // assignment, a host step).
-std::vector<bool> leaving_values(const FunctionTrace& compiled) {
-  std::vector<bool> leaves(compiled.trace.num_values(), false);
+BookkeepingVector<bool> leaving_values(const FunctionTrace& compiled) {
+  BookkeepingVector<bool> leaves(compiled.trace.num_values(), false);
   const auto mark = [&](const TracedInput& in) {
     if (in.value != TracedInput::kConstant) leaves[in.value] = true;
   };
@@ -444,14 +459,14 @@ std::vector<bool> leaving_values(const FunctionTrace& compiled) {
 // (a tape records ids), which a recycled tensor keeps. A view of a value that leaves holds
 // the value's handle, so the value is not written again while the view lives.
 constexpr std::size_t kRecycledBytes = 4096;
-void plan_recycling(FunctionTrace& compiled, const std::vector<bool>& leaves) {
+void plan_recycling(FunctionTrace& compiled, const BookkeepingVector<bool>& leaves) {
   compiled.recyclable.assign(compiled.replay_outputs.size(), 0);
   for (const ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
     const FusedElementwise& loop = compiled.fused[item.fused];
     const std::size_t element_bytes = float_bytes(loop.dtype);
     if (loop.elements * element_bytes > kRecycledBytes) continue;
-    const std::vector<std::size_t>& outputs = loop.outputs;
+    const auto& outputs = loop.outputs;
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       compiled.recyclable[item.first_output + j] = leaves[outputs[j]] ? 0 : 1;
     }
@@ -465,17 +480,18 @@ constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
 // What plan_arena finds out, per trace value (and per item: `absorbed`).
 struct ArenaCandidates {
   // Read by loops alone, each as its elements in order, and leaving nowhere.
-  std::vector<std::uint8_t> loops_only;
-  std::vector<std::uint32_t> item_reads;        // how many item inputs read it
-  std::vector<std::uint8_t> recyclable_output;  // a recyclable output of a loop
-  std::vector<std::uint8_t> in_arena;           // goes to the arena
-  std::vector<std::size_t> joined_into;         // a part: its join's output, else kNoValue
-  std::vector<std::size_t> start_in_whole;      // a part: where it starts, in elements
-  std::vector<std::uint8_t> absorbed;           // per item: a join the loops write in place
+  BookkeepingVector<std::uint8_t> loops_only;
+  BookkeepingVector<std::uint32_t> item_reads;        // how many item inputs read it
+  BookkeepingVector<std::uint8_t> recyclable_output;  // a recyclable output of a loop
+  BookkeepingVector<std::uint8_t> in_arena;           // goes to the arena
+  BookkeepingVector<std::size_t> joined_into;         // a part: its join's output, else kNoValue
+  BookkeepingVector<std::size_t> start_in_whole;      // a part: where it starts, in elements
+  BookkeepingVector<std::uint8_t> absorbed;           // per item: a join the loops write in place
 };
 
 // The loop outputs that may live in the arena: recyclable ones that loops alone read.
-ArenaCandidates arena_candidates(const FunctionTrace& compiled, const std::vector<bool>& leaves) {
+ArenaCandidates arena_candidates(const FunctionTrace& compiled,
+                                 const BookkeepingVector<bool>& leaves) {
   const std::size_t value_count = compiled.trace.num_values();
   ArenaCandidates c;
   c.loops_only.resize(value_count);
@@ -553,11 +569,11 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
 // on a cache line of its own. A part's offset is inside its join's output, which alone is
 // given back. Returns the arena's size in bytes.
 std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates& c,
-                            std::vector<std::uint64_t>& offset_of) {
+                            BookkeepingVector<std::uint64_t>& offset_of) {
   constexpr std::uint64_t kAlignment = 64;
   const std::size_t value_count = compiled.trace.num_values();
   offset_of.assign(value_count, kNoOffset);
-  std::vector<std::uint64_t> bytes_of(value_count, 0);               // 0 for a part
+  BookkeepingVector<std::uint64_t> bytes_of(value_count, 0);         // 0 for a part
   std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets;  // by size
   std::uint64_t top = 0;
   const auto take = [&](std::size_t v, std::uint64_t bytes) {
@@ -604,7 +620,7 @@ std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates
 // Rewrites the plan for the arena: loop outputs and inputs at their offsets, no release of an
 // arena value (it has no tensor to let go), no item for an absorbed join.
 void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
-               const std::vector<std::uint64_t>& offset_of, std::uint64_t arena_bytes) {
+               const BookkeepingVector<std::uint64_t>& offset_of, std::uint64_t arena_bytes) {
   compiled.arena_bytes = arena_bytes;
   for (const ReplayItem& item : compiled.items) {
     for (std::uint32_t j = 0; j < item.output_count; ++j) {
@@ -620,9 +636,9 @@ void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
     in.move = false;
     in.index = static_cast<std::uint32_t>(offset_of[in.index]);
   }
-  std::vector<ReplayItem> items;
+  BookkeepingVector<ReplayItem> items;
   items.reserve(compiled.items.size());
-  std::vector<std::uint32_t> releases;
+  BookkeepingVector<std::uint32_t> releases;
   releases.reserve(compiled.releases.size());
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     if (c.absorbed[i] != 0) continue;
@@ -653,11 +669,11 @@ void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
 // after the value's last reader, most recently freed first, so that a recursion's temporaries
 // keep reusing the same few cache lines. Runs before plan_slots, on trace values: arena values
 // get no slot. Nothing goes to the arena when it would pass 4 GiB (offsets are 32-bit).
-void plan_arena(FunctionTrace& compiled, const std::vector<bool>& leaves) {
+void plan_arena(FunctionTrace& compiled, const BookkeepingVector<bool>& leaves) {
   compiled.output_arena.assign(compiled.replay_outputs.size(), FunctionTrace::kNotInArena);
   ArenaCandidates candidates = arena_candidates(compiled, leaves);
   absorb_joins(compiled, candidates);
-  std::vector<std::uint64_t> offset_of;
+  BookkeepingVector<std::uint64_t> offset_of;
   const std::uint64_t arena_bytes = arena_offsets(compiled, candidates, offset_of);
   if (arena_bytes >= FunctionTrace::kNotInArena) return;  // everything stays a tensor
   use_arena(compiled, candidates, offset_of, arena_bytes);
@@ -684,7 +700,7 @@ void plan_replay(FunctionTrace& compiled, std::size_t argument_count, bool optim
   plan_items(compiled, kept_ops(compiled, optimize), optimize);
   plan_lifetimes(compiled);
   plan_constant_elements(compiled);
-  const std::vector<bool> leaves = leaving_values(compiled);
+  const BookkeepingVector<bool> leaves = leaving_values(compiled);
   plan_recycling(compiled, leaves);
   plan_arena(compiled, leaves);
   plan_slots(compiled, argument_count);

@@ -40,22 +40,25 @@ struct ReplayItem {
 struct FunctionTrace {
   OpTrace trace;
   std::vector<TracedInput> results;  // fn's outputs
-  std::vector<ReplayItem> items;     // in trace order
-  std::vector<FusedElementwise> fused;
+  // The plan's arrays take their blocks as other large bookkeeping (kernels/buffer_cache.hpp):
+  // an LSTM's plan has 20,000 items and 10,000 loops, and arrays of hundreds of kilobytes
+  // regrown into fresh small pages were a sixth of a first call's page faults.
+  BookkeepingVector<ReplayItem> items;  // in trace order
+  BookkeepingVector<FusedElementwise> fused;
   struct ReplayInput {
     std::uint32_t index;  // into the values, into `constants`, or a byte offset in the arena
     bool constant = false;
     bool move = false;   // the item is the value's last reader and reads it once
     bool arena = false;  // a fused loop reads the value's elements in the arena
   };
-  std::vector<ReplayInput> replay_inputs;
-  std::vector<std::uint32_t> replay_outputs;  // the values each item makes
+  BookkeepingVector<ReplayInput> replay_inputs;
+  BookkeepingVector<std::uint32_t> replay_outputs;  // the values each item makes
   // After each item, the values nothing later reads: a replay lets them go, so that it holds
   // no more than the eager call would (a forward chain keeps one buffer, not all).
-  std::vector<std::uint32_t> releases;
+  BookkeepingVector<std::uint32_t> releases;
   // The values' slots in a replay's table of tensors (plan_slots): replay_inputs, replay_outputs
   // and releases hold slots; steps and results find theirs through slot_of_value.
-  std::vector<std::uint32_t> slot_of_value;
+  BookkeepingVector<std::uint32_t> slot_of_value;
   std::size_t slot_count = 0;
   std::vector<Tensor> constants;
   // Per constant, its float elements as a loop reads them (kernel_data, once), else null.
@@ -77,13 +80,13 @@ struct FunctionTrace {
   };
   std::shared_ptr<ReplayMemory> kept = std::make_shared<ReplayMemory>();
   // By position in replay_outputs: whether the value may be recycled (plan_recycling).
-  std::vector<std::uint8_t> recyclable;
+  BookkeepingVector<std::uint8_t> recyclable;
   // The arena (plan_arena): small values that only fused loops make and read get no tensor,
   // only elements at a byte offset of one buffer, the same every call, taken again once the
   // value is dead. An LSTM's replay made and read some 30,000 of them per call, each a
   // tensor handle and a buffer scattered over the heap: a cache miss at each touch.
   static constexpr std::uint32_t kNotInArena = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> output_arena;  // by position in replay_outputs: offset or none
+  BookkeepingVector<std::uint32_t> output_arena;  // by position in replay_outputs: offset or none
   std::size_t arena_bytes = 0;
 
   ElementSpan<TracedInput> inputs_of(const ReplayItem& item) const {

@@ -421,10 +421,10 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
 
 }  // namespace
 
-RunMembership run_membership(const OpTrace& trace, const std::vector<std::size_t>& kept,
+RunMembership run_membership(const OpTrace& trace, const BookkeepingVector<std::size_t>& kept,
                              const std::vector<std::vector<std::size_t>>& runs) {
-  RunMembership m{std::vector<std::size_t>(kept.size(), kNoRun),
-                  std::vector<std::size_t>(trace.num_values(), kNoRun)};
+  RunMembership m{BookkeepingVector<std::size_t>(kept.size(), kNoRun),
+                  BookkeepingVector<std::size_t>(trace.num_values(), kNoRun)};
   for (std::size_t r = 0; r < runs.size(); ++r) {
     for (std::size_t i : runs[r]) {
       m.run_of_kept[i] = r;
@@ -435,7 +435,7 @@ RunMembership run_membership(const OpTrace& trace, const std::vector<std::size_t
 }
 
 std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
-                                                   const std::vector<std::size_t>& kept,
+                                                   const BookkeepingVector<std::size_t>& kept,
                                                    std::size_t batch) {
   std::vector<std::size_t> step_positions;
   step_positions.reserve(trace.steps.size());
@@ -453,7 +453,7 @@ std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
   constexpr std::size_t kMaxOpen = 4;
   constexpr std::int32_t kNoRun = -1;
   std::vector<std::vector<std::size_t>> open;  // kept indices; empty when the slot is free
-  std::vector<std::int32_t> open_run_of(trace.num_values(), kNoRun);
+  BookkeepingVector<std::int32_t> open_run_of(trace.num_values(), kNoRun);
   std::vector<std::vector<std::size_t>> runs;
   const auto close = [&](std::size_t slot) {
     std::vector<std::size_t>& members = open[slot];
@@ -527,18 +527,20 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape) {
          op.attrs->has("axis") && num_elements(shape) > 0;
 }
 
-std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
-                                        const std::vector<std::vector<std::size_t>>& runs,
-                                        const std::vector<std::size_t>& run_of_kept,
-                                        const std::vector<std::uint32_t>& reads,
-                                        std::vector<std::size_t>& producer_run,
-                                        std::vector<std::size_t>& gathered_by, std::size_t batch) {
-  std::vector<std::size_t> producer(trace.num_values(), kNoRun);  // into kept
+BookkeepingVector<std::size_t> absorb_gathers(const OpTrace& trace,
+                                              const BookkeepingVector<std::size_t>& kept,
+                                              const std::vector<std::vector<std::size_t>>& runs,
+                                              const BookkeepingVector<std::size_t>& run_of_kept,
+                                              const BookkeepingVector<std::uint32_t>& reads,
+                                              BookkeepingVector<std::size_t>& producer_run,
+                                              BookkeepingVector<std::size_t>& gathered_by,
+                                              std::size_t batch) {
+  BookkeepingVector<std::size_t> producer(trace.num_values(), kNoRun);  // into kept
   for (std::size_t i = 0; i < kept.size(); ++i) {
     for (std::size_t v : trace.ops[kept[i]].outputs) producer[v] = i;
   }
-  std::vector<std::size_t> absorbed_into(kept.size(), kNoRun);
-  std::vector<std::uint32_t> reads_in_run(trace.num_values(), 0);
+  BookkeepingVector<std::size_t> absorbed_into(kept.size(), kNoRun);
+  BookkeepingVector<std::uint32_t> reads_in_run(trace.num_values(), 0);
   std::vector<std::size_t> candidates;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const TracedOp& first = trace.ops[kept[runs[r].front()]];
@@ -609,11 +611,11 @@ struct FuseWorkspace {
 
 }  // namespace
 
-FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
+FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
-                          const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by, std::size_t batch,
-                          const std::vector<PartOf>* parts) {
+                          const BookkeepingVector<bool>& read_outside,
+                          const BookkeepingVector<std::size_t>& gathered_by, std::size_t batch,
+                          const BookkeepingVector<PartOf>* parts) {
   const TracedOp& first = trace.ops[kept[run.front()]];
   FusedElementwise fused;
   fused.dtype = first.output_dtypes()[0];
@@ -760,7 +762,7 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& s
   fused.dtype = op.output_dtypes()[0];
   fused.shape = op.output_shapes()[0];
   fused.elements = num_elements(fused.shape);
-  fused.outputs = {op.outputs[0]};
+  fused.outputs.push_back(op.outputs[0]);
   const FoldRule& rule = *op.op->fold_rule;
   // The start, a constant scalar read as one repeated element; then each row.
   TracedInput start_input;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/buffer_cache.hpp"
 #include "runtime/gather_rule.hpp"
 #include "runtime/op_trace.hpp"
 
@@ -60,17 +61,17 @@ struct FusedElementwise {
 // size and the constants do not: a traced input must have its op's own shape, a constant
 // broadcast to the batched one.
 std::vector<std::vector<std::size_t>> fusable_runs(const OpTrace& trace,
-                                                   const std::vector<std::size_t>& kept,
+                                                   const BookkeepingVector<std::size_t>& kept,
                                                    std::size_t batch = 0);
 
 // Which run of `runs` (fusable_runs of `kept`) each kept op and each trace value's producer
 // belongs to, kNoRun for the others.
 constexpr std::size_t kNoRun = static_cast<std::size_t>(-1);
 struct RunMembership {
-  std::vector<std::size_t> run_of_kept;   // by position in kept
-  std::vector<std::size_t> producer_run;  // by trace value
+  BookkeepingVector<std::size_t> run_of_kept;   // by position in kept
+  BookkeepingVector<std::size_t> producer_run;  // by trace value
 };
-RunMembership run_membership(const OpTrace& trace, const std::vector<std::size_t>& kept,
+RunMembership run_membership(const OpTrace& trace, const BookkeepingVector<std::size_t>& kept,
                              const std::vector<std::vector<std::size_t>>& runs);
 
 // The fused loop of the ops trace.ops[kept[i]] for i in `run`, one of fusable_runs();
@@ -88,11 +89,11 @@ struct PartOf {
   std::size_t op = kNoPart;  // the trace op whose output it is
   std::size_t offset = 0;    // where it starts in that op's input, in elements
 };
-FusedElementwise fuse_run(const OpTrace& trace, const std::vector<std::size_t>& kept,
+FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::size_t>& kept,
                           const std::vector<std::size_t>& run,
-                          const std::vector<bool>& read_outside,
-                          const std::vector<std::size_t>& gathered_by, std::size_t batch = 0,
-                          const std::vector<PartOf>* parts = nullptr);
+                          const BookkeepingVector<bool>& read_outside,
+                          const BookkeepingVector<std::size_t>& gathered_by, std::size_t batch = 0,
+                          const BookkeepingVector<PartOf>* parts = nullptr);
 
 // The loop of a reduction with a FoldRule whose input (a traced value) it folds as `rows`
 // rows (FoldRule::rows, at least 1): each row read in place at its offset, combined in
@@ -111,12 +112,14 @@ bool gather_readable(const TracedOp& op, DType dtype, const Shape& shape);
 // batch (vectorized_map's replay), only gathers of batched params by constant indices. Sets
 // gathered_by[output] (fuse_run's argument) and producer_run[output] to the run, and returns
 // per kept index the run that absorbed the op, kNoRun for the rest.
-std::vector<std::size_t> absorb_gathers(const OpTrace& trace, const std::vector<std::size_t>& kept,
-                                        const std::vector<std::vector<std::size_t>>& runs,
-                                        const std::vector<std::size_t>& run_of_kept,
-                                        const std::vector<std::uint32_t>& reads,
-                                        std::vector<std::size_t>& producer_run,
-                                        std::vector<std::size_t>& gathered_by, std::size_t batch);
+BookkeepingVector<std::size_t> absorb_gathers(const OpTrace& trace,
+                                              const BookkeepingVector<std::size_t>& kept,
+                                              const std::vector<std::vector<std::size_t>>& runs,
+                                              const BookkeepingVector<std::size_t>& run_of_kept,
+                                              const BookkeepingVector<std::uint32_t>& reads,
+                                              BookkeepingVector<std::size_t>& producer_run,
+                                              BookkeepingVector<std::size_t>& gathered_by,
+                                              std::size_t batch);
 
 // Runs `fused` on its inputs (the traced shapes and dtypes): one tensor per fused.outputs.
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs);
