@@ -780,6 +780,63 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: a recurrence's step outputs, joined for the ops above, are written into "
+    "the join's place and copied out once, gradients included, bit for bit",
+    "[function][fused]") {
+  // Each step's hidden state is read by the next step's loop and by the join of all steps,
+  // which a matmul (an op) and a loop read: the loops write the parts into the join's place in
+  // the arena and the join copies them out as one tensor. A join one of whose parts an op
+  // also reads (`scaled`, read by a matmul) runs as an op, and so does the join of the
+  // gradients in the backward pass when its parts are not loop outputs.
+  constexpr int kSteps = 40;
+  constexpr std::int64_t kBits = 5;
+  const Tensor w = reshape(ramp(2 * kBits, DType::Float64, 0.8), {2, kBits});
+  const Tensor v = reshape(ramp(3 * kBits, DType::Float64, 0.3), {kBits, 3});
+  const Tensor decay = scalar(0.9, DType::Float64);
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[0]);
+    Tensor hidden = args[0];  // [1, 5]
+    Tensor cell = args[0] * 0.5;
+    std::vector<Tensor> hiddens;
+    for (int t = 0; t < kSteps; ++t) {
+      const std::vector<Tensor> gates = split(hidden * w + 0.1, 2, 0);
+      cell = cell * decay + sigmoid(gates[0]) * tanh(gates[1]);
+      hidden = tanh(cell) * 0.5;
+      hiddens.push_back(hidden);
+    }
+    const Tensor layer = concat(hiddens, 0);  // [40, 5]
+    const Tensor loss = reduce_sum(matmul(layer, v)) + reduce_sum(tanh(layer * 0.3));
+    const Tensor scaled = hiddens[3] * 2.0;
+    const Tensor other = concat({scaled, hiddens[5] + 1.0}, 0);
+    const Tensor probe = matmul(scaled, v) + reduce_sum(matmul(other, v));
+    const Tensor gradient = tape.gradient(loss, args[0]);
+    return std::vector<Tensor>{loss, gradient, layer, probe};
+  };
+  std::vector<std::vector<Tensor>> calls;
+  for (double scale : {1.0, -0.6, 2.1}) {
+    calls.push_back({reshape(ramp(kBits, DType::Float64, scale), {1, kBits})});
+  }
+  require_replays_equal_eager(fn, calls);
+  // float32 too, with another shape of step.
+  const auto fn32 = [](const std::vector<Tensor>& args) {
+    Tensor hidden = args[0];  // [2, 3]
+    std::vector<Tensor> hiddens;
+    for (int t = 0; t < 12; ++t) {
+      hidden = tanh(hidden * 0.7 + 0.2);
+      hiddens.push_back(hidden);
+    }
+    const Tensor joined = concat(hiddens, 0);  // [24, 3]
+    return std::vector<Tensor>{reduce_sum(matmul(joined, transpose(joined))), joined * 3.0};
+  };
+  std::vector<std::vector<Tensor>> calls32;
+  for (double scale : {0.5, -1.5}) {
+    calls32.push_back({reshape(ramp(6, DType::Float32, scale), {2, 3})});
+  }
+  require_replays_equal_eager(fn32, calls32);
+}
+
+TEST_CASE(
     "function fused: a sum over leading axes of a few rows is a loop of its own, bit for bit "
     "(rows of -0.0 included), and other sums run as ops",
     "[function][fused]") {

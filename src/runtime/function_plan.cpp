@@ -477,16 +477,20 @@ void plan_recycling(FunctionTrace& compiled, const BookkeepingVector<bool>& leav
 constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
 constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
 
-// What plan_arena finds out, per trace value (and per item: `absorbed`).
+// What plan_arena finds out, per trace value (and per item: `absorbed`, `copied`).
 struct ArenaCandidates {
   // Read by loops alone, each as its elements in order, and leaving nowhere.
   BookkeepingVector<std::uint8_t> loops_only;
   BookkeepingVector<std::uint32_t> item_reads;        // how many item inputs read it
+  BookkeepingVector<std::uint32_t> op_reads;          // how many inputs of ops (not loops)
+  BookkeepingVector<std::uint8_t> read_in_order;      // no loop reads it expanded or gathered
   BookkeepingVector<std::uint8_t> recyclable_output;  // a recyclable output of a loop
   BookkeepingVector<std::uint8_t> in_arena;           // goes to the arena
+  BookkeepingVector<std::uint8_t> tensor_too;         // in the arena and a tensor: a copied join's
   BookkeepingVector<std::size_t> joined_into;         // a part: its join's output, else kNoValue
   BookkeepingVector<std::size_t> start_in_whole;      // a part: where it starts, in elements
   BookkeepingVector<std::uint8_t> absorbed;           // per item: a join the loops write in place
+  BookkeepingVector<std::uint8_t> copied;  // per item: such a join, copied out as a tensor
 };
 
 // The loop outputs that may live in the arena: recyclable ones that loops alone read.
@@ -497,6 +501,8 @@ ArenaCandidates arena_candidates(const FunctionTrace& compiled,
   c.loops_only.resize(value_count);
   for (std::size_t v = 0; v < value_count; ++v) c.loops_only[v] = leaves[v] ? 0 : 1;
   c.item_reads.assign(value_count, 0);
+  c.op_reads.assign(value_count, 0);
+  c.read_in_order.assign(value_count, 1);
   for (const ReplayItem& item : compiled.items) {
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
@@ -504,10 +510,14 @@ ArenaCandidates arena_candidates(const FunctionTrace& compiled,
       ++c.item_reads[in[e].index];
       if (item.fused == ReplayItem::kNone) {
         c.loops_only[in[e].index] = 0;
+        ++c.op_reads[in[e].index];
         continue;
       }
       const FusedElementwise::InputRead& how = compiled.fused[item.fused].reads[e];
-      if (how.expanded || how.gather != nullptr || how.indices_only) c.loops_only[in[e].index] = 0;
+      if (how.expanded || how.gather != nullptr || how.indices_only) {
+        c.loops_only[in[e].index] = 0;
+        c.read_in_order[in[e].index] = 0;
+      }
     }
   }
   c.in_arena.assign(value_count, 0);
@@ -520,13 +530,25 @@ ArenaCandidates arena_candidates(const FunctionTrace& compiled,
       c.in_arena[v] = c.recyclable_output[v] != 0 && c.loops_only[v] != 0 ? 1 : 0;
     }
   }
+  c.tensor_too.assign(value_count, 0);
   c.joined_into.assign(value_count, kNoValue);
   c.start_in_whole.assign(value_count, 0);
   c.absorbed.assign(compiled.items.size(), 0);
+  c.copied.assign(compiled.items.size(), 0);
   return c;
 }
 
+// The largest join whose parts the loops write into the arena and that is then copied out as
+// a tensor (absorb_joins): the arena holds it until its last reader.
+constexpr std::size_t kCopiedJoinBytes = std::size_t{1} << 20;
+
 // The joins loops write in place: per part, the join's output and where the part starts.
+// - A small join that loops alone read lives in the arena, and the join is no item any more
+//   (an LSTM's gradient joins each step's two gate gradients this way).
+// - Another join of recyclable loop outputs that no other op reads (an RNN's hidden states,
+//   each read by the next step's loop and joined for the layer above) has its parts written
+//   into its place in the arena, and the join copies its elements out as one tensor: one copy
+//   instead of a tensor per part (GradBench's lstm made 6,000 per call to join them).
 void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
   std::vector<Shape> part_shapes;
   std::vector<std::size_t> part_starts;
@@ -539,17 +561,19 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
     const std::uint32_t whole = compiled.replay_outputs[item.first_output];
     const DType dtype = item.signature->dtypes[0];
     const Shape& whole_shape = item.signature->shapes[0];
-    if (c.loops_only[whole] == 0 || (dtype != DType::Float32 && dtype != DType::Float64) ||
-        num_elements(whole_shape) * float_bytes(dtype) > kRecycledBytes) {
-      continue;
-    }
+    if (dtype != DType::Float32 && dtype != DType::Float64) continue;
+    const std::size_t whole_bytes = num_elements(whole_shape) * float_bytes(dtype);
+    const bool in_arena_only = c.loops_only[whole] != 0 && whole_bytes <= kRecycledBytes;
+    if (!in_arena_only && (whole_bytes > kCopiedJoinBytes || whole_bytes == 0)) continue;
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     part_shapes.clear();
     bool absorbable = true;
     for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
-      absorbable = !in[e].constant && c.recyclable_output[in[e].index] != 0 &&
-                   c.item_reads[in[e].index] == 1;
-      if (absorbable) part_shapes.push_back(compiled.trace.value_shape(in[e].index));
+      const std::uint32_t part = in[e].index;
+      absorbable = !in[e].constant && c.recyclable_output[part] != 0 &&
+                   (in_arena_only ? c.item_reads[part] == 1
+                                  : c.op_reads[part] == 1 && c.read_in_order[part] != 0);
+      if (absorbable) part_shapes.push_back(compiled.trace.value_shape(part));
     }
     if (!absorbable ||
         !item.definition->join_rule->starts(whole_shape, item.attrs, part_shapes, part_starts)) {
@@ -561,7 +585,12 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
       c.in_arena[in[e].index] = 1;
     }
     c.in_arena[whole] = 1;
-    c.absorbed[i] = 1;
+    if (in_arena_only) {
+      c.absorbed[i] = 1;
+    } else {
+      c.tensor_too[whole] = 1;
+      c.copied[i] = 1;
+    }
   }
 }
 
@@ -618,23 +647,43 @@ std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates
 }
 
 // Rewrites the plan for the arena: loop outputs and inputs at their offsets, no release of an
-// arena value (it has no tensor to let go), no item for an absorbed join.
+// arena value (it has no tensor to let go), no item for an absorbed join; a copied join reads
+// its whole from the arena and makes it a tensor, which ops read and the plan releases.
 void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
                const BookkeepingVector<std::uint64_t>& offset_of, std::uint64_t arena_bytes) {
   compiled.arena_bytes = arena_bytes;
-  for (const ReplayItem& item : compiled.items) {
+  for (std::size_t i = 0; i < compiled.items.size(); ++i) {
+    ReplayItem& item = compiled.items[i];
+    if (c.copied[i] != 0) {
+      // Its one input: the whole's bytes in the arena; the parts' entries after it are read
+      // by nobody (marked as arena reads, so that no slot is asked for them).
+      FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+      for (std::uint32_t e = 0; e < item.input_count; ++e) {
+        in[e] = {};
+        in[e].arena = true;
+      }
+      in[0].index =
+          static_cast<std::uint32_t>(offset_of[compiled.replay_outputs[item.first_output]]);
+      item.input_count = 1;
+      item.copies_from_arena = true;
+      continue;
+    }
     for (std::uint32_t j = 0; j < item.output_count; ++j) {
       const std::uint32_t v = compiled.replay_outputs[item.first_output + j];
       if (offset_of[v] != kNoOffset) {
         compiled.output_arena[item.first_output + j] = static_cast<std::uint32_t>(offset_of[v]);
       }
     }
-  }
-  for (FunctionTrace::ReplayInput& in : compiled.replay_inputs) {
-    if (in.constant || offset_of[in.index] == kNoOffset) continue;
-    in.arena = true;
-    in.move = false;
-    in.index = static_cast<std::uint32_t>(offset_of[in.index]);
+    // Only loops read the arena: an op reads a copied join's tensor (an absorbed join's
+    // entries are read by nobody: marked so that no slot is asked for them).
+    if (item.fused == ReplayItem::kNone && c.absorbed[i] == 0) continue;
+    FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      if (in[e].constant || offset_of[in[e].index] == kNoOffset) continue;
+      in[e].arena = true;
+      in[e].move = false;
+      in[e].index = static_cast<std::uint32_t>(offset_of[in[e].index]);
+    }
   }
   BookkeepingVector<ReplayItem> items;
   items.reserve(compiled.items.size());
@@ -646,7 +695,7 @@ void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
     const auto first = static_cast<std::uint32_t>(releases.size());
     for (std::uint32_t k = 0; k < item.release_count; ++k) {
       const std::uint32_t v = compiled.releases[item.first_release + k];
-      if (offset_of[v] == kNoOffset) releases.push_back(v);
+      if (offset_of[v] == kNoOffset || c.tensor_too[v] != 0) releases.push_back(v);
     }
     item.first_release = first;
     item.release_count = static_cast<std::uint32_t>(releases.size()) - first;

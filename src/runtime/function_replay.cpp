@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -112,6 +113,23 @@ void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
   run_fused(compiled.fused[item.fused], operands);
 }
 
+// A copied join's output (plan_arena): a tensor of the join's shape and dtype holding the
+// elements its parts' loops wrote into the arena.
+Tensor copy_out_of_arena(const std::byte* elements, const OutputSignature& signature) {
+  const Shape& shape = signature.shapes[0];
+  const std::size_t count = num_elements(shape);
+  if (signature.dtypes[0] == DType::Float32) {
+    float* data = nullptr;
+    Tensor copy = new_tensor(shape, data);
+    std::memcpy(data, elements, count * sizeof(float));
+    return copy;
+  }
+  double* data = nullptr;
+  Tensor copy = new_tensor(shape, data);
+  std::memcpy(data, elements, count * sizeof(double));
+  return copy;
+}
+
 }  // namespace
 
 std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tensor>& args) {
@@ -147,6 +165,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     const std::uint32_t* output = compiled.replay_outputs.data() + item.first_output;
     if (item.fused != ReplayItem::kNone) {
       run_loop_item(compiled, item, values, arena_base, recycled, loop_operands);
+    } else if (item.copies_from_arena) {
+      values[output[0]] = copy_out_of_arena(
+          arena_base + compiled.replay_inputs[item.first_input].index, *item.signature);
     } else {
       inputs.clear();
       const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;

@@ -35,6 +35,9 @@ struct ReplayItem {
   std::uint32_t first_input = 0, input_count = 0;      // in FunctionTrace::replay_inputs
   std::uint32_t first_output = 0, output_count = 0;    // in FunctionTrace::replay_outputs
   std::uint32_t first_release = 0, release_count = 0;  // in FunctionTrace::releases
+  // A join whose parts the loops wrote in place into the arena (plan_arena): the item makes its
+  // one output, a tensor of its signature, from the arena's bytes at its one input's offset.
+  bool copies_from_arena = false;
 };
 
 struct FunctionTrace {
