@@ -793,6 +793,7 @@ TEST_CASE(
   const Tensor w = reshape(ramp(2 * kBits, DType::Float64, 0.8), {2, kBits});
   const Tensor v = reshape(ramp(3 * kBits, DType::Float64, 0.3), {kBits, 3});
   const Tensor decay = scalar(0.9, DType::Float64);
+  const Tensor square = reshape(ramp(kBits * kBits, DType::Float64, -0.2), {kBits, kBits});
   const auto fn = [&](const std::vector<Tensor>& args) {
     GradientTape tape;
     tape.watch(args[0]);
@@ -810,8 +811,13 @@ TEST_CASE(
     const Tensor scaled = hiddens[3] * 2.0;
     const Tensor other = concat({scaled, hiddens[5] + 1.0}, 0);
     const Tensor probe = matmul(scaled, v) + reduce_sum(matmul(other, v));
+    // A join with a part an op makes (the copy writes it over its place, where a loop then
+    // reads it) among parts loops make.
+    const Tensor mixed =
+        concat({matmul(hiddens[2], square), hiddens[7] * 2.0, hiddens[8] + 1.0}, 0);
+    const Tensor mixed_read = reduce_sum(tanh(mixed * 0.3)) + reduce_sum(matmul(mixed, v));
     const Tensor gradient = tape.gradient(loss, args[0]);
-    return std::vector<Tensor>{loss, gradient, layer, probe};
+    return std::vector<Tensor>{loss, gradient, layer, probe, mixed_read};
   };
   std::vector<std::vector<Tensor>> calls;
   for (double scale : {1.0, -0.6, 2.1}) {

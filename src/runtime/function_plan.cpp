@@ -549,9 +549,10 @@ constexpr std::size_t kCopiedJoinBytes = std::size_t{1} << 20;
 //   each read by the next step's loop and joined for the layer above) has its parts written
 //   into its place in the arena, and the join copies its elements out as one tensor: one copy
 //   instead of a tensor per part (GradBench's lstm made 6,000 per call to join them).
-void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
+void absorb_joins(FunctionTrace& compiled, ArenaCandidates& c) {
   std::vector<Shape> part_shapes;
   std::vector<std::size_t> part_starts;
+  std::vector<std::uint8_t> written_by_loop;  // per part of a copied join
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     const ReplayItem& item = compiled.items[i];
     if (item.fused != ReplayItem::kNone || item.definition->join_rule == nullptr ||
@@ -565,21 +566,34 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
     const std::size_t whole_bytes = num_elements(whole_shape) * float_bytes(dtype);
     const bool in_arena_only = c.loops_only[whole] != 0 && whole_bytes <= kRecycledBytes;
     if (!in_arena_only && (whole_bytes > kCopiedJoinBytes || whole_bytes == 0)) continue;
-    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     part_shapes.clear();
+    written_by_loop.assign(item.input_count, 0);
+    std::size_t from_loops = 0;
     bool absorbable = true;
     for (std::uint32_t e = 0; e < item.input_count && absorbable; ++e) {
       const std::uint32_t part = in[e].index;
-      absorbable = !in[e].constant && c.recyclable_output[part] != 0 &&
-                   (in_arena_only ? c.item_reads[part] == 1
-                                  : c.op_reads[part] == 1 && c.read_in_order[part] != 0);
-      if (absorbable) part_shapes.push_back(compiled.trace.value_shape(part));
+      absorbable = !in[e].constant;
+      if (!absorbable) break;
+      const bool loop_part = c.recyclable_output[part] != 0 &&
+                             (in_arena_only ? c.item_reads[part] == 1
+                                            : c.op_reads[part] == 1 && c.read_in_order[part] != 0);
+      // A copied join may have a few parts that are tensors (an op's output: the first step's
+      // gradient of a recurrence): the copy writes them over their place.
+      absorbable = loop_part || !in_arena_only;
+      written_by_loop[e] = loop_part ? 1 : 0;
+      from_loops += loop_part ? 1 : 0;
+      part_shapes.push_back(compiled.trace.value_shape(part));
     }
-    if (!absorbable ||
+    // The copy's inputs are the whole's bytes and two entries per tensor part, in the join's
+    // own entries: more parts from loops than tensors.
+    const std::size_t tensor_parts = item.input_count - from_loops;
+    if (!absorbable || (!in_arena_only && from_loops <= tensor_parts) ||
         !item.definition->join_rule->starts(whole_shape, item.attrs, part_shapes, part_starts)) {
       continue;
     }
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      if (written_by_loop[e] == 0) continue;
       c.start_in_whole[in[e].index] = part_starts[e];
       c.joined_into[in[e].index] = whole;
       c.in_arena[in[e].index] = 1;
@@ -587,10 +601,27 @@ void absorb_joins(const FunctionTrace& compiled, ArenaCandidates& c) {
     c.in_arena[whole] = 1;
     if (in_arena_only) {
       c.absorbed[i] = 1;
-    } else {
-      c.tensor_too[whole] = 1;
-      c.copied[i] = 1;
+      continue;
     }
+    c.tensor_too[whole] = 1;
+    c.copied[i] = 1;
+    // Entry 0: the whole's bytes (use_arena sets the offset); then per tensor part its value
+    // and its start in elements; the rest is read by nobody (marked as arena reads, so that no
+    // slot is asked for them).
+    std::vector<FunctionTrace::ReplayInput> entries(item.input_count);
+    entries[0].arena = true;
+    std::size_t next = 1;
+    for (std::uint32_t e = 0; e < item.input_count; ++e) {
+      if (written_by_loop[e] != 0) continue;
+      entries[next] = in[e];
+      entries[next].move = false;
+      entries[next + 1].arena = true;
+      entries[next + 1].index = static_cast<std::uint32_t>(part_starts[e]);
+      next += 2;
+    }
+    for (std::size_t e = next; e < entries.size(); ++e) entries[e].arena = true;
+    std::copy(entries.begin(), entries.end(), in);
+    compiled.items[i].input_count = static_cast<std::uint32_t>(next);
   }
 }
 
@@ -654,17 +685,9 @@ void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
   compiled.arena_bytes = arena_bytes;
   for (std::size_t i = 0; i < compiled.items.size(); ++i) {
     ReplayItem& item = compiled.items[i];
-    if (c.copied[i] != 0) {
-      // Its one input: the whole's bytes in the arena; the parts' entries after it are read
-      // by nobody (marked as arena reads, so that no slot is asked for them).
-      FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
-      for (std::uint32_t e = 0; e < item.input_count; ++e) {
-        in[e] = {};
-        in[e].arena = true;
-      }
-      in[0].index =
+    if (c.copied[i] != 0) {  // its entries are absorb_joins'
+      compiled.replay_inputs[item.first_input].index =
           static_cast<std::uint32_t>(offset_of[compiled.replay_outputs[item.first_output]]);
-      item.input_count = 1;
       item.copies_from_arena = true;
       continue;
     }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -113,21 +112,32 @@ void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
   run_fused(compiled.fused[item.fused], operands);
 }
 
-// A copied join's output (plan_arena): a tensor of the join's shape and dtype holding the
-// elements its parts' loops wrote into the arena.
-Tensor copy_out_of_arena(const std::byte* elements, const OutputSignature& signature) {
-  const Shape& shape = signature.shapes[0];
-  const std::size_t count = num_elements(shape);
-  if (signature.dtypes[0] == DType::Float32) {
-    float* data = nullptr;
-    Tensor copy = new_tensor(shape, data);
-    std::memcpy(data, elements, count * sizeof(float));
-    return copy;
+// A copied join's output (plan_arena): its tensor parts written into its place in the arena
+// (loops read it there), then a tensor of the join's shape and dtype holding those bytes.
+// `in`: the whole's offset, then per tensor part its slot and its start in elements.
+template <class T>
+Tensor copy_out_of_arena(std::byte* arena_base, const FunctionTrace::ReplayInput* in,
+                         std::uint32_t input_count, const std::vector<Tensor>& values,
+                         const Shape& shape) {
+  T* whole = reinterpret_cast<T*>(arena_base + in[0].index);
+  for (std::uint32_t k = 1; k + 1 < input_count; k += 2) {
+    const Tensor& part = values[in[k].index];
+    const T* elements = kernel_data<T>(part);
+    std::copy(elements, elements + part.size(), whole + in[k + 1].index);
   }
-  double* data = nullptr;
+  T* data = nullptr;
   Tensor copy = new_tensor(shape, data);
-  std::memcpy(data, elements, count * sizeof(double));
+  std::copy(whole, whole + num_elements(shape), data);
   return copy;
+}
+
+Tensor copy_out_of_arena(const FunctionTrace& compiled, const ReplayItem& item,
+                         std::byte* arena_base, const std::vector<Tensor>& values) {
+  const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+  const Shape& shape = item.signature->shapes[0];
+  return item.signature->dtypes[0] == DType::Float32
+             ? copy_out_of_arena<float>(arena_base, in, item.input_count, values, shape)
+             : copy_out_of_arena<double>(arena_base, in, item.input_count, values, shape);
 }
 
 }  // namespace
@@ -166,8 +176,7 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
     if (item.fused != ReplayItem::kNone) {
       run_loop_item(compiled, item, values, arena_base, recycled, loop_operands);
     } else if (item.copies_from_arena) {
-      values[output[0]] = copy_out_of_arena(
-          arena_base + compiled.replay_inputs[item.first_input].index, *item.signature);
+      values[output[0]] = copy_out_of_arena(compiled, item, arena_base, values);
     } else {
       inputs.clear();
       const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
