@@ -785,8 +785,9 @@ TEST_CASE(
     "[function][fused]") {
   // Each step's hidden state is read by the next step's loop and by the join of all steps,
   // which a matmul (an op) and a loop read: the loops write the parts into the join's place in
-  // the arena and the join copies them out as one tensor. A join one of whose parts an op
-  // also reads (`scaled`, read by a matmul) runs as an op, and so does the join of the
+  // the arena and the join copies them out as one tensor. The gradient of the recurrent
+  // weights reads the hidden states again after the join's last reader. A join one of whose parts
+  // an op also reads (`scaled`, read by a matmul) runs as an op, and so does the join of the
   // gradients in the backward pass when its parts are not loop outputs.
   constexpr int kSteps = 40;
   constexpr std::int64_t kBits = 5;
@@ -796,7 +797,7 @@ TEST_CASE(
   const Tensor square = reshape(ramp(kBits * kBits, DType::Float64, -0.2), {kBits, kBits});
   const auto fn = [&](const std::vector<Tensor>& args) {
     GradientTape tape;
-    tape.watch(args[0]);
+    tape.watch({args[0], w});
     Tensor hidden = args[0];  // [1, 5]
     Tensor cell = args[0] * 0.5;
     std::vector<Tensor> hiddens;
@@ -816,8 +817,10 @@ TEST_CASE(
     const Tensor mixed =
         concat({matmul(hiddens[2], square), hiddens[7] * 2.0, hiddens[8] + 1.0}, 0);
     const Tensor mixed_read = reduce_sum(tanh(mixed * 0.3)) + reduce_sum(matmul(mixed, v));
-    const Tensor gradient = tape.gradient(loss, args[0]);
-    return std::vector<Tensor>{loss, gradient, layer, probe, mixed_read};
+    // The gradient of w reads every hidden state again, after the join is dead: the join's
+    // bytes in the arena, which hold them, stay taken until then.
+    const std::vector<Tensor> gradients = tape.gradient(loss, {args[0], w});
+    return std::vector<Tensor>{loss, gradients[0], gradients[1], probe, mixed_read};
   };
   std::vector<std::vector<Tensor>> calls;
   for (double scale : {1.0, -0.6, 2.1}) {

@@ -653,6 +653,23 @@ std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates
       free_offsets[bytes_of[v]].push_back(offset_of[v]);
     }
   };
+  // A join's bytes hold its parts: they are given back once the join and every part are
+  // released (a copied join's parts may be read after the join is dead: an RNN's hidden state,
+  // read again by the gradient of its weights).
+  BookkeepingVector<std::uint32_t> unreleased(value_count, 0);  // a join's: itself and its parts
+  for (std::size_t v = 0; v < value_count; ++v) {
+    if (c.joined_into[v] == kNoValue) continue;
+    std::uint32_t& count = unreleased[c.joined_into[v]];
+    count += count == 0 ? 2 : 1;
+  }
+  const auto released = [&](std::size_t v) {
+    const std::size_t whole = c.joined_into[v] != kNoValue ? c.joined_into[v] : v;
+    if (unreleased[whole] == 0) {
+      give_back(v);
+    } else if (--unreleased[whole] == 0) {
+      give_back(whole);
+    }
+  };
   for (const ReplayItem& item : compiled.items) {
     if (item.fused != ReplayItem::kNone) {
       const FusedElementwise& loop = compiled.fused[item.fused];
@@ -672,7 +689,7 @@ std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates
       }
     }
     const std::uint32_t* release = compiled.releases.data() + item.first_release;
-    for (std::uint32_t k = 0; k < item.release_count; ++k) give_back(release[k]);
+    for (std::uint32_t k = 0; k < item.release_count; ++k) released(release[k]);
   }
   return top;
 }
