@@ -390,6 +390,23 @@ TEST_CASE("gradbench lstm: objective against a loop, gradient against central di
                              {"min_runs", 1},
                              {"min_seconds", 0}});
   CHECK(jacobian.size() == 8 * layers * bits + 3 * bits);
+
+  // GradBench's shape of model over 200 characters, where the function variant's plan writes
+  // each layer's hidden states into their join's place in its arena and reads them again in
+  // the gradient after the join is dead (a plan that gave the join's bytes to other values at
+  // its release answered wrongly here, not on 4 characters). run() checks the replay against
+  // the eager answer.
+  const std::size_t long_bits = 7, long_chars = 200;
+  const json long_jacobian =
+      run("lstm", "jacobian",
+          {{"main_params", rows_of(random_tensor({2 * layers, 4 * long_bits}, 41))},
+           {"extra_params", rows_of(random_tensor({3, long_bits}, 42))},
+           {"state", rows_of(random_tensor({2 * layers, long_bits}, 43))},
+           {"sequence", rows_of(random_tensor({long_chars, long_bits}, 44, 0, 1))},
+           {"min_runs", 1},
+           {"min_seconds", 0}},
+          3);
+  CHECK(long_jacobian.size() == 8 * layers * long_bits + 3 * long_bits);
 }
 
 TEST_CASE("gradbench saddle: the saddle point of p² − q² from (1, 1) in all four mode pairs") {
