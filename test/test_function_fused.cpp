@@ -34,6 +34,17 @@ Tensor ramp(std::size_t n, DType dtype, double scale = 1.0) {
   return cast(from_values(std::move(v), {n}), dtype);
 }
 
+// One step of a small LSTM-like recurrence on a [1, n] hidden state: its product with w
+// ([2, n]) plus bias split into an input gate and a change, the cell decayed by `decay` and
+// updated, then hidden = tanh(cell) * half (the scalars are tensors: a literal would be a new
+// constant per op, which a trace keeps).
+void recurrence_step(Tensor& hidden, Tensor& cell, const Tensor& w, const Tensor& bias,
+                     const Tensor& decay, const Tensor& half) {
+  const std::vector<Tensor> gates = split(hidden * w + bias, 2, 0);
+  cell = cell * decay + sigmoid(gates[0]) * tanh(gates[1]);
+  hidden = tanh(cell) * half;
+}
+
 // y = sin(y * c + b), `steps` times, and dy/dx: every op of the value and of the gradient
 // (Mul, Add, Sin, Cos) has an elementwise rule.
 std::vector<Tensor> sin_chain_value_and_gradient(const Tensor& x, const Tensor& c, const Tensor& b,
@@ -723,11 +734,7 @@ TEST_CASE(
   const auto fn = [&](const std::vector<Tensor>& args) {
     Tensor hidden = args[0];
     Tensor cell = args[0] * half;
-    for (int t = 0; t < kSteps; ++t) {
-      const std::vector<Tensor> gates = split(hidden * w + tenth, 2, 0);
-      cell = cell * decay + sigmoid(gates[0]) * tanh(gates[1]);
-      hidden = tanh(cell) * half;
-    }
+    for (int t = 0; t < kSteps; ++t) recurrence_step(hidden, cell, w, tenth, decay, half);
     return std::vector<Tensor>{reduce_sum(hidden), cell};
   };
   const auto args_of = [](double scale) {
@@ -793,18 +800,18 @@ TEST_CASE(
   constexpr std::int64_t kBits = 5;
   const Tensor w = reshape(ramp(2 * kBits, DType::Float64, 0.8), {2, kBits});
   const Tensor v = reshape(ramp(3 * kBits, DType::Float64, 0.3), {kBits, 3});
+  const Tensor tenth = scalar(0.1, DType::Float64);
   const Tensor decay = scalar(0.9, DType::Float64);
+  const Tensor half = scalar(0.5, DType::Float64);
   const Tensor square = reshape(ramp(kBits * kBits, DType::Float64, -0.2), {kBits, kBits});
   const auto fn = [&](const std::vector<Tensor>& args) {
     GradientTape tape;
     tape.watch({args[0], w});
     Tensor hidden = args[0];  // [1, 5]
-    Tensor cell = args[0] * 0.5;
+    Tensor cell = args[0] * half;
     std::vector<Tensor> hiddens;
     for (int t = 0; t < kSteps; ++t) {
-      const std::vector<Tensor> gates = split(hidden * w + 0.1, 2, 0);
-      cell = cell * decay + sigmoid(gates[0]) * tanh(gates[1]);
-      hidden = tanh(cell) * 0.5;
+      recurrence_step(hidden, cell, w, tenth, decay, half);
       hiddens.push_back(hidden);
     }
     const Tensor layer = concat(hiddens, 0);  // [40, 5]

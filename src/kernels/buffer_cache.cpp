@@ -548,7 +548,7 @@ void* acquire_bookkeeping_block(std::size_t bytes) {
   void* block = kept_bookkeeping().take(length);
   if (block == nullptr) block = map_buffer(length);
   if (block == nullptr) {
-    kept_bookkeeping().release_all();
+    release_cached_memory();  // as allocate_from_system: what the caches hold may be what it needs
     block = map_buffer(length);
     if (block == nullptr) throw std::bad_alloc();
   }

@@ -656,12 +656,11 @@ std::uint64_t arena_offsets(const FunctionTrace& compiled, const ArenaCandidates
   // A join's bytes hold its parts: they are given back once the join and every part are
   // released (a copied join's parts may be read after the join is dead: an RNN's hidden state,
   // read again by the gradient of its weights).
-  BookkeepingVector<std::uint32_t> unreleased(value_count, 0);  // a join's: itself and its parts
+  BookkeepingVector<std::uint32_t> unreleased(value_count, 0);  // a join's: its parts, itself
   for (std::size_t v = 0; v < value_count; ++v) {
-    if (c.joined_into[v] == kNoValue) continue;
-    std::uint32_t& count = unreleased[c.joined_into[v]];
-    count += count == 0 ? 2 : 1;
+    if (c.joined_into[v] != kNoValue) ++unreleased[c.joined_into[v]];
   }
+  for (std::uint32_t& count : unreleased) count += count != 0 ? 1 : 0;
   const auto released = [&](std::size_t v) {
     const std::size_t whole = c.joined_into[v] != kNoValue ? c.joined_into[v] : v;
     if (unreleased[whole] == 0) {

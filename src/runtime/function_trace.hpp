@@ -36,7 +36,9 @@ struct ReplayItem {
   std::uint32_t first_output = 0, output_count = 0;    // in FunctionTrace::replay_outputs
   std::uint32_t first_release = 0, release_count = 0;  // in FunctionTrace::releases
   // A join whose parts the loops wrote in place into the arena (plan_arena): the item makes its
-  // one output, a tensor of its signature, from the arena's bytes at its one input's offset.
+  // one output, a tensor of its signature, from the arena's bytes at its first input's offset,
+  // after writing there the parts that are tensors (then two inputs each: the part's slot, and
+  // its start in elements, marked as an arena read so that no slot is planned for it).
   bool copies_from_arena = false;
 };
 
