@@ -2,7 +2,9 @@
 // numbers (NCHW against NHWC) or must round-trip exactly (NumPy files).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -40,6 +42,30 @@ inline void require_identical(const Tensor& actual, const Tensor& expected) {
   REQUIRE(actual.dtype() == expected.dtype());
   REQUIRE(actual.shape() == expected.shape());
   REQUIRE(element_bytes(actual) == element_bytes(expected));
+}
+
+// The same numbers: same dtype, same shape, the same bits in every element except that any NaN
+// equals any NaN. IEEE 754 leaves the sign and payload of a NaN result undefined: x86 returns
+// one operand's NaN by its position, and a compiler may swap the operands of a sum, so two
+// compilations of one computation (an eager kernel, an in-place accumulation, a fused loop)
+// can differ in a NaN's sign and nowhere else. -0.0 and 0.0 still differ.
+inline bool same_numbers(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.dtype() != b.dtype() || a.shape() != b.shape())
+    return false;
+  const auto floats_equal = [&](auto zero) {
+    using T = decltype(zero);
+    const auto& x = a.array<T>();
+    const auto& y = b.array<T>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const T u = x.data()[i], v = y.data()[i];
+      if (std::isnan(u) && std::isnan(v)) continue;
+      if (std::memcmp(&u, &v, sizeof(T)) != 0) return false;
+    }
+    return true;
+  };
+  if (a.dtype() == DType::Float32) return floats_equal(float{});
+  if (a.dtype() == DType::Float64) return floats_equal(double{});
+  return element_bytes(a) == element_bytes(b);
 }
 
 }  // namespace tapegrad::testing

@@ -853,6 +853,44 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: a loop that reads a written-in-place join expanded over a broadcast, or "
+    "gathers from it, reads its tensor, bit for bit",
+    "[function][fused]") {
+  // The parts (one-element steps of a recurrence) are written into the join's place; an op
+  // reads the join too, so the join is copied out as a tensor. A loop that broadcasts the
+  // [8, 1] join along its last axis, or gathers rows from it, needs that tensor's shape: given
+  // the join's place in the arena instead, the replay read through no tensor and crashed.
+  const Tensor row = reshape(ramp(4, DType::Float64, 0.8), {1, 4});
+  const Tensor indices = from_values({5, 0, 2, 7}, {4}, DType::Int64);
+  const auto fn = [&](const std::vector<Tensor>& args) {
+    Tensor hidden = args[0];  // [1, 1]
+    std::vector<Tensor> steps;
+    for (int t = 0; t < 8; ++t) {
+      hidden = tanh(hidden * 0.9 + 0.1);
+      steps.push_back(hidden);
+    }
+    const Tensor join = concat(steps, 0);  // [8, 1]
+    const Tensor by_op = matmul(join, row);
+    const Tensor expanded = tanh(join * row + 0.5);             // [8, 1] against [1, 4]
+    const Tensor gathered = gather(join, indices) * 3.0 + 1.0;  // rows 5, 0, 2, 7
+    return std::vector<Tensor>{by_op, expanded, gathered, reduce_sum(join * 2.0)};
+  };
+  std::vector<std::vector<Tensor>> calls;
+  for (double start : {0.3, -1.2, 2.5}) calls.push_back({fill({1, 1}, start)});
+  require_replays_equal_eager(fn, calls);
+  // The expanded read against values computed here: tanh(h_t * row_j + 0.5).
+  const std::vector<Tensor> results = fn(calls[0]);
+  const std::vector<double> row_values = values(row);
+  double h = 0.3;
+  std::vector<double> expected;
+  for (int t = 0; t < 8; ++t) {
+    h = std::tanh(h * 0.9 + 0.1);
+    for (double r : row_values) expected.push_back(std::tanh(h * r + 0.5));
+  }
+  require_close(results[1], {8, 4}, expected, 1e-15);
+}
+
+TEST_CASE(
     "function fused: a sum over leading axes of a few rows is a loop of its own, bit for bit "
     "(rows of -0.0 included), and other sums run as ops",
     "[function][fused]") {

@@ -200,6 +200,15 @@ std::vector<Tensor> run_program(std::uint64_t seed, const std::vector<Tensor>& a
       const Tensor picked = concat(chosen, 0);
       readers = readers + reduce_sum(exp(picked * scalar(-0.2)));
     }
+    // Loops that read the join expanded (a one-element state against a row) or gather its
+    // rows: reads that need the join's tensor.
+    if (along_rows && chance(rng, 0.3)) {
+      const Tensor row = cast(constant({{0.5, -1.0, 1.5}}), s.dtype);  // [1, 3]
+      if (s.bits == 1) readers = readers + reduce_sum(tanh(join * row));
+      const auto rows = static_cast<double>(s.steps * s.rows);
+      const Tensor picked = from_values({rows - 1, 0, std::floor(rows / 2)}, {3}, DType::Int64);
+      readers = readers + reduce_sum(gather(join, picked) * scalar(3.0) + scalar(1.0));
+    }
     // A part read by another op after its join.
     if (chance(rng, 0.4)) {
       const Tensor& part = hiddens[static_cast<std::size_t>(draw(rng, 0, s.steps - 1))];
@@ -245,9 +254,7 @@ std::string first_difference(const std::vector<Tensor>& got, const std::vector<T
   if (got.size() != expected.size())
     return std::to_string(got.size()) + " results, eager " + std::to_string(expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (got[i].dtype() != expected[i].dtype() || got[i].shape() != expected[i].shape() ||
-        element_bytes(got[i]) != element_bytes(expected[i]))
-      return "result " + std::to_string(i) + " differs";
+    if (!same_numbers(got[i], expected[i])) return "result " + std::to_string(i) + " differs";
   }
   return "";
 }

@@ -113,17 +113,19 @@ using TensorsFn =
 // bits. `what` names the test in its summary line; a failure prints its seed and graph.
 void require_function_equals_eager(
     const char* what, std::uint64_t default_graphs,
-    const std::function<TensorsFn(const tapegrad::fuzz::RandomGraph&)>& fn_for) {
+    const std::function<TensorsFn(const tapegrad::fuzz::RandomGraph&)>& fn_for, int min_ops = 3,
+    int max_ops = 12) {
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", default_graphs);
-  std::uint64_t failures = 0, calls = 0;
+  std::uint64_t failures = 0, calls = 0, ops = 0;
   std::string first_failure;
   for (std::uint64_t n = 0; n < 2 * graphs; ++n) {
     const std::uint64_t seed = first_seed + n / 2;
     const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
-    const RandomGraph graph = RandomGraph::generate(seed, dtype);
+    const RandomGraph graph = RandomGraph::generate(seed, dtype, min_ops, max_ops);
+    ops += graph.op_count();
     const TensorsFn fn = fn_for(graph);
     std::vector<Tensor> second_point;
     for (const Tensor& x : graph.inputs()) second_point.push_back(multiply(x, scalar(1.01, dtype)));
@@ -138,9 +140,7 @@ void require_function_equals_eager(
           ++calls;
           if (got.size() != expected.size()) failure = "result count differs";
           for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
-            if (got[i].shape() != expected[i].shape() ||
-                tapegrad::testing::element_bytes(got[i]) !=
-                    tapegrad::testing::element_bytes(expected[i])) {
+            if (!tapegrad::testing::same_numbers(got[i], expected[i])) {
               failure = "result " + std::to_string(i) + " is not the eager bits";
             }
           }
@@ -158,8 +158,8 @@ void require_function_equals_eager(
       }
     }
   }
-  std::cout << what << ": " << graphs << " graphs in each dtype, " << calls << " calls compared, "
-            << failures << " failed\n";
+  std::cout << what << ": " << graphs << " graphs in each dtype (" << ops << " ops), " << calls
+            << " calls compared, " << failures << " failed\n";
   INFO(first_failure);
   REQUIRE(failures == 0);
 }
@@ -179,6 +179,22 @@ TEST_CASE(
       return tapegrad::fuzz::value_and_gradient(graph, args);
     });
   });
+}
+
+TEST_CASE(
+    "random graphs: long graphs (40 to 150 ops) as a Function, value and gradient, the eager "
+    "bits on every call") {
+  // Many values alive at once, read again at random distances: the memory plan reuses arena
+  // places and buffers across interleaved lifetimes, and long runs of loops fuse.
+  constexpr std::uint64_t kGraphs = graph_count(60, 15);
+  require_function_equals_eager(
+      "long random graphs through function", kGraphs,
+      [](const auto& graph) {
+        return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
+          return tapegrad::fuzz::value_and_gradient(graph, args);
+        });
+      },
+      40, 150);
 }
 
 namespace {

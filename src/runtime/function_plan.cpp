@@ -477,6 +477,12 @@ void plan_recycling(FunctionTrace& compiled, const BookkeepingVector<bool>& leav
 constexpr std::size_t kNoValue = static_cast<std::size_t>(-1);
 constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
 
+// A loop reads the input as its elements in order: not expanded over a broadcast, nor as a
+// gather's params or indices (those reads need the input's tensor).
+bool reads_elements_in_order(const FusedElementwise::InputRead& how) {
+  return !how.expanded && how.gather == nullptr && !how.indices_only;
+}
+
 // What plan_arena finds out, per trace value (and per item: `absorbed`, `copied`).
 struct ArenaCandidates {
   // Read by loops alone, each as its elements in order, and leaving nowhere.
@@ -513,8 +519,7 @@ ArenaCandidates arena_candidates(const FunctionTrace& compiled,
         ++c.op_reads[in[e].index];
         continue;
       }
-      const FusedElementwise::InputRead& how = compiled.fused[item.fused].reads[e];
-      if (how.expanded || how.gather != nullptr || how.indices_only) {
+      if (!reads_elements_in_order(compiled.fused[item.fused].reads[e])) {
         c.loops_only[in[e].index] = 0;
         c.read_in_order[in[e].index] = 0;
       }
@@ -716,9 +721,17 @@ void use_arena(FunctionTrace& compiled, const ArenaCandidates& c,
     // Only loops read the arena: an op reads a copied join's tensor (an absorbed join's
     // entries are read by nobody: marked so that no slot is asked for them).
     if (item.fused == ReplayItem::kNone && c.absorbed[i] == 0) continue;
+    const FusedElementwise* loop =
+        item.fused != ReplayItem::kNone ? &compiled.fused[item.fused] : nullptr;
     FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
     for (std::uint32_t e = 0; e < item.input_count; ++e) {
       if (in[e].constant || offset_of[in[e].index] == kNoOffset) continue;
+      // A loop that reads a copied join expanded or gathered reads its tensor: those reads
+      // need the tensor's shape (the other arena values have no such reads).
+      if (loop != nullptr && c.tensor_too[in[e].index] != 0 &&
+          !reads_elements_in_order(loop->reads[e])) {
+        continue;
+      }
       in[e].arena = true;
       in[e].move = false;
       in[e].index = static_cast<std::uint32_t>(offset_of[in[e].index]);

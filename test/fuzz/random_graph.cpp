@@ -105,11 +105,14 @@ class GraphBuilder {
  public:
   GraphBuilder(std::uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) { graph_.seed_ = seed; }
 
-  RandomGraph build() {
+  RandomGraph build(int min_ops = 3, int max_ops = 12) {
     make_inputs();
-    const int target_ops = uniform_int(3, 12);
+    const int target_ops = uniform_int(min_ops, max_ops);
+    // 400 attempts for the short graphs (their seeds keep their graphs), 40 per op for long.
+    const int max_attempts = max_ops <= 12 ? 400 : 40 * target_ops;
     int attempts = 0;
-    while (static_cast<int>(graph_.steps_.size()) < target_ops && attempts++ < 400) try_one_op();
+    while (static_cast<int>(graph_.steps_.size()) < target_ops && attempts++ < max_attempts)
+      try_one_op();
     std::vector<bool> used(nodes_.size(), false);
     for (const auto& step : graph_.steps_)
       for (std::size_t a : step.args) used[a] = true;
@@ -856,6 +859,10 @@ class GraphBuilder {
 
 RandomGraph RandomGraph::generate(std::uint64_t seed, DType dtype) {
   return GraphBuilder(seed, dtype).build();
+}
+
+RandomGraph RandomGraph::generate(std::uint64_t seed, DType dtype, int min_ops, int max_ops) {
+  return GraphBuilder(seed, dtype).build(min_ops, max_ops);
 }
 
 std::vector<Tensor> RandomGraph::evaluate_nodes(const std::vector<Tensor>& inputs) const {

@@ -31,6 +31,9 @@ class RandomGraph {
   // The same seed gives the same graph and the same base-point inputs. Inputs, constants and
   // every node are of `dtype` (float64 or float32).
   static RandomGraph generate(std::uint64_t seed, DType dtype = DType::Float64);
+  // The same with min_ops..max_ops ops (as many as the builder manages in 40 attempts per
+  // op): long graphs, whose values' lifetimes interleave, for a Function's memory plan.
+  static RandomGraph generate(std::uint64_t seed, DType dtype, int min_ops, int max_ops);
 
   std::uint64_t seed() const { return seed_; }
   const std::vector<Tensor>& inputs() const { return inputs_; }
