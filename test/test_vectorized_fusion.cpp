@@ -245,3 +245,39 @@ TEST_CASE("a tape and a Function watching jacobian_forward see every op of its r
   const Tensor other = wave(kVertices, 2.5);
   require_identical(traced({other})[0], jacobian_forward(f, other));
 }
+
+TEST_CASE(
+    "vectorized_map of a gradient through a fixed activation output: its loop, its op-by-op "
+    "replay and the loop of fn give the same bits",
+    "[vectorized_map][fusion]") {
+  // In fn, x is captured (one for every row) and v batched: an activation's fused gradient
+  // (SigmoidGrad(y, g), ...) sees a fixed y and a batched g. Op by op, its batching rule
+  // computes the slope from y once and multiplies the batch of g by it; the loop computes the
+  // op's own scalar function. The two used to round differently for SigmoidGrad (g y (1 - y)
+  // against g (y (1 - y))) and SqrtGrad (g 0.5 / y against g (0.5 / y)).
+  constexpr std::size_t kBatch = 16, kN = 1024;  // 16,384 batched elements: a loop
+  const Tensor x = wave(kN, 0.3, 0.8) + 1.2;     // positive, for sqrt, rsqrt and reciprocal
+  const Tensor vs = batch_of_waves(kBatch, kN);
+  const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> activations = {
+      {"sigmoid", &sigmoid},     {"sqrt", &tapegrad::sqrt},
+      {"tanh", &tapegrad::tanh}, {"reciprocal", &reciprocal},
+      {"rsqrt", &rsqrt},         {"elu", &elu},
+      {"relu", &relu},           {"softplus", &softplus}};
+  for (const auto& [name, activation] : activations) {
+    INFO(name);
+    const auto fn = [&, activation = activation](const Tensor& v) {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor y = activation(x - 1.0);
+      return tape.gradient(reduce_sum(y * v), x) * 1.5 + v;
+    };
+    const Tensor fused = vectorized_map(fn, vs, false);
+    Tensor op_by_op;
+    {
+      GradientTape observer;  // nothing fuses while a tape watches the thread
+      op_by_op = vectorized_map(fn, vs, false);
+    }
+    require_identical(fused, op_by_op);
+    require_identical(fused, loop_of(fn, vs));
+  }
+}

@@ -119,10 +119,12 @@ TAPEGRAD_BUILTIN_OP(sqrt_op) = detail::with_elementwise(
     detail::differentiable_op("Sqrt", sqrt_gradient, KeepSet::none(), KeepSet::all(), sqrt_tangent,
                               detail::batch_unary<&tapegrad::sqrt>),
     detail::unary_elementwise<SqrtElement>);
+// The slope 0.5 / y first, then times g: the batching rule's sqrt_grad_fixed_y (a fixed y)
+// computes the same two roundings, so a batched replay gives these bits loop or op by op.
 struct SqrtGradElement {
   template <class T>
   static T apply(T yv, T gv) {
-    return gv * T(0.5) / yv;
+    return gv * (T(0.5) / yv);
   }
 };
 TAPEGRAD_BUILTIN_OP(sqrt_grad_definition) = detail::with_structure(

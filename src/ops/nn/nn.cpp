@@ -135,10 +135,12 @@ static Grads sigmoid_gradient(const OpContext& op, const std::vector<Tensor>& g)
 static Grads sigmoid_grad_gradient(const OpContext& op, const std::vector<Tensor>& h);
 static Tangents sigmoid_grad_tangent(const ForwardContext& op, const Tangents& tangents);
 static Tensor sigmoid_grad_fixed_y(const Tensor& y, const Tensor& g);
+// The slope y (1 - y) first, then times g: the batching rule's sigmoid_grad_fixed_y (a fixed
+// y) computes the same roundings, so a batched replay gives these bits loop or op by op.
 struct SigmoidGradElement {
   template <class T>
   static T apply(T yv, T gv) {
-    return gv * yv * (1 - yv);
+    return gv * (yv * (1 - yv));
   }
 };
 TAPEGRAD_BUILTIN_OP(sigmoid_grad_definition) = detail::with_structure(
