@@ -10,7 +10,9 @@
 // TAPEGRAD_FUZZ_SEED=<seed> sets the first graph's seed (graph i uses seed + i) and
 // TAPEGRAD_FUZZ_GRAPHS=<n> the number of graphs; a failure prints the seed that reproduces it:
 //   TAPEGRAD_FUZZ_SEED=<seed> TAPEGRAD_FUZZ_GRAPHS=1 build/test/test_random_graphs
-// TAPEGRAD_FUZZ_VERBOSE=1 prints every graph.
+// TAPEGRAD_FUZZ_VERBOSE=1 prints every graph; TAPEGRAD_FUZZ_OPS=<min>-<max> makes every test's
+// graphs that long (40-150 for a search of the Function tests; the central differences of
+// long graphs may need their Richardson steps).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -858,10 +859,16 @@ class GraphBuilder {
 };
 
 RandomGraph RandomGraph::generate(std::uint64_t seed, DType dtype) {
-  return GraphBuilder(seed, dtype).build();
+  return generate(seed, dtype, 3, 12);
 }
 
 RandomGraph RandomGraph::generate(std::uint64_t seed, DType dtype, int min_ops, int max_ops) {
+  // TAPEGRAD_FUZZ_OPS=<min>-<max> sets every test's range (long graphs for a search).
+  if (const char* range = std::getenv("TAPEGRAD_FUZZ_OPS"); range != nullptr && *range != '\0') {
+    char* end = nullptr;
+    min_ops = static_cast<int>(std::strtol(range, &end, 10));
+    max_ops = *end == '-' ? static_cast<int>(std::strtol(end + 1, nullptr, 10)) : min_ops;
+  }
   return GraphBuilder(seed, dtype).build(min_ops, max_ops);
 }
 

@@ -32,7 +32,8 @@ class RandomGraph {
   // every node are of `dtype` (float64 or float32).
   static RandomGraph generate(std::uint64_t seed, DType dtype = DType::Float64);
   // The same with min_ops..max_ops ops (as many as the builder manages in 40 attempts per
-  // op): long graphs, whose values' lifetimes interleave, for a Function's memory plan.
+  // op): long graphs, whose values' lifetimes interleave, for a Function's memory plan. The
+  // environment's TAPEGRAD_FUZZ_OPS=<min>-<max> overrides both ranges (a longer search).
   static RandomGraph generate(std::uint64_t seed, DType dtype, int min_ops, int max_ops);
 
   std::uint64_t seed() const { return seed_; }
