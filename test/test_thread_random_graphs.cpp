@@ -6,7 +6,11 @@
 // has its own loop workspaces: a race between them shows here as wrong bits (and under
 // ThreadSanitizer, which CI runs on every test_thread* executable, as a report).
 //
-// TAPEGRAD_FUZZ_SEED=<seed> and TAPEGRAD_FUZZ_GRAPHS=<n> as in test_random_graphs.cpp.
+// Random recurrent programs (fuzz/recurrent_program.hpp), whose joins a Function writes in place
+// in its arena, go through the same from four threads.
+//
+// TAPEGRAD_FUZZ_SEED=<seed> and TAPEGRAD_FUZZ_GRAPHS=<n> as in test_random_graphs.cpp
+// (TAPEGRAD_FUZZ_PROGRAMS=<n> for the recurrences).
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -17,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include "fuzz/graph_calls.hpp"
+#include "fuzz/recurrent_program.hpp"
 #include "identical_support.hpp"
 
 namespace {
@@ -109,6 +114,55 @@ TEST_CASE(
           return tapegrad::fuzz::mapped_value_and_gradient(graph, args, 1024);
         };
       });
+  INFO(failure);
+  REQUIRE(failure.empty());
+}
+
+TEST_CASE(
+    "random recurrences: a Function called from four threads at once gives the eager answers on "
+    "every call",
+    "[function][threads]") {
+  using namespace tapegrad;
+  using namespace tapegrad::fuzz;
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 6;
+  const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", 20261130);
+  const std::uint64_t programs = env_or("TAPEGRAD_FUZZ_PROGRAMS", 40);
+  std::string failure;
+  for (std::uint64_t n = 0; n < programs && failure.empty(); ++n) {
+    const std::uint64_t seed = first_seed + n;
+    const auto fn = [seed](const std::vector<Tensor>& args) {
+      return run_recurrent_program(seed, args);
+    };
+    const std::vector<std::vector<Tensor>> points{recurrent_arguments(seed, 1.0),
+                                                  recurrent_arguments(seed, -0.7)};
+    const std::vector<std::vector<Tensor>> expected{fn(points[0]), fn(points[1])};
+    const Function f = function(fn);
+    std::atomic<int> mismatches{0}, exceptions{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int k = 0; k < kCalls; ++k) {
+          const std::size_t point = static_cast<std::size_t>((t + k) % 2);
+          try {
+            const std::vector<Tensor> got = f(points[point]);
+            bool same = got.size() == expected[point].size();
+            for (std::size_t i = 0; same && i < got.size(); ++i)
+              same = testing::same_numbers(got[i], expected[point][i]);
+            if (!same) ++mismatches;
+          } catch (const std::exception&) {
+            ++exceptions;
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    if (mismatches != 0 || exceptions != 0) {
+      failure = "seed " + std::to_string(seed) + " (" + describe_recurrent_program(seed) +
+                "): " + std::to_string(mismatches.load()) + " calls differ, " +
+                std::to_string(exceptions.load()) + " threw";
+    }
+  }
   INFO(failure);
   REQUIRE(failure.empty());
 }
