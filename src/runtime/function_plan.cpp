@@ -780,6 +780,51 @@ void plan_arena(FunctionTrace& compiled, const BookkeepingVector<bool>& leaves) 
   use_arena(compiled, candidates, offset_of, arena_bytes);
 }
 
+// Which loop outputs may take the buffer of one of their loop's inputs (output_donor): an
+// input the loop reads last and once (ReplayInput::move), a tensor of the run's shape read in
+// order (no broadcast, gather or offset), that no instruction reads after the one that writes
+// the output: block by block, every read of its elements then comes before the output's
+// write over them. An output in the arena or recycled has its memory already. The replay
+// checks at each call that the input's handle is the only one.
+void plan_donations(FunctionTrace& compiled) {
+  compiled.output_donor.assign(compiled.replay_outputs.size(), FunctionTrace::kNoDonor);
+  std::vector<std::uint8_t> taken;
+  for (const ReplayItem& item : compiled.items) {
+    if (item.fused == ReplayItem::kNone) continue;
+    const FusedElementwise& loop = compiled.fused[item.fused];
+    const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
+    taken.assign(item.input_count, 0);
+    for (std::uint32_t o = 0; o < item.output_count; ++o) {
+      const std::size_t position = item.first_output + o;
+      if (compiled.output_arena[position] != FunctionTrace::kNotInArena ||
+          compiled.recyclable[position] != 0) {
+        continue;
+      }
+      const auto destination = static_cast<std::uint32_t>(loop.scratch_blocks + o);
+      const auto writer = std::find_if(
+          loop.program.begin(), loop.program.end(),
+          [&](const FusedElementwise::Instruction& i) { return i.destination == destination; });
+      if (writer == loop.program.end()) continue;
+      for (std::uint32_t e = 0; e < item.input_count; ++e) {
+        const FusedElementwise::InputRead& how = loop.reads[e];
+        if (taken[e] != 0 || !in[e].move || in[e].arena || in[e].constant || how.period != 0 ||
+            how.offset != 0 || !reads_elements_in_order(how) ||
+            compiled.trace.value_shape(loop.inputs[e].value) != loop.shape) {
+          continue;
+        }
+        const bool read_later = std::any_of(writer + 1, loop.program.end(),
+                                            [&](const FusedElementwise::Instruction& i) {
+                                              return i.operands[0] == e || i.operands[1] == e;
+                                            });
+        if (read_later) continue;
+        compiled.output_donor[position] = e;
+        taken[e] = 1;
+        break;
+      }
+    }
+  }
+}
+
 // Under tapes, fn as one recorded op: FunctionState::gradient_function and call_as_one_op
 // (function.cpp).
 bool one_op_under_tapes(const FunctionTrace& compiled) {
@@ -804,6 +849,7 @@ void plan_replay(FunctionTrace& compiled, std::size_t argument_count, bool optim
   const BookkeepingVector<bool> leaves = leaving_values(compiled);
   plan_recycling(compiled, leaves);
   plan_arena(compiled, leaves);
+  plan_donations(compiled);
   plan_slots(compiled, argument_count);
   compiled.one_op_under_tapes = one_op_under_tapes(compiled);
 }

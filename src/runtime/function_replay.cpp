@@ -73,6 +73,7 @@ struct LoopOperandLists {
   std::vector<const void*> input_elements;
   std::vector<Tensor*> destinations;
   std::vector<void*> output_elements;
+  std::vector<Tensor*> donors;
 };
 
 // A fused item: its operands from the value slots, the constants and the arena (no copy of
@@ -105,6 +106,16 @@ void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
   operands.input_elements = lists.input_elements.data();
   operands.destinations = lists.destinations.data();
   operands.output_elements = lists.output_elements.data();
+  const std::uint32_t* donor = compiled.output_donor.data() + item.first_output;
+  const FunctionTrace::ReplayInput* first_input = compiled.replay_inputs.data() + item.first_input;
+  bool any_donor = false;
+  grow_to(lists.donors, item.output_count);
+  for (std::uint32_t j = 0; j < item.output_count; ++j) {
+    const bool donated = donor[j] != FunctionTrace::kNoDonor;
+    lists.donors[j] = donated ? &values[first_input[donor[j]].index] : nullptr;
+    any_donor = any_donor || donated;
+  }
+  if (any_donor) operands.donors = lists.donors.data();
   if (recycled != nullptr) {
     operands.recycled = recycled->data() + item.first_output;
     operands.recyclable = compiled.recyclable.data() + item.first_output;
@@ -190,6 +201,9 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
         }
       }
       ReplayOutputs outputs = replay_op(item, inputs);
+      // Its inputs go now, not at the next op: a loop after it may then find itself the only
+      // holder of one (and write over it), and a moved input's buffer is free for what follows.
+      inputs.clear();
       for (std::uint32_t j = 0; j < item.output_count; ++j) {
         values[output[j]] = std::move(outputs[j]);
       }

@@ -93,6 +93,13 @@ struct FunctionTrace {
   static constexpr std::uint32_t kNotInArena = std::numeric_limits<std::uint32_t>::max();
   BookkeepingVector<std::uint32_t> output_arena;  // by position in replay_outputs: offset or none
   std::size_t arena_bytes = 0;
+  // By position in replay_outputs (plan_donations): the input of its loop, by position in the
+  // item's inputs, whose buffer the loop writes the output into when the replay's handle to
+  // it is the only one (the loop is its last reader and reads it once, in order, before it
+  // writes the output): a large elementwise chain then reuses its inputs' buffers, as the
+  // eager walk sums gradients in place, instead of writing each output into fresh memory.
+  static constexpr std::uint32_t kNoDonor = std::numeric_limits<std::uint32_t>::max();
+  BookkeepingVector<std::uint32_t> output_donor;
 
   ElementSpan<TracedInput> inputs_of(const ReplayItem& item) const {
     if (item.op != ReplayItem::kNone) return trace.ops[item.op].inputs;

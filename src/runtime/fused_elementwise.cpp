@@ -264,24 +264,7 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
   block = std::min(block, fused.elements);
 
   LoopWorkspace<T>& workspace = loop_workspace<T>();
-  std::vector<T*>& output_data = workspace.output_data;
-  grow_to(output_data, output_count);  // each set below
-  Tensor* const* destinations = operands.destinations;
-  for (std::size_t o = 0; o < output_count; ++o) {
-    if (operands.output_elements != nullptr && operands.output_elements[o] != nullptr) {
-      output_data[o] = static_cast<T*>(operands.output_elements[o]);
-    } else if (operands.recycled != nullptr && operands.recyclable[o] != 0) {
-      Tensor& kept = operands.recycled[o];
-      if (only_handle(kept)) {  // nobody else can see it: write it again
-        output_data[o] = own_elements<T>(kept);
-      } else {
-        kept = new_tensor(fused.shape, output_data[o]);
-      }
-      *destinations[o] = kept;
-    } else {
-      *destinations[o] = new_tensor(fused.shape, output_data[o]);
-    }
-  }
+  // The inputs' elements first: a donated input's handle moves to its output below.
   std::vector<const T*>& input_data = workspace.input_data;
   grow_to(input_data, input_count);
   for (std::size_t e = 0; e < input_count; ++e) {
@@ -293,6 +276,30 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
                         ? static_cast<const T*>(operands.input_elements[e])
                         : kernel_data<T>(*inputs[e]);
     input_data[e] = data + fused.reads[e].offset;
+  }
+  std::vector<T*>& output_data = workspace.output_data;
+  grow_to(output_data, output_count);  // each set below
+  Tensor* const* destinations = operands.destinations;
+  for (std::size_t o = 0; o < output_count; ++o) {
+    Tensor* donor = operands.donors != nullptr ? operands.donors[o] : nullptr;
+    if (operands.output_elements != nullptr && operands.output_elements[o] != nullptr) {
+      output_data[o] = static_cast<T*>(operands.output_elements[o]);
+    } else if (operands.recycled != nullptr && operands.recyclable[o] != 0) {
+      Tensor& kept = operands.recycled[o];
+      if (only_handle(kept)) {  // nobody else can see it: write it again
+        output_data[o] = own_elements<T>(kept);
+      } else {
+        kept = new_tensor(fused.shape, output_data[o]);
+      }
+      *destinations[o] = kept;
+    } else if (donor != nullptr && only_handle(*donor) && donor->shape() == fused.shape) {
+      // Nobody else can see the input, and the loop reads each of its elements before it
+      // writes the output's (plan_donations).
+      output_data[o] = own_elements<T>(*donor);
+      *destinations[o] = std::move(*donor);
+    } else {
+      *destinations[o] = new_tensor(fused.shape, output_data[o]);
+    }
   }
 
   std::vector<T> own_scratch;

@@ -138,6 +138,11 @@ struct LoopOperands {
   void* const* output_elements = nullptr;
   Tensor* recycled = nullptr;
   const std::uint8_t* recyclable = nullptr;
+  // Per output, where given and set: the handle of an input (one of `inputs`, read in order
+  // with the run's shape) whose buffer the output takes when that handle is the only one
+  // (the caller's plan made sure the loop reads it before writing the output); the handle is
+  // moved into the output's destination.
+  Tensor* const* donors = nullptr;
 };
 // A replay runs thousands of loops of small tensors: no vector per loop.
 void run_fused(const FusedElementwise& fused, const LoopOperands& operands);
