@@ -862,10 +862,10 @@ TEST_CASE(
     const Tensor& x = args[0];
     const Tensor a = x * 2.0 + captured;  // reads the argument and the captured tensor last
     const Tensor total = reduce_sum(a);   // an op between: a's loop ends here
-    // One loop: c, then a * 0 + x, which reads a after c is written: that output, not c,
+    // One loop: c, then a * 0.5 + x, which reads a after c is written: that output, not c,
     // is written over a.
     const Tensor c = tanh(a * 3.0 - total) + 1.0;
-    return std::vector<Tensor>{c, total, a * 0.0 + x};
+    return std::vector<Tensor>{c, total, a * 0.5 + x};
   };
   std::vector<std::vector<Tensor>> calls;
   for (double scale : {1.0, -0.3, 2.0}) calls.push_back({ramp(kN, DType::Float64, scale)});
@@ -874,6 +874,14 @@ TEST_CASE(
   const std::string captured_bytes = element_bytes(captured);
   const Function f = function(fn);
   for (const std::vector<Tensor>& args : calls) require_all_bitwise_equal(f(args), fn(args));
+  // An argument that one loop reads, once and last: the caller holds it, so it is not written.
+  const auto only_reader = [](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{tanh(args[0] * 3.0) + 1.0};
+  };
+  const Function g = function(only_reader);
+  for (const std::vector<Tensor>& args : calls) {
+    require_all_bitwise_equal(g(args), only_reader(args));
+  }
   REQUIRE(element_bytes(calls[0][0]) == argument_bytes[0]);
   REQUIRE(element_bytes(calls[1][0]) == argument_bytes[1]);
   REQUIRE(element_bytes(captured) == captured_bytes);
