@@ -41,6 +41,35 @@ std::vector<std::string> bytes_of(const std::vector<Tensor>& tensors) {
   return bytes;
 }
 
+// Six calls of f from each of four threads at once, alternating the two points; `matches`
+// judges each call's results (for the point it was given).
+struct ThreadedCalls {
+  int mismatches = 0;
+  int exceptions = 0;
+};
+ThreadedCalls call_from_threads(
+    const tapegrad::Function& f, const std::vector<std::vector<Tensor>>& points,
+    const std::function<bool(const std::vector<Tensor>&, std::size_t)>& matches) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 6;
+  std::atomic<int> mismatches{0}, exceptions{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kCalls; ++k) {
+        const std::size_t point = static_cast<std::size_t>((t + k) % 2);
+        try {
+          if (!matches(f(points[point]), point)) ++mismatches;
+        } catch (const std::exception&) {
+          ++exceptions;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return {mismatches.load(), exceptions.load()};
+}
+
 // For each of `graphs` graphs from the fuzz seed on (float64 and float32 in turn, every third
 // op by op): one Function of fn_for(graph), called six times from each of four threads at once
 // on two points. Empty when every call gave fn's eager bits, else the first failing graph.
@@ -49,8 +78,6 @@ std::string threaded_failures(
     const std::function<TensorsFn(const tapegrad::fuzz::RandomGraph&)>& fn_for) {
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-  constexpr int kThreads = 4;
-  constexpr int kCalls = 6;
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", 20260901);
   for (std::uint64_t n = 0; n < graphs; ++n) {
     const std::uint64_t seed = first_seed + n;
@@ -63,25 +90,14 @@ std::string threaded_failures(
     const std::vector<std::vector<std::string>> expected{bytes_of(fn(points[0])),
                                                          bytes_of(fn(points[1]))};
     const Function f = function(fn, FunctionOptions{16, optimize});
-    std::atomic<int> mismatches{0}, exceptions{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int k = 0; k < kCalls; ++k) {
-          const std::size_t point = static_cast<std::size_t>((t + k) % 2);
-          try {
-            if (bytes_of(f(points[point])) != expected[point]) ++mismatches;
-          } catch (const std::exception&) {
-            ++exceptions;
-          }
-        }
-      });
-    }
-    for (std::thread& thread : threads) thread.join();
-    if (mismatches != 0 || exceptions != 0) {
+    const ThreadedCalls calls =
+        call_from_threads(f, points, [&](const std::vector<Tensor>& got, std::size_t point) {
+          return bytes_of(got) == expected[point];
+        });
+    if (calls.mismatches != 0 || calls.exceptions != 0) {
       return "seed " + std::to_string(seed) + " " + dtype_name(dtype) +
-             (optimize ? " (optimize)" : " (op by op)") + ": " + std::to_string(mismatches.load()) +
-             " calls differ, " + std::to_string(exceptions.load()) + " threw\n" + graph.describe();
+             (optimize ? " (optimize)" : " (op by op)") + ": " + std::to_string(calls.mismatches) +
+             " calls differ, " + std::to_string(calls.exceptions) + " threw\n" + graph.describe();
     }
   }
   return {};
@@ -124,8 +140,6 @@ TEST_CASE(
     "[function][threads]") {
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-  constexpr int kThreads = 4;
-  constexpr int kCalls = 6;
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", 20261130);
   const std::uint64_t programs = env_or("TAPEGRAD_FUZZ_PROGRAMS", 40);
   std::string failure;
@@ -138,29 +152,17 @@ TEST_CASE(
                                                   recurrent_arguments(seed, -0.7)};
     const std::vector<std::vector<Tensor>> expected{fn(points[0]), fn(points[1])};
     const Function f = function(fn);
-    std::atomic<int> mismatches{0}, exceptions{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int k = 0; k < kCalls; ++k) {
-          const std::size_t point = static_cast<std::size_t>((t + k) % 2);
-          try {
-            const std::vector<Tensor> got = f(points[point]);
-            bool same = got.size() == expected[point].size();
-            for (std::size_t i = 0; same && i < got.size(); ++i)
-              same = testing::same_numbers(got[i], expected[point][i]);
-            if (!same) ++mismatches;
-          } catch (const std::exception&) {
-            ++exceptions;
-          }
-        }
-      });
-    }
-    for (std::thread& thread : threads) thread.join();
-    if (mismatches != 0 || exceptions != 0) {
+    const ThreadedCalls calls =
+        call_from_threads(f, points, [&](const std::vector<Tensor>& got, std::size_t point) {
+          bool same = got.size() == expected[point].size();
+          for (std::size_t i = 0; same && i < got.size(); ++i)
+            same = testing::same_numbers(got[i], expected[point][i]);
+          return same;
+        });
+    if (calls.mismatches != 0 || calls.exceptions != 0) {
       failure = "seed " + std::to_string(seed) + " (" + describe_recurrent_program(seed) +
-                "): " + std::to_string(mismatches.load()) + " calls differ, " +
-                std::to_string(exceptions.load()) + " threw";
+                "): " + std::to_string(calls.mismatches) + " calls differ, " +
+                std::to_string(calls.exceptions) + " threw";
     }
   }
   INFO(failure);
