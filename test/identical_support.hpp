@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -66,6 +67,18 @@ inline bool same_numbers(const Tensor& a, const Tensor& b) {
   if (a.dtype() == DType::Float32) return floats_equal(float{});
   if (a.dtype() == DType::Float64) return floats_equal(double{});
   return element_bytes(a) == element_bytes(b);
+}
+
+// The first result whose numbers differ (same_numbers), or "" when every one agrees.
+inline std::string first_difference(const std::vector<Tensor>& got,
+                                    const std::vector<Tensor>& expected) {
+  if (got.size() != expected.size()) {
+    return std::to_string(got.size()) + " results, expected " + std::to_string(expected.size());
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!same_numbers(got[i], expected[i])) return "result " + std::to_string(i) + " differs";
+  }
+  return "";
 }
 
 }  // namespace tapegrad::testing

@@ -26,6 +26,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "fuzz/fuzz_env.hpp"
 #include "fuzz/recurrent_program.hpp"
 #include "identical_support.hpp"
 #include "tapegrad/tapegrad.hpp"
@@ -33,6 +34,8 @@
 using namespace tapegrad;
 using namespace tapegrad::fuzz;
 using namespace tapegrad::testing;
+
+using tapegrad::fuzz::env_or;
 
 namespace {
 
@@ -42,21 +45,6 @@ constexpr std::uint64_t kDefaultPrograms = 150;  // -O1 with the sanitizers runs
 constexpr std::uint64_t kDefaultPrograms = 1000;
 #endif
 constexpr std::uint64_t kDefaultSeed = 20261130;
-
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
-}
-
-// The first result of `got` whose bits differ from `expected`'s, or "".
-std::string first_difference(const std::vector<Tensor>& got, const std::vector<Tensor>& expected) {
-  if (got.size() != expected.size())
-    return std::to_string(got.size()) + " results, eager " + std::to_string(expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!same_numbers(got[i], expected[i])) return "result " + std::to_string(i) + " differs";
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -21,10 +21,13 @@
 #include <iostream>
 #include <string>
 
+#include "fuzz/fuzz_env.hpp"
 #include "fuzz/graph_calls.hpp"
 #include "fuzz/graph_check.hpp"
 #include "identical_support.hpp"
 #include "support.hpp"
+
+using tapegrad::fuzz::env_or;
 
 namespace {
 
@@ -41,11 +44,6 @@ constexpr std::uint64_t graph_count(std::uint64_t normally, std::uint64_t under_
 }
 constexpr std::uint64_t kDefaultGraphs = graph_count(1000, 250);
 constexpr std::uint64_t kDefaultSeed = 20260901;
-
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
-}
 
 // The first op that fails on its own, checked at its arguments' values in the failing graph.
 std::string culprit(const tapegrad::fuzz::RandomGraph& graph) {
@@ -137,15 +135,9 @@ void require_function_equals_eager(
                &graph.inputs(), &graph.inputs(), &second_point}) {
         std::string failure;
         try {
-          const std::vector<Tensor> got = f(*point);
-          const std::vector<Tensor> expected = fn(*point);
+          const std::string difference = tapegrad::testing::first_difference(f(*point), fn(*point));
           ++calls;
-          if (got.size() != expected.size()) failure = "result count differs";
-          for (std::size_t i = 0; failure.empty() && i < got.size(); ++i) {
-            if (!tapegrad::testing::same_numbers(got[i], expected[i])) {
-              failure = "result " + std::to_string(i) + " is not the eager bits";
-            }
-          }
+          if (!difference.empty()) failure = difference + " from the eager bits";
         } catch (const std::exception& e) {
           failure = std::string("exception: ") + e.what();
         }

@@ -20,20 +20,18 @@
 
 #include <catch2/catch.hpp>
 
+#include "fuzz/fuzz_env.hpp"
 #include "fuzz/graph_calls.hpp"
 #include "fuzz/recurrent_program.hpp"
 #include "identical_support.hpp"
+
+using tapegrad::fuzz::env_or;
 
 namespace {
 
 using tapegrad::DType;
 using tapegrad::Tensor;
 using TensorsFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
-}
 
 std::vector<std::string> bytes_of(const std::vector<Tensor>& tensors) {
   std::vector<std::string> bytes;
@@ -154,10 +152,7 @@ TEST_CASE(
     const Function f = function(fn);
     const ThreadedCalls calls =
         call_from_threads(f, points, [&](const std::vector<Tensor>& got, std::size_t point) {
-          bool same = got.size() == expected[point].size();
-          for (std::size_t i = 0; same && i < got.size(); ++i)
-            same = testing::same_numbers(got[i], expected[point][i]);
-          return same;
+          return testing::first_difference(got, expected[point]).empty();
         });
     if (calls.mismatches != 0 || calls.exceptions != 0) {
       failure = "seed " + std::to_string(seed) + " (" + describe_recurrent_program(seed) +

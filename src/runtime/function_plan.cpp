@@ -789,7 +789,7 @@ void plan_arena(FunctionTrace& compiled, const BookkeepingVector<bool>& leaves) 
 void plan_donations(FunctionTrace& compiled) {
   compiled.output_donor.assign(compiled.replay_outputs.size(), FunctionTrace::kNoDonor);
   std::vector<std::uint8_t> taken;
-  for (const ReplayItem& item : compiled.items) {
+  for (ReplayItem& item : compiled.items) {
     if (item.fused == ReplayItem::kNone) continue;
     const FusedElementwise& loop = compiled.fused[item.fused];
     const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
@@ -819,6 +819,7 @@ void plan_donations(FunctionTrace& compiled) {
         if (read_later) continue;
         compiled.output_donor[position] = e;
         taken[e] = 1;
+        item.has_donor = true;
         break;
       }
     }

@@ -106,16 +106,16 @@ void run_loop_item(const FunctionTrace& compiled, const ReplayItem& item,
   operands.input_elements = lists.input_elements.data();
   operands.destinations = lists.destinations.data();
   operands.output_elements = lists.output_elements.data();
-  const std::uint32_t* donor = compiled.output_donor.data() + item.first_output;
-  const FunctionTrace::ReplayInput* first_input = compiled.replay_inputs.data() + item.first_input;
-  bool any_donor = false;
-  grow_to(lists.donors, item.output_count);
-  for (std::uint32_t j = 0; j < item.output_count; ++j) {
-    const bool donated = donor[j] != FunctionTrace::kNoDonor;
-    lists.donors[j] = donated ? &values[first_input[donor[j]].index] : nullptr;
-    any_donor = any_donor || donated;
+  if (item.has_donor) {
+    const std::uint32_t* donor = compiled.output_donor.data() + item.first_output;
+    const FunctionTrace::ReplayInput* first = compiled.replay_inputs.data() + item.first_input;
+    grow_to(lists.donors, item.output_count);
+    for (std::uint32_t j = 0; j < item.output_count; ++j) {
+      lists.donors[j] =
+          donor[j] != FunctionTrace::kNoDonor ? &values[first[donor[j]].index] : nullptr;
+    }
+    operands.donors = lists.donors.data();
   }
-  if (any_donor) operands.donors = lists.donors.data();
   if (recycled != nullptr) {
     operands.recycled = recycled->data() + item.first_output;
     operands.recyclable = compiled.recyclable.data() + item.first_output;
@@ -188,8 +188,7 @@ std::vector<Tensor> replay(const FunctionTrace& compiled, const std::vector<Tens
       run_loop_item(compiled, item, values, arena_base, recycled, loop_operands);
     } else if (item.copies_from_arena) {
       values[output[0]] = copy_out_of_arena(compiled, item, arena_base, values);
-    } else {
-      inputs.clear();
+    } else {  // `inputs` is empty: cleared after the last op
       const FunctionTrace::ReplayInput* in = compiled.replay_inputs.data() + item.first_input;
       for (std::uint32_t k = 0; k < item.input_count; ++k, ++in) {
         if (in->constant) {

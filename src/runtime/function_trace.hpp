@@ -40,6 +40,8 @@ struct ReplayItem {
   // after writing there the parts that are tensors (then two inputs each: the part's slot, and
   // its start in elements, marked as an arena read so that no slot is planned for it).
   bool copies_from_arena = false;
+  // A loop with an output that may take an input's buffer (FunctionTrace::output_donor).
+  bool has_donor = false;
 };
 
 struct FunctionTrace {

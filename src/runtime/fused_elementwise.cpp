@@ -292,9 +292,9 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
         kept = new_tensor(fused.shape, output_data[o]);
       }
       *destinations[o] = kept;
-    } else if (donor != nullptr && only_handle(*donor) && donor->shape() == fused.shape) {
+    } else if (donor != nullptr && only_handle(*donor)) {
       // Nobody else can see the input, and the loop reads each of its elements before it
-      // writes the output's (plan_donations).
+      // writes the output's (plan_donations, which also made sure it has the run's shape).
       output_data[o] = own_elements<T>(*donor);
       *destinations[o] = std::move(*donor);
     } else {

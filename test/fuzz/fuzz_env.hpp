@@ -1,0 +1,16 @@
+// The fuzz tests' settings from the environment (TAPEGRAD_FUZZ_SEED, TAPEGRAD_FUZZ_GRAPHS, ...).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace tapegrad::fuzz {
+
+// The variable's value as a number, or `fallback` when it is unset or empty.
+inline std::uint64_t env_or(const char* name, std::uint64_t fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::stoull(text) : fallback;
+}
+
+}  // namespace tapegrad::fuzz
