@@ -129,6 +129,48 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: loops of one block (up to 1,024 elements) and of two, with a repeated row, "
+    "a scalar and many live intermediates, equal the eager call bit for bit",
+    "[function][fused]") {
+  // A loop of at most one block places each operand once (an argument's row repeated over the
+  // rows, an argument scalar over every element); from 1,025 elements, or with more scratch
+  // than a thread keeps, it runs block by block. Both must give the eager bits, gradients
+  // included. (A captured constant is not read repeated: the plan broadcasts it once.)
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (std::size_t rows : {1, 3, 128, 129, 4, 300}) {
+      const std::size_t columns = rows == 4 || rows == 300 ? 1 : 8;  // 4 and 300: [n, 1] columns
+      INFO(dtype_name(dtype) << " [" << rows << ", " << columns << "]");
+      const auto fn = [](const std::vector<Tensor>& args) {
+        const Tensor& row = args[1];    // [1, columns]
+        const Tensor& shift = args[2];  // []
+        GradientTape tape;
+        tape.watch(args);
+        // Twelve products kept alive to the end: twelve scratch blocks at once.
+        std::vector<Tensor> live;
+        Tensor y = args[0];
+        for (int i = 0; i < 12; ++i) {
+          y = tanh(y * row + shift);
+          live.push_back(y * shift);
+        }
+        Tensor sum = live[0];
+        for (std::size_t i = 1; i < live.size(); ++i) sum = sum + live[i] * row;
+        std::vector<Tensor> results{sum};
+        for (const Tensor& g : tape.gradient(reduce_sum(sum), args)) results.push_back(g);
+        return results;
+      };
+      const auto call = [&](double scale) {
+        return std::vector<Tensor>{
+            reshape(ramp(rows * columns, dtype, scale),
+                    {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(columns)}),
+            reshape(ramp(columns, dtype, 0.5 * scale), {1, static_cast<std::int64_t>(columns)}),
+            scalar(0.3 * scale, dtype)};
+      };
+      require_replays_equal_eager(fn, {call(1.0), call(-0.8), call(1.3)});
+    }
+  }
+}
+
+TEST_CASE(
     "function fused: float32 and float64 runs over several blocks, a tail and broadcast "
     "scalars equal the eager call bit for bit",
     "[function][fused]") {

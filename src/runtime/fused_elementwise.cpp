@@ -244,43 +244,24 @@ LoopWorkspace<T>& loop_workspace() {
   return workspace;
 }
 
+// An input's elements where the loop reads them: in the arena or a constant's (found when the
+// replay was planned), else the tensor's, from the read's offset on.
 template <class T>
-void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
-  const Tensor* const* inputs = operands.inputs;
-  const std::size_t input_count = fused.inputs.size();
-  const std::size_t scratch = fused.scratch_blocks;
-  const std::size_t output_count = fused.outputs.size();
+const T* input_elements(const FusedElementwise& fused, const LoopOperands& operands,
+                        std::size_t e) {
+  const T* data = operands.input_elements != nullptr && operands.input_elements[e] != nullptr
+                      ? static_cast<const T*>(operands.input_elements[e])
+                      : kernel_data<T>(*operands.inputs[e]);
+  return data + fused.reads[e].offset;
+}
 
-  // Blocks of at most 1,024 elements whose scratch stays within 256 KiB (a few hundred live
-  // intermediates shrink the block, down to 64 elements).
-  constexpr std::size_t kMaxBlock = 1024;
-  constexpr std::size_t kMinBlock = 64;
-  constexpr std::size_t kScratchBytes = std::size_t{256} * 1024;
-  const std::size_t bytes_per_element = scratch * sizeof(T);
-  std::size_t block = kMaxBlock;
-  if (bytes_per_element * block > kScratchBytes) {
-    block = std::max(kMinBlock, kScratchBytes / std::max<std::size_t>(bytes_per_element, 1));
-  }
-  block = std::min(block, fused.elements);
-
-  LoopWorkspace<T>& workspace = loop_workspace<T>();
-  // The inputs' elements first: a donated input's handle moves to its output below.
-  std::vector<const T*>& input_data = workspace.input_data;
-  grow_to(input_data, input_count);
-  for (std::size_t e = 0; e < input_count; ++e) {
-    if (fused.reads[e].indices_only) {
-      input_data[e] = nullptr;
-      continue;
-    }
-    const T* data = operands.input_elements != nullptr && operands.input_elements[e] != nullptr
-                        ? static_cast<const T*>(operands.input_elements[e])
-                        : kernel_data<T>(*inputs[e]);
-    input_data[e] = data + fused.reads[e].offset;
-  }
-  std::vector<T*>& output_data = workspace.output_data;
-  grow_to(output_data, output_count);  // each set below
+// Where each output's elements go: its place in the arena, a kept result written again, a
+// donated input's buffer, or a new tensor. After the inputs' elements are found: a donated
+// input's handle moves to its output.
+template <class T>
+void place_outputs(const FusedElementwise& fused, const LoopOperands& operands, T** output_data) {
   Tensor* const* destinations = operands.destinations;
-  for (std::size_t o = 0; o < output_count; ++o) {
+  for (std::size_t o = 0; o < fused.outputs.size(); ++o) {
     Tensor* donor = operands.donors != nullptr ? operands.donors[o] : nullptr;
     if (operands.output_elements != nullptr && operands.output_elements[o] != nullptr) {
       output_data[o] = static_cast<T*>(operands.output_elements[o]);
@@ -301,6 +282,90 @@ void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
       *destinations[o] = new_tensor(fused.shape, output_data[o]);
     }
   }
+}
+
+// A loop of one block (most of a replay of small tensors: GradBench's lstm runs 4,000 loops of
+// about 20 elements per call) whose inputs are read as they are or repeat a short period:
+// each operand's place once, then each instruction once, without run_typed's block loop and
+// its per-input bookkeeping for gathers and expanded periods.
+template <class T>
+void run_one_block(const FusedElementwise& fused, const LoopOperands& operands,
+                   LoopWorkspace<T>& workspace) {
+  const std::size_t input_count = fused.inputs.size();
+  const std::size_t scratch = fused.scratch_blocks;
+  const std::size_t output_count = fused.outputs.size();
+  const std::size_t elements = fused.elements;
+  std::vector<const T*>& read = workspace.read;
+  grow_to(read, input_count + scratch + output_count);
+  std::vector<T*>& write = workspace.write;
+  grow_to(write, scratch + output_count);
+  std::size_t small_used = 0;
+  for (std::size_t e = 0; e < input_count; ++e) {
+    const T* data = input_elements<T>(fused, operands, e);
+    const std::size_t period = fused.reads[e].period;
+    if (period != 0 && period < elements) {
+      // The period repeated over the loop's elements, in a kept buffer.
+      if (small_used == workspace.small_buffers.size()) workspace.small_buffers.emplace_back();
+      std::vector<T>& buffer = workspace.small_buffers[small_used++];
+      grow_to(buffer, elements);
+      for (std::size_t i = 0; i < elements; i += period) {
+        std::copy(data, data + std::min(period, elements - i), buffer.data() + i);
+      }
+      data = buffer.data();
+    }
+    read[e] = data;
+  }
+  grow_to(workspace.scratch_memory, scratch * elements);
+  for (std::size_t s = 0; s < scratch; ++s) {
+    write[s] = workspace.scratch_memory.data() + s * elements;
+    read[input_count + s] = write[s];
+  }
+  place_outputs<T>(fused, operands, write.data() + scratch);
+  for (std::size_t o = 0; o < output_count; ++o)
+    read[input_count + scratch + o] = write[scratch + o];
+  for (const FusedElementwise::Instruction& instruction : fused.program) {
+    const T* operands_of[2] = {read[instruction.operands[0]], read[instruction.operands[1]]};
+    instruction.rule->kernel<T>()(operands_of, write[instruction.destination], elements);
+  }
+  if (workspace.small_buffers.size() > LoopWorkspace<T>::kKeptSmallBuffers) {
+    workspace.small_buffers.resize(LoopWorkspace<T>::kKeptSmallBuffers);
+  }
+}
+
+template <class T>
+void run_typed(const FusedElementwise& fused, const LoopOperands& operands) {
+  const Tensor* const* inputs = operands.inputs;
+  const std::size_t input_count = fused.inputs.size();
+  const std::size_t scratch = fused.scratch_blocks;
+  const std::size_t output_count = fused.outputs.size();
+
+  // Blocks of at most 1,024 elements whose scratch stays within 256 KiB (a few hundred live
+  // intermediates shrink the block, down to 64 elements).
+  constexpr std::size_t kMaxBlock = 1024;
+  constexpr std::size_t kMinBlock = 64;
+  constexpr std::size_t kScratchBytes = std::size_t{256} * 1024;
+  const std::size_t bytes_per_element = scratch * sizeof(T);
+  LoopWorkspace<T>& workspace = loop_workspace<T>();
+  if (fused.reads_as_they_are_or_repeat && fused.elements <= kMaxBlock &&
+      bytes_per_element * fused.elements <= LoopWorkspace<T>::kKeptScratch * sizeof(T)) {
+    run_one_block<T>(fused, operands, workspace);
+    return;
+  }
+  std::size_t block = kMaxBlock;
+  if (bytes_per_element * block > kScratchBytes) {
+    block = std::max(kMinBlock, kScratchBytes / std::max<std::size_t>(bytes_per_element, 1));
+  }
+  block = std::min(block, fused.elements);
+
+  // The inputs' elements first: a donated input's handle moves to its output below.
+  std::vector<const T*>& input_data = workspace.input_data;
+  grow_to(input_data, input_count);
+  for (std::size_t e = 0; e < input_count; ++e) {
+    input_data[e] = fused.reads[e].indices_only ? nullptr : input_elements<T>(fused, operands, e);
+  }
+  std::vector<T*>& output_data = workspace.output_data;
+  grow_to(output_data, output_count);  // each set below
+  place_outputs<T>(fused, operands, output_data.data());
 
   std::vector<T> own_scratch;
   T* scratch_memory = nullptr;
@@ -755,6 +820,10 @@ FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::siz
     }
     return 0;
   };
+  fused.reads_as_they_are_or_repeat = std::none_of(
+      fused.reads.begin(), fused.reads.end(), [](const FusedElementwise::InputRead& r) {
+        return r.gather != nullptr || r.indices_only || r.expanded;
+      });
   fused.program.reserve(pending.size());
   for (const PendingInstruction& p : pending) {
     fused.program.push_back({p.rule,
@@ -782,6 +851,7 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& s
     row.offset = r * fused.elements;
     fused.reads.push_back(row);
   }
+  fused.reads_as_they_are_or_repeat = true;  // the start repeats, each row is read in place
   // Two scratch blocks taken in turn (a block kernel's output may not alias its input).
   const auto input_count = static_cast<std::uint32_t>(fused.inputs.size());
   fused.scratch_blocks = rows == 1 ? 0 : rows == 2 ? 1 : 2;

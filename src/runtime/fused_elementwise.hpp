@@ -40,6 +40,9 @@ struct FusedElementwise {
     std::size_t offset = 0;
   };
   std::vector<InputRead> reads;
+  // No read is a gather's, an expanded period's or indices only: a loop of one block may
+  // then place each operand once (run_fused).
+  bool reads_as_they_are_or_repeat = false;
   std::vector<std::size_t> outputs;  // trace values made tensors
   // Operands are numbered: the inputs, then the scratch blocks, then the outputs.
   struct Instruction {
