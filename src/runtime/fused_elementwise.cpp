@@ -5,7 +5,9 @@
 #include "runtime/fused_elementwise.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -667,6 +669,8 @@ struct FuseWorkspace {
   std::vector<PendingInstruction> pending;
   std::vector<TracedInput> inputs;
   std::vector<FusedElementwise::InputRead> reads;
+  std::vector<std::size_t> outputs;
+  std::vector<FusedElementwise::Instruction> program;
 
   void reset() {
     last_use.reset();
@@ -678,6 +682,8 @@ struct FuseWorkspace {
     pending.clear();
     inputs.clear();
     reads.clear();
+    outputs.clear();
+    program.clear();
   }
 };
 
@@ -707,6 +713,7 @@ FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::siz
   std::vector<PendingInstruction>& pending = workspace.pending;
   std::vector<TracedInput>& inputs = workspace.inputs;
   std::vector<FusedElementwise::InputRead>& reads = workspace.reads;
+  std::vector<std::size_t>& outputs = workspace.outputs;
   // The last op of the run that reads each value the run computes.
   const auto key = [](std::size_t value) { return static_cast<std::uint64_t>(value) + 1; };
   for (std::size_t i : run) {
@@ -777,8 +784,8 @@ FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::siz
     const std::size_t value = op.outputs[0];
     if (read_outside[value]) {
       instruction.destination = {OperandRef::Kind::Output,
-                                 static_cast<std::uint32_t>(fused.outputs.size())};
-      fused.outputs.push_back(value);
+                                 static_cast<std::uint32_t>(outputs.size())};
+      outputs.push_back(value);
     } else if (!free_scratch.empty()) {
       instruction.destination = {OperandRef::Kind::Scratch, free_scratch.back()};
       free_scratch.pop_back();
@@ -805,7 +812,6 @@ FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::siz
   }
 
   fused.inputs.assign(inputs.begin(), inputs.end());
-  fused.reads.assign(reads.begin(), reads.end());
   inputs.clear();  // the workspace holds no constant past the call
   const auto input_count = static_cast<std::uint32_t>(fused.inputs.size());
   const auto scratch = static_cast<std::uint32_t>(fused.scratch_blocks);
@@ -820,16 +826,17 @@ FusedElementwise fuse_run(const OpTrace& trace, const BookkeepingVector<std::siz
     }
     return 0;
   };
-  fused.reads_as_they_are_or_repeat = std::none_of(
-      fused.reads.begin(), fused.reads.end(), [](const FusedElementwise::InputRead& r) {
+  fused.reads_as_they_are_or_repeat =
+      std::none_of(reads.begin(), reads.end(), [](const FusedElementwise::InputRead& r) {
         return r.gather != nullptr || r.indices_only || r.expanded;
       });
-  fused.program.reserve(pending.size());
+  std::vector<FusedElementwise::Instruction>& program = workspace.program;
   for (const PendingInstruction& p : pending) {
-    fused.program.push_back({p.rule,
-                             {number(p.operands[0]), number(p.operands[1])},
-                             number(p.destination) - input_count});
+    program.push_back({p.rule,
+                       {number(p.operands[0]), number(p.operands[1])},
+                       number(p.destination) - input_count});
   }
+  fused.set_lists(reads, outputs, program);
   return fused;
 }
 
@@ -838,18 +845,20 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& s
   fused.dtype = op.output_dtypes()[0];
   fused.shape = op.output_shapes()[0];
   fused.elements = num_elements(fused.shape);
-  fused.outputs.push_back(op.outputs[0]);
   const FoldRule& rule = *op.op->fold_rule;
   // The start, a constant scalar read as one repeated element; then each row.
   TracedInput start_input;
   start_input.constant = start;
+  fused.inputs.reserve(rows + 1);
   fused.inputs.push_back(start_input);
-  fused.reads.push_back(*broadcast_read(Shape{}, fused.shape));
+  std::vector<FusedElementwise::InputRead> reads;
+  reads.reserve(rows + 1);
+  reads.push_back(*broadcast_read(Shape{}, fused.shape));
   for (std::size_t r = 0; r < rows; ++r) {
     fused.inputs.push_back(op.inputs[0]);
     FusedElementwise::InputRead row;
     row.offset = r * fused.elements;
-    fused.reads.push_back(row);
+    reads.push_back(row);
   }
   fused.reads_as_they_are_or_repeat = true;  // the start repeats, each row is read in place
   // Two scratch blocks taken in turn (a block kernel's output may not alias its input).
@@ -857,13 +866,47 @@ FusedElementwise fold_loop(const TracedOp& op, std::size_t rows, const Tensor& s
   fused.scratch_blocks = rows == 1 ? 0 : rows == 2 ? 1 : 2;
   const auto scratch = static_cast<std::uint32_t>(fused.scratch_blocks);
   std::uint32_t previous = 0;  // the start
+  std::vector<FusedElementwise::Instruction> program;
+  program.reserve(rows);
   for (std::uint32_t r = 0; r < rows; ++r) {
     const bool last = r + 1 == rows;
     const std::uint32_t destination = last ? scratch : r % 2;  // numbered from the scratch
-    fused.program.push_back({rule.combine, {previous, 1 + r}, destination});
+    program.push_back({rule.combine, {previous, 1 + r}, destination});
     previous = input_count + destination;
   }
+  fused.set_lists(reads, {op.outputs[0]}, program);
   return fused;
+}
+
+void FusedElementwise::set_lists(const std::vector<InputRead>& input_reads,
+                                 const std::vector<std::size_t>& output_values,
+                                 const std::vector<Instruction>& instructions) {
+  // The block is aligned for any of the three; each list's elements are a multiple of the
+  // next list's alignment long.
+  static_assert(sizeof(InputRead) % alignof(std::size_t) == 0 &&
+                    sizeof(std::size_t) % alignof(Instruction) == 0,
+                "each list starts aligned where the one before it ends");
+  const std::size_t read_bytes = input_reads.size() * sizeof(InputRead);
+  const std::size_t output_bytes = output_values.size() * sizeof(std::size_t);
+  lists_ = std::make_unique<std::byte[]>(read_bytes + output_bytes +
+                                         instructions.size() * sizeof(Instruction));
+  std::byte* at = lists_.get();
+  const InputRead* first_read = std::uninitialized_copy(input_reads.begin(), input_reads.end(),
+                                                        reinterpret_cast<InputRead*>(at)) -
+                                input_reads.size();
+  reads = {first_read, input_reads.size()};
+  at += read_bytes;
+  const std::size_t* first_output =
+      std::uninitialized_copy(output_values.begin(), output_values.end(),
+                              reinterpret_cast<std::size_t*>(at)) -
+      output_values.size();
+  outputs = {first_output, output_values.size()};
+  at += output_bytes;
+  const Instruction* first_instruction =
+      std::uninitialized_copy(instructions.begin(), instructions.end(),
+                              reinterpret_cast<Instruction*>(at)) -
+      instructions.size();
+  program = {first_instruction, instructions.size()};
 }
 
 std::vector<Tensor> run_fused(const FusedElementwise& fused, const std::vector<Tensor>& inputs) {

@@ -6,19 +6,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/buffer_cache.hpp"
+#include "runtime/element_span.hpp"
 #include "runtime/gather_rule.hpp"
 #include "runtime/op_trace.hpp"
 
 namespace tapegrad::detail {
 
 struct FusedElementwise {
-  DType dtype;
-  Shape shape;  // every op's output shape
-  std::size_t elements;
-  std::vector<TracedInput> inputs;
   // Per input, how the loop reads it (broadcast_read in fused_elementwise.cpp): as it is
   // (period 0: the run's shape, but for leading 1s), or as values that repeat over the run's
   // row-major elements with this period (1 for a single element, 3 for a [3] against [n, 3],
@@ -39,19 +37,34 @@ struct FusedElementwise {
     // PartRule, of the run's shape) in place.
     std::size_t offset = 0;
   };
-  std::vector<InputRead> reads;
-  // No read is a gather's, an expanded period's or indices only: a loop of one block may
-  // then place each operand once (run_fused).
-  bool reads_as_they_are_or_repeat = false;
-  std::vector<std::size_t> outputs;  // trace values made tensors
   // Operands are numbered: the inputs, then the scratch blocks, then the outputs.
   struct Instruction {
     const ElementwiseRule* rule;
     std::uint32_t operands[2];
     std::uint32_t destination;  // scratch or output, numbered from the first scratch block
   };
-  std::vector<Instruction> program;
+
+  DType dtype;
+  Shape shape;  // every op's output shape
+  std::size_t elements;
+  std::vector<TracedInput> inputs;
+  ElementSpan<InputRead> reads{nullptr, 0};  // per input
+  // No read is a gather's, an expanded period's or indices only: a loop of one block may
+  // then place each operand once (run_fused).
+  bool reads_as_they_are_or_repeat = false;
+  ElementSpan<std::size_t> outputs{nullptr, 0};  // trace values made tensors
+  ElementSpan<Instruction> program{nullptr, 0};
   std::size_t scratch_blocks = 0;
+
+  // Sets reads, outputs and program to copies of these lists, kept in one block of the loop's
+  // own: a trace of small ops plans thousands of loops, and three lists allocated for each
+  // were a good part of a Function's first call.
+  void set_lists(const std::vector<InputRead>& input_reads,
+                 const std::vector<std::size_t>& output_values,
+                 const std::vector<Instruction>& instructions);
+
+ private:
+  std::unique_ptr<std::byte[]> lists_;
 };
 
 // The runs of kept ops that one loop may compute, each as the indices into `kept` of its ops
