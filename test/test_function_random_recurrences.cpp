@@ -27,6 +27,7 @@
 #include <catch2/catch.hpp>
 
 #include "fuzz/fuzz_env.hpp"
+#include "fuzz/fuzz_failures.hpp"
 #include "fuzz/recurrent_program.hpp"
 #include "identical_support.hpp"
 #include "tapegrad/tapegrad.hpp"
@@ -55,46 +56,36 @@ TEST_CASE(
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t programs = env_or("TAPEGRAD_FUZZ_PROGRAMS", kDefaultPrograms);
   const auto start = std::chrono::steady_clock::now();
-  std::uint64_t failures = 0, compared = 0;
-  std::string first_failure;
+  std::uint64_t compared = 0;
+  FuzzFailures failures;
   for (std::uint64_t n = 0; n < programs; ++n) {
     const std::uint64_t seed = first_seed + n;
     const auto fn = [seed](const std::vector<Tensor>& args) {
       return run_recurrent_program(seed, args);
     };
-    std::string failure;
-    try {
+    const std::string failure = failure_of([&]() -> std::string {
       const Function f = function(fn);
       // The trace, then replays at other values.
       for (double scale : {1.0, -0.7, 1.9}) {
         const std::vector<Tensor> args = recurrent_arguments(seed, scale);
         const std::string difference = first_difference(f(args), fn(args));
         ++compared;
-        if (!difference.empty()) {
-          failure = "call at scale " + std::to_string(scale) + ": " + difference;
-          break;
-        }
+        if (!difference.empty())
+          return "call at scale " + std::to_string(scale) + ": " + difference;
       }
-      if (failure.empty() && f.trace_count() != 1)
-        failure = std::to_string(f.trace_count()) + " traces";
-    } catch (const std::exception& e) {
-      failure = std::string("exception: ") + e.what();
-    }
+      return f.trace_count() == 1 ? "" : std::to_string(f.trace_count()) + " traces";
+    });
     if (!failure.empty()) {
-      ++failures;
-      const std::string report = "seed " + std::to_string(seed) + " (" +
-                                 describe_recurrent_program(seed) + "): " + failure +
-                                 "\n  reproduce: TAPEGRAD_FUZZ_SEED=" + std::to_string(seed) +
-                                 " TAPEGRAD_FUZZ_PROGRAMS=1 test_function_random_recurrences\n";
-      std::cerr << report;
-      if (first_failure.empty()) first_failure = report;
+      failures.add("seed " + std::to_string(seed) + " (" + describe_recurrent_program(seed) +
+                   "): " + failure + "\n  reproduce: TAPEGRAD_FUZZ_SEED=" + std::to_string(seed) +
+                   " TAPEGRAD_FUZZ_PROGRAMS=1 test_function_random_recurrences\n");
     }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "random recurrences: " << programs << " programs (seeds " << first_seed << ".."
-            << first_seed + programs - 1 << "), " << compared << " calls compared, " << failures
-            << " failed, " << seconds << " s\n";
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+            << first_seed + programs - 1 << "), " << compared << " calls compared, "
+            << failures.count << " failed, " << seconds << " s\n";
+  INFO(failures.first);
+  REQUIRE(failures.count == 0);
 }

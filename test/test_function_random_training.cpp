@@ -25,6 +25,7 @@
 #include <catch2/catch.hpp>
 
 #include "fuzz/fuzz_env.hpp"
+#include "fuzz/fuzz_failures.hpp"
 #include "fuzz/random_graph.hpp"
 #include "identical_support.hpp"
 #include "tapegrad/tapegrad.hpp"
@@ -50,7 +51,8 @@ struct StepChoice {
   bool mean_loss = false;       // reduce_mean(square(y)), else 0.5 * reduce_sum(square(y))
   int clip = 0;                 // 0 none, 1 clip_by_norm of each gradient, 2 clip_by_global_norm
   double clip_norm = 1.0;
-  int optimizer = 0;  // 0 SGD, 1 Adam, 2 AdamW
+  // 0 SGD, 1 Adam, 2 AdamW, 3 a hand-written descent: assign_sub(rate * g), the rate a Variable
+  int optimizer = 0;
   double momentum = 0.0;
   bool nesterov = false;
   AdamOptions adam;
@@ -75,7 +77,7 @@ struct StepChoice {
     c.mean_loss = chance(0.5);
     c.clip = static_cast<int>(std::uniform_int_distribution<>(0, 2)(random));
     c.clip_norm = pick({0.01, 0.5, 10.0});
-    c.optimizer = static_cast<int>(std::uniform_int_distribution<>(0, 2)(random));
+    c.optimizer = static_cast<int>(std::uniform_int_distribution<>(0, 3)(random));
     c.momentum = pick({0.0, 0.0, 0.5, 0.9});
     c.nesterov = chance(0.5);
     c.adam.beta1 = pick({0.9, 0.5, 0.0});
@@ -93,7 +95,10 @@ struct StepChoice {
 
   std::string describe() const {
     std::ostringstream out;
-    out << (optimizer == 0 ? "SGD" : optimizer == 1 ? "Adam" : "AdamW");
+    out << (optimizer == 0   ? "SGD"
+            : optimizer == 1 ? "Adam"
+            : optimizer == 2 ? "AdamW"
+                             : "assign_sub of rate * gradient");
     if (optimizer == 0) out << " momentum " << momentum << (nesterov ? " nesterov" : "");
     if (optimizer == 1) {
       out << " betas " << adam.beta1 << ", " << adam.beta2 << " epsilon " << adam.epsilon
@@ -111,7 +116,9 @@ struct StepChoice {
   }
 };
 
+// The step's optimizer; none for the hand-written descent.
 std::unique_ptr<Optimizer> make_optimizer(const StepChoice& c) {
+  if (c.optimizer == 3) return nullptr;
   if (c.optimizer == 0) return std::make_unique<SGD>(c.learning_rates[0], c.momentum, c.nesterov);
   if (c.optimizer == 1) {
     AdamOptions options = c.adam;
@@ -121,18 +128,15 @@ std::unique_ptr<Optimizer> make_optimizer(const StepChoice& c) {
   return std::make_unique<AdamW>(c.learning_rates[0], c.weight_decay);
 }
 
-void set_learning_rate(Optimizer& optimizer, int kind, double rate) {
-  if (kind == 0) static_cast<SGD&>(optimizer).set_learning_rate(rate);
-  if (kind == 1) static_cast<Adam&>(optimizer).set_learning_rate(rate);
-  if (kind == 2) static_cast<AdamW&>(optimizer).set_learning_rate(rate);
-}
-
 // One side of the comparison: its Variables, its optimizer and the step fn over them.
 struct Trainer {
   std::vector<Variable> variables;
   std::unique_ptr<Optimizer> optimizer;
+  Variable rate;  // the hand-written descent's, read by fn: a schedule changes it between calls
 
-  Trainer(const RandomGraph& graph, const StepChoice& choice) : optimizer(make_optimizer(choice)) {
+  Trainer(const RandomGraph& graph, const StepChoice& choice)
+      : optimizer(make_optimizer(choice)),
+        rate(scalar(choice.learning_rates[0], graph.inputs()[0].dtype()), false, "rate") {
     for (std::size_t i = 0; i < graph.inputs().size(); ++i) {
       if (choice.trainable[i]) {
         variables.emplace_back(graph.inputs()[i], true, "input" + std::to_string(i));
@@ -162,17 +166,30 @@ struct Trainer {
     std::vector<std::pair<Tensor, Variable>> pairs;
     for (std::size_t v = 0; v < variables.size(); ++v)
       pairs.emplace_back(gradients[v], variables[v]);
-    optimizer->apply_gradients(pairs);
+    if (optimizer != nullptr) {
+      optimizer->apply_gradients(pairs);
+    } else {
+      for (std::size_t v = 0; v < variables.size(); ++v) {
+        variables[v].assign_sub(multiply(gradients[v], rate.value()));
+      }
+    }
     std::vector<Tensor> results{loss};
     results.insert(results.end(), gradients.begin(), gradients.end());
     return results;
+  }
+
+  void set_learning_rate(int kind, double learning_rate) {
+    if (kind == 0) static_cast<SGD&>(*optimizer).set_learning_rate(learning_rate);
+    if (kind == 1) static_cast<Adam&>(*optimizer).set_learning_rate(learning_rate);
+    if (kind == 2) static_cast<AdamW&>(*optimizer).set_learning_rate(learning_rate);
+    if (kind == 3) rate.assign(scalar(learning_rate, rate.value().dtype()));
   }
 
   // Each Variable's value, then each slot of each Variable (none before the first step).
   std::vector<Tensor> state() const {
     std::vector<Tensor> s;
     for (const Variable& v : variables) s.push_back(v.value());
-    if (optimizer->iterations() == 0) return s;
+    if (optimizer == nullptr || optimizer->iterations() == 0) return s;
     for (const std::string& name : optimizer->slot_names()) {
       for (const Variable& v : variables) s.push_back(optimizer->slot(v, name));
     }
@@ -196,8 +213,8 @@ TEST_CASE(
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t programs = env_or("TAPEGRAD_FUZZ_PROGRAMS", kDefaultPrograms);
   const auto start = std::chrono::steady_clock::now();
-  std::uint64_t failures = 0, compared = 0, held_checked = 0, both_threw = 0;
-  std::string first_failure;
+  std::uint64_t compared = 0, held_checked = 0, both_threw = 0;
+  FuzzFailures failures;
   for (std::uint64_t n = 0; n < programs; ++n) {
     const std::uint64_t seed = first_seed + n;
     const DType dtype = n % 2 == 0 ? DType::Float64 : DType::Float32;
@@ -211,17 +228,16 @@ TEST_CASE(
       if (!choice.trainable[i]) data.push_back(graph.inputs()[i]);
     }
     Trainer traced(graph, choice), eager(graph, choice);
-    std::string failure;
-    try {
+    const std::string failure = failure_of([&]() -> std::string {
       const Function f = function(
           [&](const std::vector<Tensor>& args) { return traced.step(graph, choice, args); });
       std::vector<Held> held;
       const auto hold = [&](const std::string& what, const Tensor& t) {
         held.push_back({what, t, element_bytes(t)});
       };
-      for (int k = 0; k < kCalls && failure.empty(); ++k) {
-        set_learning_rate(*traced.optimizer, choice.optimizer, choice.learning_rates[k]);
-        set_learning_rate(*eager.optimizer, choice.optimizer, choice.learning_rates[k]);
+      for (int k = 0; k < kCalls; ++k) {
+        traced.set_learning_rate(choice.optimizer, choice.learning_rates[k]);
+        eager.set_learning_rate(choice.optimizer, choice.learning_rates[k]);
         std::vector<Tensor> args;
         for (const Tensor& x : data)
           args.push_back(multiply(x, scalar(choice.data_scales[k], dtype)));
@@ -256,11 +272,10 @@ TEST_CASE(
         }
         ++compared;
         if (got_error != expected_error) {
-          failure = "call " + std::to_string(k) + ": the Function " +
-                    (got_error.empty() ? "returned" : "threw \"" + got_error + "\"") +
-                    ", the eager step " +
-                    (expected_error.empty() ? "returned" : "threw \"" + expected_error + "\"");
-          break;
+          return "call " + std::to_string(k) + ": the Function " +
+                 (got_error.empty() ? "returned" : "threw \"" + got_error + "\"") +
+                 ", the eager step " +
+                 (expected_error.empty() ? "returned" : "threw \"" + expected_error + "\"");
         }
         if (!got_error.empty()) {
           ++both_threw;
@@ -269,10 +284,8 @@ TEST_CASE(
         std::string difference = first_difference(got, expected);
         if (difference.empty()) difference = first_difference(traced.state(), eager.state());
         if (!difference.empty()) {
-          failure = "call " + std::to_string(k) + ": " + difference +
-                    " (results: the loss, then each gradient; state: each Variable, then each "
-                    "slot)";
-          break;
+          return "call " + std::to_string(k) + ": " + difference +
+                 " (results: the loss, then each gradient; state: each Variable, then each slot)";
         }
         for (std::size_t i = 0; i < got.size(); ++i) {
           hold("call " + std::to_string(k) + "'s result " + std::to_string(i), got[i]);
@@ -281,24 +294,17 @@ TEST_CASE(
         for (const Held& h : held) {
           ++held_checked;
           if (element_bytes(h.tensor) != h.bytes) {
-            failure = h.what + " changed after call " + std::to_string(k);
-            break;
+            return h.what + " changed after call " + std::to_string(k);
           }
         }
       }
-      if (failure.empty() && f.trace_count() != 1)
-        failure = std::to_string(f.trace_count()) + " traces";
-    } catch (const std::exception& e) {
-      failure = std::string("exception: ") + e.what();
-    }
+      return f.trace_count() == 1 ? "" : std::to_string(f.trace_count()) + " traces";
+    });
     if (!failure.empty()) {
-      ++failures;
-      const std::string report = "seed " + std::to_string(seed) + " " + dtype_name(dtype) + " (" +
-                                 choice.describe() + "): " + failure + "\n" + graph.describe() +
-                                 "  reproduce: TAPEGRAD_FUZZ_SEED=" + std::to_string(seed) +
-                                 " TAPEGRAD_FUZZ_PROGRAMS=1 test_function_random_training\n";
-      std::cerr << report;
-      if (first_failure.empty()) first_failure = report;
+      failures.add("seed " + std::to_string(seed) + " " + dtype_name(dtype) + " (" +
+                   choice.describe() + "): " + failure + "\n" + graph.describe() +
+                   "  reproduce: TAPEGRAD_FUZZ_SEED=" + std::to_string(seed) +
+                   " TAPEGRAD_FUZZ_PROGRAMS=1 test_function_random_training\n");
     }
   }
   const double seconds =
@@ -306,8 +312,8 @@ TEST_CASE(
   std::cout << "random training steps: " << programs << " programs (seeds " << first_seed << ".."
             << first_seed + programs - 1 << "), " << compared << " calls compared, " << held_checked
             << " held tensors checked, " << both_threw
-            << " programs ended by the same error on both sides, " << failures << " failed, "
+            << " programs ended by the same error on both sides, " << failures.count << " failed, "
             << seconds << " s\n";
-  INFO(first_failure);
-  REQUIRE(failures == 0);
+  INFO(failures.first);
+  REQUIRE(failures.count == 0);
 }
