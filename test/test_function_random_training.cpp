@@ -1,21 +1,22 @@
 // Random training steps as Functions: a random graph (fuzz/random_graph.hpp, 3-12 ops, or 20-60
-// for every fourth) is the model, some
-// of its inputs trainable Variables and the rest data passed as arguments; fn records the loss
-// on a tape, takes the gradients, clips them (or not) and applies a randomly chosen optimizer.
-// Every call of the Function must equal an eager step bit for bit (the loss, the gradients,
-// each Variable's value and each optimizer slot afterwards), with the learning rate changed
-// between calls as a schedule does, and no tensor a caller was handed or holds (an earlier
-// call's arguments and results, a Variable's value read before a step, an optimizer's slot) may
-// change afterwards: a replay writes its loops over dying values and its small results again where
-// nobody holds them, and the optimizer's update writes a Variable's buffer in place where
-// nobody holds it.
+// for every fourth) is the model, some of its inputs trainable Variables and the rest data
+// passed as arguments; fn records the loss on a tape, takes the gradients, clips them (or not)
+// and applies a randomly chosen optimizer or a hand-written descent. Every call of the Function
+// must equal an eager step bit for bit (the loss, the gradients, each Variable's value and each
+// optimizer slot afterwards), with the learning rate changed between calls as a schedule does,
+// and no tensor a caller was handed or holds (an earlier call's arguments and results, a
+// Variable's value read before a step, an optimizer's slot) may change afterwards: a replay
+// writes its loops over dying values and its small results again where nobody holds them, and
+// an update writes a Variable's buffer in place where nobody holds it.
 //
 // TAPEGRAD_FUZZ_SEED=<seed> sets the first seed (step program i uses seed + i) and
 // TAPEGRAD_FUZZ_PROGRAMS=<n> the number of them; a failure prints the seed that reproduces it:
 //   TAPEGRAD_FUZZ_SEED=<seed> TAPEGRAD_FUZZ_PROGRAMS=1 build/test/test_function_random_training
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <sstream>
