@@ -64,11 +64,6 @@ inline std::vector<Tensor> zero_tangent(const ForwardContext& op,
                        [](const Tensor& dx) { return zeros(dx.shape(), dx.dtype()); });
 }
 
-// The gradient summed back to input i's shape (a no-op for an operand that was not broadcast).
-inline Tensor sum_to_input(const OpContext& op, std::size_t i, const Tensor& g) {
-  return op.input_shape_matches(i, g) ? g : unbroadcast(g, op.input_shape(i));
-}
-
 // A rank-0 tensor of `value` in x's dtype, for the constants of a rule written in ops.
 inline Tensor constant_like(double value, const Tensor& x) { return scalar(value, x.dtype()); }
 

@@ -11,6 +11,7 @@
 #include "runtime/new_tensor.hpp"
 #include "runtime/operand_checks.hpp"
 #include "runtime/recording.hpp"
+#include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/registry.hpp"
 #include "tapegrad/tensor.hpp"
@@ -76,6 +77,12 @@ inline std::vector<GradientValue> fused_activation_gradient(const OpContext& op,
   if (op.needs_gradient(0)) grads[0] = multiply(h, g_times_ds(y, g));
   if (op.needs_gradient(1)) grads[1] = fused(y, h);
   return grads;
+}
+
+// The gradient summed back to input i's shape: `g` itself for an operand that was not
+// broadcast, found without building either shape (a tiny op's gradient calls this).
+inline Tensor sum_to_input(const OpContext& op, std::size_t i, const Tensor& g) {
+  return op.input_shape_matches(i, g) ? g : unbroadcast(g, op.input_shape(i));
 }
 
 }  // namespace tapegrad::detail

@@ -418,7 +418,7 @@ static Tangents broadcast_to_tangent(const ForwardContext& op, const Tangents& t
 }
 
 static Grads broadcast_to_gradient(const OpContext& op, const std::vector<Tensor>& g) {
-  return {unbroadcast(g[0], op.input_shape(0))};
+  return {detail::sum_to_input(op, 0, g[0])};
 }
 
 }  // namespace tapegrad

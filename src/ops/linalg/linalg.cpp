@@ -311,8 +311,8 @@ static Grads matmul_gradient(const OpContext& op, const std::vector<Tensor>& g) 
     if (need_a) grad_a = matmul(b, dy, true, true);
     if (need_b) grad_b = matmul(dy, a, true, true);
   }
-  if (need_a) r[0] = unbroadcast(grad_a, op.input_shape(0));
-  if (need_b) r[1] = unbroadcast(grad_b, op.input_shape(1));
+  if (need_a) r[0] = detail::sum_to_input(op, 0, grad_a);
+  if (need_b) r[1] = detail::sum_to_input(op, 1, grad_b);
   return r;
 }
 

@@ -171,8 +171,8 @@ static Grads where_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& cond = op.inputs()[0];
   const Tensor zero = scalar(0.0, g[0].dtype());
   Grads r(3);
-  if (op.needs_gradient(1)) r[1] = unbroadcast(where(cond, g[0], zero), op.input_shape(1));
-  if (op.needs_gradient(2)) r[2] = unbroadcast(where(cond, zero, g[0]), op.input_shape(2));
+  if (op.needs_gradient(1)) r[1] = detail::sum_to_input(op, 1, where(cond, g[0], zero));
+  if (op.needs_gradient(2)) r[2] = detail::sum_to_input(op, 2, where(cond, zero, g[0]));
   return r;
 }
 

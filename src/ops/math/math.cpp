@@ -182,8 +182,8 @@ static Grads multiply_gradient(const OpContext& op, const std::vector<Tensor>& g
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
   Grads r(2);
-  if (op.needs_gradient(0)) r[0] = unbroadcast(multiply(g[0], y), x.shape());
-  if (op.needs_gradient(1)) r[1] = unbroadcast(multiply(g[0], x), y.shape());
+  if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, multiply(g[0], y));
+  if (op.needs_gradient(1)) r[1] = sum_to_input(op, 1, multiply(g[0], x));
   return r;
 }
 
@@ -260,9 +260,9 @@ static Grads divide_gradient(const OpContext& op, const std::vector<Tensor>& g) 
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
   Grads r(2);
-  if (op.needs_gradient(0)) r[0] = unbroadcast(divide(g[0], y), x.shape());
+  if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, divide(g[0], y));
   if (op.needs_gradient(1)) {
-    r[1] = unbroadcast(negative(divide(multiply(g[0], x), multiply(y, y))), y.shape());
+    r[1] = sum_to_input(op, 1, negative(divide(multiply(g[0], x), multiply(y, y))));
   }
   return r;
 }
@@ -426,14 +426,14 @@ static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   Grads r(2);
   if (op.needs_gradient(0)) {
     const Tensor x_to_y_minus_1 = pow(x, subtract(y, scalar(1.0, dtype)));
-    r[0] = unbroadcast(multiply(g[0], multiply(y, x_to_y_minus_1)), x.shape());
+    r[0] = sum_to_input(op, 0, multiply(g[0], multiply(y, x_to_y_minus_1)));
   }
   if (op.needs_gradient(1)) {
     const Tensor& z = op.outputs()[0];
     const Tensor positive = greater(x, scalar(0.0, dtype));
     const Tensor safe_x = where(positive, x, scalar(1.0, dtype));
     const Tensor log_x = where(positive, log(safe_x), scalar(0.0, dtype));
-    r[1] = unbroadcast(multiply(g[0], multiply(z, log_x)), y.shape());
+    r[1] = sum_to_input(op, 1, multiply(g[0], multiply(z, log_x)));
   }
   return r;
 }
@@ -492,8 +492,8 @@ static Grads select_between(const OpContext& op, const std::vector<Tensor>& g,
                             const Tensor& x_wins) {
   const Tensor zero = scalar(0.0, g[0].dtype());
   Grads r(2);
-  if (op.needs_gradient(0)) r[0] = unbroadcast(where(x_wins, g[0], zero), op.input_shape(0));
-  if (op.needs_gradient(1)) r[1] = unbroadcast(where(x_wins, zero, g[0]), op.input_shape(1));
+  if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, where(x_wins, g[0], zero));
+  if (op.needs_gradient(1)) r[1] = sum_to_input(op, 1, where(x_wins, zero, g[0]));
   return r;
 }
 
