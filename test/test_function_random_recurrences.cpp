@@ -40,11 +40,7 @@ using tapegrad::fuzz::env_or;
 
 namespace {
 
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-constexpr std::uint64_t kDefaultPrograms = 150;  // -O1 with the sanitizers runs ~10x slower
-#else
-constexpr std::uint64_t kDefaultPrograms = 1000;
-#endif
+constexpr std::uint64_t kDefaultPrograms = fuzz_count(1000, 150);
 constexpr std::uint64_t kDefaultSeed = 20261130;
 
 }  // namespace

@@ -37,11 +37,7 @@ using namespace tapegrad::testing;
 
 namespace {
 
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-constexpr std::uint64_t kDefaultPrograms = 200;  // -O1 with the sanitizers runs ~10x slower
-#else
-constexpr std::uint64_t kDefaultPrograms = 2000;
-#endif
+constexpr std::uint64_t kDefaultPrograms = fuzz_count(2000, 200);
 constexpr std::uint64_t kDefaultSeed = 20261201;
 constexpr int kCalls = 5;  // the trace and four replays
 

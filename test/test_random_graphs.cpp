@@ -31,18 +31,9 @@ using tapegrad::fuzz::env_or;
 
 namespace {
 
-// A test's default number of graphs: fewer under ASan+UBSan, whose -O1 runs ~10x slower
-// (still every op family).
-constexpr std::uint64_t graph_count(std::uint64_t normally, std::uint64_t under_asan) {
-#ifdef TAPEGRAD_TEST_UNDER_ASAN
-  (void)normally;
-  return under_asan;
-#else
-  (void)under_asan;
-  return normally;
-#endif
-}
-constexpr std::uint64_t kDefaultGraphs = graph_count(1000, 250);
+// Each test's default number of graphs is fewer under ASan+UBSan (still every op family).
+using tapegrad::fuzz::fuzz_count;
+constexpr std::uint64_t kDefaultGraphs = fuzz_count(1000, 250);
 constexpr std::uint64_t kDefaultSeed = 20260901;
 
 // The first op that fails on its own, checked at its arguments' values in the failing graph.
@@ -167,7 +158,7 @@ TEST_CASE(
   // every input. The fused replay plans runs across broadcasts, interleaved shapes and
   // gathers; each call must give the eager bits, in both floating dtypes (their loops differ in
   // vector width).
-  constexpr std::uint64_t kGraphs = graph_count(300, 100);
+  constexpr std::uint64_t kGraphs = fuzz_count(300, 100);
   require_function_equals_eager("random graphs through function", kGraphs, [](const auto& graph) {
     return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
       return tapegrad::fuzz::value_and_gradient(graph, args);
@@ -180,7 +171,7 @@ TEST_CASE(
     "bits on every call") {
   // Many values alive at once, read again at random distances: the memory plan reuses arena
   // places and buffers across interleaved lifetimes, and long runs of loops fuse.
-  constexpr std::uint64_t kGraphs = graph_count(60, 15);
+  constexpr std::uint64_t kGraphs = fuzz_count(60, 15);
   require_function_equals_eager(
       "long random graphs through function", kGraphs,
       [](const auto& graph) {
@@ -259,7 +250,7 @@ TEST_CASE(
   // in another order) and the JVP comes from the traced forward rule: equal to rounding.
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-  constexpr std::uint64_t kGraphs = graph_count(150, 40);
+  constexpr std::uint64_t kGraphs = fuzz_count(150, 40);
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
   std::uint64_t failures = 0, compared = 0;
@@ -325,7 +316,7 @@ TEST_CASE(
   // fn's tape.jacobian is vectorized (one batched backward pass over the rows' output
   // gradients) and its ForwardAccumulator runs every op's forward rule: the trace captures
   // both.
-  constexpr std::uint64_t kGraphs = graph_count(150, 40);
+  constexpr std::uint64_t kGraphs = fuzz_count(150, 40);
   require_function_equals_eager(
       "random graphs' Jacobians and JVPs through a Function", kGraphs, [](const auto& graph) {
         return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
@@ -355,7 +346,7 @@ TEST_CASE(
   // fn maps value and gradient over three points near its arguments (scaled by 1, 1.01 and
   // 0.98: the graph keeps its base point's conditioning there), with no loop fallback: the
   // trace holds vectorized_map's batched replay, whose ops a Function fuses again.
-  constexpr std::uint64_t kGraphs = graph_count(150, 40);
+  constexpr std::uint64_t kGraphs = fuzz_count(150, 40);
   require_function_equals_eager(
       "random graphs' vectorized_map through a Function", kGraphs, [](const auto& graph) {
         return TensorsFn([&graph](const std::vector<tapegrad::Tensor>& args) {
@@ -384,7 +375,7 @@ TEST_CASE(
   // it is and once under a tape, which makes the replay run op by op: the same bits.
   using namespace tapegrad;
   using namespace tapegrad::fuzz;
-  constexpr std::uint64_t kGraphs = graph_count(60, 15);
+  constexpr std::uint64_t kGraphs = fuzz_count(60, 15);
   const std::uint64_t first_seed = env_or("TAPEGRAD_FUZZ_SEED", kDefaultSeed);
   const std::uint64_t graphs = env_or("TAPEGRAD_FUZZ_GRAPHS", kGraphs);
   std::uint64_t failures = 0, compared = 0;
@@ -435,7 +426,7 @@ TEST_CASE(
   // The graphs have at most 48 elements a tensor, so the Function tests above run every loop
   // in one block. Mapped over 8,192 points (inside fn) they make tensors of many blocks, read
   // whole, broadcast (a pattern repeated across blocks) or gathered.
-  constexpr std::uint64_t kGraphs = graph_count(20, 5);
+  constexpr std::uint64_t kGraphs = fuzz_count(20, 5);
   require_function_equals_eager(
       "random graphs' vectorized_map over 8,192 points through a Function", kGraphs,
       [](const auto& graph) {
