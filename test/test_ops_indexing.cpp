@@ -145,6 +145,62 @@ TEST_CASE("scatter gradients: by hand, update zeroes the replaced slots", "[scat
   require_close(tape.gradient(added, upd), {2}, {4, 1});
 }
 
+TEST_CASE("tensor_scatter_nd_update: an overwritten duplicate's derivative is zero",
+          "[scatter][gradient]") {
+  // out = [u2, t1, t2, u1 then u3: u3, t4]: u1 is written and overwritten, so nothing depends
+  // on it. TF gives it its slot's gradient; that is not the derivative of this forward pass.
+  const Tensor t = random_tensor({5}, 7);
+  const Tensor upd = constant({1, 2, 3});
+  const Tensor idx = ints({3, 0, 3}, {3, 1});
+  const Tensor w = constant({1, 2, 3, 4, 5});
+  {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(t);
+    tape.watch(upd);
+    const Tensor out = tensor_scatter_nd_update(t, idx, upd);
+    require_close(out, {5}, {2, values(t)[1], values(t)[2], 3, values(t)[4]});
+    const Tensor loss = reduce_sum(multiply(out, w));
+    auto pause = tape.stop_recording();
+    require_close(tape.gradient(loss, t), {5}, {0, 2, 3, 0, 5});
+    require_close(tape.gradient(loss, upd), {3}, {0, 1, 4});
+    // d out / d upd, reverse and forward mode alike: out[3] = u3, out[0] = u2.
+    const std::vector<double> expected = {0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    require_close(tape.jacobian(out, upd), {5, 3}, expected);
+  }
+  const auto scatter_into_t = [&](const Tensor& u) { return tensor_scatter_nd_update(t, idx, u); };
+  require_close(jacobian_forward(scatter_into_t, upd), {5, 3},
+                {0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0});
+  // Rows of a matrix: row 1 written by updates 0 and 2, the last stays.
+  const Tensor m = random_tensor({3, 2}, 8);
+  const Tensor rows = random_tensor({3, 2}, 9);
+  GradientTape tape;
+  tape.watch(rows);
+  const Tensor loss =
+      reduce_sum(multiply(tensor_scatter_nd_update(m, ints({1, 0, 1}, {3, 1}), rows),
+                          constant({{1, 2}, {3, 4}, {5, 6}})));
+  require_close(tape.gradient(loss, rows), {3, 2}, {0, 0, 1, 2, 3, 4});
+}
+
+TEST_CASE("tensor_scatter_nd_update in a Function: the kept updates follow each call's indices",
+          "[scatter][gradient][function]") {
+  // The indices are an argument: a replay with other indices (duplicates or not) must give the
+  // gradient of those, not of the traced ones.
+  const Tensor t = random_tensor({4}, 10);
+  const Tensor w = constant({1, 2, 3, 4});
+  const Function gradient_of_updates = function([&](const std::vector<Tensor>& args) {
+    GradientTape tape;
+    tape.watch(args[1]);
+    const Tensor loss = reduce_sum(multiply(tensor_scatter_nd_update(t, args[0], args[1]), w));
+    return std::vector<Tensor>{tape.gradient(loss, args[1])};
+  });
+  const Tensor u = constant({5, 6, 7});
+  require_close(gradient_of_updates({ints({3, 0, 1}, {3, 1}), u})[0], {3}, {4, 1, 2});
+  require_close(gradient_of_updates({ints({3, 0, 3}, {3, 1}), u})[0], {3}, {0, 1, 4});
+  require_close(gradient_of_updates({ints({2, 2, 2}, {3, 1}), u})[0], {3}, {0, 0, 3});
+  require_close(gradient_of_updates({ints({0, 1, 2}, {3, 1}), u})[0], {3}, {1, 2, 3});
+  CHECK(gradient_of_updates.trace_count() == 1);
+}
+
 TEST_CASE("gather_nd, scatter_nd, tensor scatters: first and second derivatives",
           "[scatter][gradient]") {
   const Tensor p = random_tensor({3, 2, 2}, 3);

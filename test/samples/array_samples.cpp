@@ -186,6 +186,26 @@ std::vector<OpSample> op_samples() {
       sample("TensorScatterUpdate", {a, nd, random_tensor({2}, 15)},
              [](const auto& in) { return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])}; }),
       linear)));
+  // A duplicated index: the last of its updates stays, the others reach nothing (their
+  // derivative is zero), for single slots and for rows.
+  s.push_back(with_integers(no_second_order(
+      named(sample("TensorScatterUpdate",
+                   {a, from_values({1.0, 2.0, 0.0, 0.0, 1.0, 2.0, 1.0, 2.0}, {4, 2}, DType::Int64),
+                    random_tensor({4}, 16)},
+                   [](const auto& in) {
+                     return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])};
+                   }),
+            "a slot written three times"),
+      linear)));
+  s.push_back(with_integers(no_second_order(
+      named(
+          sample("TensorScatterUpdate",
+                 {a, from_values({1.0, 0.0, 1.0}, {3, 1}, DType::Int64), random_tensor({3, 3}, 17)},
+                 [](const auto& in) {
+                   return Outputs{tensor_scatter_nd_update(in[0], in[1], in[2])};
+                 }),
+          "a row written twice"),
+      linear)));
   // boolean_mask records its mask's true positions (Where) before gathering them.
   s.push_back(float64_only(
       not_differentiable(

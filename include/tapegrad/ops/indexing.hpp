@@ -87,7 +87,8 @@ Tensor scatter_nd(const Tensor& indices, const Tensor& updates, const Shape& sha
 Tensor tensor_scatter_nd_add(const Tensor& tensor, const Tensor& indices, const Tensor& updates);
 /// TF tf.tensor_scatter_nd_update: tensor with the slots at indices replaced by updates (a
 /// duplicate index keeps the last update). Gradient: tensor gets g with the replaced slots
-/// zeroed; updates get gather_nd(g, indices).
+/// zeroed; updates get gather_nd(g, indices), but zeros for an update a later duplicate
+/// overwrote (it reaches nothing; TF gives it its slot's gradient too).
 Tensor tensor_scatter_nd_update(const Tensor& tensor, const Tensor& indices, const Tensor& updates);
 /// TF tf.boolean_mask(x, mask) (axis 0): mask is Bool with shape x.shape[:k]; the result
 /// stacks the x[i...] where mask is true: [count] ++ x.shape[k:]. Gradient: scattered back.

@@ -277,15 +277,45 @@ static Tangents scatter_update_tangent(const ForwardContext& op, const Tangents&
   return {tensor_scatter_nd_update(dt, op.inputs[1], du)};
 }
 
-// The replaced slots do not depend on tensor: g with them zeroed. Each update gets the
-// gradient at its slot (a duplicate index gives every duplicate that gradient, as TF does).
+// Per index row (shape indices.shape[:-1]), whether its update is the one the output keeps:
+// the last row of a duplicated index, as the forward pass writes them. The row numbers go
+// through the same op (integers, not recorded: nothing here is differentiable), so the two
+// agree on which write stays. No branch on the indices' values: a Function replaying this
+// rule with other indices recomputes it.
+static Tensor updates_kept(const Tensor& indices, const Shape& tensor_shape) {
+  const std::size_t depth = indices.shape().back();
+  const Shape slots(tensor_shape.begin(),
+                    tensor_shape.begin() + static_cast<std::ptrdiff_t>(depth));
+  const Shape rows_shape(indices.shape().begin(), indices.shape().end() - 1);
+  const Tensor row_numbers =
+      reshape(range(0, static_cast<double>(num_elements(rows_shape)), 1, DType::Int64), rows_shape);
+  const Tensor last_writer =
+      tensor_scatter_nd_update(fill(slots, -1, DType::Int64), indices, row_numbers);
+  return equal(gather_nd(last_writer, indices), row_numbers);
+}
+
+// The replaced slots do not depend on tensor: g with them zeroed. An update gets the gradient
+// at its slot when the output kept it; an update a later duplicate overwrote gets zeros (it
+// does not reach the output; TF gives it the slot's gradient too, which is not the
+// derivative of this op's forward pass, where the last duplicate stays).
 static Grads scatter_update_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   Grads result(3);
   const Tensor& indices = op.inputs()[1];
   if (op.needs_gradient(0)) {
     result[0] = tensor_scatter_nd_update(g[0], indices, zeros(op.input_shape(2), g[0].dtype()));
   }
-  if (op.needs_gradient(2)) result[2] = gather_nd(g[0], indices);
+  if (op.needs_gradient(2)) {
+    const Tensor gathered = gather_nd(g[0], indices);
+    // The kept flags [rows...] against the updates [rows..., slice...].
+    Shape flags_shape(indices.shape().begin(), indices.shape().end() - 1);
+    if (num_elements(flags_shape) <= 1) {
+      result[2] = gathered;  // one update or none: no duplicate
+    } else {
+      flags_shape.resize(gathered.rank(), 1);
+      result[2] = where(reshape(updates_kept(indices, op.input_shape(0)), flags_shape), gathered,
+                        zeros(gathered.shape(), gathered.dtype()));
+    }
+  }
   return result;
 }
 
