@@ -224,7 +224,11 @@ void Checkpoint::save(const std::string& path) const {
           throw InvalidArgument(call + ": optimizer '" + item->name + "' (" +
                                 detail::OptimizerState::name_of(*item->optimizer) +
                                 ") holds slots for a variable that is not tracked (id " +
-                                std::to_string(slots.first) + "); track every variable it updates");
+                                std::to_string(slots.first) +
+                                (slots.second.empty() ? std::string()
+                                                      : ", " + describe(slots.second[0].shape(),
+                                                                        slots.second[0].dtype())) +
+                                "); track every variable it updates");
         }
       }
       // Slots in the order of the tracked variables, so that a file's layout is reproducible.
