@@ -306,8 +306,9 @@ void throw_variable_handle(const char* op, const TensorImpl& handle) {
 
 void throw_bad_array_access(const TensorHeader& header, DType requested) {
   if (header.dtype != requested) {
-    throw InvalidArgument(std::string("Tensor::array: the tensor has dtype ") +
-                          dtype_name(header.dtype) + ", not the requested " +
+    throw InvalidArgument(std::string("Tensor::array: the tensor (shape ") +
+                          shape_to_string(static_cast<const TensorImpl&>(header).shape()) +
+                          ") has dtype " + dtype_name(header.dtype) + ", not the requested " +
                           dtype_name(requested));
   }
   throw_variable_handle("Tensor::array", static_cast<const TensorImpl&>(header));
@@ -345,7 +346,7 @@ T Tensor::item() const {
   }
   if (a.size() != 1) {
     throw InvalidArgument("Tensor::item: needs a tensor of size 1, got shape " +
-                          shape_to_string(shape()));
+                          shape_to_string(shape()) + " (" + dtype_name(dtype()) + ")");
   }
   return *a.begin();
 }
