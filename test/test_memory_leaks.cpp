@@ -185,6 +185,59 @@ TEST_CASE("bytes_held() is what the tape adds to the heap, within 5 %", "[memory
   }
 }
 
+TEST_CASE("a tape's id map starts at the size the thread's last tape of its depth reached",
+          "[memory]") {
+  // A program records the same ops step after step: the map of ids to ops (12 bytes a cell,
+  // at most 7/8 full, a power of two of at least 16 cells, allocated at the first id) starts
+  // where the last tape of the same nesting depth ended instead of doubling its way there. At
+  // most 16,384 ids are expected, so one huge tape costs the next one at most 32,768 cells.
+  constexpr std::size_t kCell = 12;
+  std::size_t fresh_watch = 0, fresh_op = 0, outer_after_2000 = 0, inner_after_2000 = 0,
+              after_gradient = 0, after_huge = 0;
+  std::thread([&] {  // a thread of its own: no earlier tape of this process counts
+    const Tensor x = constant({1.0, 2.0});
+    const auto one_op_tape = [&] {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor y = x * 2.0;
+      return tape.bytes_held();
+    };
+    const auto long_tape = [&](int ops, bool gradient) {
+      GradientTape tape;
+      tape.watch(x);
+      Tensor y = x;
+      for (int i = 0; i < ops; ++i) y = y * 1.0;
+      if (gradient) (void)tape.gradient(reduce_sum(y), x);  // the map is freed when planned
+    };
+    {
+      GradientTape tape;
+      tape.watch(x);
+      fresh_watch = tape.bytes_held();
+    }
+    fresh_op = one_op_tape();
+    long_tape(2000, false);  // x and 2,000 outputs: 2,001 ids, 4,096 cells
+    {
+      GradientTape outer;
+      outer.watch(x);
+      outer_after_2000 = outer.bytes_held();
+      inner_after_2000 = one_op_tape();  // depth 1: nothing expected there yet
+    }
+    long_tape(300, true);  // x, 300 outputs and their sum: 302 ids, 512 cells
+    after_gradient = one_op_tape();
+    long_tape(40000 / kScale, false);  // 40,001 ids: 65,536 cells, but 16,384 expected
+    after_huge = one_op_tape();
+  })
+      .join();
+  CHECK(outer_after_2000 == fresh_watch + (4096 - 16) * kCell);
+  CHECK(inner_after_2000 == fresh_op);
+  CHECK(after_gradient == fresh_op + (512 - 16) * kCell);
+#ifdef TAPEGRAD_TEST_UNDER_ASAN
+  CHECK(after_huge == fresh_op + (8192 - 16) * kCell);  // 4,001 ids at ASan's scale
+#else
+  CHECK(after_huge == fresh_op + (32768 - 16) * kCell);
+#endif
+}
+
 TEST_CASE("freed tensor handles wait in the freeing thread's lists for its next tensors",
           "[memory]") {
   // Each tensor's handle (its TensorImpl and control block) is one block; a freed one joins

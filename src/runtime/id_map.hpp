@@ -75,6 +75,10 @@ class IdMap {
   void reserve(std::size_t n) {
     while (n * 8 > keys_.size() * 7) grow();
   }
+  // The number of keys the map expects: its first cells are allocated for that many, so that
+  // a map that reaches it never regrows (each doubling re-inserts every key). Allocates
+  // nothing until the first insertion.
+  void expect(std::size_t keys) { expected_keys_ = keys; }
 
  private:
   std::size_t bucket(std::uint64_t key) const {
@@ -83,7 +87,11 @@ class IdMap {
   void grow() {
     Keys old_keys = std::move(keys_);
     Values old_values = std::move(values_);
-    const std::size_t capacity = old_keys.empty() ? 16 : old_keys.size() * 2;
+    std::size_t capacity = old_keys.size() * 2;
+    if (old_keys.empty()) {
+      capacity = 16;
+      while (expected_keys_ * 8 > capacity * 7) capacity *= 2;
+    }
     keys_.assign(capacity, 0);
     values_.assign(capacity, Value());
     mask_ = capacity - 1;
@@ -103,6 +111,7 @@ class IdMap {
   std::size_t size_ = 0;
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
+  std::size_t expected_keys_ = 0;
 };
 
 }  // namespace tapegrad::detail

@@ -14,6 +14,42 @@
 
 namespace tapegrad::detail {
 
+namespace {
+
+// Per depth of nesting (the tapes recording on the thread when a tape is made), the number of
+// ids the last tape of that depth mapped: a program records the same ops step after step, so
+// its next tape's id map starts at that size instead of doubling its way there from 16 cells
+// (each doubling re-inserts every id). Capped, so that one huge tape costs the next tape of
+// its depth at most 32,768 cells (384 KiB). A hint only: a tape destroyed on another thread
+// leaves its size there.
+constexpr std::size_t kRememberedDepths = 8;
+constexpr std::size_t kMostExpectedKeys = std::size_t{1} << 14;
+std::size_t* expected_tape_keys(std::size_t depth) {
+  thread_local std::size_t keys[kRememberedDepths] = {};
+  return depth < kRememberedDepths ? &keys[depth] : nullptr;
+}
+
+}  // namespace
+
+TapeImpl::TapeImpl(bool persistent, bool watch_accessed_variables)
+    : persistent_(persistent),
+      watch_accessed_variables_(watch_accessed_variables),
+      depth_(tape_stack().size()) {
+  if (const std::size_t* keys = expected_tape_keys(depth_)) tensor_tape_.expect(*keys);
+}
+
+void TapeImpl::remember_size() const {
+  std::size_t* keys = expected_tape_keys(depth_);
+  if (keys != nullptr && tensor_tape_.size() != 0) {
+    *keys = std::min(tensor_tape_.size(), kMostExpectedKeys);
+  }
+}
+
+void TapeImpl::forget_producers() {
+  remember_size();
+  tensor_tape_ = IdMap<std::int32_t>();
+}
+
 void TapeImpl::watch(const Tensor& t) {
   if (!is_floating(t.dtype())) {
     warn_once("watch-dtype", std::string("GradientTape::watch: the dtype of a watched tensor must "
@@ -180,6 +216,7 @@ void TapeImpl::release(std::int64_t op_id) { entry(op_id).release_kept(); }
 
 TapeImpl::~TapeImpl() {
   for (auto& e : ops_) e.release_kept();
+  remember_size();
 }
 
 namespace {

@@ -129,8 +129,7 @@ constexpr std::int32_t kWatched = -1;
 
 class TapeImpl {
  public:
-  TapeImpl(bool persistent, bool watch_accessed_variables)
-      : persistent_(persistent), watch_accessed_variables_(watch_accessed_variables) {}
+  TapeImpl(bool persistent, bool watch_accessed_variables);
 
   bool persistent() const { return persistent_; }
   bool watch_accessed_variables() const { return watch_accessed_variables_; }
@@ -153,7 +152,7 @@ class TapeImpl {
   void release(std::int64_t op_id);
   // After a non-persistent tape's walk is planned nothing looks tensors up again: its id map
   // is freed before the walk allocates, so the backward pass starts below the forward's peak.
-  void forget_producers() { tensor_tape_ = IdMap<std::int32_t>(); }
+  void forget_producers();
   // Everything the tape owns, in bytes: see the definition for what is counted.
   std::size_t bytes_held() const;
   void clear();
@@ -172,12 +171,16 @@ class TapeImpl {
   ~TapeImpl();
 
  private:
+  // Leaves the id map's size as the next tape's expectation at this depth (tape.cpp).
+  void remember_size() const;
   // Describes a tensor (id, dtype, dimensions) in the arena.
   void describe(const TensorImpl& impl, RecordedTensor* out);
   const TensorType* intern_type(DType dtype, const std::size_t* dims, std::size_t rank);
 
   bool persistent_;
   bool watch_accessed_variables_;
+  // The tapes recording on the thread when this one was made: its depth among nested tapes.
+  std::size_t depth_;
   IdMap<std::int32_t> tensor_tape_;  // op ids fit 31 bits: 12 bytes a cell, not 16
   // Declared before ops_, so destroyed after the entries that point into it.
   TapeArena arena_;
