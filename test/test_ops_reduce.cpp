@@ -1,6 +1,7 @@
 // Reductions: forward values, gradients (first and second order), ties, zeros, stability and
 // bad input.
 #include <cmath>
+#include <limits>
 
 #include "support.hpp"
 
@@ -95,6 +96,34 @@ TEST_CASE("reduce_max and reduce_min split the gradient between ties", "[reduce]
   require_close(gradient_of([](const Tensor& x) { return reduce_min(x, {0}, true); },
                             constant({{1.0, 5.0}, {1.0, 2.0}})),
                 {2, 2}, {0.5, 0, 0.5, 1});
+}
+
+TEST_CASE("reduce_max of -infs is -inf, reduce_min of +infs is +inf, their ties split the gradient",
+          "[reduce][gradient]") {
+  // Short rows and rows long enough for the lane loop (16 and more), float64 and float32: the
+  // value is the infinity itself, not the most negative (positive) finite number, so every
+  // element ties with it.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    for (std::size_t n : {2, 5, 16, 37}) {
+      INFO(dtype_name(dtype) << ", " << n << " elements");
+      std::vector<double> lows(n, -inf), highs(n, inf), mixed(2 * n, -inf);
+      mixed[2 * n - 1] = 7.0;  // row 1 of mixed: -infs and one 7
+      const Tensor low = cast(from_values(lows, {n}), dtype);
+      const Tensor high = cast(from_values(highs, {n}), dtype);
+      CHECK(values(reduce_max(low)) == std::vector<double>{-inf});
+      CHECK(values(reduce_min(high)) == std::vector<double>{inf});
+      CHECK(values(reduce_max(cast(from_values(mixed, {2, n}), dtype), {1})) ==
+            std::vector<double>{-inf, 7.0});
+      // 1 / n rounded to the dtype, as the rule divides.
+      const double share = dtype == DType::Float32
+                               ? static_cast<double>(1.0f / static_cast<float>(n))
+                               : 1.0 / static_cast<double>(n);
+      const std::vector<double> even(n, share);
+      require_close(gradient_of([](const Tensor& x) { return reduce_max(x); }, low), {n}, even);
+      require_close(gradient_of([](const Tensor& x) { return reduce_min(x); }, high), {n}, even);
+    }
+  }
 }
 
 TEST_CASE("reduce_max and reduce_min gradients away from ties, first and second order",

@@ -98,7 +98,12 @@ static Tensor reduce_extremum(const char* function, const OpDefinition& op, cons
   }
   return detail::folding_reduction(op, function, x, ax, keepdims, [](auto zero) {
     using T = decltype(zero);
-    const T init = IsMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    // Floats start from -inf (+inf): from the most negative finite value, a group of -infs
+    // had that value as its maximum, which no element equals (its gradient was 0 / 0).
+    T init = IsMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    if constexpr (std::is_floating_point_v<T>) {
+      init = IsMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    }
     return detail::Fold{init, ExtremumFold<IsMax, T>{}, true};
   });
 }
