@@ -287,6 +287,41 @@ TEST_CASE("pow gradients follow TF at a zero or negative base", "[math][grad]") 
   require_close(g[1], {3}, {0, 0, 2 * std::log(4.0)});
 }
 
+TEST_CASE("pow: x^0 has derivative 0 in x at x = 0 too, its other derivatives unchanged",
+          "[math][grad]") {
+  // x^0 = 1 for every x, so dz/dx = 0 everywhere; y x^(y-1) would give 0 * inf = NaN at x = 0.
+  const Tensor x = constant({0.0, 2.0, 0.0, -3.0});
+  const Tensor y = constant({0.0, 0.0, 2.0, 0.0});
+  GradientTape outer;
+  outer.watch(x);
+  outer.watch(y);
+  Tensor dx;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    inner.watch(y);
+    const Tensor z = pow(x, y);
+    require_close(z, {4}, {1, 1, 0, 1});
+    dx = inner.gradient(z, x);
+  }
+  require_close(dx, {4}, {0, 0, 0, 0});
+  // d/dy (y x^(y-1)) at y = 0 is x^-1 where x != 0 (the mask is only at 0^0, whose mixed
+  // derivative is infinite; 0 is given there).
+  const auto second = outer.gradient(dx, {x, y});
+  require_close(second[0], {4}, {0, 0, 2, 0});  // d2z/dx2: 0, 0, y (y-1) x^(y-2) = 2, 0
+  CHECK(values(second[1])[0] == 0.0);
+  CHECK(values(second[1])[1] == Approx(0.5));
+  CHECK(values(second[1])[3] == Approx(-1.0 / 3.0));
+  // Forward mode agrees with reverse mode, also for pow(x, double).
+  const auto [value, tangent] = jvp([](const std::vector<Tensor>& a) { return pow(a[0], 0.0); },
+                                    {x}, {constant({1, 1, 1, 1})});
+  require_close(value, {4}, {1, 1, 1, 1});
+  require_close(tangent, {4}, {0, 0, 0, 0});
+  GradientTape tape;
+  tape.watch(x);
+  require_close(tape.gradient(reduce_sum(pow(x, 0.0)), x), {4}, {0, 0, 0, 0});
+}
+
 TEST_CASE("maximum and minimum send tied gradients to the first argument", "[math][grad]") {
   const Tensor x = constant({1, 2, 3});
   const Tensor y = constant({1, 1, 4});

@@ -400,14 +400,26 @@ Tensor pow(const Tensor& x, double y) {
   return pow(x, detail::scalar_operand("pow", x, y));
 }
 
+// dz/dx = y x^(y-1), but 0 where x and y are both 0: x^0 is 1 for every x, while the formula
+// gives 0 * inf = NaN there (TF's gradient does; PyTorch's and JAX's give 0). Elsewhere the
+// formula stands, so its derivative in y at y = 0 (1 / x) stays. The masked entries compute
+// 0 * 1^-1, so no NaN reaches a higher derivative through the branch not taken.
+static Tensor pow_slope(const Tensor& x, const Tensor& y) {
+  const DType dtype = x.dtype();
+  const Tensor y_is_zero = equal(y, 0.0);
+  const Tensor zero_to_zero = where(y_is_zero, equal(x, 0.0), y_is_zero);
+  const Tensor safe_x = where(zero_to_zero, scalar(1.0, dtype), x);
+  return where(zero_to_zero, scalar(0.0, dtype),
+               multiply(y, pow(safe_x, subtract(y, scalar(1.0, dtype)))));
+}
+
 // dz = dx y x^(y-1) + dy z log(x), log(x) masked to 0 where x <= 0 as in the gradient.
 static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents) {
   const Tensor& x = op.inputs[0];
   const Tensor& y = op.inputs[1];
   const DType dtype = x.dtype();
-  const Tensor from_x = detail::if_defined(tangents[0], [&](const Tensor& dx) {
-    return multiply(dx, multiply(y, pow(x, subtract(y, scalar(1.0, dtype)))));
-  });
+  const Tensor from_x = detail::if_defined(
+      tangents[0], [&](const Tensor& dx) { return multiply(dx, pow_slope(x, y)); });
   const Tensor from_y = detail::if_defined(tangents[1], [&](const Tensor& dy) {
     const Tensor positive = greater(x, scalar(0.0, dtype));
     const Tensor log_x =
@@ -417,17 +429,15 @@ static Tangents pow_tangent(const ForwardContext& op, const Tangents& tangents) 
   return {detail::output_tangent(op, 0, {from_x, from_y})};
 }
 
-// TF: dx = g * y * x^(y-1); dy = g * log(x) * x^y where x > 0, else 0 (the mask keeps a NaN
-// from log of a non-positive base out of the gradient and out of its own derivatives).
+// dx = g * y * x^(y-1) (0 at 0^0, pow_slope); dy = g * log(x) * x^y where x > 0, else 0 (TF:
+// the mask keeps a NaN from log of a non-positive base out of the gradient and out of its own
+// derivatives).
 static Grads pow_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
   const Tensor& y = op.inputs()[1];
   const DType dtype = x.dtype();
   Grads r(2);
-  if (op.needs_gradient(0)) {
-    const Tensor x_to_y_minus_1 = pow(x, subtract(y, scalar(1.0, dtype)));
-    r[0] = sum_to_input(op, 0, multiply(g[0], multiply(y, x_to_y_minus_1)));
-  }
+  if (op.needs_gradient(0)) r[0] = sum_to_input(op, 0, multiply(g[0], pow_slope(x, y)));
   if (op.needs_gradient(1)) {
     const Tensor& z = op.outputs()[0];
     const Tensor positive = greater(x, scalar(0.0, dtype));
