@@ -95,8 +95,10 @@ Tensor logdet(const Tensor& a);
 /// column (a v = v diag(eigenvalues)); each eigenvector's sign is LAPACK's. Only a's lower
 /// triangle is read and the gradient lies in it. The gradient is TF's, exact for distinct
 /// eigenvalues; where two eigenvalues are equal TF's safe reciprocal drops that pair's
-/// eigenvector term (finite, no NaN): exact for functions of the eigenvalues only, not for
-/// functions of an eigenvector of a repeated eigenvalue (which is not unique).
+/// eigenvector term (finite, no NaN): the first derivative of a function of the eigenvalues
+/// only is exact there; second derivatives and every function of the eigenvectors, even one
+/// smooth there (V diag(f(eigenvalues)) V^T), are silently wrong (docs/ops.md, "Degenerate
+/// spectra").
 struct EighResult {
   Tensor eigenvalues;
   Tensor eigenvectors;
@@ -108,7 +110,9 @@ EighResult eigh(const Tensor& a);
 /// v [..., n, k] ([..., m, m] and [..., n, n] with full_matrices), orthonormal columns, each
 /// pair's sign LAPACK's. Gradient: TF's, exact for distinct non-zero singular values; at
 /// repeated (or zero) singular values TF's safe reciprocal drops the ill-defined terms
-/// (finite, no NaN), exact for functions of s only. With full_matrices the gradient exists
+/// (finite, no NaN): only the first derivative of a function of s is exact there; second
+/// derivatives and functions of u or v, even u diag(s) v^T = a, are silently wrong
+/// (docs/ops.md, "Degenerate spectra"). With full_matrices the gradient exists
 /// only when |m - n| <= 1 (TF's restriction): InvalidArgument otherwise, when it is asked for.
 struct SvdResult {
   Tensor s;
