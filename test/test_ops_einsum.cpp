@@ -155,6 +155,26 @@ TEST_CASE("norm: vector and matrix norms match their definitions", "[norm]") {
   require_close(norm(batch, "1", {1, 2}), {2}, {6, 12});
 }
 
+TEST_CASE("norm: a NaN in a group gives NaN for every ord, zero vectors 0", "[norm]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dtype));
+    const Tensor v = cast(constant({nan, 1.0}), dtype);
+    for (const std::string ord : {"euclidean", "1", "inf", "3", "1.5"}) {
+      INFO("ord " << ord);
+      CHECK(std::isnan(values(norm(v, ord))[0]));
+    }
+    // Rows: [NaN, 1] -> NaN, [3, 4] -> 5, [0, 0] -> 0; fro of a matrix holding a NaN.
+    const Tensor rows = cast(constant({{nan, 1.0}, {3.0, 4.0}, {0.0, 0.0}}), dtype);
+    const std::vector<double> row_norms = values(norm(rows, "euclidean", {1}));
+    CHECK(std::isnan(row_norms[0]));
+    CHECK(row_norms[1] == 5.0);
+    CHECK(row_norms[2] == 0.0);
+    CHECK(std::isnan(values(norm(rows, "fro", {0, 1}))[0]));
+    CHECK(values(norm(cast(zeros({2, 2}), dtype), "3"))[0] == 0.0);
+  }
+}
+
 TEST_CASE("norm: gradient 0 at a zero vector, exact elsewhere to second order",
           "[norm][gradient]") {
   const Tensor zero = zeros({3});

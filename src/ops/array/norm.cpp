@@ -1,7 +1,8 @@
 // norm (TF tf.norm), built from recorded ops. The roots (sqrt, s^(1/p)) go through a guarded
-// form, where(s > 0, root(where(s > 0, s, 1)), 0): at a zero vector the root's branch is never
+// form, where(s == 0, 0, root(where(s == 0, 1, s))): at a zero vector the root's branch is never
 // taken, so the gradient there is 0 (a subgradient) instead of 0 * inf = NaN, and away from
-// zero it is the plain root's, to every order.
+// zero it is the plain root's, to every order. The test is s == 0, not s > 0: a NaN sum must
+// reach the root and stay NaN.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -15,10 +16,10 @@ namespace tapegrad {
 
 static Tensor guarded_root(const Tensor& s, double p) {
   const Tensor zero = scalar(0.0, s.dtype());
-  const Tensor positive = greater(s, zero);
-  const Tensor safe = where(positive, s, scalar(1.0, s.dtype()));
+  const Tensor is_zero = equal(s, zero);
+  const Tensor safe = where(is_zero, scalar(1.0, s.dtype()), s);
   const Tensor root = p == 2 ? sqrt(safe) : pow(safe, 1.0 / p);
-  return where(positive, root, zero);
+  return where(is_zero, zero, root);
 }
 
 // ord as a number: 2 for "euclidean"/"fro", infinity for "inf", else the number written.
