@@ -42,6 +42,14 @@ struct ExpOverflowWindow {
   static bool contains(T x) { return x > from && x < to; }
 };
 
+// SiLU's x e^x for x below this: the kernel's e^-|x| is flushed to 0 there (below -87.33 in
+// float32, -708.39 in float64) while x e^x is still a normal number (down to -91.9 and
+// -715.1): those lanes take the scalar form's value, not 0.
+template <class T>
+struct SiluFlushBelow {
+  static constexpr T value = std::is_same_v<T, float> ? T(-87) : T(-708);
+};
+
 template <class Arch, class T, VectorFunction function>
 [[gnu::flatten]] void vector_loop(const T* in, T* out, std::size_t n) {
   using Batch = xsimd::batch<T, Arch>;
@@ -86,10 +94,11 @@ template <class Arch, class T, VectorFunction function>
       const Batch sigmoid = xsimd::select(x >= Batch(T(0)), one / (one + e), e / (one + e));
       if constexpr (function == VectorFunction::Silu) {
         (x * sigmoid).store_unaligned(to);
+        return Lanes(x < Batch(SiluFlushBelow<T>::value));
       } else {
         sigmoid.store_unaligned(to);
+        return Lanes(false);
       }
-      return Lanes(false);
     }
   };
   auto fix = [](const T* x, T* to, std::size_t lanes) {
@@ -99,6 +108,8 @@ template <class Arch, class T, VectorFunction function>
         outside = ExpOverflowWindow<T>::contains(x[k]);
       } else if constexpr (function == VectorFunction::Log) {
         outside = x[k] < std::numeric_limits<T>::min();
+      } else if constexpr (function == VectorFunction::Silu) {
+        outside = x[k] < SiluFlushBelow<T>::value;
       }
       if (outside) to[k] = scalar_function<function>(x[k]);
     }
