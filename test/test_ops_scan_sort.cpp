@@ -102,6 +102,93 @@ TEST_CASE("cumprod's gradient is exact where x has zeros (TF's formula gives NaN
   }
 }
 
+TEST_CASE("cumprod of lines longer than 16: derivatives exact with zeros, no branch on values",
+          "[scan][gradient]") {
+  // Lines of 20 near +-1 (no overflow): row 0 without a zero, row 1 with one, row 2 with two.
+  std::vector<double> v(60);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = (i % 3 == 0 ? -1.0 : 1.0) * (0.8 + 0.02 * static_cast<double>(i % 20));
+  }
+  v[20 + 7] = 0;
+  v[40 + 3] = 0;
+  v[40 + 15] = 0;
+  const Tensor x = from_values(v, {3, 20});
+  const Tensor one_zero_at_most = slice(x, {0, 0}, {2, 20});
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      INFO("exclusive " << exclusive << ", reverse " << reverse);
+      const auto f = unary([=](const Tensor& t) { return cumprod(t, 1, exclusive, reverse); });
+      verify_gradients(f, {one_zero_at_most});     // first and second order
+      verify_gradients(f, {x}, VerifyOptions{1});  // two zeros in a line: first order
+      // The forward rule is the gradient's transpose.
+      const Tensor dx = random_tensor({3, 20}, 31);
+      ForwardAccumulator acc(x, dx);
+      const Tensor by_rule = acc.jvp(cumprod(x, 1, exclusive, reverse));
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor j = tape.jacobian(cumprod(x, 1, exclusive, reverse), x);
+      const Tensor expected = reshape(matmul(reshape(j, {60, 60}), reshape(dx, {60, 1})), {3, 20});
+      require_close(by_rule, {3, 20}, values(expected), 1e-12);
+    }
+  }
+}
+
+TEST_CASE("cumprod's rules follow each call's zeros in a Function and each row's in a batch",
+          "[scan][gradient][function]") {
+  // The gradient and the tangent once read x's values to choose a formula: a trace on x
+  // without zeros then replayed TF's formula on x with zeros (NaN), and vectorized_map used one
+  // formula for every row.
+  for (std::size_t n : {3, 20}) {
+    INFO("lines of " << n);
+    std::vector<double> base(n), zeroed(n);
+    for (std::size_t i = 0; i < n; ++i) base[i] = 1.0 + 0.05 * static_cast<double>(i);
+    zeroed = base;
+    zeroed[0] = 0;
+    const auto gradient_and_tangent = [n](const std::vector<Tensor>& args) {
+      GradientTape tape;
+      tape.watch(args[0]);
+      ForwardAccumulator acc(args[0], ones({n}));
+      const Tensor y = cumprod(args[0], 0);
+      return std::vector<Tensor>{tape.gradient(reduce_sum(y), args[0]), acc.jvp(y)};
+    };
+    const Function traced = function(gradient_and_tangent);
+    const Tensor plain = from_values(base, {n}), with_zero = from_values(zeroed, {n});
+    traced({plain});
+    for (const Tensor& input : {with_zero, plain, with_zero}) {
+      const std::vector<Tensor> replayed = traced({input});
+      const std::vector<Tensor> eager = gradient_and_tangent({input});
+      CHECK(values(replayed[0]) == values(eager[0]));
+      CHECK(values(replayed[1]) == values(eager[1]));
+      for (double d : values(replayed[0])) CHECK(std::isfinite(d));
+    }
+    CHECK(traced.trace_count() == 1);
+    // d/dx0 sum(cumprod(x)) at x0 = 0: 1 + x1 + x1 x2 + ... (every y_j without x0).
+    double expected = 0, product = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i > 0) product *= zeroed[i];
+      expected += product;
+    }
+    CHECK(values(traced({with_zero})[0])[0] == Approx(expected).epsilon(1e-14));
+    // Per-example gradients of rows with and without a zero, against a loop.
+    const Tensor rows = stack({plain, with_zero, plain});
+    const Tensor batched = vectorized_map(
+        [](const Tensor& row) {
+          GradientTape tape;
+          tape.watch(row);
+          return tape.gradient(reduce_sum(cumprod(row, 0)), row);
+        },
+        rows);
+    for (std::size_t r = 0; r < 3; ++r) {
+      const Tensor row = r == 1 ? with_zero : plain;
+      GradientTape tape;
+      tape.watch(row);
+      const Tensor looped = tape.gradient(reduce_sum(cumprod(row, 0)), row);
+      CHECK(values(gather(batched, from_values({static_cast<double>(r)}, {}, DType::Int64))) ==
+            values(looped));
+    }
+  }
+}
+
 TEST_CASE("cumprod's forward rule matches the gradient's transpose where x has zeros",
           "[scan][forward]") {
   const Tensor z = from_values({0.5, 0, 1.5, -1, 0, 2}, {2, 3});

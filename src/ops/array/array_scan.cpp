@@ -127,21 +127,13 @@ Tensor cumprod(const Tensor& x, int axis, bool exclusive, bool reverse) {
   return out;
 }
 
-// Whether x holds a zero: only then does TF's formula (which divides by x) fail, and the
-// exact product form below is used instead.
-static bool has_zero(const Tensor& x) {
-  return detail::dispatch_numeric("cumprod", x, [&](auto zero) {
-    const auto& a = detail::kernel_array<decltype(zero)>(x);
-    return std::find(a.begin(), a.end(), decltype(zero)(0)) != a.end();
-  });
-}
-
 namespace {
 
-// The exact partials of a cumprod, for inputs with zeros: with the scanned axis moved last,
-// partials[..., k, j] = d y_j / d x_k = prod of the x_i that y_j covers other than x_k, and 0
-// when y_j does not cover x_k. Built as a cumprod of x repeated n times with x_k replaced by 1
-// in row k, so it is made of tapegrad ops (and differentiable again). O(n^2) per line.
+// The exact partials of a cumprod of short lines (kExactPartialsUpTo elements): with the
+// scanned axis moved last, partials[..., k, j] = d y_j / d x_k = prod of the x_i that y_j
+// covers other than x_k, and 0 when y_j does not cover x_k. Built as a cumprod of x repeated n
+// times with x_k replaced by 1 in row k, so it is made of tapegrad ops (and differentiable
+// again, exact to every order whatever zeros x holds). O(n^2) per line.
 struct CumprodPartials {
   Tensor partials;                 // [..., n, n]
   std::vector<int> to_last, back;  // the axis moved last, and back again
@@ -177,32 +169,102 @@ CumprodPartials cumprod_partials(const Tensor& x, const ScanAttrs& s) {
 
 }  // namespace
 
-// y_j is the product of the x_i it covers, so dy_j = y_j sum_i dx_i / x_i over the same i
-// (or, with a zero in x, sum_k partials[k, j] dx_k).
+namespace {
+
+// Lines of at most this many elements use the exact partials (cumprod_partials); longer ones
+// the O(n) form below. Chosen by the shape, never by x's values: a rule that branched on them
+// would be fixed by a Function's trace or a vectorized_map, and wrong for the next input or
+// the other rows (TF's formula, which divides by x, gave NaN there).
+constexpr std::size_t kExactPartialsUpTo = 16;
+
+// What the O(n) form needs where x has zeros. Along the scan, with the scan's direction and
+// exclusivity (`s`) or inclusively:
+//   covered_zeros  how many zeros each y_j covers (y_j is 0 from the first on);
+//   before_zero    x_i is not 0 and no zero comes before it (y_j / x_i is exact there);
+//   first_zero     x_i is the first zero of its line;
+//   after_zero     x_i comes after its line's first zero;
+//   zero_value     the first zero's x (0, but its derivative is not) from it on, inclusively;
+//   covered_value  the same as y_j covers it (with the scan's exclusivity);
+//   safe_x         x with its zeros replaced by 1, and safe_y its scan: y_j without its zero
+//                  when it covers exactly one.
+// With them the gradient and the tangent are exact to first order with any number of zeros,
+// and to second order with at most one zero per line (the terms of y_j covering two zeros are
+// dropped, as they are 0: their derivatives are not).
+struct CumprodZeros {
+  Tensor covered_zeros, before_zero, first_zero, after_zero, zero_value, covered_value, safe_x,
+      safe_y;
+};
+
+CumprodZeros cumprod_zeros(const Tensor& x, const ScanAttrs& s) {
+  const DType dtype = x.dtype();
+  const Tensor is_zero = equal(x, 0.0);
+  const Tensor zero_count = cast(is_zero, dtype);
+  ScanAttrs inclusive = s;
+  inclusive.exclusive = false;
+  const Tensor zeros_so_far = cumsum_of(zero_count, inclusive);  // x_i itself included
+  CumprodZeros z;
+  z.covered_zeros = cumsum_of(zero_count, s);
+  z.before_zero = equal(zeros_so_far, 0.0);
+  z.first_zero = where(is_zero, equal(zeros_so_far, 1.0), is_zero);
+  z.after_zero = where(z.first_zero, z.before_zero, greater(zeros_so_far, 0.0));  // false at it
+  const Tensor first_zero_x = where(z.first_zero, x, zeros_like(x));
+  z.zero_value = cumsum_of(first_zero_x, inclusive);
+  z.covered_value = cumsum_of(first_zero_x, s);
+  z.safe_x = where(is_zero, scalar(1.0, dtype), x);
+  z.safe_y = cumprod(z.safe_x, static_cast<int>(s.axis), s.exclusive, s.reverse);
+  return z;
+}
+
+}  // namespace
+
+// y_j is the product of the x_i it covers: dy_j = y_j sum_i dx_i / x_i where it covers no zero;
+// where it covers one, x_k, y_j without x_k times (dx_k + x_k sum_{i != k} dx_i / x_i); 0 where
+// it covers more. Short lines: sum_k partials[k, j] dx_k.
 static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangents) {
   const ScanAttrs s = scan_attrs(op.attrs());
+  const Tensor& x = op.inputs[0];
   return detail::unary_tangent(op, tangents, [&](const Tensor& dx) {
-    if (!has_zero(op.inputs[0])) {
-      return multiply(op.outputs[0], cumsum_of(divide(dx, op.inputs[0]), s));
+    if (x.shape()[s.axis] <= kExactPartialsUpTo) {
+      const CumprodPartials p = cumprod_partials(x, s);
+      const Tensor dx_moved = expand_dims(transpose(dx, p.to_last), -1);  // [..., k, 1]
+      return transpose(reduce_sum(multiply(p.partials, dx_moved), {-2}), p.back);
     }
-    const CumprodPartials p = cumprod_partials(op.inputs[0], s);
-    const Tensor dx_moved = expand_dims(transpose(dx, p.to_last), -1);  // [..., k, 1]
-    return transpose(reduce_sum(multiply(p.partials, dx_moved), {-2}), p.back);
+    const CumprodZeros z = cumprod_zeros(x, s);
+    const Tensor none = zeros(op.outputs[0].shape(), op.outputs[0].dtype());
+    const Tensor ratios = where(z.first_zero, zeros_like(dx), divide(dx, z.safe_x));
+    const Tensor no_zero =
+        where(equal(z.covered_zeros, 0.0), multiply(op.outputs[0], cumsum_of(ratios, s)), none);
+    const Tensor at_zero = cumsum_of(where(z.first_zero, dx, zeros_like(dx)), s);
+    const Tensor one_zero = where(
+        equal(z.covered_zeros, 1.0),
+        multiply(z.safe_y, add(at_zero, multiply(z.covered_value, cumsum_of(ratios, s)))), none);
+    return add(no_zero, one_zero);
   });
 }
 
-// TF's formula cumsum(y g, !reverse) / x where x has no zero; the exact partials where it
-// has one (TF gives NaN or inf there).
+// With W_i = sum of g_j (y_j without the zero) over the y_j that cover x_i and exactly one
+// zero: TF's cumsum(y g, !reverse) / x where no zero comes at or before x_i; W_k at a line's
+// first zero x_k; x_k W_i / x_i after it (0, with x_k's derivative). Short lines: the exact
+// partials.
 static Grads cumprod_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const Tensor& x = op.inputs()[0];
-  ScanAttrs s = scan_attrs(op.attrs());
-  if (has_zero(x)) {
+  const ScanAttrs s = scan_attrs(op.attrs());
+  if (x.shape()[s.axis] <= kExactPartialsUpTo) {
     const CumprodPartials p = cumprod_partials(x, s);
     const Tensor g_moved = expand_dims(transpose(g[0], p.to_last), -2);  // [..., 1, j]
     return {transpose(reduce_sum(multiply(p.partials, g_moved), {-1}), p.back)};
   }
-  s.reverse = !s.reverse;
-  return {divide(cumsum_of(multiply(op.outputs()[0], g[0]), s), x)};
+  ScanAttrs flipped = s;
+  flipped.reverse = !flipped.reverse;
+  const CumprodZeros z = cumprod_zeros(x, s);
+  const Tensor none = zeros(x.shape(), x.dtype());
+  const Tensor before_zero = where(
+      z.before_zero, divide(cumsum_of(multiply(op.outputs()[0], g[0]), flipped), z.safe_x), none);
+  const Tensor w = cumsum_of(
+      where(equal(z.covered_zeros, 1.0), multiply(z.safe_y, g[0]), zeros_like(g[0])), flipped);
+  const Tensor at_first_zero = where(z.first_zero, w, none);
+  const Tensor after_zero = where(z.after_zero, divide(multiply(z.zero_value, w), z.safe_x), none);
+  return {add(add(before_zero, at_first_zero), after_zero)};
 }
 
 // ---- ReverseV2 --------------------------------------------------------------------------
