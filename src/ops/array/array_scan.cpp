@@ -167,50 +167,38 @@ CumprodPartials cumprod_partials(const Tensor& x, const ScanAttrs& s) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Lines of at most this many elements use the exact partials (cumprod_partials); longer ones
 // the O(n) form below. Chosen by the shape, never by x's values: a rule that branched on them
 // would be fixed by a Function's trace or a vectorized_map, and wrong for the next input or
 // the other rows (TF's formula, which divides by x, gave NaN there).
 constexpr std::size_t kExactPartialsUpTo = 16;
 
-// What the O(n) form needs where x has zeros. Along the scan, with the scan's direction and
-// exclusivity (`s`) or inclusively:
+// What the O(n) form needs where x has zeros, along the scan with its direction and
+// exclusivity (`s`):
 //   covered_zeros  how many zeros each y_j covers (y_j is 0 from the first on);
-//   before_zero    x_i is not 0 and no zero comes before it (y_j / x_i is exact there);
-//   first_zero     x_i is the first zero of its line;
-//   after_zero     x_i comes after its line's first zero;
-//   zero_value     the first zero's x (0, but its derivative is not) from it on, inclusively;
-//   covered_value  the same as y_j covers it (with the scan's exclusivity);
+//   zeros_so_far   the same counted inclusively (x_i itself included);
+//   first_zero     x_i is the first zero of its line, and first_zero_x x there (0 elsewhere);
 //   safe_x         x with its zeros replaced by 1, and safe_y its scan: y_j without its zero
 //                  when it covers exactly one.
-// With them the gradient and the tangent are exact to first order with any number of zeros,
-// and to second order with at most one zero per line (the terms of y_j covering two zeros are
-// dropped, as they are 0: their derivatives are not).
+// With them (and what each rule adds) the gradient and the tangent are exact to first order
+// with any number of zeros, and to second order with at most one zero per line (the terms of
+// y_j covering two zeros are dropped, as they are 0: their derivatives are not).
 struct CumprodZeros {
-  Tensor covered_zeros, before_zero, first_zero, after_zero, zero_value, covered_value, safe_x,
-      safe_y;
+  ScanAttrs inclusive;
+  Tensor covered_zeros, zeros_so_far, first_zero, first_zero_x, safe_x, safe_y;
 };
 
 CumprodZeros cumprod_zeros(const Tensor& x, const ScanAttrs& s) {
-  const DType dtype = x.dtype();
   const Tensor is_zero = equal(x, 0.0);
-  const Tensor zero_count = cast(is_zero, dtype);
-  ScanAttrs inclusive = s;
-  inclusive.exclusive = false;
-  const Tensor zeros_so_far = cumsum_of(zero_count, inclusive);  // x_i itself included
+  const Tensor zero_count = cast(is_zero, x.dtype());
   CumprodZeros z;
+  z.inclusive = s;
+  z.inclusive.exclusive = false;
   z.covered_zeros = cumsum_of(zero_count, s);
-  z.before_zero = equal(zeros_so_far, 0.0);
-  z.first_zero = where(is_zero, equal(zeros_so_far, 1.0), is_zero);
-  z.after_zero = where(z.first_zero, z.before_zero, greater(zeros_so_far, 0.0));  // false at it
-  const Tensor first_zero_x = where(z.first_zero, x, zeros_like(x));
-  z.zero_value = cumsum_of(first_zero_x, inclusive);
-  z.covered_value = cumsum_of(first_zero_x, s);
-  z.safe_x = where(is_zero, scalar(1.0, dtype), x);
+  z.zeros_so_far = cumsum_of(zero_count, z.inclusive);
+  z.first_zero = where(is_zero, equal(z.zeros_so_far, 1.0), is_zero);
+  z.first_zero_x = where(z.first_zero, x, zeros_like(x));
+  z.safe_x = where(is_zero, scalar(1.0, x.dtype()), x);
   z.safe_y = cumprod(z.safe_x, static_cast<int>(s.axis), s.exclusive, s.reverse);
   return z;
 }
@@ -231,13 +219,16 @@ static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangen
     }
     const CumprodZeros z = cumprod_zeros(x, s);
     const Tensor none = zeros(op.outputs[0].shape(), op.outputs[0].dtype());
-    const Tensor ratios = where(z.first_zero, zeros_like(dx), divide(dx, z.safe_x));
+    // sum dx_i / x_i over the covered i but the first zero; x_k as y_j covers it.
+    const Tensor ratio_sums =
+        cumsum_of(where(z.first_zero, zeros_like(dx), divide(dx, z.safe_x)), s);
+    const Tensor covered_zero_x = cumsum_of(z.first_zero_x, s);
     const Tensor no_zero =
-        where(equal(z.covered_zeros, 0.0), multiply(op.outputs[0], cumsum_of(ratios, s)), none);
+        where(equal(z.covered_zeros, 0.0), multiply(op.outputs[0], ratio_sums), none);
     const Tensor at_zero = cumsum_of(where(z.first_zero, dx, zeros_like(dx)), s);
-    const Tensor one_zero = where(
-        equal(z.covered_zeros, 1.0),
-        multiply(z.safe_y, add(at_zero, multiply(z.covered_value, cumsum_of(ratios, s)))), none);
+    const Tensor one_zero =
+        where(equal(z.covered_zeros, 1.0),
+              multiply(z.safe_y, add(at_zero, multiply(covered_zero_x, ratio_sums))), none);
     return add(no_zero, one_zero);
   });
 }
@@ -258,12 +249,18 @@ static Grads cumprod_gradient(const OpContext& op, const std::vector<Tensor>& g)
   flipped.reverse = !flipped.reverse;
   const CumprodZeros z = cumprod_zeros(x, s);
   const Tensor none = zeros(x.shape(), x.dtype());
-  const Tensor before_zero = where(
-      z.before_zero, divide(cumsum_of(multiply(op.outputs()[0], g[0]), flipped), z.safe_x), none);
+  const Tensor before_zero =
+      where(equal(z.zeros_so_far, 0.0),
+            divide(cumsum_of(multiply(op.outputs()[0], g[0]), flipped), z.safe_x), none);
   const Tensor w = cumsum_of(
       where(equal(z.covered_zeros, 1.0), multiply(z.safe_y, g[0]), zeros_like(g[0])), flipped);
   const Tensor at_first_zero = where(z.first_zero, w, none);
-  const Tensor after_zero = where(z.after_zero, divide(multiply(z.zero_value, w), z.safe_x), none);
+  // After the first zero, not at it (where zeros_so_far is 1, not 0): x_k W_i / x_i, x_k
+  // carried along from the zero on.
+  const Tensor after_first_zero =
+      where(z.first_zero, equal(z.zeros_so_far, 0.0), greater(z.zeros_so_far, 0.0));
+  const Tensor zero_x = cumsum_of(z.first_zero_x, z.inclusive);
+  const Tensor after_zero = where(after_first_zero, divide(multiply(zero_x, w), z.safe_x), none);
   return {add(add(before_zero, at_first_zero), after_zero)};
 }
 
