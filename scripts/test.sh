@@ -108,6 +108,15 @@ PC_DIR=$(dirname "$(find "$PREFIX" -name tapegrad.pc | head -n 1)")
 PC_FLAGS=$(PKG_CONFIG_PATH="$PC_DIR" pkg-config --cflags tapegrad)
 PC_LIBS=$(PKG_CONFIG_PATH="$PC_DIR" pkg-config --libs tapegrad)
 echo "pkg-config --cflags --libs tapegrad: $PC_FLAGS $PC_LIBS"
+# The .pc file's version is the one the installed headers define.
+PC_VERSION=$(PKG_CONFIG_PATH="$PC_DIR" pkg-config --modversion tapegrad)
+HEADER_VERSION=$(sed -n 's/^#define TAPEGRAD_VERSION_STRING "\(.*\)"$/\1/p' \
+  "$PREFIX/include/tapegrad/version.hpp")
+echo "tapegrad.pc version $PC_VERSION, tapegrad/version.hpp version $HEADER_VERSION"
+if [ "$PC_VERSION" != "$HEADER_VERSION" ]; then
+  echo "FAILED: tapegrad.pc says version '$PC_VERSION', tapegrad/version.hpp '$HEADER_VERSION'" >&2
+  exit 1
+fi
 # Builds the consumer's units in DIRECTORY with COMPILER... (a command: "ccache c++"), links
 # them with the compiler alone, and runs the program.
 pkg_config_consumer() {

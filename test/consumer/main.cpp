@@ -2,7 +2,10 @@
 // definitions; the other two units decide XTENSOR_USE_XSIMD themselves. Exits non-zero when any
 // check of any unit fails.
 #include <filesystem>
+#include <iostream>
 #include <string>
+
+#include <tapegrad/version.hpp>
 
 #include "checks.hpp"
 #include "units.hpp"
@@ -23,6 +26,21 @@ int check_numpy_files(const tg::Tensor& t) {
   return same ? 0 : 1;
 }
 
+// The headers' version macros agree with each other and, when CMake found the package, with the
+// version its config file reported (0.2 at least: the package accepts find_package(tapegrad 0.2)).
+int check_version() {
+  const std::string from_parts = std::to_string(TAPEGRAD_VERSION_MAJOR) + "." +
+                                 std::to_string(TAPEGRAD_VERSION_MINOR) + "." +
+                                 std::to_string(TAPEGRAD_VERSION_PATCH);
+  bool same = from_parts == TAPEGRAD_VERSION_STRING && TAPEGRAD_VERSION_MAJOR == 0 &&
+              TAPEGRAD_VERSION_MINOR >= 2;
+#ifdef TAPEGRAD_CONSUMER_PACKAGE_VERSION
+  same = same && std::string(TAPEGRAD_CONSUMER_PACKAGE_VERSION) == TAPEGRAD_VERSION_STRING;
+#endif
+  if (!same) std::cout << "consumer: version macros disagree: " << TAPEGRAD_VERSION_STRING << '\n';
+  return same ? 0 : 1;
+}
+
 }  // namespace
 
 int main() {
@@ -31,6 +49,7 @@ int main() {
   failures += checks_with_own_xsimd(from_main);
   failures += checks_without_xsimd(from_main);
   failures += check_numpy_files(from_main);
+  failures += check_version();
   // And the other way round: tensors made in those units, read here.
   failures += run_consumer_checks("target definitions, tensor from the unit without xsimd",
                                   tensor_from_unit_without_xsimd());
