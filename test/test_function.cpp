@@ -121,6 +121,46 @@ TEST_CASE("function: one tensor passed twice and a captured tensor equal to an a
   CHECK_FALSE(got[2].defined());
 }
 
+TEST_CASE(
+    "function: a read after assign_add or assign_sub replays the updated value, when the "
+    "read before it is dropped",
+    "[function]") {
+  // The first read is only a temporary, so the Variable holds its value's only handle: an
+  // update in place kept that tensor's id, the trace took the second read for the first, and
+  // every replay returned the value from before the update.
+  for (const bool optimize : {true, false}) {
+    CAPTURE(optimize);
+    Variable v(vector_of({1, 2}), true, "v");
+    FunctionOptions options;
+    options.optimize = optimize;
+    const Function step = function(
+        [&](const std::vector<Tensor>& args) {
+          Tensor first = reduce_sum(v.value());
+          v.assign_add(args[0]);
+          Tensor second = reduce_sum(exp(v.peek()));
+          v.assign_sub(args[1]);
+          Tensor third = reduce_sum(v.value());
+          return std::vector<Tensor>{first, second, third};
+        },
+        options);
+    double a = 1, b = 2;  // v's elements, followed by hand
+    for (int call = 0; call < 4; ++call) {
+      CAPTURE(call);
+      const double add = 0.5 + call, sub = 0.25 * call;
+      const std::vector<Tensor> got = step({vector_of({add, -add}), vector_of({sub, sub})});
+      CHECK(got[0].item<double>() == a + b);
+      a += add;
+      b -= add;
+      CHECK(got[1].item<double>() == Approx(std::exp(a) + std::exp(b)).epsilon(1e-14));
+      a -= sub;
+      b -= sub;
+      CHECK(got[2].item<double>() == a + b);
+    }
+    require_identical(v.value(), vector_of({a, b}));
+    CHECK(step.trace_count() == 1);
+  }
+}
+
 TEST_CASE("function: Variables are read afresh and assigned again at every call", "[function]") {
   Variable v(vector_of({1, 2}), true, "v");
   int calls = 0;

@@ -78,7 +78,10 @@ void combine_into(const char* op, Tensor& value, const Tensor& delta, Combine c)
     using T = decltype(zero);
     const T* y = kernel_data<T>(delta);
     const std::size_t n = value.size();
-    if (only_handle(value)) {
+    // In place only with no trace live: the updated tensor would keep the id a trace knows as
+    // an earlier read, and a later read would replay that read's value (fn's reads after an
+    // assign_add must each be a read step of their own).
+    if (only_handle(value) && live_trace_count.load(std::memory_order_relaxed) == 0) {
       T* x = own_elements<T>(value);
       for (std::size_t i = 0; i < n; ++i) x[i] = c(x[i], y[i]);
       return;
