@@ -657,6 +657,44 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "function fused: a gather before a Variable assignment throws before it, as eager does, "
+    "when a run after the assignment reads it",
+    "[function][fused]") {
+  // exp(x) gathered, then v += x, then a run reading the gather: a gather absorbed into the run
+  // checked its indices only when the run's loop ran, after the assignment, so a bad index
+  // left v incremented (and every later call off by that step).
+  const auto values = [](std::initializer_list<double> list) {
+    return from_values(std::vector<double>(list), {list.size()});
+  };
+  for (const bool optimize : {true, false}) {
+    CAPTURE(optimize);
+    Variable v(values({1, 2, 3}), true, "v");
+    const Function f = function(
+        [&](const std::vector<Tensor>& args) {
+          const Tensor picked = gather(exp(args[0]), args[1]);
+          v.assign_add(args[0]);
+          return std::vector<Tensor>{sin(add(picked, scalar(1.0, DType::Float64)))};
+        },
+        FunctionOptions{16, optimize});
+    const Tensor x = values({0.5, 1.0, 2.0});
+    const std::vector<Tensor> got = f({x, cast(values({2, 0}), DType::Int64)});
+    const auto& y = got[0].array<double>();
+    CHECK(y(0) == std::sin(std::exp(2.0) + 1.0));
+    CHECK(y(1) == std::sin(std::exp(0.5) + 1.0));
+    require_identical(v.peek(), values({1.5, 3, 5}));
+    const std::string message = invalid_argument_of(f, {x, cast(values({0, 7}), DType::Int64)});
+    INFO(message);
+    CHECK(message.find("gather") != std::string::npos);
+    CHECK(message.find("index 7") != std::string::npos);
+    CHECK(message.find("out of range [0, 3)") != std::string::npos);
+    require_identical(v.peek(), values({1.5, 3, 5}));  // the assignment did not happen
+    f({x, cast(values({1, 1}), DType::Int64)});
+    require_identical(v.peek(), values({2, 4, 7}));
+    CHECK(f.trace_count() == 1);
+  }
+}
+
+TEST_CASE(
     "function fused: ops interleaved in two dtypes of one shape and in two shapes of one size "
     "make runs of their own, and replay as eager",
     "[function][fused]") {

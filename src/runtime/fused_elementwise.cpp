@@ -616,8 +616,22 @@ BookkeepingVector<std::size_t> absorb_gathers(const OpTrace& trace,
   BookkeepingVector<std::size_t> absorbed_into(kept.size(), kNoRun);
   BookkeepingVector<std::uint32_t> reads_in_run(trace.num_values(), 0);
   std::vector<std::size_t> candidates;
+  // Where fn assigns a Variable or runs host code (the ops traced before each such step). A
+  // gather absorbed into a run checks its indices when the run's loop runs, at the run's last
+  // op: with such a step in between, a bad index would throw after the step's effect instead
+  // of before it, as the eager fn does.
+  std::vector<std::size_t> effect_positions;
+  for (const TraceStep& step : trace.steps) {
+    if (step.kind != TraceStep::Kind::Read) effect_positions.push_back(step.position);
+  }
+  const auto effect_between = [&](std::size_t gather_op, std::size_t last_op) {
+    const auto after =
+        std::upper_bound(effect_positions.begin(), effect_positions.end(), gather_op);
+    return after != effect_positions.end() && *after <= last_op;
+  };
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const TracedOp& first = trace.ops[kept[runs[r].front()]];
+    const std::size_t last_op = kept[runs[r].back()];
     candidates.clear();
     for (std::size_t i : runs[r]) {
       for (const TracedInput& in : trace.ops[kept[i]].inputs) {
@@ -626,6 +640,7 @@ BookkeepingVector<std::size_t> absorb_gathers(const OpTrace& trace,
         if (p == kNoRun || run_of_kept[p] != kNoRun || absorbed_into[p] != kNoRun) continue;
         const TracedOp& gather = trace.ops[kept[p]];
         if (!gather_readable(gather, first.output_dtypes()[0], first.output_shapes()[0])) continue;
+        if (effect_between(kept[p], last_op)) continue;
         // Batched: the loop reads batched params (the gather axis one further out) at
         // constant rows.
         if (batch != 0 && (gather.inputs[0].value == TracedInput::kConstant ||
