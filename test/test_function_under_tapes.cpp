@@ -97,6 +97,48 @@ TEST_CASE("function under a tape: the gradients of the Variables fn reads, as ea
 }
 
 TEST_CASE(
+    "function under a tape: an untrainable Variable a tape watches gets its gradient, as "
+    "eager, and one no tape watches gets none",
+    "[function][tapes]") {
+  // The one op's inputs were the trainable Variables fn reads: the watched untrainable one got
+  // no gradient (undefined, no warning) where the eager call gives x.
+  Variable fixed(vector_of({2.0, -1.0}), false, "fixed");
+  Variable w(vector_of({0.5, 3.0}), true, "w");
+  const auto body = [&](const std::vector<Tensor>& args) {
+    return std::vector<Tensor>{
+        reduce_sum(multiply(multiply(fixed.value(), args[0]), multiply(w.value(), w.value())))};
+  };
+  const Function f = function(body);
+  const Tensor x = vector_of({5.0, 7.0});
+  f({x});  // traced
+  for (const bool watch_fixed : {true, false}) {
+    CAPTURE(watch_fixed);
+    GradientTape outer;  // watches only w (trainable, read)
+    GradientTape tape;
+    if (watch_fixed) tape.watch(fixed);
+    const Tensor y = f({x})[0];
+    const std::vector<Tensor> g = tape.gradient(y, {fixed.handle(), w.handle()});
+    // d/dfixed = x w², d/dw = 2 fixed x w
+    if (watch_fixed) {
+      require_identical(g[0], vector_of({5.0 * 0.25, 7.0 * 9.0}));
+    } else {
+      REQUIRE_FALSE(g[0].defined());
+    }
+    require_identical(g[1], vector_of({2 * 2.0 * 5.0 * 0.5, 2 * -1.0 * 7.0 * 3.0}));
+    // The outer tape records the one op for w; fixed, when an input, then gets its gradient
+    // there too, as an unwatched argument of a recorded op does (eagerly fixed's read is an
+    // op of its own, which only the watching tape records).
+    const std::vector<Tensor> outer_g = outer.gradient(y, {fixed.handle(), w.handle()});
+    if (watch_fixed) {
+      require_identical(outer_g[0], g[0]);
+    } else {
+      REQUIRE_FALSE(outer_g[0].defined());
+    }
+    require_identical(outer_g[1], g[1]);
+  }
+}
+
+TEST_CASE(
     "function under nested tapes and an accumulator: second derivatives and tangents "
     "equal the eager ones",
     "[function][tapes]") {

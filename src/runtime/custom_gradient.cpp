@@ -106,7 +106,9 @@ TensorList call_with_custom_gradient(const CustomFunction& f, const TensorList& 
   // What f's reads would have done on the paused tapes.
   for (TapeImpl* tape : tape_stack()) {
     if (!tape->watch_accessed_variables()) continue;
-    for (const auto& v : variables) tape->watch_variable(v);
+    for (const auto& v : variables) {
+      if (v.trainable()) tape->watch_variable(v);  // reads watch only trainable ones
+    }
   }
 
   auto state = std::make_shared<CustomState>(

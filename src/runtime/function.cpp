@@ -10,6 +10,7 @@
 // file keeps the traces per signature, traces fn, and stands for it under tapes.
 #include "tapegrad/function.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,10 @@
 #include "runtime/anomaly.hpp"
 #include "runtime/function_trace.hpp"
 #include "runtime/recording.hpp"
+#include "runtime/tape.hpp"
+#include "runtime/tape_stack.hpp"
 #include "runtime/tensor_impl.hpp"
+#include "runtime/variable_observer.hpp"
 #include "runtime/warn.hpp"
 #include "tapegrad/custom_gradient.hpp"
 #include "tapegrad/errors.hpp"
@@ -224,9 +228,25 @@ namespace {
 std::vector<Tensor> call_as_one_op(const std::shared_ptr<FunctionState>& state,
                                    const std::shared_ptr<const FunctionTrace>& compiled,
                                    const std::vector<Tensor>& args) {
+  // The untrainable Variables fn reads through value() that a tape of the thread watches:
+  // inputs of the op too (fn's own reads would record them, as eagerly; value() tells the
+  // observer only of trainable ones).
+  std::vector<Variable> watched_untrainable;
+  for (const TraceStep& step : compiled->trace.steps) {
+    if (step.kind != TraceStep::Kind::Read || !step.through_value || step.variable->trainable()) {
+      continue;
+    }
+    const std::uint64_t handle = step.variable->handle().id();
+    const auto& tapes = tape_stack();
+    if (std::any_of(tapes.begin(), tapes.end(),
+                    [&](const TapeImpl* tape) { return tape->is_watched(handle); })) {
+      watched_untrainable.push_back(*step.variable);
+    }
+  }
   CustomFunction forward = [&](const TensorList& in) {
     CustomForward result;
     result.outputs = replay(*compiled, in);
+    for (const Variable& v : watched_untrainable) tell_observers(v);
     result.takes_variables = true;
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;

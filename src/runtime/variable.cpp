@@ -103,6 +103,10 @@ VariableReadObserver::~VariableReadObserver() {
   if (it != stack.rend()) stack.erase(std::next(it).base());
 }
 
+void tell_observers(const Variable& v) {
+  for (VariableReadObserver* observer : observer_stack()) observer->notify(v);
+}
+
 void VariableReadObserver::notify(const Variable& v) {
   auto pos = std::lower_bound(read_.begin(), read_.end(), v,
                               [](const Variable& a, const Variable& b) { return a.id() < b.id(); });
@@ -151,9 +155,7 @@ Tensor Variable::peek() const { return detail::read_value(*this, *impl_, false);
 Tensor Variable::value() const {
   Tensor v = detail::read_value(*this, *impl_, true);
   if (detail::any_tape_active()) detail::read_variable(*this, v);
-  if (trainable()) {
-    for (detail::VariableReadObserver* observer : detail::observer_stack()) observer->notify(*this);
-  }
+  if (trainable()) detail::tell_observers(*this);
   return v;
 }
 

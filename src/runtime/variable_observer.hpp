@@ -27,4 +27,9 @@ class VariableReadObserver {
   std::vector<Variable> read_;
 };
 
+// Tells the thread's live observers that `v` was read. Variable::value() does it for a
+// trainable variable; a Function recorded as one op does it for the untrainable variables its
+// trace reads that a tape watches (tape.watch(v)), since fn's ops would record those reads.
+void tell_observers(const Variable& v);
+
 }  // namespace tapegrad::detail
