@@ -97,6 +97,45 @@ TEST_CASE("clip_by_global_norm scales the whole list by one factor", "[clip]") {
   require_close(f32[0], {4}, {0.5, 0.5, 0.5, 0.5}, 1e-7);
 }
 
+TEST_CASE(
+    "clip: a norm float holds is found when the squares overflow or underflow, and a tensor "
+    "within the limit comes back bit for bit",
+    "[clip]") {
+  // x^2 overflowed (float32 3e20, float64 1e155) and the norm became infinite: the clipped
+  // tensor was all zeros (clip_by_norm) or NaN (clip_by_global_norm), where the norm fits.
+  const Tensor big32 = cast(constant({3e20, 4e20}), DType::Float32);  // norm 5e20
+  require_close(clip_by_norm(big32, 1.0), {2}, {0.6, 0.8}, 1e-7);
+  auto [clipped32, norm32] = clip_by_global_norm({big32, Tensor()}, 1.0);
+  CHECK(norm32.item<float>() == Approx(5e20).epsilon(1e-6));
+  require_close(clipped32[0], {2}, {0.6, 0.8}, 1e-7);
+  const Tensor big64 = constant({1e155, -1e155});
+  require_close(clip_by_norm(big64, 1.0), {2}, {std::sqrt(0.5), -std::sqrt(0.5)}, 1e-15);
+  auto [clipped64, norm64] = clip_by_global_norm({big64, constant({1e155})}, 3.0);
+  CHECK(norm64.item<double>() == Approx(std::sqrt(3.0) * 1e155).epsilon(1e-15));
+  require_close(clipped64[1], {1}, {std::sqrt(3.0)}, 1e-15);
+  // ... and x^2 (and x * clip_norm) underflowed to 0: the norm was 0 and nothing was clipped.
+  const Tensor tiny = cast(constant({3e-30, 4e-30}), DType::Float32);  // norm 5e-30
+  require_close(clip_by_norm(tiny, 1e-31), {2}, {6e-32, 8e-32}, 1e-38);
+  // Per-row groups at very different scales, each by its own largest element.
+  require_close(clip_by_norm(constant({{3e200, 4e200}, {3e-200, 4e-200}}), 1.0, {1}), {2, 2},
+                {0.6, 0.8, 3e-200, 4e-200}, 1e-15);
+  // The gradient at that scale: (w - y (y.w)) / |x| with w = [1, 0], y = [0.6, 0.8].
+  Tensor x = constant({3e200, 4e200});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = reduce_sum(clip_by_norm(x, 1.0) * constant({1.0, 0.0}));
+  const std::vector<double> g = values(tape.gradient(y, x));
+  CHECK(g[0] == Approx(0.128e-200).epsilon(1e-14));
+  CHECK(g[1] == Approx(-0.096e-200).epsilon(1e-14));
+
+  // Within the limit, x itself: the scale is exactly 1 (x * c / c rounded one element in six).
+  const Tensor r = random_tensor({10000}, 3);  // norm about 58
+  for (const double limit : {58.0 * 10, 58.0 * 1000}) {
+    require_close(clip_by_norm(r, limit), {10000}, values(r), 0.0);
+    require_close(clip_by_global_norm({r}, limit).first[0], {10000}, values(r), 0.0);
+  }
+}
+
 TEST_CASE("clip_by_global_norm: an infinite or NaN norm makes every value NaN", "[clip]") {
   const double inf = std::numeric_limits<double>::infinity();
   auto [clipped, norm] = clip_by_global_norm({constant({1.0, inf}), constant({2.0})}, 1.0);

@@ -3,12 +3,14 @@
 // optimizers (tapegrad/optim.hpp), but ops like norm (TF's clip_ops): they live here, where
 // they validate their operands as every op does (require_defined, describe, normalize_axes).
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ops/op_support.hpp"
 #include "tapegrad/errors.hpp"
+#include "tapegrad/ops/array.hpp"
 #include "tapegrad/ops/math.hpp"
 #include "tapegrad/ops/reduce.hpp"
 #include "tapegrad/optim.hpp"
@@ -32,6 +34,31 @@ Tensor safe_sqrt(const Tensor& sum_of_squares) {
   return where(positive, sqrt(safe), sum_of_squares);
 }
 
+// The largest |x| of each group (every axis of `reduced`; all of x when it is empty), or 1
+// when that is 0, infinite or NaN: the squares are taken of x / scale, so that a norm float can
+// hold is computed even when x^2 overflows (float32 3e20) or underflows to 0 (1e-30). The norm
+// does not depend on the scale, so its derivatives through the scale are 0: stop_gradient.
+Tensor norm_scale(const Tensor& x, const std::vector<int>& reduced) {
+  const Tensor largest = stop_gradient(reduce_max(abs(x), reduced, /*keepdims=*/true));
+  const Tensor one = ones_like(largest);
+  const Tensor finite =
+      where(less(largest, std::numeric_limits<double>::infinity()), largest, one);  // NaN too
+  return where(greater(largest, 0.0), finite, one);
+}
+
+// x when its norm is within the limit (x itself, bit for bit), else x * limit / norm, computed
+// as unit * (limit / unit_norm) with unit = x / scale: unit_norm is at least 1 in that branch,
+// so neither the value nor the gradient of the quotient (limit / unit_norm^2) overflows where
+// norm^2 would. A NaN norm is not within the limit: NaN. `extra` (0 or NaN) joins the scale.
+Tensor clip_to(const Tensor& x, const Tensor& unit, const Tensor& norm, const Tensor& unit_norm,
+               const Tensor& limit, const Tensor& extra = Tensor()) {
+  const Tensor within = less_equal(norm, limit);
+  const Tensor safe_unit_norm = where(within, ones_like(unit_norm), unit_norm);
+  Tensor scale = limit / safe_unit_norm;
+  if (extra.defined()) scale = scale + extra;
+  return where(within, x, unit * scale);
+}
+
 }  // namespace
 
 Tensor clip_by_norm(const Tensor& x, double clip_norm, std::vector<int> axes) {
@@ -43,16 +70,16 @@ Tensor clip_by_norm(const Tensor& x, double clip_norm, std::vector<int> axes) {
   require_clip_norm(op, clip_norm);
   const std::vector<std::size_t> normalized = detail::normalize_axes(op, axes, x);
   const std::vector<int> reduced(normalized.begin(), normalized.end());
-  const Tensor norm = safe_sqrt(reduce_sum(square(x), reduced, /*keepdims=*/true));
-  const Tensor limit = scalar(clip_norm, x.dtype());
-  return x * limit / maximum(norm, limit);
+  const Tensor divisor = norm_scale(x, reduced);
+  const Tensor unit = x / divisor;  // its largest element is 1 in magnitude
+  const Tensor unit_norm = safe_sqrt(reduce_sum(square(unit), reduced, /*keepdims=*/true));
+  return clip_to(x, unit, divisor * unit_norm, unit_norm, scalar(clip_norm, x.dtype()));
 }
 
 std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Tensor>& tensors,
                                                            double clip_norm) {
   const char* op = "clip_by_global_norm";
   require_clip_norm(op, clip_norm);
-  Tensor sum_of_squares;
   std::size_t first = tensors.size();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -69,18 +96,35 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
                             " has dtype " + dtype_name(tensors[first].dtype()) +
                             "; every entry must have the same dtype");
     }
-    const Tensor part = reduce_sum(square(t));
+  }
+  if (first == tensors.size()) return {tensors, scalar(0.0, DType::Float64)};
+  // One scale for the list: norm_scale of the largest |element| of all entries.
+  Tensor largest;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    const Tensor part = reduce_max(abs(t));
+    largest = largest.defined() ? maximum(largest, part) : part;
+  }
+  const Tensor divisor = norm_scale(largest, {});
+  Tensor sum_of_squares;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    const Tensor part = reduce_sum(square(t / divisor));
     sum_of_squares = sum_of_squares.defined() ? sum_of_squares + part : part;
   }
-  if (!sum_of_squares.defined()) return {tensors, scalar(0.0, DType::Float64)};
-  const Tensor global_norm = safe_sqrt(sum_of_squares);
+  const Tensor unit_norm = safe_sqrt(sum_of_squares);
+  const Tensor global_norm = divisor * unit_norm;
   const Tensor limit = scalar(clip_norm, global_norm.dtype());
   // (norm - norm) is 0 for a finite norm and NaN for an infinite or NaN one: TF's rule that
   // such a list clips to NaN rather than to zeros.
-  const Tensor scale = limit / maximum(global_norm, limit) + (global_norm - global_norm);
+  const Tensor not_finite = global_norm - global_norm;
   std::vector<Tensor> clipped;
   clipped.reserve(tensors.size());
-  for (const Tensor& t : tensors) clipped.push_back(t.defined() ? t * scale : Tensor());
+  for (const Tensor& t : tensors) {
+    clipped.push_back(t.defined()
+                          ? clip_to(t, t / divisor, global_norm, unit_norm, limit, not_finite)
+                          : Tensor());
+  }
   return {std::move(clipped), global_norm};
 }
 
