@@ -3,6 +3,10 @@
 #include "support.hpp"
 
 #include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace tapegrad;
 using namespace tapegrad::testing;
@@ -192,6 +196,70 @@ TEST_CASE("optimizer argument errors", "[optim]") {
   CHECK_THAT(message_of<InvalidArgument>([] { Adam(0.1, 1.0); }), Catch::Contains("beta_1"));
   CHECK_THAT(message_of<InvalidArgument>([] { Adam(0.1, 0.9, 0.999, -1.0); }),
              Catch::Contains("epsilon"));
+}
+
+TEST_CASE("optimizers refuse infinite hyperparameters", "[optim]") {
+  // An infinite learning rate was accepted: one step sent the variables to -inf, and the
+  // checkpoint saved afterwards could never be restored (its learning rate is refused there).
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THAT(message_of<InvalidArgument>([&] { SGD{inf}; }),
+             Catch::Contains("SGD") && Catch::Contains("learning_rate") && Catch::Contains("inf"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { Adam{inf}; }),
+             Catch::Contains("Adam") && Catch::Contains("learning_rate"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { Adam(0.1, 0.9, 0.999, inf); }),
+             Catch::Contains("Adam") && Catch::Contains("epsilon"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { AdamW{inf}; }),
+             Catch::Contains("AdamW") && Catch::Contains("learning_rate"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { AdamW(0.1, inf); }),
+             Catch::Contains("AdamW") && Catch::Contains("weight_decay"));
+  CHECK_THAT(message_of<InvalidArgument>([&] { AdamW(0.1, 0.0, 0.9, 0.999, inf); }),
+             Catch::Contains("AdamW") && Catch::Contains("epsilon"));
+  SGD sgd(0.5);
+  Adam adam(0.5);
+  AdamW adamw(0.5);
+  CHECK_THROWS_AS(sgd.set_learning_rate(inf), InvalidArgument);
+  CHECK_THROWS_AS(adam.set_learning_rate(inf), InvalidArgument);
+  CHECK_THROWS_AS(adamw.set_learning_rate(-inf), InvalidArgument);
+  CHECK(sgd.learning_rate() == 0.5);
+  CHECK(adam.learning_rate() == 0.5);
+  CHECK(adamw.learning_rate() == 0.5);
+}
+
+TEST_CASE("a failed apply_gradients changes nothing: no variable, slot or step count", "[optim]") {
+  // The pairs were checked one at a time while updating: a bad second pair left the first
+  // variable stepped with iterations() still 0, and the next call stepped it again at t = 1
+  // with its moments already moved.
+  for (const int bad : {0, 1, 2, 3}) {
+    CAPTURE(bad);
+    Variable a(constant({1.0, 2.0}), true, "a");
+    Variable b(constant({{1.0, 2.0}, {3.0, 4.0}}), true, "b");
+    Adam adam(0.1);
+    GradientValue bad_gradient;
+    if (bad == 0) bad_gradient = GradientValue(constant({1.0, 1.0}));           // shape
+    if (bad == 1) bad_gradient = GradientValue(zeros({2, 2}, DType::Float32));  // dtype
+    if (bad == 2) {
+      bad_gradient = GradientValue(
+          IndexedSlices{constant({{1.0, 1.0}}), cast(constant({5.0}), DType::Int64), {2, 2}});
+    }
+    if (bad == 3) {
+      bad_gradient = GradientValue(
+          IndexedSlices{constant({{1.0, 1.0}}), cast(constant({-1.0}), DType::Int32), {2, 2}});
+    }
+    const std::string message = message_of<InvalidArgument>([&] {
+      adam.apply_gradients(std::vector<std::pair<GradientValue, Variable>>{
+          {GradientValue(constant({1.0, 1.0})), a}, {bad_gradient, b}});
+    });
+    CHECK_THAT(message, Catch::Contains("Adam") && Catch::Contains("'b'"));
+    require_close(a.value(), {2}, {1.0, 2.0}, 0.0);  // untouched
+    CHECK(adam.iterations() == 0);
+    // The next call is the first step, bit for bit a fresh optimizer's.
+    adam.apply_gradients({{constant({1.0, 1.0}), a}});
+    CHECK(adam.iterations() == 1);
+    Variable fresh(constant({1.0, 2.0}), true, "fresh");
+    Adam(0.1).apply_gradients({{constant({1.0, 1.0}), fresh}});
+    require_close(a.value(), {2}, values(fresh.value()), 0.0);
+    CHECK(values(a.value())[0] < 0.91);  // it moved by about the learning rate
+  }
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include "tapegrad/optim.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -47,8 +48,9 @@ Tensor Optimizer::slot(const Variable& variable, const std::string& slot_name) c
 
 SGD::SGD(double learning_rate, double momentum, bool nesterov)
     : learning_rate_(learning_rate), momentum_(momentum), nesterov_(nesterov) {
-  if (!(learning_rate >= 0.0)) {
-    throw InvalidArgument("SGD: learning_rate must be >= 0, got " + std::to_string(learning_rate));
+  if (!(learning_rate >= 0.0 && std::isfinite(learning_rate))) {
+    throw InvalidArgument("SGD: learning_rate must be finite and >= 0, got " +
+                          std::to_string(learning_rate));
   }
   if (!(momentum >= 0.0 && momentum <= 1.0)) {
     throw InvalidArgument("SGD: momentum must be in [0, 1], got " + std::to_string(momentum));
@@ -58,8 +60,9 @@ SGD::SGD(double learning_rate, double momentum, bool nesterov)
 SGD::~SGD() = default;
 
 void SGD::set_learning_rate(double learning_rate) {
-  if (!(learning_rate >= 0.0)) {
-    throw InvalidArgument("SGD: learning_rate must be >= 0, got " + std::to_string(learning_rate));
+  if (!(learning_rate >= 0.0 && std::isfinite(learning_rate))) {
+    throw InvalidArgument("SGD: learning_rate must be finite and >= 0, got " +
+                          std::to_string(learning_rate));
   }
   learning_rate_ = learning_rate;
 }
@@ -72,15 +75,16 @@ std::vector<std::string> SGD::slot_names() const {
 
 Adam::Adam(double learning_rate, double beta_1, double beta_2, double epsilon)
     : learning_rate_(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {
-  if (!(learning_rate >= 0.0)) {
-    throw InvalidArgument("Adam: learning_rate must be >= 0, got " + std::to_string(learning_rate));
+  if (!(learning_rate >= 0.0 && std::isfinite(learning_rate))) {
+    throw InvalidArgument("Adam: learning_rate must be finite and >= 0, got " +
+                          std::to_string(learning_rate));
   }
   if (!(beta_1 >= 0.0 && beta_1 < 1.0) || !(beta_2 >= 0.0 && beta_2 < 1.0)) {
     throw InvalidArgument("Adam: beta_1 and beta_2 must be in [0, 1), got " +
                           std::to_string(beta_1) + " and " + std::to_string(beta_2));
   }
-  if (!(epsilon >= 0.0)) {
-    throw InvalidArgument("Adam: epsilon must be >= 0, got " + std::to_string(epsilon));
+  if (!(epsilon >= 0.0 && std::isfinite(epsilon))) {
+    throw InvalidArgument("Adam: epsilon must be finite and >= 0, got " + std::to_string(epsilon));
   }
 }
 
@@ -92,8 +96,9 @@ Adam::Adam(const AdamOptions& options)
 Adam::~Adam() = default;
 
 void Adam::set_learning_rate(double learning_rate) {
-  if (!(learning_rate >= 0.0)) {
-    throw InvalidArgument("Adam: learning_rate must be >= 0, got " + std::to_string(learning_rate));
+  if (!(learning_rate >= 0.0 && std::isfinite(learning_rate))) {
+    throw InvalidArgument("Adam: learning_rate must be finite and >= 0, got " +
+                          std::to_string(learning_rate));
   }
   learning_rate_ = learning_rate;
 }

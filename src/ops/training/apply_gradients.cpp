@@ -83,6 +83,33 @@ std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, 
   return {std::move(unique), Tensor(std::move(summed))};
 }
 
+// What apply_one checks before it changes anything, for one pair: apply_now checks every pair
+// first, so that a bad one leaves every variable, slot and the step count as they were.
+void check_gradient(const char* optimizer, const GradientValue& grad, const Variable& variable) {
+  if (!grad.defined()) return;
+  if (!is_floating(variable.dtype())) {
+    throw InvalidArgument(describe_variable(optimizer, variable) +
+                          ": only float32 and float64 variables can be optimized");
+  }
+  if (!grad.is_sparse()) {
+    const Tensor& g = grad.dense();
+    if (g.shape() != variable.shape() || g.dtype() != variable.dtype()) {
+      throw InvalidArgument(describe_variable(optimizer, variable) + ": the gradient has shape " +
+                            shape_to_string(g.shape()) + " and dtype " + dtype_name(g.dtype()));
+    }
+    return;
+  }
+  check_sparse(optimizer, variable, grad.sparse());
+  const std::size_t rows = variable.shape()[0];
+  for (std::int64_t index : detail::index_values(grad.sparse().indices)) {
+    if (index < 0 || static_cast<std::size_t>(index) >= rows) {
+      throw InvalidArgument(describe_variable(optimizer, variable) + ": index " +
+                            std::to_string(index) + " is out of range [0, " + std::to_string(rows) +
+                            ")");
+    }
+  }
+}
+
 }  // namespace
 
 // ---- Optimizer --------------------------------------------------------------------------
@@ -148,6 +175,7 @@ void Optimizer::apply_gradients(
 }
 
 void Optimizer::apply_now(const std::vector<std::pair<GradientValue, Variable>>& grads_and_vars) {
+  for (const auto& [grad, variable] : grads_and_vars) check_gradient(name(), grad, variable);
   const std::int64_t step = iterations_ + 1;
   for (const auto& [grad, variable] : grads_and_vars) {
     Variable v = variable;
@@ -171,21 +199,10 @@ void Optimizer::apply_one(const GradientValue& grad, Variable& variable, std::in
                           "are left unchanged.");
     return;
   }
-  if (!is_floating(variable.dtype())) {
-    throw InvalidArgument(describe_variable(name(), variable) +
-                          ": only float32 and float64 variables "
-                          "can be optimized");
-  }
-  if (!grad.is_sparse()) {
-    const Tensor& g = grad.dense();
-    if (g.shape() != variable.shape() || g.dtype() != variable.dtype()) {
-      throw InvalidArgument(describe_variable(name(), variable) + ": the gradient has shape " +
-                            shape_to_string(g.shape()) + " and dtype " + dtype_name(g.dtype()));
-    }
-    update_dense(variable, g, slots_for(variable), step);
+  if (!grad.is_sparse()) {  // checked (check_gradient)
+    update_dense(variable, grad.dense(), slots_for(variable), step);
     return;
   }
-  check_sparse(name(), variable, grad.sparse());
   auto [unique, summed] = detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
     return deduplicate<decltype(zero)>(name(), variable, grad.sparse());
   });
