@@ -190,6 +190,45 @@ TEST_CASE("a checkpoint is a NumPy .npz with one entry per piece of state", "[ch
   tapegrad::testing::require_identical(after_restored, after_saved);
 }
 
+TEST_CASE("a variable tracked twice is saved and restored under its first name only",
+          "[checkpoint]") {
+  // Both names were written and restore assigned from each in turn: the second won, so an
+  // edit of the first (the name the slots use) was silently lost.
+  TempFolder folder("checkpoint_twice");
+  Generator generator(1);
+  layers::Dense net(2, 1, generator, false, DType::Float64);
+  Variable kernel = net.trainable_variables()[0];
+  SGD sgd(0.5, 0.9);
+  sgd.apply_gradients({{fill({2, 1}, 1.0), kernel}});
+  Checkpoint checkpoint;
+  checkpoint.track("k", kernel).track("net", net).track("sgd", sgd);
+  checkpoint.save(folder.file("run.npz"));
+  CHECK(names_in(folder.file("run.npz")) == std::vector<std::string>{"k", "sgd/iterations",
+                                                                     "sgd/learning_rate",
+                                                                     "sgd/slots/k/momentum"});
+  // Edited as a NumPy user would, then restored: the edit is what the variable holds.
+  std::vector<std::pair<std::string, Tensor>> entries = load_npz(folder.file("run.npz"));
+  entries[0].second = from_values({5.0, 6.0}, {2, 1});
+  save_npz(folder.file("edited.npz"), entries);
+  checkpoint.restore(folder.file("edited.npz"));
+  tapegrad::testing::require_identical(kernel.value(), from_values({5.0, 6.0}, {2, 1}));
+  // A file that also holds the second name (as files written before this rule do) restores
+  // when the two agree, and is refused, changing nothing, when they differ.
+  entries.emplace_back("net/kernel", from_values({5.0, 6.0}, {2, 1}));
+  save_npz(folder.file("both.npz"), entries);
+  kernel.assign(zeros({2, 1}));
+  checkpoint.restore(folder.file("both.npz"));
+  tapegrad::testing::require_identical(kernel.value(), from_values({5.0, 6.0}, {2, 1}));
+  entries.back().second = from_values({-1.0, -2.0}, {2, 1});
+  save_npz(folder.file("differ.npz"), entries);
+  kernel.assign(zeros({2, 1}));
+  const std::string message =
+      message_of<InvalidArgument>([&] { checkpoint.restore(folder.file("differ.npz")); });
+  CHECK_THAT(message, Catch::Contains("'k'") && Catch::Contains("'net/kernel'") &&
+                          Catch::Contains("differ"));
+  tapegrad::testing::require_identical(kernel.value(), zeros({2, 1}));
+}
+
 TEST_CASE("restoring a checkpoint of an optimizer that never stepped clears its slots",
           "[checkpoint]") {
   TempFolder folder("checkpoint");

@@ -4,6 +4,7 @@
 #include "tapegrad/checkpoint.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -32,18 +33,25 @@ struct NamedVariable {
   Variable variable;
 };
 
-// Every tracked variable (modules expanded) in tracked order, and each variable's first entry:
-// the one an optimizer's slots refer to.
+// Every tracked variable (modules expanded) in tracked order, once, under its first entry:
+// the one saved, restored and named by an optimizer's slots. (Each entry of a variable tracked
+// twice was saved and restored in turn, so the last won and an edit of the first was lost.)
 struct VariableIndex {
   std::vector<NamedVariable> variables;
   std::unordered_map<std::uint64_t, std::string> first_entry;
+  // The other names of a variable tracked twice. A file written before the rule above holds
+  // them too: restore accepts such an entry when it equals the first's.
+  std::vector<NamedVariable> other_names;
 };
 
 template <class TrackedList>
 VariableIndex index_variables(const TrackedList& tracked) {
   VariableIndex index;
   const auto add = [&](std::string entry, const Variable& variable) {
-    index.first_entry.emplace(variable.id(), entry);
+    if (!index.first_entry.emplace(variable.id(), entry).second) {
+      index.other_names.push_back(NamedVariable{std::move(entry), variable});
+      return;
+    }
     index.variables.push_back(NamedVariable{std::move(entry), variable});
   };
   for (const auto& item : tracked) {
@@ -76,6 +84,28 @@ std::uint64_t uint64_of(const Tensor& scalar) {
   std::uint64_t value = 0;
   std::memcpy(&value, &bits, sizeof value);
   return value;
+}
+
+template <class T>
+bool same_elements(const Tensor& a, const Tensor& b) {
+  return std::memcmp(a.array<T>().data(), b.array<T>().data(), a.size() * sizeof(T)) == 0;
+}
+
+// a and b (one shape and dtype) hold the same bits.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  switch (a.dtype()) {
+    case DType::Float32:
+      return same_elements<float>(a, b);
+    case DType::Float64:
+      return same_elements<double>(a, b);
+    case DType::Int32:
+      return same_elements<std::int32_t>(a, b);
+    case DType::Int64:
+      return same_elements<std::int64_t>(a, b);
+    case DType::Bool:
+      return same_elements<bool>(a, b);
+  }
+  return false;
 }
 
 std::string describe(const Shape& shape, DType dtype) {
@@ -235,10 +265,7 @@ void Checkpoint::save(const std::string& path) const {
       const std::vector<std::string> slot_names = item->optimizer->slot_names();
       for (const NamedVariable& named : index.variables) {
         const auto slots = state.slots.find(named.variable.id());
-        if (slots == state.slots.end() ||
-            index.first_entry.at(named.variable.id()) != named.entry) {
-          continue;
-        }
+        if (slots == state.slots.end()) continue;
         for (std::size_t k = 0; k < slot_names.size(); ++k) {
           entries.emplace_back(slot_entry(item->name, named.entry, slot_names[k]),
                                slots->second[k]);
@@ -306,11 +333,25 @@ void Checkpoint::restore(const std::string& path) {
   FileEntries file(std::move(loaded), call);
   const VariableIndex index = index_variables(tracked_);
   RestorePlan plan;
+  std::unordered_map<std::uint64_t, std::size_t> assignment_of;  // variable id -> its entry
   for (const NamedVariable& named : index.variables) {
     const Variable& variable = named.variable;
+    assignment_of.emplace(variable.id(), plan.assignments.size());
     plan.assignments.emplace_back(variable,
                                   file.take(named.entry, variable.shape(), variable.dtype(),
                                             "the tracked variable '" + variable.name() + "'"));
+  }
+  for (const NamedVariable& other : index.other_names) {
+    if (!file.contains(other.entry)) continue;
+    const Variable& variable = other.variable;
+    const Tensor value = file.take(other.entry, variable.shape(), variable.dtype(),
+                                   "the tracked variable '" + variable.name() + "'");
+    if (!same_bits(value, plan.assignments[assignment_of.at(variable.id())].second)) {
+      throw InvalidArgument(call + ": entries '" + index.first_entry.at(variable.id()) + "' and '" +
+                            other.entry + "' both hold the variable '" + variable.name() +
+                            "' (tracked twice) but differ; the first name " +
+                            "is the one restored: remove '" + other.entry + "' from the file");
+    }
   }
   for (const auto& item : tracked_) {
     if (item->optimizer != nullptr) {
@@ -336,7 +377,6 @@ void Checkpoint::restore(const std::string& path) {
       }
       const std::vector<std::string> slot_names = optimizer.slot_names();
       for (const NamedVariable& named : index.variables) {
-        if (index.first_entry.at(named.variable.id()) != named.entry) continue;
         std::size_t present = 0;
         for (const std::string& slot : slot_names) {
           present += file.contains(slot_entry(item->name, named.entry, slot)) ? 1 : 0;
