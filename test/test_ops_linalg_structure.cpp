@@ -316,6 +316,14 @@ TEST_CASE("linalg structure and solve ops reject bad input, naming op and shapes
                                    cholesky_solve(sq, random_tensor({4, 1}, 7));
                                  },
                                  {"cholesky_solve", "chol", "[3, 3]", "[4, 1]"});
+  // A singular factor: named as cholesky_solve's (it was triangular_solve's alone, with flags
+  // the caller never passed).
+  expect_misuse<InvalidArgument>("cholesky_solve with a singular chol",
+                                 [] {
+                                   cholesky_solve(zeros({3, 3}), from_values({1, 2, 3}, {3, 1}));
+                                 },
+                                 {"cholesky_solve", "chol", "[3, 3]", "b", "[3, 1]", "float64",
+                                  "singular", "diagonal entry 0"});
   expect_misuse<InvalidArgument>("lstsq with a mismatched b",
                                  [&] {
                                    lstsq(m23, random_tensor({3, 1}, 8));

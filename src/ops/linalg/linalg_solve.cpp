@@ -137,8 +137,14 @@ Tensor cholesky_solve(const Tensor& chol, const Tensor& b) {
   detail::require_square("cholesky_solve", "chol", chol);
   require_right_hand_side("cholesky_solve", "chol", chol, b);
   detail::require_finite("cholesky_solve", "chol", chol, {{"chol", chol}, {"b", b}});
-  // L L^T x = b: L y = b, then L^T x = y.
-  return triangular_solve(chol, triangular_solve(chol, b, true, false), true, true);
+  // L L^T x = b: L y = b, then L^T x = y. A singular chol is reported as this op's (the
+  // solves' own message names triangular_solve and flags the caller never passed).
+  try {
+    return triangular_solve(chol, triangular_solve(chol, b, true, false), true, true);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::describe("cholesky_solve", {{"chol", chol}, {"b", b}}) +
+                          ": chol is not an invertible Cholesky factor [" + e.what() + "]");
+  }
 }
 
 // ---- lstsq (a composition: TF's fast matrix_solve_ls) ---------------------------------------

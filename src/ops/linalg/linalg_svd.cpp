@@ -133,8 +133,10 @@ static Tensor trailing_columns(const Tensor& x, std::size_t after) {
 
 // The restriction TF puts on the full_matrices derivatives (|m - n| > 1), or for the forward
 // rule any m != n.
-[[noreturn]] static void unsupported_full_matrices(const Shape& a_shape, const char* what) {
-  throw InvalidArgument("svd: a has shape " + shape_to_string(a_shape) + ": the " + what +
+[[noreturn]] static void unsupported_full_matrices(const Shape& a_shape, DType dtype,
+                                                   const char* what) {
+  throw InvalidArgument("svd: a has shape " + shape_to_string(a_shape) + " and dtype " +
+                        dtype_name(dtype) + ": the " + what +
                         " of svd with full_matrices=true is not implemented for these m and n "
                         "(TF's restriction; use full_matrices=false)");
 }
@@ -151,7 +153,7 @@ static Tangents svd_tangent(const ForwardContext& op, const Tangents& tangents) 
   const Shape& a_shape = op.inputs[0].shape();
   const std::size_t m = a_shape[a_shape.size() - 2], n = a_shape.back();
   if (op.attrs().get_bool("full_matrices") && m != n) {
-    unsupported_full_matrices(a_shape, "forward-mode derivative");
+    unsupported_full_matrices(a_shape, op.inputs[0].dtype(), "forward-mode derivative");
   }
   const Tensor s_mat = diag(s);
   const Tensor s_inv = diag(detail::safe_reciprocal(s));
@@ -173,8 +175,10 @@ static Grads svd_gradient(const OpContext& op, const std::vector<Tensor>& g) {
   const bool full_matrices = op.attrs().get_bool("full_matrices");
   const Shape& a_shape = op.input_shape(0);
   std::size_t m = a_shape[a_shape.size() - 2], n = a_shape.back();
-  if (full_matrices && (m > n ? m - n : n - m) > 1) unsupported_full_matrices(a_shape, "gradient");
-  const Tensor& s = op.outputs()[0];
+  const Tensor& s = op.outputs()[0];  // a's dtype
+  if (full_matrices && (m > n ? m - n : n - m) > 1) {
+    unsupported_full_matrices(a_shape, s.dtype(), "gradient");
+  }
   Tensor u = op.outputs()[1], v = op.outputs()[2];
   Tensor grad_u = g[1], grad_v = g[2];
   const bool transposed = m > n;
