@@ -194,6 +194,24 @@ TEST_CASE("array<T>() of a view is a contiguous copy, built once and kept", "[vi
   CHECK(buffer_start(x) != first.data());
 }
 
+TEST_CASE("shares_storage does not change when a read makes a strided view contiguous", "[views]") {
+  // Views made after t.array() read t's copy: shares_storage(reshape(t), t) turned false then,
+  // though both still read t's elements (and the base's, through t).
+  const Tensor x = iota({2, 3});
+  const Tensor t = transpose(x);
+  const Tensor before = reshape(t, {3, 2, 1});  // strided, on x's buffer
+  CHECK(t.array<double>()(2, 1) == 5.0);        // builds t's contiguous copy
+  const Tensor after = reshape(t, {3, 2});
+  const Tensor expanded = expand_dims(t, 0);
+  for (const Tensor* view : {&before, &after, &expanded}) {
+    CHECK(shares_storage(*view, t));
+    CHECK(shares_storage(t, *view));
+  }
+  CHECK(shares_storage(t, x));
+  CHECK(shares_storage(before, x));
+  CHECK_FALSE(shares_storage(after, iota({2, 3})));
+}
+
 TEST_CASE("view<T>() reads the buffer in place, strides kept, for every kind of view", "[views]") {
   const Tensor x = iota({3, 4});
   const Tensor t = transpose(x);

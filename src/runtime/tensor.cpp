@@ -1,6 +1,7 @@
 #include "runtime/tensor_impl.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <ostream>
 #include <sstream>
@@ -323,9 +324,25 @@ Tensor::~Tensor() = default;
 
 const Shape& Tensor::shape() const { return detail::impl_of(*this).shape(); }
 
+namespace {
+// The buffers a tensor's elements are in: its buffer owner's and, for a strided view a read
+// made contiguous, that copy (views made from the view after the read view the copy).
+std::array<const detail::TensorImpl*, 2> buffers_of(const Tensor& t) {
+  const detail::TensorImpl& impl = detail::impl_of(t);
+  const detail::TensorImpl* copy =
+      impl.is_view() ? impl.as_view().materialized_if_built().get() : nullptr;
+  return {&impl.buffer_owner(), copy};
+}
+}  // namespace
+
 bool shares_storage(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) return false;
-  return &detail::impl_of(a).buffer_owner() == &detail::impl_of(b).buffer_owner();
+  for (const detail::TensorImpl* x : buffers_of(a)) {
+    for (const detail::TensorImpl* y : buffers_of(b)) {
+      if (x != nullptr && x == y) return true;
+    }
+  }
+  return false;
 }
 std::size_t Tensor::rank() const { return detail::impl_of(*this).rank(); }
 std::size_t Tensor::size() const { return detail::impl_of(*this).size(); }
