@@ -316,6 +316,39 @@ TEST_CASE("an op without a batching rule: one warning naming it and the loop's r
   require_same(second[0], first[0], 0);
 }
 
+TEST_CASE("random draws in fn: the loop draws what a loop alone draws, no numbers more",
+          "[vectorized_map]") {
+  // The traces of slices 0 and B - 1 drew first, then the loop drew again for every slice: row
+  // 0 got the numbers a loop gives row 2 (B = 3), and the counter moved by (B + 2) draws.
+  for (const std::size_t batch : {2, 3, 5}) {
+    CAPTURE(batch);
+    Generator generator(3, 10), reference(3, 10);
+    Generator other(8), other_reference(8);  // drawn from only by slices after the first
+    const MapFn fn = [&](const std::vector<Tensor>& in) {
+      Tensor y = in[0] * random_uniform({4}, generator);
+      if (in[1].item<double>() > 0) y = y + random_normal({4}, other);  // a value read too
+      return std::vector<Tensor>{y};
+    };
+    const Tensor x = random_tensor({batch, 4}, 95);
+    std::vector<double> flags(batch, 1.0);
+    flags[0] = 0.0;
+    CapturedStderr err;
+    const Tensor got = vectorized_map(fn, {x, from_values(flags, {batch})})[0];
+    const auto row_of = [](const Tensor& t, std::size_t b) {
+      return reshape(slice(t, {static_cast<std::int64_t>(b), 0}, {1, 4}), {4});
+    };
+    for (std::size_t b = 0; b < batch; ++b) {
+      CAPTURE(b);
+      Tensor row = row_of(x, b) * random_uniform({4}, reference);
+      if (b > 0) row = row + random_normal({4}, other_reference);
+      require_same(row_of(got, b), row, 0);
+    }
+    CHECK(generator.counter() == reference.counter());
+    CHECK(generator.counter() == 10 + 4 * batch);
+    CHECK(other.counter() == other_reference.counter());
+  }
+}
+
 TEST_CASE("boolean_mask: a fixed mask vectorizes, a batched one's positions refuse, the loop runs",
           "[vectorized_map]") {
   // The mask fixed: its positions are a trace constant, GatherNd batches over x.

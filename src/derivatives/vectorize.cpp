@@ -14,6 +14,7 @@
 #include "runtime/warn.hpp"
 #include "tapegrad/errors.hpp"
 #include "tapegrad/ops/array.hpp"
+#include "tapegrad/ops/random.hpp"
 
 namespace tapegrad::detail {
 namespace {
@@ -413,6 +414,28 @@ std::vector<Tensor> loop_over_batch(const BatchFunction& fn, const std::vector<T
   return stacked(rows, caller);
 }
 
+namespace {
+
+// The loop over every slice, when the traces of slices 0 and batch - 1 (run in that order)
+// cannot be replayed: slice 0's results are the first trace's, and the Generators the second
+// trace drew from are rewound to where it started, so the loop over slices 1, 2, ... draws
+// what a loop alone would (slice 1 where slice batch - 1's trace began), no numbers more.
+std::vector<Tensor> loop_after_traces(const BatchFunction& fn, const std::vector<Tensor>& elems,
+                                      std::vector<Tensor> first_results, const TracedCall& last,
+                                      const std::string& caller) {
+  for (const OpTrace::GeneratorStart& start : last.trace.generator_starts) {
+    start.generator->reset(start.generator->seed(), start.counter);
+  }
+  const std::size_t batch = batch_size_of(elems, caller);
+  std::vector<std::vector<Tensor>> rows;
+  rows.reserve(batch);
+  rows.push_back(std::move(first_results));
+  for (std::size_t b = 1; b < batch; ++b) rows.push_back(fn(slices_at(elems, b)));
+  return stacked(rows, caller);
+}
+
+}  // namespace
+
 std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>& elems,
                               const VectorizeOptions& options) {
   const std::string& caller = options.caller;
@@ -420,10 +443,13 @@ std::vector<Tensor> vectorize(const BatchFunction& fn, const std::vector<Tensor>
   if (batch == 0) return empty_batch(fn, elems, caller);
   if (batch == 1) return stacked({fn(slices_at(elems, 0))}, caller);  // the loop is one call
 
-  const TracedCall first = trace_call(fn, slices_at(elems, 0), batch == 2);
+  // Slice 0's results are kept: a loop after the traces starts from them.
+  TracedCall first = trace_call(fn, slices_at(elems, 0), true);
   const TracedCall last = trace_call(fn, slices_at(elems, batch - 1), batch == 2);
   const std::vector<bool> needed = needed_ops(first);
-  if (!vectorizable(first, last, needed, options)) return loop_over_batch(fn, elems, caller);
+  if (!vectorizable(first, last, needed, options)) {
+    return loop_after_traces(fn, elems, std::move(first.results), last, caller);
+  }
   // Two slices: the two traces ran fn on both, so they are the loop already; a replay would
   // only compute the same rows again (e.g. batch_jacobian of 2 values per example).
   if (batch == 2) return stacked({first.results, last.results}, caller);

@@ -301,8 +301,16 @@ void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body) {
   (*shared)(inputs);
 }
 
-void note_generator_draw(const char* op) {
+void note_generator_draw(const char* op, Generator& generator, std::uint64_t start) {
   if (live_traces().empty()) return;
+  for (OpTrace* trace : live_traces()) {
+    if (!sees(*trace)) continue;
+    auto& starts = trace->generator_starts;
+    if (std::none_of(starts.begin(), starts.end(),
+                     [&](const OpTrace::GeneratorStart& s) { return s.generator == &generator; })) {
+      starts.push_back({&generator, start});
+    }
+  }
   note_eager_only(std::string(op) + " in " + reader_name() +
                   " (a Generator draws new numbers at every call)");
 }

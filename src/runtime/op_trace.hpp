@@ -23,6 +23,10 @@
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/variable.hpp"
 
+namespace tapegrad {
+class Generator;
+}  // namespace tapegrad
+
 namespace tapegrad::detail {
 
 // Tracers alive on this thread: part of active_observer_count (recording.hpp).
@@ -100,6 +104,15 @@ struct OpTrace {
     bool absorbed = false;
   };
   std::vector<ValueRead> value_reads;
+
+  // Each Generator fn drew from while traced, with its counter before the first draw: a
+  // vectorized_map that falls back to a loop after tracing rewinds them, so that the loop
+  // draws what a loop alone would have drawn.
+  struct GeneratorStart {
+    Generator* generator;
+    std::uint64_t counter;
+  };
+  std::vector<GeneratorStart> generator_starts;
 
   // The first read that no user primitive absorbed, or null.
   const ValueRead* unabsorbed_read() const;
@@ -188,9 +201,10 @@ void note_variable_created(const Tensor& initial);
 // as any code.
 void run_host_step(const std::vector<Tensor>& inputs, HostStepBody body);
 
-// A random op drew from a Generator: a value read of every live Function trace (a replay
-// would repeat the numbers drawn while tracing; the eager call draws new ones).
-void note_generator_draw(const char* op);
+// A random op drew from `generator`, starting at counter `start`: a value read of every live
+// Function trace (a replay would repeat the numbers drawn while tracing; the eager call draws
+// new ones), and a generator start of every live trace that had not drawn from it yet.
+void note_generator_draw(const char* op, Generator& generator, std::uint64_t start);
 // fn did what only an eager call does (`why` says what, e.g. a DetectAnomaly scope, whose
 // checks a replay would skip): every live Function trace of this thread is refused.
 void note_eager_only(const std::string& why);

@@ -38,9 +38,6 @@ struct GeneratorAccess {
   // rather than fetch_add so that a draw that would wrap the 64-bit counter (and repeat the
   // stream) is refused before anything moves.
   static std::uint64_t reserve(const char* op, Generator& generator, std::uint64_t n) {
-    if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
-      detail::note_generator_draw(op);
-    }
     std::uint64_t start = generator.counter_.load(std::memory_order_relaxed);
     do {
       if (n > std::numeric_limits<std::uint64_t>::max() - start) {
@@ -51,6 +48,9 @@ struct GeneratorAccess {
       }
     } while (
         !generator.counter_.compare_exchange_weak(start, start + n, std::memory_order_relaxed));
+    if (detail::live_trace_count.load(std::memory_order_relaxed) != 0) {
+      detail::note_generator_draw(op, generator, start);
+    }
     return start;
   }
 };
