@@ -428,9 +428,16 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
   unmoved();
 
   Generator nearly_spent(5, std::numeric_limits<std::uint64_t>::max() - 2);
-  expect_misuse<InvalidArgument>("random_uniform: a draw past the end of the counter",
-                                 [&] { random_uniform({4}, nearly_spent); },
-                                 {"random_uniform", "seed 5", "18446744073709551613", "wrap"});
+  expect_misuse<InvalidArgument>(
+      "random_uniform: a draw past the end of the counter",
+      [&] { random_uniform({4}, nearly_spent); },
+      {"random_uniform", "shape [4]", "dtype float64", "seed 5", "18446744073709551613", "wrap"});
+  expect_misuse<InvalidArgument>(
+      "dropout: a draw past the end of the counter",
+      [&] {
+        dropout(from_values({1, 2, 3}, {3}, DType::Float32), 0.5, nearly_spent);
+      },
+      {"dropout", "shape [3]", "dtype float32", "seed 5", "wrap"});
   CHECK(nearly_spent.counter() == std::numeric_limits<std::uint64_t>::max() - 2);
   expect_defined("random_uniform: a draw up to the last counter value", [&] {
     REQUIRE(random_uniform({2}, nearly_spent).size() == 2);
@@ -464,5 +471,5 @@ TEST_CASE("random ops misuse: each case throws its documented error, the generat
 
   const int run = misuse_cases_run() - before;
   std::cout << "random misuse cases: " << run << " run\n";
-  REQUIRE(run == 27);
+  REQUIRE(run == 28);
 }

@@ -31,17 +31,24 @@ void Generator::reset(std::uint64_t seed, std::uint64_t counter) {
   counter_.store(counter, std::memory_order_relaxed);
 }
 
+// "random_uniform: shape [2, 3], dtype float32": what every rejection of a draw starts with.
+static std::string describe_draw(const char* op, const Shape& shape, DType dtype) {
+  return std::string(op) + ": shape " + shape_to_string(shape) + ", dtype " + dtype_name(dtype);
+}
+
 namespace detail {
 
 struct GeneratorAccess {
   // The counter of the first of `n` values, the counter advanced past them. A compare-exchange
   // rather than fetch_add so that a draw that would wrap the 64-bit counter (and repeat the
   // stream) is refused before anything moves.
-  static std::uint64_t reserve(const char* op, Generator& generator, std::uint64_t n) {
+  // `shape` and `dtype` are the draw's, for the error (describe_draw).
+  static std::uint64_t reserve(const char* op, const Shape& shape, DType dtype,
+                               Generator& generator, std::uint64_t n) {
     std::uint64_t start = generator.counter_.load(std::memory_order_relaxed);
     do {
       if (n > std::numeric_limits<std::uint64_t>::max() - start) {
-        throw InvalidArgument(std::string(op) + ": the generator (seed " +
+        throw InvalidArgument(describe_draw(op, shape, dtype) + ": the generator (seed " +
                               std::to_string(generator.seed_) + ") has drawn " +
                               std::to_string(start) + " values; " + std::to_string(n) +
                               " more would wrap its 64-bit counter");
@@ -62,11 +69,6 @@ static std::string value_text(double value) {
   char text[32];
   const std::to_chars_result end = std::to_chars(text, text + sizeof text, value);
   return std::string(text, end.ptr);
-}
-
-// "random_uniform: shape [2, 3], dtype float32": what every rejection of a draw starts with.
-static std::string describe_draw(const char* op, const Shape& shape, DType dtype) {
-  return std::string(op) + ": shape " + shape_to_string(shape) + ", dtype " + dtype_name(dtype);
 }
 
 [[noreturn]] static void reject_draw(const char* op, const Shape& shape, DType dtype,
@@ -90,7 +92,8 @@ static Tensor draw(const char* op, const Shape& shape, DType dtype, Generator& g
   return detail::dispatch_floating(op, dtype, [&](auto zero) -> Tensor {
     using T = decltype(zero);
     auto values = detail::allocate_array<T>(op, shape);
-    const std::uint64_t start = detail::GeneratorAccess::reserve(op, generator, values.size());
+    const std::uint64_t start =
+        detail::GeneratorAccess::reserve(op, shape, dtype, generator, values.size());
     fill(values.data(), values.size(), generator.seed(), start);
     return Tensor(std::move(values));
   });
@@ -186,7 +189,8 @@ static std::vector<Tensor> dropout_kernel(const Tensor& x, double rate, Generato
   auto out = detail::allocate_array<T>(op, x.shape());
   const std::size_t n = in.size();
   const T scale = static_cast<T>(1.0 / (1.0 - rate));
-  const std::uint64_t start = detail::GeneratorAccess::reserve(op, generator, n);
+  const std::uint64_t start =
+      detail::GeneratorAccess::reserve(op, x.shape(), x.dtype(), generator, n);
   detail::fill_keep_mask<T>(mask.data(), n, generator.seed(), start, rate, scale);
   const T* src = in.data();
   const T* m = mask.data();
