@@ -235,13 +235,20 @@ TEST_CASE("misuse: gradient arguments", "[misuse][tape]") {
       [&] {
         with_tape([](GradientTape& t, const Tensor&, const Tensor& x) { t.gradient(Tensor(), x); });
       },
-      {"GradientTape::gradient", "target is undefined"});
+      {"GradientTape::gradient", "target 0 is undefined"});
+  expect_misuse<InvalidArgument>("an undefined target in a list",
+                                 [&] {
+                                   with_tape([](GradientTape& t, const Tensor& y, const Tensor& x) {
+                                     t.gradient(std::vector<Tensor>{y, Tensor()}, {x});
+                                   });
+                                 },
+                                 {"GradientTape::gradient", "target 1 is undefined"});
   expect_misuse<InvalidArgument>(
       "undefined source",
       [&] {
         with_tape([](GradientTape& t, const Tensor& y, const Tensor&) { t.gradient(y, Tensor()); });
       },
-      {"GradientTape::gradient", "source is undefined"});
+      {"GradientTape::gradient", "source 0 is undefined"});
   expect_misuse<InvalidArgument>(
       "jacobian of an undefined target",
       [&] {

@@ -128,6 +128,16 @@ TEST_CASE(
   CHECK(g[0] == Approx(0.128e-200).epsilon(1e-14));
   CHECK(g[1] == Approx(-0.096e-200).epsilon(1e-14));
 
+  // Empty tensors: nothing to clip, norm 0 (there is no largest element to scale by).
+  CHECK(clip_by_norm(zeros({3, 0}), 1.0).shape() == Shape{3, 0});
+  CHECK(clip_by_norm(zeros({0, 3}), 1.0, {1}).shape() == Shape{0, 3});
+  auto [empty_list, empty_norm] = clip_by_global_norm({zeros({3, 0}), zeros({0})}, 1.0);
+  CHECK(empty_norm.item<double>() == 0.0);
+  CHECK(empty_list[0].shape() == Shape{3, 0});
+  auto [mixed, mixed_norm] = clip_by_global_norm({zeros({3, 0}), constant({3e200, 4e200})}, 1.0);
+  CHECK(mixed_norm.item<double>() == Approx(5e200).epsilon(1e-15));
+  require_close(mixed[1], {2}, {0.6, 0.8}, 1e-15);
+
   // Within the limit, x itself: the scale is exactly 1 (x * c / c rounded one element in six).
   const Tensor r = random_tensor({10000}, 3);  // norm about 58
   for (const double limit : {58.0 * 10, 58.0 * 1000}) {

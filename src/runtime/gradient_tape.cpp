@@ -16,9 +16,11 @@ const char* const kUsedTape =
     "A non-persistent GradientTape can only be used to compute one set of gradients (or "
     "jacobians)";
 
-detail::TensorMeta meta_of(const Tensor& t, const char* what) {
+// `what` and `index` name the tensor in an error: "target 1".
+detail::TensorMeta meta_of(const Tensor& t, const char* what, std::size_t index) {
   if (!t.defined()) {
-    throw InvalidArgument(std::string("GradientTape::gradient: ") + what + " is undefined");
+    throw InvalidArgument(std::string("GradientTape::gradient: ") + what + " " +
+                          std::to_string(index) + " is undefined");
   }
   return detail::TensorMeta{t.id(), t.dtype(), t.shape()};
 }
@@ -180,8 +182,9 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
   detail::require_valid_unconnected("GradientTape::gradient", unconnected);
   std::vector<detail::TensorMeta> metas;
   metas.reserve(sources.size());
-  for (const auto& s : sources) metas.push_back(meta_of(s, "a source"));
-  for (const auto& t : targets) meta_of(t, "a target");
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    metas.push_back(meta_of(sources[i], "source", i));
+  for (std::size_t i = 0; i < targets.size(); ++i) meta_of(targets[i], "target", i);
   if (!output_gradients.empty() && output_gradients.size() != targets.size()) {
     throw InvalidArgument("GradientTape::gradient: " + std::to_string(output_gradients.size()) +
                           " output_gradients for " + std::to_string(targets.size()) + " targets");

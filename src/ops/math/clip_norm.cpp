@@ -70,6 +70,7 @@ Tensor clip_by_norm(const Tensor& x, double clip_norm, std::vector<int> axes) {
   require_clip_norm(op, clip_norm);
   const std::vector<std::size_t> normalized = detail::normalize_axes(op, axes, x);
   const std::vector<int> reduced(normalized.begin(), normalized.end());
+  if (x.size() == 0) return identity(x);  // no element to clip (and no maximum to scale by)
   const Tensor divisor = norm_scale(x, reduced);
   const Tensor unit = x / divisor;  // its largest element is 1 in magnitude
   const Tensor unit_norm = safe_sqrt(reduce_sum(square(unit), reduced, /*keepdims=*/true));
@@ -101,11 +102,12 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
   // One scale for the list: norm_scale of the largest |element| of all entries.
   Tensor largest;
   for (const Tensor& t : tensors) {
-    if (!t.defined()) continue;
+    if (!t.defined() || t.size() == 0) continue;  // an empty entry adds nothing
     const Tensor part = reduce_max(abs(t));
     largest = largest.defined() ? maximum(largest, part) : part;
   }
-  const Tensor divisor = norm_scale(largest, {});
+  const Tensor divisor =
+      largest.defined() ? norm_scale(largest, {}) : scalar(1.0, tensors[first].dtype());
   Tensor sum_of_squares;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
