@@ -182,8 +182,9 @@ std::vector<GradientValue> GradientTape::run_gradient(const std::vector<Tensor>&
   detail::require_valid_unconnected("GradientTape::gradient", unconnected);
   std::vector<detail::TensorMeta> metas;
   metas.reserve(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i)
+  for (std::size_t i = 0; i < sources.size(); ++i) {
     metas.push_back(meta_of(sources[i], "source", i));
+  }
   for (std::size_t i = 0; i < targets.size(); ++i) meta_of(targets[i], "target", i);
   if (!output_gradients.empty() && output_gradients.size() != targets.size()) {
     throw InvalidArgument("GradientTape::gradient: " + std::to_string(output_gradients.size()) +
