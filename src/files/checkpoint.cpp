@@ -38,18 +38,20 @@ struct NamedVariable {
 // twice was saved and restored in turn, so the last won and an edit of the first was lost.)
 struct VariableIndex {
   std::vector<NamedVariable> variables;
-  std::unordered_map<std::uint64_t, std::string> first_entry;
-  // The other names of a variable tracked twice. A file written before the rule above holds
-  // them too: restore accepts such an entry when it equals the first's.
-  std::vector<NamedVariable> other_names;
+  // The other names of a variable tracked twice, each with its variable's position in
+  // `variables`. A file written before the rule above holds them too: restore accepts such an
+  // entry when it equals the first's.
+  std::vector<std::pair<NamedVariable, std::size_t>> other_names;
+  std::unordered_map<std::uint64_t, std::size_t> position;  // variable id -> in `variables`
 };
 
 template <class TrackedList>
 VariableIndex index_variables(const TrackedList& tracked) {
   VariableIndex index;
   const auto add = [&](std::string entry, const Variable& variable) {
-    if (!index.first_entry.emplace(variable.id(), entry).second) {
-      index.other_names.push_back(NamedVariable{std::move(entry), variable});
+    const auto [at, first] = index.position.emplace(variable.id(), index.variables.size());
+    if (!first) {
+      index.other_names.emplace_back(NamedVariable{std::move(entry), variable}, at->second);
       return;
     }
     index.variables.push_back(NamedVariable{std::move(entry), variable});
@@ -250,7 +252,7 @@ void Checkpoint::save(const std::string& path) const {
         entries.emplace_back(item->name + "/learning_rate", constant(state.learning_rate));
       }
       for (const auto& slots : state.slots) {
-        if (index.first_entry.count(slots.first) == 0) {
+        if (index.position.count(slots.first) == 0) {
           throw InvalidArgument(call + ": optimizer '" + item->name + "' (" +
                                 detail::OptimizerState::name_of(*item->optimizer) +
                                 ") holds slots for a variable that is not tracked (id " +
@@ -333,21 +335,19 @@ void Checkpoint::restore(const std::string& path) {
   FileEntries file(std::move(loaded), call);
   const VariableIndex index = index_variables(tracked_);
   RestorePlan plan;
-  std::unordered_map<std::uint64_t, std::size_t> assignment_of;  // variable id -> its entry
   for (const NamedVariable& named : index.variables) {
     const Variable& variable = named.variable;
-    assignment_of.emplace(variable.id(), plan.assignments.size());
     plan.assignments.emplace_back(variable,
                                   file.take(named.entry, variable.shape(), variable.dtype(),
                                             "the tracked variable '" + variable.name() + "'"));
   }
-  for (const NamedVariable& other : index.other_names) {
+  for (const auto& [other, first] : index.other_names) {
     if (!file.contains(other.entry)) continue;
     const Variable& variable = other.variable;
     const Tensor value = file.take(other.entry, variable.shape(), variable.dtype(),
                                    "the tracked variable '" + variable.name() + "'");
-    if (!same_bits(value, plan.assignments[assignment_of.at(variable.id())].second)) {
-      throw InvalidArgument(call + ": entries '" + index.first_entry.at(variable.id()) + "' and '" +
+    if (!same_bits(value, plan.assignments[first].second)) {
+      throw InvalidArgument(call + ": entries '" + index.variables[first].entry + "' and '" +
                             other.entry + "' both hold the variable '" + variable.name() +
                             "' (tracked twice) but differ; the first name " +
                             "is the one restored: remove '" + other.entry + "' from the file");

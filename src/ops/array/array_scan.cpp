@@ -1,7 +1,5 @@
 // Scans along one axis (cumsum, cumprod: TF's Cumsum and Cumprod with exclusive and reverse)
 // and reverse (TF's ReverseV2). The scan loops are kernels/scan_kernel.hpp.
-#include <algorithm>
-
 #include "kernels/dispatch.hpp"
 #include "kernels/int_arith.hpp"
 #include "kernels/scan_kernel.hpp"
@@ -218,18 +216,14 @@ static Tangents cumprod_tangent(const ForwardContext& op, const Tangents& tangen
       return transpose(reduce_sum(multiply(p.partials, dx_moved), {-2}), p.back);
     }
     const CumprodZeros z = cumprod_zeros(x, s);
-    const Tensor none = zeros(op.outputs[0].shape(), op.outputs[0].dtype());
     // sum dx_i / x_i over the covered i but the first zero; x_k as y_j covers it.
     const Tensor ratio_sums =
         cumsum_of(where(z.first_zero, zeros_like(dx), divide(dx, z.safe_x)), s);
     const Tensor covered_zero_x = cumsum_of(z.first_zero_x, s);
-    const Tensor no_zero =
-        where(equal(z.covered_zeros, 0.0), multiply(op.outputs[0], ratio_sums), none);
     const Tensor at_zero = cumsum_of(where(z.first_zero, dx, zeros_like(dx)), s);
-    const Tensor one_zero =
-        where(equal(z.covered_zeros, 1.0),
-              multiply(z.safe_y, add(at_zero, multiply(covered_zero_x, ratio_sums))), none);
-    return add(no_zero, one_zero);
+    const Tensor one_zero = multiply(z.safe_y, add(at_zero, multiply(covered_zero_x, ratio_sums)));
+    return where(equal(z.covered_zeros, 0.0), multiply(op.outputs[0], ratio_sums),
+                 where(equal(z.covered_zeros, 1.0), one_zero, zeros_like(one_zero)));
   });
 }
 
@@ -248,20 +242,13 @@ static Grads cumprod_gradient(const OpContext& op, const std::vector<Tensor>& g)
   ScanAttrs flipped = s;
   flipped.reverse = !flipped.reverse;
   const CumprodZeros z = cumprod_zeros(x, s);
-  const Tensor none = zeros(x.shape(), x.dtype());
-  const Tensor before_zero =
-      where(equal(z.zeros_so_far, 0.0),
-            divide(cumsum_of(multiply(op.outputs()[0], g[0]), flipped), z.safe_x), none);
+  const Tensor before_zero = divide(cumsum_of(multiply(op.outputs()[0], g[0]), flipped), z.safe_x);
   const Tensor w = cumsum_of(
       where(equal(z.covered_zeros, 1.0), multiply(z.safe_y, g[0]), zeros_like(g[0])), flipped);
-  const Tensor at_first_zero = where(z.first_zero, w, none);
-  // After the first zero, not at it (where zeros_so_far is 1, not 0): x_k W_i / x_i, x_k
-  // carried along from the zero on.
-  const Tensor after_first_zero =
-      where(z.first_zero, equal(z.zeros_so_far, 0.0), greater(z.zeros_so_far, 0.0));
+  // After the first zero: x_k W_i / x_i, x_k carried along from the zero on.
   const Tensor zero_x = cumsum_of(z.first_zero_x, z.inclusive);
-  const Tensor after_zero = where(after_first_zero, divide(multiply(zero_x, w), z.safe_x), none);
-  return {add(add(before_zero, at_first_zero), after_zero)};
+  const Tensor after_zero = divide(multiply(zero_x, w), z.safe_x);
+  return {where(equal(z.zeros_so_far, 0.0), before_zero, where(z.first_zero, w, after_zero))};
 }
 
 // ---- ReverseV2 --------------------------------------------------------------------------

@@ -108,10 +108,12 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
   }
   const Tensor divisor =
       largest.defined() ? norm_scale(largest, {}) : scalar(1.0, tensors[first].dtype());
+  std::vector<Tensor> units(tensors.size());  // each entry / divisor
   Tensor sum_of_squares;
-  for (const Tensor& t : tensors) {
-    if (!t.defined()) continue;
-    const Tensor part = reduce_sum(square(t / divisor));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined()) continue;
+    units[i] = tensors[i] / divisor;
+    const Tensor part = reduce_sum(square(units[i]));
     sum_of_squares = sum_of_squares.defined() ? sum_of_squares + part : part;
   }
   const Tensor unit_norm = safe_sqrt(sum_of_squares);
@@ -122,9 +124,9 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
   const Tensor not_finite = global_norm - global_norm;
   std::vector<Tensor> clipped;
   clipped.reserve(tensors.size());
-  for (const Tensor& t : tensors) {
-    clipped.push_back(t.defined()
-                          ? clip_to(t, t / divisor, global_norm, unit_norm, limit, not_finite)
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    clipped.push_back(tensors[i].defined()
+                          ? clip_to(tensors[i], units[i], global_norm, unit_norm, limit, not_finite)
                           : Tensor());
   }
   return {std::move(clipped), global_norm};

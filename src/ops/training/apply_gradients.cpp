@@ -56,20 +56,15 @@ void check_sparse(const char* optimizer, const Variable& v, const IndexedSlices&
 
 // Repeated indices become one row holding their sum (TF: _deduplicate_indexed_slices).
 template <class T>
-std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const char* optimizer, const Variable& v,
+std::pair<std::vector<std::int64_t>, Tensor> deduplicate(const Variable& v,
                                                          const IndexedSlices& s) {
   const detail::IndexValues raw = detail::index_values(s.indices);
-  const std::size_t rows = v.shape()[0];
   const std::size_t width = detail::elements_per_row(v.shape());
   std::unordered_map<std::int64_t, std::size_t> position;
   std::vector<std::int64_t> unique;
   std::vector<std::int64_t> slot;  // per slice, its row in the summed tensor
   slot.reserve(raw.size());
-  for (std::int64_t index : raw) {
-    if (index < 0 || static_cast<std::size_t>(index) >= rows) {
-      throw InvalidArgument(describe_variable(optimizer, v) + ": index " + std::to_string(index) +
-                            " is out of range [0, " + std::to_string(rows) + ")");
-    }
+  for (std::int64_t index : raw) {  // each in [0, rows) (check_gradient)
     const auto [at, inserted] = position.emplace(index, unique.size());
     if (inserted) unique.push_back(index);
     slot.push_back(static_cast<std::int64_t>(at->second));
@@ -204,7 +199,7 @@ void Optimizer::apply_one(const GradientValue& grad, Variable& variable, std::in
     return;
   }
   auto [unique, summed] = detail::dispatch_floating(name(), variable.dtype(), [&](auto zero) {
-    return deduplicate<decltype(zero)>(name(), variable, grad.sparse());
+    return deduplicate<decltype(zero)>(variable, grad.sparse());
   });
   update_sparse(variable, unique, summed, slots_for(variable), step);
 }
